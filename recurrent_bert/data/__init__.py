@@ -1,0 +1,1 @@
+"""Data: tokenization, pretraining instances and TFRecord schema, task readers."""
