@@ -1,0 +1,65 @@
+"""Token + segment (+ absolute position) embeddings, LayerNorm, dropout (SPEC §1)."""
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="recurrent_bert")
+class Embeddings(keras.layers.Layer):
+  """`E = Dropout(LayerNorm(token[ids] + segment[type_ids] + position[0..T-1]))`.
+
+  Inputs: `input_ids` int [B, T], `segment_ids` int [B, T]. Output: [B, T, H].
+  `token_embeddings` ([V, H]) is exposed so the MLM head can tie its output weights.
+  """
+
+  def __init__(self, vocab_size, hidden_size, max_position_embeddings=512,
+               type_vocab_size=2, use_position_embedding=True, dropout_rate=0.1,
+               layer_norm_epsilon=1e-12, initializer_range=0.02, **kwargs):
+    super().__init__(**kwargs)
+    self.vocab_size = vocab_size
+    self.hidden_size = hidden_size
+    self.max_position_embeddings = max_position_embeddings
+    self.type_vocab_size = type_vocab_size
+    self.use_position_embedding = use_position_embedding
+    self.dropout_rate = dropout_rate
+    self.layer_norm_epsilon = layer_norm_epsilon
+    self.initializer_range = initializer_range
+    init = keras.initializers.TruncatedNormal(stddev=initializer_range)
+    self.token_embedding = keras.layers.Embedding(
+        vocab_size, hidden_size, embeddings_initializer=init, name="token_embedding")
+    self.segment_embedding = keras.layers.Embedding(
+        type_vocab_size, hidden_size, embeddings_initializer=init, name="segment_embedding")
+    self.layer_norm = keras.layers.LayerNormalization(
+        epsilon=layer_norm_epsilon, name="layer_norm")
+    self.dropout = keras.layers.Dropout(dropout_rate)
+
+  def build(self, input_shape):
+    self.token_embedding.build((None, None))
+    self.segment_embedding.build((None, None))
+    if self.use_position_embedding:
+      self.position_embeddings = self.add_weight(
+          name="position_embeddings",
+          shape=(self.max_position_embeddings, self.hidden_size),
+          initializer=keras.initializers.TruncatedNormal(stddev=self.initializer_range))
+    self.layer_norm.build((None, None, self.hidden_size))
+    self.built = True
+
+  @property
+  def token_embeddings(self):
+    """The [V, H] token embedding table."""
+    return self.token_embedding.embeddings
+
+  def call(self, input_ids, segment_ids, training=None):
+    x = self.token_embedding(input_ids) + self.segment_embedding(segment_ids)
+    if self.use_position_embedding:
+      seq_length = ops.shape(input_ids)[1]
+      positions = ops.cast(self.position_embeddings[:seq_length], x.dtype)
+      x = x + positions[None]
+    return self.dropout(self.layer_norm(x), training=training)
+
+  def get_config(self):
+    return {**super().get_config(), **{
+        k: getattr(self, k) for k in (
+            "vocab_size", "hidden_size", "max_position_embeddings", "type_vocab_size",
+            "use_position_embedding", "dropout_rate", "layer_norm_epsilon",
+            "initializer_range")}}

@@ -1,0 +1,21 @@
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _seed_and_float32():
+  """Every test starts float32 and seeded, whatever the previous one changed."""
+  keras.config.set_dtype_policy("float32")
+  keras.utils.set_random_seed(1234)
+  yield
+  keras.config.set_dtype_policy("float32")
+
+
+@pytest.fixture
+def rng():
+  return np.random.default_rng(0)

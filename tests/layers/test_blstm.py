@@ -1,0 +1,46 @@
+import numpy as np
+import pytest
+
+from recurrent_bert.layers import BidirectionalLSTM
+from tests import references as ref
+
+
+def _reference(layer, x, mask):
+  """Forward LSTM over each real prefix, backward LSTM from its last real token."""
+  lengths = mask.sum(1)
+  directions = []
+  for lstm, reverse in ((layer.bilstm.forward_layer, False),
+                        (layer.bilstm.backward_layer, True)):
+    cell = lstm.cell
+    directions.append(ref.lstm_direction(
+        x.astype(np.float64), cell.kernel.numpy(), cell.recurrent_kernel.numpy(),
+        cell.bias.numpy(), lengths, reverse))
+  y = np.concatenate(directions, -1)
+  if layer.projection is not None:
+    y = y @ layer.projection.kernel.numpy() + layer.projection.bias.numpy()
+  return y
+
+
+@pytest.mark.parametrize("units,projection", [(4, None), (8, 8)])  # SMALL, full (H = 8)
+def test_matches_numpy_lstm_loops_and_ignores_padding(rng, units, projection):
+  layer = BidirectionalLSTM(units, projection)
+  x = rng.normal(size=(3, 7, 8)).astype("float32")
+  mask = np.array([[1] * 7, [1] * 4 + [0] * 3, [1] + [0] * 6], "int32")
+  layer.build(x.shape)
+  for v in layer.weights:
+    v.assign(rng.normal(scale=0.4, size=v.shape).astype("float32"))
+  got = layer(x, mask).numpy()
+  assert got.shape == (3, 7, 8)
+  want = _reference(layer, x, mask)
+  real = mask.astype(bool)
+  np.testing.assert_allclose(got[real], want[real], atol=1e-5, rtol=1e-4)
+
+
+def test_lstm_settings_stay_cudnn_eligible():
+  # Keras uses the fused cuDNN kernel only with these settings (and a right-padded mask).
+  layer = BidirectionalLSTM(4, None)
+  for lstm in (layer.bilstm.forward_layer, layer.bilstm.backward_layer):
+    assert lstm.activation.__name__ == "tanh"
+    assert lstm.recurrent_activation.__name__ == "sigmoid"
+    assert lstm.recurrent_dropout == 0 and not lstm.unroll and lstm.use_bias
+    assert lstm.use_cudnn in ("auto", True)
