@@ -1,0 +1,139 @@
+"""File helpers shared by the data tools: atomic writes, checked text reading, globs.
+
+Every file the data tools produce (vocab.txt, TFRecord shards, stats JSON, the built-in
+corpus) is first written to a temporary file in the destination directory and then moved
+into place with `os.replace`, so a reader never sees a half-written file and an
+interrupted run leaves no output that looks complete.
+"""
+
+import contextlib
+import glob
+import json
+import os
+import tempfile
+from typing import Iterator, List, Sequence, Tuple
+
+
+class InputError(ValueError):
+  """Bad user input (a file, a line, a flag): the message names what is wrong and where."""
+
+
+def temp_path_for(path: str) -> str:
+  """Returns a fresh temporary file name next to `path` (same directory, same filesystem).
+
+  Being in the same directory matters: `os.replace` is only atomic within one filesystem.
+  """
+  directory = os.path.dirname(os.path.abspath(path))
+  os.makedirs(directory, exist_ok=True)
+  fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
+                             dir=directory)
+  os.close(fd)
+  return tmp
+
+
+def commit_temp(tmp: str, path: str) -> None:
+  """Moves a finished temporary file into place (atomic on POSIX)."""
+  # mkstemp creates files with mode 0600; give the output the usual umask-based mode.
+  umask = os.umask(0)
+  os.umask(umask)
+  os.chmod(tmp, 0o666 & ~umask)
+  os.replace(tmp, path)
+
+
+def discard_temp(tmp: str) -> None:
+  with contextlib.suppress(FileNotFoundError):
+    os.remove(tmp)
+
+
+@contextlib.contextmanager
+def atomic_write(path: str, mode: str = "w", encoding: str = "utf-8"):
+  """Context manager yielding a file object; `path` appears only if the block succeeds.
+
+  Args:
+    path: final destination.
+    mode: "w" (text) or "wb" (binary).
+    encoding: text encoding for mode "w".
+  """
+  if mode not in ("w", "wb"):
+    raise ValueError(f"atomic_write supports modes 'w' and 'wb', got {mode!r}")
+  tmp = temp_path_for(path)
+  try:
+    kwargs = {"encoding": encoding, "newline": "\n"} if mode == "w" else {}
+    with open(tmp, mode, **kwargs) as f:
+      yield f
+      f.flush()
+      os.fsync(f.fileno())
+    commit_temp(tmp, path)
+  except BaseException:
+    discard_temp(tmp)
+    raise
+
+
+def atomic_write_text(path: str, text: str) -> None:
+  with atomic_write(path, "w") as f:
+    f.write(text)
+
+
+def atomic_write_json(path: str, obj) -> None:
+  atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def expand_input_patterns(patterns: Sequence[str], flag_name: str = "input_files") -> List[str]:
+  """Expands comma-separated file names and globs, in a deterministic (sorted) order.
+
+  Args:
+    patterns: file names or glob patterns; each entry may itself be comma-separated.
+    flag_name: used in error messages.
+
+  Returns:
+    The matched files, sorted within each pattern, duplicates removed, pattern order kept.
+
+  Raises:
+    InputError: a pattern matches nothing, or a match is not a readable regular file.
+  """
+  files: List[str] = []
+  seen = set()
+  for entry in patterns:
+    for pattern in str(entry).split(","):
+      pattern = pattern.strip()
+      if not pattern:
+        continue
+      matches = sorted(glob.glob(os.path.expanduser(pattern)))
+      if not matches:
+        raise InputError(f"--{flag_name}: no file matches {pattern!r}")
+      for match in matches:
+        if match in seen:
+          continue
+        if not os.path.isfile(match):
+          raise InputError(f"--{flag_name}: {match!r} is not a regular file")
+        if not os.access(match, os.R_OK):
+          raise InputError(f"--{flag_name}: {match!r} is not readable")
+        seen.add(match)
+        files.append(match)
+  if not files:
+    raise InputError(f"--{flag_name}: no input files given")
+  return files
+
+
+def read_lines_checked(path: str) -> Iterator[Tuple[int, str]]:
+  """Yields (1-based line number, line without its newline) of a UTF-8 text file.
+
+  Reads in binary and decodes line by line so an encoding error names the exact line,
+  and so memory stays flat however large the file is.
+
+  Raises:
+    InputError: the file cannot be opened, or a line is not valid UTF-8.
+  """
+  try:
+    f = open(path, "rb")
+  except OSError as e:
+    raise InputError(f"cannot read input file {path!r}: {e.strerror or e}") from e
+  with f:
+    for line_number, raw in enumerate(f, start=1):
+      try:
+        line = raw.decode("utf-8")
+      except UnicodeDecodeError as e:
+        raise InputError(
+            f"{path}:{line_number}: not valid UTF-8 (byte {e.start} of the line: "
+            f"{raw[e.start:e.start + 4]!r}); convert the file to UTF-8") from e
+      yield line_number, line.rstrip("\r\n")

@@ -1,0 +1,100 @@
+"""The pretraining TFRecord schema (SPEC §8) — the one place that defines it.
+
+google-research/bert and the TF Model Garden write, per instance, one `tf.train.Example`:
+
+  input_ids             int64 [max_seq_length]            word-piece ids, 0-padded
+  input_mask            int64 [max_seq_length]            1 for real tokens, 0 for padding
+  segment_ids           int64 [max_seq_length]            0 for [CLS] A [SEP], 1 for B [SEP]
+  masked_lm_positions   int64 [max_predictions_per_seq]   sorted, 0-padded
+  masked_lm_ids         int64 [max_predictions_per_seq]   original ids, 0-padded
+  masked_lm_weights     float [max_predictions_per_seq]   1.0 real, 0.0 padding
+  next_sentence_labels  int64 [1]                         0 = IsNext, 1 = random next
+
+Unmasked records (for dynamic masking at read time) carry only the first three features
+and `next_sentence_labels`.
+"""
+
+from typing import Dict, Mapping, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+UNMASKED_FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "next_sentence_labels")
+MASKED_LM_FEATURE_NAMES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
+PRETRAINING_FEATURE_NAMES = UNMASKED_FEATURE_NAMES[:3] + MASKED_LM_FEATURE_NAMES + (
+    "next_sentence_labels",)
+_FLOAT_FEATURES = frozenset({"masked_lm_weights"})
+
+
+def unmasked_feature_spec(max_seq_length: int) -> Dict[str, tf.io.FixedLenFeature]:
+  """Feature spec of unmasked records: input_ids/input_mask/segment_ids, NSP label."""
+  return {
+      "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+  }
+
+
+def pretraining_feature_spec(max_seq_length: int, max_predictions_per_seq: int
+                             ) -> Dict[str, tf.io.FixedLenFeature]:
+  """Feature spec of masked pretraining records, exactly google-research/bert's."""
+  spec = unmasked_feature_spec(max_seq_length)
+  spec.update({
+      "masked_lm_positions": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
+      "masked_lm_ids": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
+      "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
+  })
+  return spec
+
+
+def serialize_example(features: Mapping[str, Sequence]) -> bytes:
+  """Serializes one instance as a tf.train.Example.
+
+  Args:
+    features: name -> 1-D sequence (list or numpy array). `masked_lm_weights` is stored
+      as float, everything else as int64. Lengths must already be padded to the schema.
+
+  Returns:
+    The serialized `tf.train.Example`.
+  """
+  feature = {}
+  for name, values in features.items():
+    if name in _FLOAT_FEATURES:
+      values = np.asarray(values, np.float32).reshape(-1).tolist()
+      feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=values))
+    else:
+      values = np.asarray(values, np.int64).reshape(-1).tolist()
+      feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+  # deterministic=True sorts the feature map: byte-identical shards across runs/processes.
+  return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString(
+      deterministic=True)
+
+
+def _cast_ints(parsed: Dict[str, tf.Tensor], int_dtype) -> Dict[str, tf.Tensor]:
+  if int_dtype == tf.int64:
+    return parsed
+  return {k: (tf.cast(v, int_dtype) if v.dtype == tf.int64 else v) for k, v in parsed.items()}
+
+
+def parse_pretraining_example(serialized, max_seq_length: int, max_predictions_per_seq: int,
+                              int_dtype=tf.int32) -> Dict[str, tf.Tensor]:
+  """Parses masked pretraining records.
+
+  Args:
+    serialized: string Tensor, scalar (one record) or [batch].
+    max_seq_length, max_predictions_per_seq: the schema's lengths.
+    int_dtype: int features are cast to this (int32 by default: TPUs and XLA prefer it).
+
+  Returns:
+    dict of the SPEC §8 features, shapes [(batch,) length] as in the module docstring.
+  """
+  spec = pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
+  return _cast_ints(tf.io.parse_example(serialized, spec), int_dtype)
+
+
+def parse_unmasked_example(serialized, max_seq_length: int, int_dtype=tf.int32
+                           ) -> Dict[str, tf.Tensor]:
+  """Parses unmasked records (scalar or [batch] string Tensor); see parse_pretraining_example."""
+  return _cast_ints(tf.io.parse_example(serialized, unmasked_feature_spec(max_seq_length)),
+                    int_dtype)

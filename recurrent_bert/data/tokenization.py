@@ -1,0 +1,241 @@
+"""BERT WordPiece tokenization, in-graph on tensorflow-text.
+
+The algorithm is BERT's (Devlin et al. 2018, google-research/bert `tokenization.py`):
+
+1. Basic tokenization
+   - drop NUL, U+FFFD and control/format characters (Unicode Cc/Cf except tab, newline,
+     carriage return, which count as whitespace);
+   - optional lower-casing, which also strips accents (NFD, then drop Mn marks);
+     cased mode leaves the text unnormalised, as BERT does;
+   - split on whitespace (including Unicode space separators, e.g. U+00A0);
+   - every punctuation character (ASCII symbol ranges plus Unicode P*) and every CJK
+     ideograph becomes a word of its own.
+2. WordPiece: greedy longest-match-first over each word, continuation pieces prefixed with
+   `##`; a word with no full segmentation, or longer than `max_bytes_per_word`, becomes a
+   single `[UNK]`.
+
+Everything runs as TensorFlow ops (tensorflow-text's `regex_split` and
+`FastWordpieceTokenizer`), so the same object tokenises inside `tf.data`, inside a
+`tf.function`, and inside an exported SavedModel.
+
+One deliberate difference from google-research/bert: the word-length limit is counted in
+UTF-8 bytes (tensorflow-text) instead of characters; it only matters for words of more than
+~50 non-ASCII characters, which become `[UNK]` a little earlier.
+"""
+
+import os
+from typing import Dict, List, Sequence, Union
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from recurrent_bert.data.io_utils import InputError
+
+PAD_TOKEN = "[PAD]"
+UNK_TOKEN = "[UNK]"
+CLS_TOKEN = "[CLS]"
+SEP_TOKEN = "[SEP]"
+MASK_TOKEN = "[MASK]"
+# The order in which tools/build_vocab.py writes them (ids 0..4 of our own vocabularies).
+# google-research/bert vocabularies keep them at other ids ([PAD]=0, [UNK]=100, ...);
+# ids are always looked up by name, never assumed.
+RESERVED_TOKENS = (PAD_TOKEN, UNK_TOKEN, CLS_TOKEN, SEP_TOKEN, MASK_TOKEN)
+SUFFIX_INDICATOR = "##"
+DEFAULT_MAX_BYTES_PER_WORD = 100
+
+# Characters BERT deletes outright (not replaced by a space): NUL, the replacement
+# character, C0/C1 controls other than \t \n \r, and format characters (Cf, e.g. U+200B).
+_DROPPED_CHARS_REGEX = r"[\x{0}-\x{8}\x{B}\x{C}\x{E}-\x{1F}\x{7F}-\x{9F}\x{FFFD}\p{Cf}]"
+# BERT's whitespace: space, \t, \n, \r and the Unicode space separators (Zs).
+_WHITESPACE_REGEX = r"[\t\n\r\p{Zs}]"
+# BERT's punctuation: the four ASCII symbol ranges (so `$`, `+`, `^`, `` ` `` count) and
+# every Unicode P* character.
+_PUNCTUATION_REGEX = r"[!-/]|[:-@]|[\[-`]|[{-~]|\p{P}"
+# The CJK Unified Ideograph blocks BERT isolates (Hangul and kana are not in them).
+_CJK_REGEX = (r"[\x{4E00}-\x{9FFF}]|[\x{3400}-\x{4DBF}]|[\x{20000}-\x{2A6DF}]|"
+              r"[\x{2A700}-\x{2B73F}]|[\x{2B740}-\x{2B81F}]|[\x{2B820}-\x{2CEAF}]|"
+              r"[\x{F900}-\x{FAFF}]|[\x{2F800}-\x{2FA1F}]")
+_KEEP_DELIMITERS_REGEX = _PUNCTUATION_REGEX + "|" + _CJK_REGEX
+_ALL_DELIMITERS_REGEX = r"\s+|" + _KEEP_DELIMITERS_REGEX
+
+
+def load_vocab(vocab_file: str) -> List[str]:
+  """Reads a vocab.txt (one token per line, line i = id i) and checks it.
+
+  Accepts google-research/bert vocabularies unchanged (tokens are stripped of surrounding
+  whitespace, as BERT's own reader does).
+
+  Args:
+    vocab_file: path of the vocabulary.
+
+  Returns:
+    The tokens, index = id.
+
+  Raises:
+    InputError: unreadable file, invalid UTF-8, an empty or duplicate token, or a missing
+      reserved token; the message names the file (and the line).
+  """
+  if not os.path.isfile(vocab_file):
+    raise InputError(f"vocab file {vocab_file!r} does not exist")
+  tokens: List[str] = []
+  first_line_of: Dict[str, int] = {}
+  try:
+    with open(vocab_file, "rb") as f:
+      raw_lines = f.read().split(b"\n")
+  except OSError as e:
+    raise InputError(f"cannot read vocab file {vocab_file!r}: {e.strerror or e}") from e
+  if raw_lines and raw_lines[-1] == b"":
+    raw_lines.pop()  # the final newline
+  for line_number, raw in enumerate(raw_lines, start=1):
+    try:
+      token = raw.decode("utf-8").strip()
+    except UnicodeDecodeError as e:
+      raise InputError(f"{vocab_file}:{line_number}: vocab line is not valid UTF-8") from e
+    if not token:
+      raise InputError(f"{vocab_file}:{line_number}: empty vocab entry")
+    if token in first_line_of:
+      raise InputError(f"{vocab_file}:{line_number}: duplicate vocab entry {token!r} "
+                       f"(first on line {first_line_of[token]})")
+    first_line_of[token] = line_number
+    tokens.append(token)
+  missing = [t for t in RESERVED_TOKENS if t not in first_line_of]
+  if missing:
+    raise InputError(f"vocab file {vocab_file!r} lacks the reserved token(s) "
+                     f"{' '.join(missing)}; a BERT vocabulary needs all of "
+                     f"{' '.join(RESERVED_TOKENS)}")
+  return tokens
+
+
+def basic_tokenize(texts: tf.Tensor, do_lower_case: bool) -> tf.RaggedTensor:
+  """BERT's basic tokenization (step 1 of the module docstring), in-graph.
+
+  Args:
+    texts: string Tensor of any rank (usually [batch]) of UTF-8 text.
+    do_lower_case: lower-case and strip accents.
+
+  Returns:
+    string RaggedTensor [*texts.shape, (words)].
+  """
+  texts = tf.convert_to_tensor(texts, dtype=tf.string)
+  texts = tf.strings.regex_replace(texts, _DROPPED_CHARS_REGEX, "")
+  texts = tf.strings.regex_replace(texts, _WHITESPACE_REGEX, " ")
+  if do_lower_case:
+    texts = tf.strings.lower(texts, encoding="utf-8")
+    texts = tf_text.normalize_utf8(texts, "NFD")
+    texts = tf.strings.regex_replace(texts, r"\p{Mn}", "")
+  return tf_text.regex_split(texts, _ALL_DELIMITERS_REGEX, _KEEP_DELIMITERS_REGEX)
+
+
+class BertWordpieceTokenizer(tf.Module):
+  """BERT's basic + WordPiece tokenizer as TensorFlow ops (saveable in a SavedModel).
+
+  Example:
+    tokenizer = BertWordpieceTokenizer("vocab.txt", do_lower_case=True)
+    ids = tokenizer.tokenize(["Hello, world!"])   # int64 [1, (words), (pieces)]
+    flat = tokenizer.tokenize_flat(["Hello, world!"])  # int64 [1, (pieces)]
+
+  Attributes:
+    vocab: list of tokens, index = id.
+    vocab_size: len(vocab).
+    do_lower_case: whether text is lower-cased and accent-stripped.
+    pad_id, unk_id, cls_id, sep_id, mask_id: ids of the reserved tokens.
+  """
+
+  def __init__(self, vocab_file: str, do_lower_case: bool = True,
+               max_bytes_per_word: int = DEFAULT_MAX_BYTES_PER_WORD, name=None):
+    super().__init__(name=name)
+    self.vocab_file = vocab_file
+    self.vocab = load_vocab(vocab_file)
+    self.vocab_size = len(self.vocab)
+    self.do_lower_case = bool(do_lower_case)
+    ids = {token: i for i, token in enumerate(self.vocab)}
+    self.pad_id = ids[PAD_TOKEN]
+    self.unk_id = ids[UNK_TOKEN]
+    self.cls_id = ids[CLS_TOKEN]
+    self.sep_id = ids[SEP_TOKEN]
+    self.mask_id = ids[MASK_TOKEN]
+    self._token_to_id_py = ids
+    self._wordpiece = tf_text.FastWordpieceTokenizer(
+        vocab=self.vocab, suffix_indicator=SUFFIX_INDICATOR,
+        max_bytes_per_word=max_bytes_per_word, token_out_type=tf.int64,
+        unknown_token=UNK_TOKEN, no_pretokenization=True, support_detokenization=True)
+    self._id_to_token = tf.constant(self.vocab, dtype=tf.string)
+    self._token_to_id = tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(
+            self._id_to_token, tf.range(self.vocab_size, dtype=tf.int64)),
+        default_value=self.unk_id)
+    # True for "##" continuation pieces: the word boundaries of whole-word masking.
+    self._is_continuation = tf.constant(
+        [t.startswith(SUFFIX_INDICATOR) and len(t) > len(SUFFIX_INDICATOR)
+         for t in self.vocab], dtype=tf.bool)
+
+  @property
+  def special_ids(self) -> Dict[str, int]:
+    return {"pad": self.pad_id, "unk": self.unk_id, "cls": self.cls_id,
+            "sep": self.sep_id, "mask": self.mask_id}
+
+  def split_words(self, texts) -> tf.RaggedTensor:
+    """Basic tokenization only: string RaggedTensor [batch, (words)]."""
+    return basic_tokenize(texts, self.do_lower_case)
+
+  def tokenize(self, texts) -> tf.RaggedTensor:
+    """Tokenizes text into word-piece ids grouped by word.
+
+    Args:
+      texts: string Tensor [batch] (or a list of Python strings).
+
+    Returns:
+      int64 RaggedTensor [batch, (words), (pieces)]; words[i] are the pieces of one
+      basic-tokenized word (the grouping whole-word masking uses).
+    """
+    words = self.split_words(texts)
+    return words.with_flat_values(self._wordpiece.tokenize(words.flat_values))
+
+  def tokenize_flat(self, texts) -> tf.RaggedTensor:
+    """Tokenizes text into word-piece ids: int64 RaggedTensor [batch, (pieces)]."""
+    return self.tokenize(texts).merge_dims(-2, -1)
+
+  def tokenize_to_pieces(self, texts) -> tf.RaggedTensor:
+    """Tokenizes text into word-piece strings: string RaggedTensor [batch, (pieces)]."""
+    return self.ids_to_tokens(self.tokenize_flat(texts))
+
+  def ids_to_tokens(self, ids):
+    """Maps ids (Tensor or RaggedTensor of any shape) to token strings of the same shape."""
+    if isinstance(ids, tf.RaggedTensor):
+      return ids.with_flat_values(self.ids_to_tokens(ids.flat_values))
+    return tf.gather(self._id_to_token, tf.cast(ids, tf.int64))
+
+  def tokens_to_ids(self, tokens):
+    """Maps token strings to int64 ids ([UNK] for strings not in the vocabulary)."""
+    if isinstance(tokens, tf.RaggedTensor):
+      return tokens.with_flat_values(self.tokens_to_ids(tokens.flat_values))
+    return self._token_to_id.lookup(tf.convert_to_tensor(tokens, tf.string))
+
+  def is_word_start(self, ids):
+    """bool, same shape as `ids`: True unless the id is a `##` continuation piece."""
+    if isinstance(ids, tf.RaggedTensor):
+      return ids.with_flat_values(self.is_word_start(ids.flat_values))
+    return tf.logical_not(tf.gather(self._is_continuation, tf.cast(ids, tf.int64)))
+
+  def detokenize(self, ids) -> tf.Tensor:
+    """Joins word-piece ids back into text: int [batch, (pieces)] -> string [batch].
+
+    `##` pieces are glued to the previous piece, words are separated by one space.
+    Lower-casing, accent stripping and punctuation splitting are not undone.
+    """
+    return self._wordpiece.detokenize(ids)
+
+  # Plain-Python conveniences for tools and tests.
+  def convert_ids_to_tokens(self, ids: Sequence[int]) -> List[str]:
+    return [self.vocab[int(i)] for i in ids]
+
+  def convert_tokens_to_ids(self, tokens: Sequence[str]) -> List[int]:
+    return [self._token_to_id_py.get(t, self.unk_id) for t in tokens]
+
+
+def make_tokenizer(vocab_file: str, do_lower_case: Union[bool, str] = True
+                   ) -> BertWordpieceTokenizer:
+  """Builds a tokenizer; `do_lower_case` may also be the strings "true"/"false"."""
+  if isinstance(do_lower_case, str):
+    do_lower_case = do_lower_case.strip().lower() in ("1", "true", "yes")
+  return BertWordpieceTokenizer(vocab_file, do_lower_case=do_lower_case)

@@ -1,0 +1,123 @@
+r"""Learns a BERT WordPiece vocabulary from text files and writes vocab.txt atomically.
+
+The learner is tensorflow-text's (`wordpiece_vocab.wordpiece_tokenizer_learner_lib`, the one
+behind `bert_vocab_from_dataset` and keras-hub's `compute_word_piece_vocabulary`); the word
+counts come from our in-graph basic tokenizer, so the vocabulary matches what
+`BertWordpieceTokenizer` will split. The reserved tokens [PAD] [UNK] [CLS] [SEP] [MASK] get
+ids 0-4; if the learner returns fewer tokens than requested the vocabulary is padded with
+[unusedN] tokens (as BERT's own vocabularies are), so vocab.txt has exactly --vocab_size
+lines.
+
+Example:
+  python -m tools.build_vocab --input_files=builtin --vocab_size=8000 \
+      --do_lower_case=true --output_file=/tmp/vocab.txt
+"""
+
+import collections
+import os
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+
+from tools import _flag_utils
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("input_files", None,
+                  "Text files or globs (comma-separated); `builtin` = the built-in corpus.")
+flags.DEFINE_string("output_file", None, "Where to write vocab.txt (atomically).")
+flags.DEFINE_integer("vocab_size", 30522, "Number of tokens in the vocabulary.")
+flags.DEFINE_boolean("do_lower_case", True, "Lower-case and strip accents (uncased model).")
+flags.DEFINE_integer("max_lines", 0, "Read at most this many lines (0 = all).")
+flags.DEFINE_integer("max_unique_chars", 1000, "Alphabet size cap for the learner.")
+flags.DEFINE_integer("max_token_length", 50, "Longer words are not counted.")
+flags.DEFINE_integer("min_count", 1, "Lower bound of the learner's frequency threshold.")
+flags.DEFINE_string("cache_dir", None, "Where `builtin` is built (default ~/.cache/recurrent_bert).")
+flags.DEFINE_integer("builtin_max_bytes", 0, "Cap of the built-in corpus size (0 = all).")
+flags.mark_flags_as_required(["input_files", "output_file"])
+flags.register_validator("vocab_size", lambda v: v >= 100, "--vocab_size must be >= 100")
+
+
+def count_words(files, do_lower_case, max_lines=0, batch_size=4096):
+  """Counter of basic-tokenized words over the files (streamed, batched in-graph)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.data import io_utils, tokenization  # pylint: disable=g-import-not-at-top
+
+  split = tf.function(lambda t: tokenization.basic_tokenize(t, do_lower_case),
+                      input_signature=[tf.TensorSpec([None], tf.string)])
+  counts = collections.Counter()
+  batch = []
+  seen = 0
+
+  def flush():
+    words = split(tf.constant(batch)).flat_values.numpy()
+    counts.update(w.decode("utf-8") for w in words)
+    batch.clear()
+
+  for path in files:
+    for _, line in io_utils.read_lines_checked(path):
+      if line.strip():
+        batch.append(line)
+        if len(batch) >= batch_size:
+          flush()
+      seen += 1
+      if max_lines and seen >= max_lines:
+        break
+    if max_lines and seen >= max_lines:
+      break
+  if batch:
+    flush()
+  return counts
+
+
+def learn_vocab(counts, vocab_size, max_unique_chars=1000, max_token_length=50, min_count=1):
+  """Runs tensorflow-text's WordPiece learner; returns exactly vocab_size tokens."""
+  from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.data import tokenization  # pylint: disable=g-import-not-at-top
+
+  reserved = list(tokenization.RESERVED_TOKENS)
+  # Sorted input: the learner's result then does not depend on Counter insertion order.
+  word_counts = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+  vocab = learner.learn(word_counts, vocab_size=vocab_size, reserved_tokens=reserved,
+                        lower_thresh=min_count, max_unique_chars=max_unique_chars,
+                        max_token_length=max_token_length, include_joiner_token=True,
+                        joiner=tokenization.SUFFIX_INDICATOR)
+  vocab = [t for t in vocab if t.strip()]
+  if len(vocab) > vocab_size:
+    # The learner always keeps every single character; with a tiny --vocab_size that can
+    # exceed the budget. Keep the reserved tokens and the first (most useful) entries.
+    logging.warning("learner returned %d tokens, keeping %d", len(vocab), vocab_size)
+    vocab = vocab[:vocab_size]
+  unused = 0
+  while len(vocab) < vocab_size:
+    vocab.append(f"[unused{unused}]")
+    unused += 1
+  return vocab
+
+
+def main(argv):
+  del argv
+  from recurrent_bert.data import builtin_corpus, io_utils  # pylint: disable=g-import-not-at-top
+
+  files = _flag_utils.run_checked(
+      builtin_corpus.resolve_input_files, FLAGS.input_files, "input_files", FLAGS.cache_dir,
+      FLAGS.builtin_max_bytes or None)
+  output_dir = os.path.dirname(os.path.abspath(FLAGS.output_file))
+  if os.path.exists(output_dir) and not os.access(output_dir, os.W_OK):
+    _flag_utils.fail(f"--output_file: directory {output_dir!r} is not writable")
+  counts = _flag_utils.run_checked(count_words, files, FLAGS.do_lower_case, FLAGS.max_lines)
+  if not counts:
+    _flag_utils.fail("--input_files: no words in " + ", ".join(files))
+  logging.info("%d distinct words, %d in total", len(counts), sum(counts.values()))
+  vocab = learn_vocab(counts, FLAGS.vocab_size, FLAGS.max_unique_chars,
+                      FLAGS.max_token_length, FLAGS.min_count)
+  io_utils.atomic_write_text(FLAGS.output_file, "\n".join(vocab) + "\n")
+  num_unused = sum(t.startswith("[unused") for t in vocab)
+  print(f"wrote {FLAGS.output_file}: {len(vocab)} tokens ({num_unused} [unused] padding), "
+        f"{'uncased' if FLAGS.do_lower_case else 'cased'}, from {len(counts):,} distinct words",
+        file=sys.stderr)
+
+
+if __name__ == "__main__":
+  app.run(main)

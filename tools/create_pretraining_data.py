@@ -1,0 +1,129 @@
+r"""Raw text -> masked-LM (+ NSP) pretraining TFRecords in google-research/bert's schema.
+
+Input: one sentence per line, a blank line between documents. `--input_files=builtin` uses
+the built-in corpus (docstrings of the installed Python, see recurrent_bert/data/
+builtin_corpus.py). Output: --num_output_shards TFRecord files plus `stats.json`.
+
+Examples:
+  # BERT: MLM + NSP, 80/10/10.
+  python -m tools.create_pretraining_data --input_files=builtin --vocab_file=vocab.txt \
+      --output_dir=/tmp/pretrain_data --max_seq_length=128 --max_predictions_per_seq=20
+  # TRANS-BLSTM: whole-word masking.          ... --do_whole_word_mask --max_seq_length=256
+  # SwishRNN: MLM only, 100% [MASK].          ... --nouse_nsp --mask_token_prob=1.0 \
+                                                  --random_token_prob=0.0 --max_seq_length=512
+  # Unmasked records for read-time masking:   ... --dynamic_masking --dupe_factor=1
+"""
+
+import os
+import sys
+
+from absl import app
+from absl import flags
+
+from tools import _flag_utils
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("input_files", None,
+                  "Input text files or globs, comma-separated; `builtin` = built-in corpus.")
+flags.DEFINE_string("output_dir", None,
+                    "Directory for the shards (pretraining-SSSSS-of-NNNNN.tfrecord) and "
+                    "stats.json. Exclusive with --output_files.")
+flags.DEFINE_list("output_files", None,
+                  "Explicit shard paths (one shard each); stats.json goes next to the first.")
+flags.DEFINE_string("vocab_file", None, "vocab.txt (ours or google-research/bert's).")
+flags.DEFINE_boolean("do_lower_case", True, "Lower-case and strip accents.")
+flags.DEFINE_integer("max_seq_length", 128, "Tokens per sequence, [CLS]/[SEP] included.")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Cap of masked positions per sequence.")
+flags.DEFINE_float("masked_lm_prob", 0.15, "Fraction of tokens to mask.")
+flags.DEFINE_float("mask_token_prob", 0.8, "Chosen positions replaced by [MASK].")
+flags.DEFINE_float("random_token_prob", 0.1,
+                   "Chosen positions replaced by a random token (the rest stay unchanged).")
+flags.DEFINE_integer("dupe_factor", 10, "Passes over the input, each with fresh masks.")
+flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter target length.")
+flags.DEFINE_integer("random_seed", 12345, "Seed; output is a function of it and the shards.")
+flags.DEFINE_boolean("do_whole_word_mask", False, "Mask all pieces of a word together.")
+flags.DEFINE_boolean("use_nsp", True,
+                     "Sentence pairs with NSP labels; --nouse_nsp packs one segment of "
+                     "consecutive text per sequence (SwishRNN recipe).")
+flags.DEFINE_boolean("dynamic_masking", False,
+                     "Write unmasked records (input_ids, input_mask, segment_ids, "
+                     "next_sentence_labels) to be masked at read time.")
+flags.DEFINE_integer("num_workers", 1, "Worker processes (e.g. the number of cores).")
+flags.DEFINE_integer("num_output_shards", 1, "Number of TFRecord shards (with --output_dir).")
+flags.DEFINE_integer("chunk_bytes", 1 << 20,
+                     "Text per unit of work; the random-next pool is one chunk. Part of "
+                     "the determinism key, like the seed.")
+flags.DEFINE_string("cache_dir", None, "Where `builtin` is built (default ~/.cache/recurrent_bert).")
+flags.DEFINE_integer("builtin_max_bytes", 0, "Cap of the built-in corpus size (0 = all).")
+flags.DEFINE_boolean("progress", True, "Show a progress bar.")
+flags.mark_flags_as_required(["input_files", "vocab_file"])
+
+for _name in ("max_seq_length", "max_predictions_per_seq", "dupe_factor", "num_workers",
+              "num_output_shards", "chunk_bytes"):
+  flags.register_validator(_name, lambda v: v is not None and v >= 1,
+                           f"--{_name} must be >= 1")
+for _name in ("masked_lm_prob", "mask_token_prob", "random_token_prob", "short_seq_prob"):
+  flags.register_validator(_name, lambda v: 0.0 <= v <= 1.0, f"--{_name} must be in [0, 1]")
+flags.register_multi_flags_validator(
+    ["output_dir", "output_files"], lambda f: bool(f["output_dir"]) != bool(f["output_files"]),
+    "give exactly one of --output_dir and --output_files")
+flags.register_multi_flags_validator(
+    ["mask_token_prob", "random_token_prob"],
+    lambda f: f["mask_token_prob"] + f["random_token_prob"] <= 1.0 + 1e-9,
+    "--mask_token_prob + --random_token_prob must be <= 1")
+flags.register_multi_flags_validator(
+    ["max_seq_length", "max_predictions_per_seq"],
+    lambda f: f["max_predictions_per_seq"] <= f["max_seq_length"],
+    "--max_predictions_per_seq must be <= --max_seq_length")
+
+
+def shard_paths(output_dir: str, num_shards: int):
+  return [os.path.join(output_dir, f"pretraining-{i:05d}-of-{num_shards:05d}.tfrecord")
+          for i in range(num_shards)]
+
+
+def options_from_flags():
+  """Builds GeneratorOptions from FLAGS, checking files before any work."""
+  from recurrent_bert.data import builtin_corpus, tokenization  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.data.pretraining_data import GeneratorOptions, MaskingConfig  # pylint: disable=g-import-not-at-top
+
+  tokenization.load_vocab(FLAGS.vocab_file)
+  if FLAGS.output_dir:
+    os.makedirs(FLAGS.output_dir, exist_ok=True)
+    outputs = shard_paths(FLAGS.output_dir, FLAGS.num_output_shards)
+  else:
+    outputs = list(FLAGS.output_files)
+    for path in outputs:
+      os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  stats_file = os.path.join(os.path.dirname(os.path.abspath(outputs[0])), "stats.json")
+  input_files = builtin_corpus.resolve_input_files(
+      FLAGS.input_files, "input_files", FLAGS.cache_dir, FLAGS.builtin_max_bytes or None)
+  options = GeneratorOptions(
+      input_files=input_files, output_files=outputs, vocab_file=FLAGS.vocab_file,
+      do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length,
+      masking=MaskingConfig(
+          max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+          masked_lm_prob=FLAGS.masked_lm_prob, mask_token_prob=FLAGS.mask_token_prob,
+          random_token_prob=FLAGS.random_token_prob,
+          whole_word_mask=FLAGS.do_whole_word_mask),
+      dupe_factor=FLAGS.dupe_factor, short_seq_prob=FLAGS.short_seq_prob,
+      random_seed=FLAGS.random_seed, use_nsp=FLAGS.use_nsp,
+      dynamic_masking=FLAGS.dynamic_masking, num_workers=FLAGS.num_workers,
+      chunk_bytes=FLAGS.chunk_bytes, stats_file=stats_file, show_progress=FLAGS.progress)
+  options.validate()
+  return options
+
+
+def main(argv):
+  del argv
+  from recurrent_bert.data import pretraining_data  # pylint: disable=g-import-not-at-top
+
+  options = _flag_utils.run_checked(options_from_flags)
+  stats = _flag_utils.run_checked(pretraining_data.create_pretraining_data, options)
+  print(pretraining_data.format_stats(stats), file=sys.stderr)
+  print(f"wrote {len(options.output_files)} shard(s) and {options.stats_file}",
+        file=sys.stderr)
+
+
+if __name__ == "__main__":
+  app.run(main)

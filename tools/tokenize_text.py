@@ -1,0 +1,68 @@
+r"""Writes, for each input line, one JSON list of its word pieces.
+
+A debugging aid, and a stable way to compare tokenizers (diff the outputs).
+
+Example:
+  python -m tools.tokenize_text --vocab_file=vocab.txt --do_lower_case=true \
+      --input_file=corpus.txt --output_file=pieces.jsonl
+"""
+
+import json
+
+from absl import app
+from absl import flags
+
+from tools import _flag_utils
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("vocab_file", None, "vocab.txt (ours or google-research/bert's).")
+flags.DEFINE_boolean("do_lower_case", True, "Lower-case and strip accents.")
+flags.DEFINE_string("input_file", None, "UTF-8 text, one string per line; `builtin` allowed.")
+flags.DEFINE_string("output_file", None, "JSON lines output, written atomically.")
+flags.DEFINE_enum("output", "pieces", ["pieces", "ids"], "Write piece strings or ids.")
+flags.DEFINE_integer("batch_size", 1024, "Lines tokenized per call.")
+flags.mark_flags_as_required(["vocab_file", "input_file", "output_file"])
+
+
+def tokenize_file(tokenizer, input_file, output_file, output="pieces", batch_size=1024):
+  """Tokenizes input_file line by line (blank lines give []); returns the line count."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.data import io_utils  # pylint: disable=g-import-not-at-top
+
+  tokenize = tf.function(tokenizer.tokenize_flat,
+                         input_signature=[tf.TensorSpec([None], tf.string)])
+  lines = 0
+  with io_utils.atomic_write(output_file, "w") as out:
+    batch = []
+
+    def flush():
+      ids = tokenize(tf.constant(batch)).to_list()
+      for row in ids:
+        value = tokenizer.convert_ids_to_tokens(row) if output == "pieces" else row
+        out.write(json.dumps(value, ensure_ascii=False) + "\n")
+      batch.clear()
+
+    for _, line in io_utils.read_lines_checked(input_file):
+      batch.append(line)
+      lines += 1
+      if len(batch) >= batch_size:
+        flush()
+    if batch:
+      flush()
+  return lines
+
+
+def main(argv):
+  del argv
+  from recurrent_bert.data import builtin_corpus, tokenization  # pylint: disable=g-import-not-at-top
+
+  [input_file] = _flag_utils.run_checked(builtin_corpus.resolve_input_files,
+                                         [FLAGS.input_file], "input_file")
+  tokenizer = _flag_utils.run_checked(tokenization.BertWordpieceTokenizer, FLAGS.vocab_file,
+                                      FLAGS.do_lower_case)
+  _flag_utils.run_checked(tokenize_file, tokenizer, input_file, FLAGS.output_file,
+                          FLAGS.output, FLAGS.batch_size)
+
+
+if __name__ == "__main__":
+  app.run(main)
