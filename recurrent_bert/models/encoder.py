@@ -7,6 +7,8 @@ from recurrent_bert.layers import Embeddings
 from recurrent_bert.layers import RelativePositionBias
 from recurrent_bert.layers import TransformerBlock
 
+ENCODER_INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
+
 
 @keras.saving.register_keras_serializable(package="recurrent_bert")
 class Encoder(keras.Model):
@@ -65,7 +67,7 @@ class Encoder(keras.Model):
         name="pooler")
 
     inputs = {name: keras.Input((None,), dtype="int32", name=name)
-              for name in ("input_ids", "input_mask", "segment_ids")}
+              for name in ENCODER_INPUT_NAMES}
     x = self.embeddings(inputs["input_ids"], inputs["segment_ids"])
     shared_bias = self.shared_relative_bias(x) if self.shared_relative_bias else None
     encoder_outputs = []
@@ -79,6 +81,16 @@ class Encoder(keras.Model):
                               "encoder_outputs": encoder_outputs},
                      **kwargs)
     self.config = config
+
+  def call(self, inputs, training=None, mask=None):
+    # Keras matches a dict with extra keys (e.g. a whole pretraining batch) to the inputs
+    # by position, silently feeding one feature as another: select by name instead.
+    if isinstance(inputs, dict):
+      missing = [k for k in ENCODER_INPUT_NAMES if k not in inputs]
+      if missing:
+        raise ValueError(f"Encoder inputs lack {missing}; got keys {sorted(inputs)}")
+      inputs = {k: inputs[k] for k in ENCODER_INPUT_NAMES}
+    return super().call(inputs, training=training, mask=mask)
 
   @property
   def token_embeddings(self):

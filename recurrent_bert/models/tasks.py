@@ -6,16 +6,15 @@ Each is a functional Keras model that owns its encoder, so `get_config`/`from_co
 
 import keras
 
+from recurrent_bert.models.encoder import ENCODER_INPUT_NAMES
 from recurrent_bert.models.encoder import Encoder
 from recurrent_bert.models.heads import ClassificationHead
 from recurrent_bert.models.heads import MaskedLMHead
 from recurrent_bert.models.heads import SpanHead
 
-ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
-
-
 def _encoder_inputs():
-  return {name: keras.Input((None,), dtype="int32", name=name) for name in ENCODER_INPUTS}
+  return {name: keras.Input((None,), dtype="int32", name=name)
+          for name in ENCODER_INPUT_NAMES}
 
 
 class _TaskModel(keras.Model):
@@ -55,7 +54,7 @@ class Pretrainer(_TaskModel):
     inputs = _encoder_inputs()
     inputs["masked_lm_positions"] = keras.Input((None,), dtype="int32",
                                                 name="masked_lm_positions")
-    encoded = encoder({k: inputs[k] for k in ENCODER_INPUTS})
+    encoded = encoder(inputs)
     outputs = {"mlm_logits": self.mlm_head(encoded["sequence_output"],
                                            inputs["masked_lm_positions"])}
     if use_nsp:

@@ -100,3 +100,31 @@ def test_swishrnn_step_schedule_cycles():
   encoder = build_encoder("swishrnn_mini")
   ks = [block.branch_layers[0].step_size for block in encoder.blocks]
   assert ks == [1, 2, 4, 1]
+
+
+def test_inputs_are_matched_by_name_not_position(rng):
+  encoder = build_encoder("bert_tiny")
+  inputs = _batch(rng, encoder.config.vocab_size, [5, 3], total=5)
+  want = encoder(inputs, training=False)["sequence_output"].numpy()
+  # Extra keys that sort between the real ones must not shift them.
+  noisy = dict(inputs, input_n=np.full((2, 5), 99, "int32"),
+               masked_lm_positions=np.full((2, 2), 7, "int32"))
+  np.testing.assert_array_equal(encoder(noisy, training=False)["sequence_output"], want)
+  with pytest.raises(ValueError, match="segment_ids"):
+    encoder({"input_ids": inputs["input_ids"], "input_mask": inputs["input_mask"]})
+
+
+@pytest.mark.parametrize("family", ["bert_rab", "trans_blstm_2", "swishrnn", "blstm"])
+def test_mixed_bfloat16_forward_and_backward_are_finite(rng, family):
+  keras.config.set_dtype_policy("mixed_bfloat16")  # conftest restores float32
+  encoder = build_encoder(f"{family}_tiny")
+  inputs = _batch(rng, encoder.config.vocab_size, [8, 4], total=8)
+  with tf.GradientTape() as tape:
+    out = encoder(inputs, training=True)
+    loss = tf.reduce_mean(tf.cast(out["sequence_output"], tf.float32) ** 2) + tf.reduce_mean(
+        tf.cast(out["pooled_output"], tf.float32))
+  assert out["sequence_output"].dtype == tf.bfloat16
+  grads = tape.gradient(loss, encoder.trainable_variables)
+  assert all(g is not None for g in grads)
+  assert all(v.dtype == tf.float32 for v in encoder.trainable_variables)
+  assert np.isfinite(loss.numpy())

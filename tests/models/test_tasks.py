@@ -29,8 +29,8 @@ def test_mlm_logits_use_tied_embeddings_at_masked_positions(rng):
   assert out["mlm_logits"].shape == (2, 3, encoder.config.vocab_size)
   assert out["nsp_logits"].shape == (2, 2)
 
-  encoder_inputs = {k: inputs[k] for k in ("input_ids", "input_mask", "segment_ids")}
-  sequence = encoder(encoder_inputs, training=False)["sequence_output"].numpy()
+  # The whole batch, extra key included: the encoder picks its inputs by name.
+  sequence = encoder(inputs, training=False)["sequence_output"].numpy()
   gathered = np.stack([sequence[b, inputs["masked_lm_positions"][b]] for b in range(2)])
   h = ref.gelu(gathered @ head.transform.kernel.numpy() + head.transform.bias.numpy())
   h = ref.layer_norm(h, head.layer_norm.gamma.numpy(), head.layer_norm.beta.numpy())
