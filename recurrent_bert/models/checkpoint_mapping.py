@@ -52,6 +52,75 @@ def keras_hub_bert_pairs(encoder: Encoder, hub_backbone) -> List[Tuple[object, o
   return pairs
 
 
+def tf1_bert_pairs(model, reader) -> List[Tuple[object, object]]:
+  """Pairs (our variable, value) from a google-research/bert TF1 checkpoint.
+
+  Args:
+    model: an `Encoder` (BERT-orig sizes), or a `Pretrainer` (then the `cls/...` MLM and
+      NSP weights are mapped too; NSP only if it has an NSP head).
+    reader: `tf.train.load_checkpoint(path)` of the TF1 checkpoint.
+  Returns:
+    A list of (variable, numpy value) pairs, reshaped to our layouts (TF1 keeps the
+    attention kernels as [H, H] and the NSP weights as [2, H]).
+  """
+  encoder = getattr(model, "encoder", model)
+  c = encoder.config
+  if c.mixer != "ffn" or c.attention_bias != "none":
+    raise ValueError("TF1 BERT checkpoints map only onto the `bert` family")
+  heads, head_size = c.num_heads, c.head_size
+
+  def get(name, shape=None):
+    value = reader.get_tensor(name)
+    return value if shape is None else value.reshape(shape)
+
+  emb = encoder.embeddings
+  pairs = [
+      (emb.token_embedding.embeddings, get("bert/embeddings/word_embeddings")),
+      (emb.segment_embedding.embeddings, get("bert/embeddings/token_type_embeddings")),
+      (emb.position_embeddings, get("bert/embeddings/position_embeddings")),
+      (emb.layer_norm.gamma, get("bert/embeddings/LayerNorm/gamma")),
+      (emb.layer_norm.beta, get("bert/embeddings/LayerNorm/beta")),
+  ]
+  for i, block in enumerate(encoder.blocks):
+    prefix = f"bert/encoder/layer_{i}"
+    attention, ffn = block.attention, block.branch_layers[0]
+    for ours, name in ((attention.query, "query"), (attention.key, "key"),
+                       (attention.value, "value")):
+      pairs += [(ours.kernel, get(f"{prefix}/attention/self/{name}/kernel",
+                                  (c.hidden_size, heads, head_size))),
+                (ours.bias, get(f"{prefix}/attention/self/{name}/bias",
+                                (heads, head_size)))]
+    pairs += [
+        (attention.output_dense.kernel, get(f"{prefix}/attention/output/dense/kernel",
+                                            (heads, head_size, c.hidden_size))),
+        (attention.output_dense.bias, get(f"{prefix}/attention/output/dense/bias")),
+        (ffn.intermediate.kernel, get(f"{prefix}/intermediate/dense/kernel")),
+        (ffn.intermediate.bias, get(f"{prefix}/intermediate/dense/bias")),
+        (ffn.output_dense.kernel, get(f"{prefix}/output/dense/kernel")),
+        (ffn.output_dense.bias, get(f"{prefix}/output/dense/bias")),
+    ]
+    for ours, name in ((block.attention_layer_norm, "attention/output/LayerNorm"),
+                       (block.output_layer_norm, "output/LayerNorm")):
+      pairs += [(ours.gamma, get(f"{prefix}/{name}/gamma")),
+                (ours.beta, get(f"{prefix}/{name}/beta"))]
+  pairs += [(encoder.pooler.kernel, get("bert/pooler/dense/kernel")),
+            (encoder.pooler.bias, get("bert/pooler/dense/bias"))]
+  mlm_head = getattr(model, "mlm_head", None)
+  if mlm_head is not None:
+    pairs += [
+        (mlm_head.transform.kernel, get("cls/predictions/transform/dense/kernel")),
+        (mlm_head.transform.bias, get("cls/predictions/transform/dense/bias")),
+        (mlm_head.layer_norm.gamma, get("cls/predictions/transform/LayerNorm/gamma")),
+        (mlm_head.layer_norm.beta, get("cls/predictions/transform/LayerNorm/beta")),
+        (mlm_head.output_bias, get("cls/predictions/output_bias")),
+    ]
+  nsp_head = getattr(model, "nsp_head", None)
+  if nsp_head is not None:
+    pairs += [(nsp_head.dense.kernel, get("cls/seq_relationship/output_weights").T),
+              (nsp_head.dense.bias, get("cls/seq_relationship/output_bias"))]
+  return pairs
+
+
 def assign_pairs(pairs) -> int:
   """Copies each source value into our variable; returns the number of values copied."""
   copied = 0
