@@ -55,8 +55,10 @@ _PUNCTUATION_REGEX = r"[!-/]|[:-@]|[\[-`]|[{-~]|\p{P}"
 _CJK_REGEX = (r"[\x{4E00}-\x{9FFF}]|[\x{3400}-\x{4DBF}]|[\x{20000}-\x{2A6DF}]|"
               r"[\x{2A700}-\x{2B73F}]|[\x{2B740}-\x{2B81F}]|[\x{2B820}-\x{2CEAF}]|"
               r"[\x{F900}-\x{FAFF}]|[\x{2F800}-\x{2FA1F}]")
-_KEEP_DELIMITERS_REGEX = _PUNCTUATION_REGEX + "|" + _CJK_REGEX
-_ALL_DELIMITERS_REGEX = r"\s+|" + _KEEP_DELIMITERS_REGEX
+# Basic tokenization splits words on WORD_SPLIT_REGEX and keeps the WORD_KEEP_REGEX
+# delimiters (punctuation, CJK ideographs) as words of their own.
+WORD_KEEP_REGEX = _PUNCTUATION_REGEX + "|" + _CJK_REGEX
+WORD_SPLIT_REGEX = r"\s+|" + WORD_KEEP_REGEX
 
 
 def load_vocab(vocab_file: str) -> List[str]:
@@ -123,7 +125,7 @@ def basic_tokenize(texts: tf.Tensor, do_lower_case: bool) -> tf.RaggedTensor:
     texts = tf.strings.lower(texts, encoding="utf-8")
     texts = tf_text.normalize_utf8(texts, "NFD")
     texts = tf.strings.regex_replace(texts, r"\p{Mn}", "")
-  return tf_text.regex_split(texts, _ALL_DELIMITERS_REGEX, _KEEP_DELIMITERS_REGEX)
+  return tf_text.regex_split(texts, WORD_SPLIT_REGEX, WORD_KEEP_REGEX)
 
 
 class BertWordpieceTokenizer(tf.Module):

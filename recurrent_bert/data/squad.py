@@ -1,0 +1,535 @@
+"""SQuAD v1.1 / v2.0: JSON reader, windowed features, and span post-processing.
+
+Alignment. The tokenizer runs in TensorFlow and does not report where its pieces came
+from, so the context is cut in Python first, keeping character offsets:
+  1. split the context on whitespace into words (char offsets into the context);
+  2. split each word where BERT's basic tokenizer splits it (punctuation, CJK; the
+     tokenizer's own regular expressions, with byte offsets turned into char offsets);
+  3. tokenize each of these sub-words on its own: every piece inherits its sub-word's
+     [char_start, char_end) in the ORIGINAL context.
+A predicted span of pieces (i..j) therefore maps to context[char_start(i):char_end(j)],
+an exact substring of the original text (whitespace, punctuation, case and accents kept);
+its granularity is the basic-tokenizer word, which is what the model can point at anyway.
+
+Windows (google-research/bert `run_squad.py`): the question is cut to max_query_length
+pieces; the context pieces are covered by windows of max_seq_length − |question| − 3
+pieces starting doc_stride apart; each feature is [CLS] question [SEP] window [SEP]. A
+context piece seen by several windows is scored only in the window where it has the most
+context on both sides (`token_is_max_context`).
+
+Post-processing: for each window, the n_best_size best start and end positions among its
+context pieces are paired (end ≥ start, at most max_answer_length pieces, start having
+max context) and scored start_logit + end_logit; candidates from all windows of an
+example are ranked together, duplicates of the same text dropped. For v2.0 the null score
+is the smallest start_logit[CLS] + end_logit[CLS] over the windows; the question is
+predicted unanswerable when null score − best span score > null_score_diff_threshold.
+"""
+
+import bisect
+import dataclasses
+import json
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from recurrent_bert.data import tokenization
+from recurrent_bert.data.io_utils import InputError
+from recurrent_bert.data.task_features import Features
+from recurrent_bert.data.task_features import SplitData
+from recurrent_bert.data.task_features import pack_pair
+from recurrent_bert.data.task_features import tokenize_texts
+
+_TOKENIZE_BATCH_SIZE = 4096
+# The basic tokenizer's own word-splitting rules (one definition, in tokenization.py).
+_SPLIT_REGEX = tokenization.WORD_SPLIT_REGEX
+_KEEP_REGEX = tokenization.WORD_KEEP_REGEX
+# The odds written when no window offers any valid span: "certainly unanswerable".
+_NO_SPAN_NULL_ODDS = 1e9
+
+
+@dataclasses.dataclass(frozen=True)
+class SquadAnswer:
+  text: str
+  char_start: int  # context[char_start:char_start + len(text)] == text (checked)
+
+
+@dataclasses.dataclass(frozen=True)
+class SquadExample:
+  """One question about one context.
+
+  Attributes:
+    qas_id: the question id (the key of predictions.json).
+    question, context: the texts.
+    answers: the gold answers (several in dev files, none in unlabeled files and for
+      unanswerable questions).
+    is_impossible: v2.0 unanswerable question.
+    title: the article's title.
+  """
+  qas_id: str
+  question: str
+  context: str
+  answers: Tuple[SquadAnswer, ...]
+  is_impossible: bool = False
+  title: str = ""
+
+
+# ------------------------------------------------------------------------------ reader
+
+
+class _LineDict(dict):
+  """A JSON object remembering the line its "{" is on."""
+  line = 0
+
+
+def _parse_json_with_lines(text: str):
+  """json.loads that records each object's line; slow (pure Python), used for errors only."""
+  newline_offsets = [i for i, ch in enumerate(text) if ch == "\n"]
+  decoder = json.JSONDecoder()
+
+  def parse_object(s_and_end, *args, **kwargs):
+    obj, end = json.decoder.JSONObject(s_and_end, *args, **kwargs)
+    positioned = _LineDict(obj)
+    # s_and_end[1] is just past the "{"; lines before it = newlines before it.
+    positioned.line = bisect.bisect_left(newline_offsets, s_and_end[1] - 1) + 1
+    return positioned, end
+
+  decoder.parse_object = parse_object
+  decoder.scan_once = json.scanner.py_make_scanner(decoder)
+  return decoder.decode(text)
+
+
+def _line_of(text: str, json_path: Sequence) -> Optional[int]:
+  """The line of the innermost object on json_path (keys and list indices), if found."""
+  node, line = _parse_json_with_lines(text), None
+  for step in json_path:
+    if isinstance(node, _LineDict):
+      line = node.line
+    try:
+      node = node[step]
+    except (KeyError, IndexError, TypeError):
+      break
+  if isinstance(node, _LineDict):
+    line = node.line
+  return line
+
+
+class _SchemaError(Exception):
+
+  def __init__(self, json_path: Sequence, message: str):
+    super().__init__(message)
+    self.json_path = list(json_path)
+    self.message = message
+
+
+def _path_text(json_path: Sequence) -> str:
+  return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in json_path).lstrip(".")
+
+
+def _field(obj: Any, key: str, expected_type, json_path: List, optional: bool = False):
+  if not isinstance(obj, dict):
+    raise _SchemaError(json_path, "expected a JSON object")
+  if key not in obj:
+    if optional:
+      return None
+    raise _SchemaError(json_path, f"missing field {key!r}")
+  value = obj[key]
+  wrong_bool = isinstance(value, bool) and expected_type is not bool
+  if wrong_bool or not isinstance(value, expected_type):
+    raise _SchemaError(json_path, f"field {key!r} should be {expected_type.__name__}, "
+                                  f"got {json.dumps(value)[:60]}")
+  return value
+
+
+def read_squad(path: str) -> SplitData:
+  """Reads a SQuAD v1.1 or v2.0 JSON file (train-v1.1.json, dev-v2.0.json, ...).
+
+  Args:
+    path: the JSON file.
+
+  Returns:
+    SplitData of `SquadExample`s, in file order.
+
+  Raises:
+    InputError: unreadable file, invalid JSON, a missing/mistyped field, a duplicate
+      question id, or an answer whose text is not at its answer_start in the context;
+      the message names file:line and the JSON path (data[i].paragraphs[j].qas[k]...).
+  """
+  try:
+    with open(path, "rb") as f:
+      text = f.read().decode("utf-8")
+  except OSError as e:
+    raise InputError(f"cannot read SQuAD file {path!r}: {e.strerror or e}") from e
+  except UnicodeDecodeError as e:
+    line = e.object[:e.start].count(b"\n") + 1
+    raise InputError(f"{path}:{line}: not valid UTF-8") from e
+  try:
+    document = json.loads(text)
+  except json.JSONDecodeError as e:
+    raise InputError(f"{path}:{e.lineno}: invalid JSON at column {e.colno}: {e.msg}") from e
+  try:
+    examples = _squad_examples(document)
+  except _SchemaError as e:
+    line = _line_of(text, e.json_path)
+    where = f"{path}:{line}" if line is not None else path
+    raise InputError(f"{where}: {_path_text(e.json_path) or 'top level'}: {e.message}"
+                     ) from None
+  return SplitData(examples=examples, source=path)
+
+
+def _squad_examples(document: Any) -> List[SquadExample]:
+  examples: List[SquadExample] = []
+  seen_ids = set()
+  for a, article in enumerate(_field(document, "data", list, [])):
+    title = _field(article, "title", str, ["data", a], optional=True) or ""
+    for p, paragraph in enumerate(_field(article, "paragraphs", list, ["data", a])):
+      paragraph_path = ["data", a, "paragraphs", p]
+      context = _field(paragraph, "context", str, paragraph_path)
+      for q, qa in enumerate(_field(paragraph, "qas", list, paragraph_path)):
+        qa_path = paragraph_path + ["qas", q]
+        qas_id = _field(qa, "id", str, qa_path)
+        if qas_id in seen_ids:
+          raise _SchemaError(qa_path, f"duplicate question id {qas_id!r}")
+        seen_ids.add(qas_id)
+        is_impossible = bool(_field(qa, "is_impossible", bool, qa_path, optional=True))
+        answers = []
+        for k, answer in enumerate(_field(qa, "answers", list, qa_path, optional=True)
+                                   or []):
+          answer_path = qa_path + ["answers", k]
+          answer_text = _field(answer, "text", str, answer_path)
+          start = _field(answer, "answer_start", int, answer_path)
+          if context[start:start + len(answer_text)] != answer_text or start < 0:
+            raise _SchemaError(answer_path, f"answer {answer_text!r} is not at "
+                               f"answer_start {start} of the context (found "
+                               f"{context[max(start, 0):max(start, 0) + len(answer_text)]!r})")
+          answers.append(SquadAnswer(answer_text, start))
+        if is_impossible and answers:
+          raise _SchemaError(qa_path, "an is_impossible question must have no answers")
+        examples.append(SquadExample(
+            qas_id=qas_id, question=_field(qa, "question", str, qa_path), context=context,
+            answers=tuple(answers), is_impossible=is_impossible, title=title))
+  return examples
+
+
+# ---------------------------------------------------------------------------- features
+
+
+@dataclasses.dataclass
+class ContextPieces:
+  """A context's word pieces, each with the context characters it came from.
+
+  Attributes:
+    ids: int [P] piece ids.
+    char_start, char_end: int [P]; piece i covers context[char_start[i]:char_end[i]]
+      (the whole basic-tokenizer word it belongs to).
+  """
+  ids: np.ndarray
+  char_start: np.ndarray
+  char_end: np.ndarray
+
+
+def _whitespace_words(text: str) -> Tuple[List[str], List[int]]:
+  """Whitespace-separated words of `text` and their char offsets."""
+  words, starts = [], []
+  start = None
+  for i, ch in enumerate(text):
+    if ch.isspace():
+      if start is not None:
+        words.append(text[start:i])
+        starts.append(start)
+        start = None
+    elif start is None:
+      start = i
+  if start is not None:
+    words.append(text[start:])
+    starts.append(start)
+  return words, starts
+
+
+def _byte_to_char_offsets(word: str) -> np.ndarray:
+  """[len(utf-8 bytes) + 1] char offset of each byte offset of `word`."""
+  sizes = [len(ch.encode("utf-8")) for ch in word]
+  return np.repeat(np.arange(len(word) + 1), [*sizes, 1])
+
+
+def context_pieces(contexts: Sequence[str], tokenizer) -> List[ContextPieces]:
+  """Tokenizes contexts into pieces aligned to characters (module docstring, steps 1-3).
+
+  Args:
+    contexts: C context strings.
+    tokenizer: a `BertWordpieceTokenizer`.
+
+  Returns:
+    C `ContextPieces`.
+  """
+  words, word_starts, word_context = [], [], []
+  for c, context in enumerate(contexts):
+    context_words, starts = _whitespace_words(context)
+    words += context_words
+    word_starts += starts
+    word_context += [c] * len(context_words)
+
+  # Sub-words: where the basic tokenizer would split each word (punctuation, CJK).
+  sub_words: List[str] = []
+  sub_start, sub_end, sub_context = [], [], []
+  for begin in range(0, len(words), _TOKENIZE_BATCH_SIZE):
+    batch = words[begin:begin + _TOKENIZE_BATCH_SIZE]
+    pieces, byte_starts, byte_ends = tf_text.regex_split_with_offsets(
+        tf.constant(batch, tf.string), _SPLIT_REGEX, _KEEP_REGEX)
+    for w, (word, parts, starts, ends) in enumerate(zip(
+        batch, pieces.to_list(), byte_starts.to_list(), byte_ends.to_list())):
+      if len(word.encode("utf-8")) == len(word):
+        char_of = None  # ASCII: byte offsets are char offsets
+      else:
+        char_of = _byte_to_char_offsets(word)
+      offset = word_starts[begin + w]
+      for part, start, end in zip(parts, starts, ends):
+        sub_words.append(part.decode("utf-8"))
+        sub_start.append(offset + (start if char_of is None else int(char_of[start])))
+        sub_end.append(offset + (end if char_of is None else int(char_of[end])))
+        sub_context.append(word_context[begin + w])
+
+  piece_ids = tokenize_texts(tokenizer, sub_words)
+  per_context: List[Tuple[List[int], List[int], List[int]]] = [
+      ([], [], []) for _ in contexts]
+  for ids, start, end, c in zip(piece_ids, sub_start, sub_end, sub_context):
+    target = per_context[c]
+    target[0].extend(ids)
+    target[1].extend([start] * len(ids))
+    target[2].extend([end] * len(ids))
+  return [ContextPieces(np.array(ids, np.int64), np.array(starts, np.int64),
+                        np.array(ends, np.int64)) for ids, starts, ends in per_context]
+
+
+def answer_piece_span(pieces: ContextPieces, answer: SquadAnswer) -> Optional[Tuple[int, int]]:
+  """The smallest piece span [first, last] covering the answer's characters, or None."""
+  char_end = answer.char_start + len(answer.text)
+  first = int(np.searchsorted(pieces.char_end, answer.char_start, side="right"))
+  last = int(np.searchsorted(pieces.char_start, char_end, side="left")) - 1
+  return (first, last) if first <= last else None
+
+
+def window_starts(num_pieces: int, window_length: int, doc_stride: int) -> List[int]:
+  """Start offsets of the windows covering num_pieces pieces (the last one reaches the end)."""
+  starts, start = [], 0
+  while True:
+    starts.append(start)
+    if start + window_length >= num_pieces:
+      return starts
+    start += min(window_length, doc_stride)
+
+
+def best_window_of_pieces(starts: Sequence[int], lengths: Sequence[int], num_pieces: int
+                          ) -> np.ndarray:
+  """int [num_pieces]: the window in which each context piece has the most context.
+
+  A piece's context in a window is min(pieces left of it, pieces right of it) plus a small
+  bonus for longer windows (google-research/bert's rule); ties go to the earlier window.
+  """
+  starts = np.asarray(starts)[:, None]
+  lengths = np.asarray(lengths)[:, None]
+  pieces = np.arange(num_pieces)[None, :]
+  left, right = pieces - starts, starts + lengths - 1 - pieces
+  scores = np.where((left >= 0) & (right >= 0), np.minimum(left, right) + 0.01 * lengths,
+                    -np.inf)
+  return np.argmax(scores, axis=0)  # the first maximum: the earlier window
+
+
+def squad_features(examples: Sequence[SquadExample], tokenizer, max_seq_length: int = 384,
+                   doc_stride: int = 128, max_query_length: int = 64) -> Features:
+  """Converts examples into windowed features (one example → one or more rows).
+
+  Args:
+    examples: E `SquadExample`s.
+    tokenizer: a `BertWordpieceTokenizer`.
+    max_seq_length: T.
+    doc_stride: distance, in pieces, between the starts of consecutive windows.
+    max_query_length: questions are cut to this many pieces.
+
+  Returns:
+    dict of numpy arrays, N = number of windows:
+      input_ids, input_mask, segment_ids: int32 [N, T]
+      start_positions, end_positions: int32 [N]; the first answer's first/last piece in
+        the row, 0 ([CLS]) when the window does not contain it, the question is
+        unanswerable, or the example has no answers
+      example_index: int32 [N], position of the row's example in `examples`
+      token_char_start, token_char_end: int32 [N, T]; context char span of each context
+        piece, -1 for [CLS], question, [SEP] and padding
+      token_is_max_context: int32 [N, T]; 1 where this row is the piece's best window
+  """
+  rows: Dict[str, List[Any]] = {name: [] for name in (
+      "input_ids", "input_mask", "segment_ids", "start_positions", "end_positions",
+      "example_index", "token_char_start", "token_char_end", "token_is_max_context")}
+  unique_contexts = list(dict.fromkeys(e.context for e in examples))
+  pieces_of = dict(zip(unique_contexts, context_pieces(unique_contexts, tokenizer)))
+  questions = tokenize_texts(tokenizer, [e.question for e in examples])
+
+  for example_index, (example, question_ids) in enumerate(zip(examples, questions)):
+    question_ids = question_ids[:max_query_length]
+    max_window = max_seq_length - len(question_ids) - 3
+    if max_window <= 0:
+      raise ValueError(f"max_seq_length {max_seq_length} leaves no room for the context "
+                       f"after a {len(question_ids)}-piece question")
+    pieces = pieces_of[example.context]
+    answer_span = None
+    if example.answers and not example.is_impossible:
+      answer_span = answer_piece_span(pieces, example.answers[0])
+    starts = window_starts(len(pieces.ids), max_window, doc_stride)
+    lengths = [min(max_window, len(pieces.ids) - s) for s in starts]
+    best_window = best_window_of_pieces(starts, lengths, len(pieces.ids))
+    context_offset = len(question_ids) + 2  # [CLS] question [SEP]
+    for w, (start, length) in enumerate(zip(starts, lengths)):
+      window = slice(start, start + length)
+      input_ids, input_mask, segment_ids = pack_pair(
+          question_ids, pieces.ids[window].tolist(), max_seq_length, tokenizer.cls_id,
+          tokenizer.sep_id, tokenizer.pad_id)
+      char_start = np.full(max_seq_length, -1, np.int32)
+      char_end = np.full(max_seq_length, -1, np.int32)
+      max_context = np.zeros(max_seq_length, np.int32)
+      inside = slice(context_offset, context_offset + length)
+      char_start[inside] = pieces.char_start[window]
+      char_end[inside] = pieces.char_end[window]
+      max_context[inside] = best_window[window] == w
+      start_position = end_position = 0
+      if (answer_span is not None and answer_span[0] >= start
+          and answer_span[1] < start + length):
+        start_position = answer_span[0] - start + context_offset
+        end_position = answer_span[1] - start + context_offset
+      for name, value in (("input_ids", input_ids), ("input_mask", input_mask),
+                          ("segment_ids", segment_ids), ("start_positions", start_position),
+                          ("end_positions", end_position), ("example_index", example_index),
+                          ("token_char_start", char_start), ("token_char_end", char_end),
+                          ("token_is_max_context", max_context)):
+        rows[name].append(value)
+  return {name: (np.array(values, np.int32) if values
+                 else np.zeros((0,) if name in ("start_positions", "end_positions",
+                                                "example_index") else (0, max_seq_length),
+                               np.int32))
+          for name, values in rows.items()}
+
+
+# ---------------------------------------------------------------------- post-processing
+
+
+@dataclasses.dataclass
+class SquadPredictions:
+  """What the official files hold.
+
+  Attributes:
+    predictions: question id → answer text ("" = no answer, v2.0 only).
+    nbest: question id → up to n_best_size dicts {text, probability, start_logit,
+      end_logit}, best first; probabilities are a softmax over the listed scores.
+    null_odds: question id → null score − best span score (v2.0 only, else empty).
+  """
+  predictions: Dict[str, str]
+  nbest: Dict[str, List[Dict[str, Any]]]
+  null_odds: Dict[str, float]
+
+
+def _top_indices(logits: np.ndarray, allowed: np.ndarray, count: int) -> np.ndarray:
+  """Indices of the `count` largest logits among allowed positions, best first."""
+  candidates = np.flatnonzero(allowed)
+  order = np.argsort(-logits[candidates], kind="stable")[:count]
+  return candidates[order]
+
+
+def _span_candidates(features: Mapping[str, np.ndarray], row: int, start_logits: np.ndarray,
+                     end_logits: np.ndarray, n_best_size: int, max_answer_length: int
+                     ) -> List[Tuple[float, int, int, int]]:
+  """(score, row, start, end) of the valid spans among a window's best starts and ends."""
+  in_context = features["token_char_start"][row] >= 0
+  starts = _top_indices(start_logits[row],
+                        in_context & (features["token_is_max_context"][row] > 0), n_best_size)
+  ends = _top_indices(end_logits[row], in_context, n_best_size)
+  candidates = []
+  for start in starts:
+    for end in ends:
+      if start <= end < start + max_answer_length:
+        candidates.append((float(start_logits[row, start] + end_logits[row, end]),
+                           row, int(start), int(end)))
+  return candidates
+
+
+def _softmax(scores: Sequence[float]) -> List[float]:
+  scores = np.asarray(scores, np.float64)
+  exp = np.exp(scores - scores.max())
+  return (exp / exp.sum()).tolist()
+
+
+def postprocess_squad(examples: Sequence[SquadExample], features: Mapping[str, np.ndarray],
+                      start_logits: np.ndarray, end_logits: np.ndarray,
+                      n_best_size: int = 20, max_answer_length: int = 30,
+                      version_2_with_negative: bool = False,
+                      null_score_diff_threshold: float = 0.0) -> SquadPredictions:
+  """Turns span logits into answer texts (exact substrings of the original contexts).
+
+  Args:
+    examples: the E examples the features were made from.
+    features: the dict from `squad_features` (N rows).
+    start_logits, end_logits: float [N, T], the model's outputs for those rows.
+    n_best_size: starts and ends considered per window, and n-best entries kept.
+    max_answer_length: longest answer, in pieces.
+    version_2_with_negative: SQuAD 2.0: allow and score "no answer".
+    null_score_diff_threshold: predict "" when null score − best span score exceeds it.
+
+  Returns:
+    SquadPredictions for every example.
+  """
+  start_logits = np.asarray(start_logits, np.float64)
+  end_logits = np.asarray(end_logits, np.float64)
+  rows_of: Dict[int, List[int]] = {}
+  for row, example_index in enumerate(features["example_index"].tolist()):
+    rows_of.setdefault(example_index, []).append(row)
+  if start_logits.shape != features["input_ids"].shape or end_logits.shape != start_logits.shape:
+    raise ValueError(f"logits {start_logits.shape}/{end_logits.shape} do not match the "
+                     f"features {features['input_ids'].shape}")
+
+  result = SquadPredictions({}, {}, {})
+  for example_index, example in enumerate(examples):
+    rows = rows_of.get(example_index, [])
+    candidates = []
+    for row in rows:
+      candidates += _span_candidates(features, row, start_logits, end_logits, n_best_size,
+                                     max_answer_length)
+    candidates.sort(key=lambda c: -c[0])
+    entries: List[Dict[str, Any]] = []
+    seen_texts = set()
+    for score, row, start, end in candidates:
+      if len(entries) == n_best_size:
+        break
+      char_start = int(features["token_char_start"][row, start])
+      char_end = int(features["token_char_end"][row, end])
+      text = example.context[char_start:char_end]
+      if text in seen_texts:
+        continue
+      seen_texts.add(text)
+      entries.append({"text": text, "start_logit": float(start_logits[row, start]),
+                      "end_logit": float(end_logits[row, end])})
+    best_span = entries[0] if entries else None
+
+    if version_2_with_negative and rows:
+      null_row = min(rows, key=lambda r: start_logits[r, 0] + end_logits[r, 0])
+      null_entry = {"text": "", "start_logit": float(start_logits[null_row, 0]),
+                    "end_logit": float(end_logits[null_row, 0])}
+      null_score = null_entry["start_logit"] + null_entry["end_logit"]
+      entries.append(null_entry)
+      entries.sort(key=lambda e: -(e["start_logit"] + e["end_logit"]))
+      del entries[n_best_size:]
+      if best_span is None:
+        odds = _NO_SPAN_NULL_ODDS
+      else:
+        odds = null_score - (best_span["start_logit"] + best_span["end_logit"])
+      result.null_odds[example.qas_id] = float(odds)
+      prediction = "" if odds > null_score_diff_threshold else best_span["text"]
+    else:
+      prediction = best_span["text"] if best_span else ""
+
+    if not entries:
+      entries = [{"text": "", "start_logit": 0.0, "end_logit": 0.0}]
+    for entry, probability in zip(entries, _softmax(
+        [e["start_logit"] + e["end_logit"] for e in entries])):
+      entry["probability"] = probability
+    result.predictions[example.qas_id] = prediction
+    result.nbest[example.qas_id] = entries
+  return result

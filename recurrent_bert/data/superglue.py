@@ -1,0 +1,158 @@
+"""SuperGLUE BoolQ and MultiRC: readers for the official JSONL files (one JSON object a line).
+
+  BoolQ    {"question": str, "passage": str, "idx": int, "label": bool}
+           → one PairExample (question, passage), label "false"/"true".
+  MultiRC  {"idx": int, "passage": {"text": str, "questions": [{"question": str, "idx": int,
+            "answers": [{"text": str, "idx": int, "label": 0|1}, ...]}, ...]}}
+           → one PairExample per answer option: (paragraph, question + " " + answer),
+             label "0"/"1", grouped per question (`group` = "<paragraph idx>-<question idx>",
+             `index` = (paragraph idx, question idx, answer idx)).
+
+MultiRC puts the paragraph in the first segment and question + answer in the second, so
+longest-first truncation shortens the (long) paragraph and never cuts off the question or
+the answer being judged.
+
+Test files have no labels. Any malformed line (bad JSON, missing or mistyped field) is an
+`InputError` naming file:line and the field.
+"""
+
+import json
+import os
+from typing import Any, Dict, Iterator, List, Tuple
+
+from recurrent_bert.data.glue import TaskSpec
+from recurrent_bert.data.glue import get_task
+from recurrent_bert.data.io_utils import InputError
+from recurrent_bert.data.io_utils import read_lines_checked
+from recurrent_bert.data.task_features import PairExample
+from recurrent_bert.data.task_features import SplitData
+
+_JSONL_FILES = {"train": "train.jsonl", "dev": "val.jsonl", "test": "test.jsonl"}
+
+SUPERGLUE_TASKS: Dict[str, TaskSpec] = {
+    "boolq": TaskSpec("boolq", "BoolQ", ("false", "true"), ("accuracy",), "accuracy",
+                      dict(_JSONL_FILES), ("dev",), {"test": "BoolQ.jsonl"},
+                      benchmark="superglue"),
+    "multirc": TaskSpec("multirc", "MultiRC", ("0", "1"), ("f1a", "exact_match"), "f1a",
+                        dict(_JSONL_FILES), ("dev",), {"test": "MultiRC.jsonl"},
+                        benchmark="superglue"),
+}
+
+
+class _Record:
+  """One parsed JSON object plus where it came from, for precise error messages."""
+
+  def __init__(self, value: Any, where: str, path: str):
+    self.value = value
+    self.where = where  # "file:line"
+    self.path = path  # JSON path inside the line, e.g. passage.questions[2]
+
+  def get(self, key: str, expected_type, optional: bool = False):
+    """value[key], checked to be of `expected_type` (a type or tuple of types)."""
+    if not isinstance(self.value, dict):
+      raise InputError(f"{self.where}: {self.path or 'the line'} must be a JSON object")
+    location = f"{self.path}.{key}" if self.path else key
+    if key not in self.value:
+      if optional:
+        return None
+      raise InputError(f"{self.where}: missing field {location!r}")
+    value = self.value[key]
+    # bool is a subclass of int; an int field must not accept true/false and vice versa.
+    wrong_bool = isinstance(value, bool) and bool not in _as_tuple(expected_type)
+    if wrong_bool or not isinstance(value, expected_type):
+      raise InputError(f"{self.where}: field {location!r} should be "
+                       f"{_type_names(expected_type)}, got {json.dumps(value)[:60]}")
+    return value
+
+  def children(self, key: str) -> Iterator["_Record"]:
+    for i, item in enumerate(self.get(key, list)):
+      prefix = f"{self.path}.{key}" if self.path else key
+      yield _Record(item, self.where, f"{prefix}[{i}]")
+
+
+def _as_tuple(types) -> Tuple[type, ...]:
+  return types if isinstance(types, tuple) else (types,)
+
+
+def _type_names(types) -> str:
+  names = {str: "a string", int: "an integer", bool: "true/false", list: "a list",
+           dict: "an object"}
+  return " or ".join(names.get(t, t.__name__) for t in _as_tuple(types))
+
+
+def _read_jsonl(path: str) -> Iterator[_Record]:
+  if not os.path.isfile(path):
+    raise InputError(f"{path!r} does not exist; expected the official SuperGLUE layout")
+  for line_number, line in read_lines_checked(path):
+    if not line.strip():
+      continue  # blank lines separate nothing in JSONL; they are not records
+    where = f"{path}:{line_number}"
+    try:
+      value = json.loads(line)
+    except json.JSONDecodeError as e:
+      raise InputError(f"{where}: invalid JSON at column {e.colno}: {e.msg}") from e
+    if not isinstance(value, dict):
+      raise InputError(f"{where}: each line must be a JSON object")
+    yield _Record(value, where, "")
+
+
+def read_superglue(task_dir: str, task: str, split: str) -> SplitData:
+  """Reads one split of BoolQ or MultiRC from its official folder.
+
+  Args:
+    task_dir: the task's folder, e.g. superglue/BoolQ.
+    task: "boolq" or "multirc".
+    split: "train", "dev" (the file val.jsonl) or "test".
+
+  Returns:
+    SplitData of `PairExample`s (see the module docstring); labels None in test files.
+
+  Raises:
+    InputError: missing file, bad JSON, missing/mistyped field; names file:line.
+  """
+  spec = get_task(task)
+  if spec.name not in SUPERGLUE_TASKS:
+    raise InputError(f"{spec.name} is not one of the SuperGLUE tasks "
+                     f"{', '.join(SUPERGLUE_TASKS)}")
+  if split not in spec.files:
+    raise InputError(f"task {spec.name} has no split {split!r}; "
+                     f"its splits are {', '.join(spec.files)}")
+  path = os.path.join(task_dir, spec.files[split])
+  labeled = not split.startswith("test")
+  parse = _boolq_examples if spec.name == "boolq" else _multirc_examples
+  examples: List[PairExample] = []
+  for record in _read_jsonl(path):
+    examples.extend(parse(record, split, labeled))
+  return SplitData(examples=examples, source=path)
+
+
+def _boolq_examples(record: _Record, split: str, labeled: bool) -> List[PairExample]:
+  idx = record.get("idx", int)
+  label = record.get("label", bool, optional=not labeled)
+  return [PairExample(
+      guid=f"boolq-{split}-{idx}", text_a=record.get("question", str),
+      text_b=record.get("passage", str),
+      label=None if label is None else ("true" if label else "false"), index=idx)]
+
+
+def _multirc_examples(record: _Record, split: str, labeled: bool) -> List[PairExample]:
+  paragraph_idx = record.get("idx", int)
+  passage = _Record(record.get("passage", dict), record.where, "passage")
+  paragraph = passage.get("text", str)
+  examples = []
+  for question in passage.children("questions"):
+    question_idx = question.get("idx", int)
+    question_text = question.get("question", str)
+    group = f"{paragraph_idx}-{question_idx}"
+    for answer in question.children("answers"):
+      answer_idx = answer.get("idx", int)
+      label = answer.get("label", (int, bool), optional=not labeled)
+      if label is not None and int(label) not in (0, 1):
+        raise InputError(f"{answer.where}: field {answer.path}.label must be 0 or 1, "
+                         f"got {label}")
+      examples.append(PairExample(
+          guid=f"multirc-{split}-{group}-{answer_idx}", text_a=paragraph,
+          text_b=f"{question_text} {answer.get('text', str)}",
+          label=None if label is None else str(int(label)),
+          index=(paragraph_idx, question_idx, answer_idx), group=group))
+  return examples

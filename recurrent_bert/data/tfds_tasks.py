@@ -1,0 +1,170 @@
+"""The same tasks through tensorflow-datasets (`glue/*`, `super_glue/*`, `squad/*`).
+
+Data must already be prepared in a TFDS data dir (`tfds build glue/mrpc --data_dir=...`
+on a machine with network access, then copy the directory). Loading uses
+download=False unless asked otherwise: offline, a download attempt spends minutes in
+network retries before failing. A missing dataset raises an `InputError` that says how
+to prepare it.
+
+Examples come out as the file readers produce them (`PairExample`, `SquadExample`) with
+the same label names, so features, metrics and prediction writers do not care where the
+data came from. TFDS marks unlabeled (test) examples with label -1; they get label None.
+"""
+
+import dataclasses
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+from recurrent_bert.data.glue import TaskSpec
+from recurrent_bert.data.glue import get_task
+from recurrent_bert.data.io_utils import InputError
+from recurrent_bert.data.squad import SquadAnswer
+from recurrent_bert.data.squad import SquadExample
+from recurrent_bert.data.task_features import PairExample
+from recurrent_bert.data.task_features import SplitData
+
+# Our split names → TFDS's.
+_TFDS_SPLITS = {"train": "train", "dev": "validation", "test": "test",
+                "dev_matched": "validation_matched", "dev_mismatched": "validation_mismatched",
+                "test_matched": "test_matched", "test_mismatched": "test_mismatched"}
+
+
+@dataclasses.dataclass(frozen=True)
+class _TfdsSource:
+  name: str  # TFDS name, e.g. "glue/mnli"
+  text_a: str  # feature holding the first segment
+  text_b: Optional[str] = None  # feature holding the second segment
+
+
+TFDS_SOURCES: Dict[str, _TfdsSource] = {
+    "cola": _TfdsSource("glue/cola", "sentence"),
+    "sst2": _TfdsSource("glue/sst2", "sentence"),
+    "mrpc": _TfdsSource("glue/mrpc", "sentence1", "sentence2"),
+    "stsb": _TfdsSource("glue/stsb", "sentence1", "sentence2"),
+    "qqp": _TfdsSource("glue/qqp", "question1", "question2"),
+    "mnli": _TfdsSource("glue/mnli", "premise", "hypothesis"),
+    "qnli": _TfdsSource("glue/qnli", "question", "sentence"),
+    "rte": _TfdsSource("glue/rte", "sentence1", "sentence2"),
+    "wnli": _TfdsSource("glue/wnli", "sentence1", "sentence2"),
+    "boolq": _TfdsSource("super_glue/boolq", "question", "passage"),
+    # text_b of MultiRC is built from question and answer (see superglue.py).
+    "multirc": _TfdsSource("super_glue/multirc", "paragraph"),
+}
+SQUAD_TFDS_NAMES = {"1.1": "squad/v1.1", "2.0": "squad/v2.0"}
+
+
+def _text(value: Any) -> str:
+  return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def _load_numpy(name: str, split: str, data_dir: Optional[str], download: bool
+                ) -> Tuple[Iterator[Dict[str, Any]], Any]:
+  """tfds.load as numpy dicts, with an actionable error when the data is not prepared."""
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  if split not in _TFDS_SPLITS:
+    raise InputError(f"unknown split {split!r}; use one of {', '.join(_TFDS_SPLITS)}")
+  tfds_split = _TFDS_SPLITS[split]
+  try:
+    dataset, info = tfds.load(name, split=tfds_split, data_dir=data_dir,
+                              download=download, with_info=True)
+  except AssertionError as e:  # what TFDS raises for "no prepared data" (4.9)
+    where = data_dir or "the default TFDS data dir (~/tensorflow_datasets or $TFDS_DATA_DIR)"
+    raise InputError(
+        f"TFDS dataset {name} (split {tfds_split}) is not prepared in {where}. Prepare it "
+        f"on a machine with network access: `tfds build {name} "
+        f"--data_dir={data_dir or '~/tensorflow_datasets'}` (some GLUE/SuperGLUE/SQuAD "
+        f"sources need manual steps, see the TFDS catalog page of {name}), then copy the "
+        f"directory here; or allow downloading (download=True). TFDS said: {e}") from None
+  return tfds.as_numpy(dataset), info
+
+
+def _label_names(spec: TaskSpec, info) -> Callable[[int], Optional[str]]:
+  """TFDS label id → our label name (None for -1, TFDS's "unlabeled")."""
+  names = list(info.features["label"].names)
+  ours = list(spec.label_list)
+  # Tasks whose files use names (MNLI, QNLI, RTE, BoolQ) are matched by name, since TFDS
+  # orders them differently; tasks whose files use 0/1 keep TFDS's ids as the names.
+  by_name = sorted(n.lower() for n in names) == sorted(ours)
+
+  def convert(label_id: int) -> Optional[str]:
+    if label_id < 0:
+      return None
+    return names[label_id].lower() if by_name else ours[label_id]
+
+  return convert
+
+
+def load_tfds_task(task: str, split: str, data_dir: Optional[str] = None,
+                   download: bool = False) -> SplitData:
+  """Loads a GLUE or SuperGLUE (BoolQ, MultiRC) split from TFDS.
+
+  Args:
+    task: a task name of `glue.get_task` ("mnli", "boolq", ...).
+    split: "train", "dev", "test" (MNLI: "dev_matched", "test_mismatched", ...).
+    data_dir: TFDS data dir; None = TFDS's default.
+    download: let TFDS download and prepare missing data (needs network).
+
+  Returns:
+    SplitData of `PairExample`s, as `glue.read_glue` / `superglue.read_superglue` make
+    them; `index` is TFDS's idx (the leaderboard index).
+
+  Raises:
+    InputError: unknown task or split, or data not prepared (with how to prepare it).
+  """
+  spec = get_task(task)
+  source = TFDS_SOURCES[spec.name]
+  records, info = _load_numpy(source.name, split, data_dir, download)
+  examples: List[PairExample] = []
+  if spec.is_regression:
+    def label_of(value):
+      return None if value < 0 else float(value)
+  else:
+    label_of = _label_names(spec, info)
+  for n, record in enumerate(records):
+    label = label_of(record["label"])
+    if spec.name == "multirc":
+      idx = record["idx"]
+      index = (int(idx["paragraph"]), int(idx["question"]), int(idx["answer"]))
+      examples.append(PairExample(
+          guid=f"multirc-{split}-{index[0]}-{index[1]}-{index[2]}",
+          text_a=_text(record["paragraph"]),
+          text_b=f"{_text(record['question'])} {_text(record['answer'])}",
+          label=label, index=index, group=f"{index[0]}-{index[1]}"))
+      continue
+    examples.append(PairExample(
+        guid=f"{spec.name}-{split}-{n}", text_a=_text(record[source.text_a]),
+        text_b=None if source.text_b is None else _text(record[source.text_b]),
+        label=label, index=int(record["idx"])))
+  return SplitData(examples=examples, source=f"tfds:{source.name}/{_TFDS_SPLITS[split]}")
+
+
+def load_tfds_squad(version: str, split: str, data_dir: Optional[str] = None,
+                    download: bool = False) -> SplitData:
+  """Loads SQuAD v1.1 or v2.0 ("train" or "dev") from TFDS as `SquadExample`s.
+
+  Answers whose text is not at their answer_start in the context cannot be used for
+  training targets; they are dropped and reported in `SplitData.skipped` (the official
+  data has none; TFDS's mock data is random).
+  """
+  if version not in SQUAD_TFDS_NAMES:
+    raise InputError(f"SQuAD version must be one of {', '.join(SQUAD_TFDS_NAMES)}, "
+                     f"got {version!r}")
+  name = SQUAD_TFDS_NAMES[version]
+  records, _ = _load_numpy(name, split, data_dir, download)
+  result = SplitData(examples=[], source=f"tfds:{name}/{_TFDS_SPLITS.get(split, split)}")
+  for record in records:
+    qas_id, context = _text(record["id"]), _text(record["context"])
+    answers = []
+    for text, start in zip(record["answers"]["text"], record["answers"]["answer_start"]):
+      text, start = _text(text), int(start)
+      if start < 0 or context[start:start + len(text)] != text:
+        result.skipped.append(f"{result.source} question {qas_id}: answer {text!r} is not "
+                              f"at answer_start {start}")
+        continue
+      answers.append(SquadAnswer(text, start))
+    is_impossible = bool(record.get("is_impossible", False))
+    result.examples.append(SquadExample(
+        qas_id=qas_id, question=_text(record["question"]), context=context,
+        answers=() if is_impossible else tuple(answers), is_impossible=is_impossible,
+        title=_text(record.get("title", b""))))
+  result.report_skipped()
+  return result
