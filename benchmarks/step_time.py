@@ -54,21 +54,49 @@ def make_batch(vocab_size, batch, length, predictions=20, seed=0):
 
 
 def measure(presets, batch, length, jit_compile, repeats, warmup):
-  """Median seconds per step for each preset, timed round-robin."""
-  steps, batches = {}, {}
+  """Median seconds per step for each preset, timed round-robin.
+
+  A preset that fails to compile or run (e.g. out of memory) is reported as the error
+  text instead of a time, and the others are still measured.
+  """
+  steps, batches, failures = {}, {}, {}
   for name in presets:
-    model = Pretrainer(build_encoder(name), use_nsp=True)
-    steps[name] = make_step(model, jit_compile)
-    batches[name] = make_batch(model.encoder.config.vocab_size, batch, length)
-    for _ in range(warmup):  # trace/compile outside the timing
-      [t.numpy() for t in steps[name](*batches[name])]
-  times = {name: [] for name in presets}
+    try:
+      model = Pretrainer(build_encoder(name), use_nsp=True)
+      steps[name] = make_step(model, jit_compile)
+      batches[name] = make_batch(model.encoder.config.vocab_size, batch, length)
+      for _ in range(warmup):  # trace/compile outside the timing
+        [t.numpy() for t in steps[name](*batches[name])]
+    except (tf.errors.OpError, ValueError) as e:
+      failures[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:80]}"
+      steps.pop(name, None)
+      print(f"  {name}: {failures[name]}", flush=True)
+  times = {name: [] for name in steps}
   for _ in range(repeats):
-    for name in presets:
+    for name in steps:
       start = time.perf_counter()
       [t.numpy() for t in steps[name](*batches[name])]
       times[name].append(time.perf_counter() - start)
-  return {name: statistics.median(t) for name, t in times.items()}
+  results = {name: statistics.median(t) for name, t in times.items()}
+  results.update(failures)
+  return results
+
+
+def print_table(mode, results, presets, size, batch, length):
+  print(f"\n{mode}: forward+backward step time, batch {batch}, seq {length} "
+        f"({os.cpu_count()} CPU cores)")
+  print("| preset | ms | ×BERT | ×BERT-rab |")
+  print("|---|---|---|---|")
+  for name in presets:
+    r = results[name]
+    if isinstance(r, str):
+      print(f"| {name} | failed: {r} | | |")
+      continue
+    ratio = lambda ref: (f"{r / results[ref]:.2f}"
+                         if not isinstance(results.get(ref), str) else "-")
+    print(f"| {name} | {1000 * r:.0f} | {ratio(f'bert_{size}')} | "
+          f"{ratio(f'bert_rab_{size}')} |")
+  print(flush=True)
 
 
 def main():
@@ -95,27 +123,12 @@ def main():
   presets = [f"{f}_{size}" for f in families]
 
   modes = [("graph", False)] + ([] if args.no_xla else [("xla", True)])
-  results = {}
   for mode, jit in modes:
     print(f"measuring {mode}: {len(presets)} presets, batch {args.batch_size}, "
           f"seq {length}, median of {repeats} ...", flush=True)
-    results[mode] = measure(presets, args.batch_size, length, jit, repeats, warmup=2)
+    results = measure(presets, args.batch_size, length, jit, repeats, warmup=2)
+    print_table(mode, results, presets, size, args.batch_size, length)
     keras.backend.clear_session()
-
-  header = "| preset | " + " | ".join(
-      f"{m} ms | {m} ×BERT | {m} ×BERT-rab" for m, _ in modes) + " |"
-  print()
-  print(f"Forward+backward step time, batch {args.batch_size}, seq {length} "
-        f"({os.cpu_count()} CPU cores)")
-  print(header)
-  print("|" + "---|" * (1 + 3 * len(modes)))
-  for name in presets:
-    cells = []
-    for mode, _ in modes:
-      r = results[mode]
-      cells += [f"{1000 * r[name]:.0f}", f"{r[name] / r[f'bert_{size}']:.2f}",
-                f"{r[name] / r[f'bert_rab_{size}']:.2f}"]
-    print(f"| {name} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
