@@ -23,6 +23,7 @@ ATTENTION_BIASES = ("none", "relative")
 SWISH_RNN_RESIDUALS = ("x1", "x2")
 SWISH_RNN_GATES = ("gelu", "sigmoid")
 SWISH_RNN_DIRECTIONS = ("forward", "backward", "bidirectional")
+BLSTM_IMPLEMENTATIONS = ("auto", "keras", "scan")
 
 
 class ConfigError(ValueError):
@@ -50,6 +51,8 @@ class ModelConfig:
     blstm_units: units u of each LSTM direction; None means H (full size).
     blstm_projection: project the 2u BLSTM output back to H with a dense layer. Without
       it 2u must equal H (the SMALL variant, u = H/2).
+    blstm_implementation: "keras" (Keras LSTM, cuDNN on GPU), "scan" (tf.scan; XLA and
+      TPU) or "auto" (keras with a GPU, else scan). Same weights either way.
     swish_rnn_size: d', inner size of SwishRNN; None picks round(8H/3) to a multiple of 16.
     swish_rnn_step_sizes: step size k per layer, cycled across layers ((1, 2, 4) default).
     swish_rnn_residual: "x1" (default, soft max-pooling reading) or "x2" (paper's eq. 3).
@@ -80,6 +83,7 @@ class ModelConfig:
   mixer: str = "ffn"
   blstm_units: Optional[int] = None
   blstm_projection: bool = True
+  blstm_implementation: str = "auto"
   swish_rnn_size: Optional[int] = None
   swish_rnn_step_sizes: Tuple[int, ...] = (1, 2, 4)
   swish_rnn_residual: str = "x1"
@@ -181,7 +185,8 @@ class ModelConfig:
                            ("attention_bias", ATTENTION_BIASES),
                            ("swish_rnn_residual", SWISH_RNN_RESIDUALS),
                            ("swish_rnn_gate", SWISH_RNN_GATES),
-                           ("swish_rnn_direction", SWISH_RNN_DIRECTIONS)):
+                           ("swish_rnn_direction", SWISH_RNN_DIRECTIONS),
+                           ("blstm_implementation", BLSTM_IMPLEMENTATIONS)):
       check(getattr(self, field) in allowed, field, f"must be one of {allowed}")
     check(self.hidden_size % self.num_heads == 0, "hidden_size",
           f"must be divisible by num_heads={self.num_heads}")

@@ -1,7 +1,40 @@
 """Bidirectional LSTM mixer of TRANS-BLSTM (SPEC §3)."""
 
 import keras
+import tensorflow as tf
 from keras import ops
+
+IMPLEMENTATIONS = ("auto", "keras", "scan")
+
+
+def lstm_scan(x, kernel, recurrent_kernel, bias):
+  """A left-to-right LSTM over every position, in Keras' weight layout.
+
+  Gates are ordered (input, forget, cell, output) as in `keras.layers.LSTM`; the input
+  projection of all positions is one matmul outside the loop, so each `tf.scan` step
+  does only the [B, u] x [u, 4u] recurrent matmul.
+
+  Args:
+    x: [B, T, D].
+    kernel: [D, 4u]; recurrent_kernel: [u, 4u]; bias: [4u].
+  Returns:
+    h: [B, T, u], the hidden state after each position.
+  """
+  units = recurrent_kernel.shape[0]
+  gate_inputs = tf.einsum("btd,dg->tbg", x, kernel) + bias  # [T, B, 4u]
+  batch = tf.shape(x)[0]
+  zeros = tf.zeros([batch, units], x.dtype)
+
+  def step(carry, gates_t):
+    h, c = carry
+    z = gates_t + tf.matmul(h, recurrent_kernel)
+    i, f, g, o = tf.split(z, 4, axis=-1)
+    c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
+    h = tf.sigmoid(o) * tf.tanh(c)
+    return h, c
+
+  h, _ = tf.scan(step, gate_inputs, initializer=(zeros, zeros))
+  return tf.transpose(h, [1, 0, 2])
 
 
 @keras.saving.register_keras_serializable(package="recurrent_bert")
@@ -11,26 +44,39 @@ class BidirectionalLSTM(keras.layers.Layer):
   Full size (TRANS-BLSTM): units = H, then a dense 2H -> H projection. SMALL: units = H/2,
   no projection (2u = H already).
 
-  Padding never reaches real tokens: the mask is passed to the LSTMs, so the backward
-  direction starts at each sequence's last real token (state held at zero over the right
-  padding). The LSTMs keep Keras' defaults (tanh/sigmoid, no recurrent dropout, not
-  unrolled, use_cudnn="auto"), which with a right-padded mask is what makes them
-  eligible for the fused cuDNN kernel on GPU.
+  Padding never reaches real tokens: the backward direction starts at each sequence's
+  last real token, and outputs at padded positions are zero.
+
+  Two implementations over the same variables (a `keras.layers.Bidirectional(LSTM)`, so
+  checkpoints do not depend on the choice):
+    "keras": Keras' LSTM with the mask. Its defaults (tanh/sigmoid, no recurrent
+      dropout, not unrolled, use_bias, use_cudnn="auto") with right padding are what make
+      it run the fused cuDNN kernel on GPU.
+    "scan": `lstm_scan`, a `tf.scan` with the input projection hoisted out of the loop and
+      `tf.reverse_sequence` for the backward direction. XLA compiles its gradient in
+      memory linear in T (Keras' masked LSTM loop under `jit_compile=True` ran out of
+      memory at BERT-base shapes on CPU), so it serves CPU, TPU and XLA.
+    "auto" (default): "keras" when a GPU is visible (cuDNN), else "scan".
 
   Inputs: x [B, T, H_in]; attention_mask [B, T] (1 real, 0 padding).
   Output: [B, T, projection_size] if projecting, else [B, T, 2 * units].
   """
 
-  def __init__(self, units, projection_size=None, initializer_range=0.02, **kwargs):
+  def __init__(self, units, projection_size=None, initializer_range=0.02,
+               implementation="auto", **kwargs):
     super().__init__(**kwargs)
+    if implementation not in IMPLEMENTATIONS:
+      raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, "
+                       f"got {implementation!r}")
     # The padding mask arrives explicitly as `attention_mask`; accepting Keras' implicit
     # mask too lets stacked BLSTMs (the span decoder) pass tensors to each other.
     self.supports_masking = True
     self.units = units
     self.projection_size = projection_size
     self.initializer_range = initializer_range
+    self.implementation = implementation
     self.bilstm = keras.layers.Bidirectional(
-        keras.layers.LSTM(units, return_sequences=True), merge_mode="concat",
+        keras.layers.LSTM(units, return_sequences=True, name="lstm"), merge_mode="concat",
         name="bilstm")
     self.projection = None
     if projection_size:
@@ -45,9 +91,35 @@ class BidirectionalLSTM(keras.layers.Layer):
       self.projection.build((None, None, 2 * self.units))
     self.built = True
 
+  @property
+  def resolved_implementation(self):
+    if self.implementation != "auto":
+      return self.implementation
+    return "keras" if tf.config.list_logical_devices("GPU") else "scan"
+
+  def _scan_directions(self, x, attention_mask):
+    """Both directions with `lstm_scan`: [B, T, H_in] -> [B, T, 2u]."""
+    mask = tf.cast(attention_mask, x.dtype)
+    lengths = tf.reduce_sum(tf.cast(attention_mask, tf.int32), axis=1)
+
+    def run(lstm, inputs):
+      cell = lstm.cell
+      return lstm_scan(inputs, ops.cast(cell.kernel, x.dtype),
+                       ops.cast(cell.recurrent_kernel, x.dtype),
+                       ops.cast(cell.bias, x.dtype))
+
+    forward = run(self.bilstm.forward_layer, x)
+    # Reversing only each real prefix puts the padding after it, where it cannot reach
+    # a real token.
+    reverse = lambda t: tf.reverse_sequence(t, lengths, seq_axis=1, batch_axis=0)
+    backward = reverse(run(self.bilstm.backward_layer, reverse(x)))
+    return tf.concat([forward, backward], axis=-1) * mask[:, :, None]
+
   def call(self, x, attention_mask, training=None):
-    mask = ops.cast(attention_mask, "bool")
-    y = self.bilstm(x, mask=mask, training=training)  # [B, T, 2u]
+    if self.resolved_implementation == "scan":
+      y = self._scan_directions(x, attention_mask)
+    else:
+      y = self.bilstm(x, mask=ops.cast(attention_mask, "bool"), training=training)
     if self.projection is not None:
       y = self.projection(y)
     return y
@@ -59,4 +131,5 @@ class BidirectionalLSTM(keras.layers.Layer):
   def get_config(self):
     return {**super().get_config(), "units": self.units,
             "projection_size": self.projection_size,
-            "initializer_range": self.initializer_range}
+            "initializer_range": self.initializer_range,
+            "implementation": self.implementation}

@@ -28,13 +28,14 @@ class TransformerBlock(keras.layers.Layer):
   optional [1 or B, A, T, T]. Output: [B, T, H].
 
   Args:
-    blstm_units: u per direction; `blstm_projection` adds the 2u -> H dense layer.
+    blstm_units: u per direction; `blstm_projection` adds the 2u -> H dense layer;
+      `blstm_implementation` see `BidirectionalLSTM`.
     swish_rnn_*: see `SwishRNN`.
   """
 
   def __init__(self, hidden_size, num_heads, intermediate_size, mixer="ffn",
                use_attention=True, hidden_act="gelu", blstm_units=None,
-               blstm_projection=True, swish_rnn_size=None, swish_rnn_step_size=1,
+               blstm_projection=True, blstm_implementation="auto", swish_rnn_size=None, swish_rnn_step_size=1,
                swish_rnn_residual="x1", swish_rnn_gate="gelu",
                swish_rnn_direction="forward", dropout_rate=0.1,
                attention_dropout_rate=0.1, layer_norm_epsilon=1e-12,
@@ -46,7 +47,7 @@ class TransformerBlock(keras.layers.Layer):
         hidden_size=hidden_size, num_heads=num_heads, intermediate_size=intermediate_size,
         mixer=mixer, use_attention=use_attention, hidden_act=hidden_act,
         blstm_units=blstm_units, blstm_projection=blstm_projection,
-        swish_rnn_size=swish_rnn_size, swish_rnn_step_size=swish_rnn_step_size,
+        blstm_implementation=blstm_implementation, swish_rnn_size=swish_rnn_size, swish_rnn_step_size=swish_rnn_step_size,
         swish_rnn_residual=swish_rnn_residual, swish_rnn_gate=swish_rnn_gate,
         swish_rnn_direction=swish_rnn_direction, dropout_rate=dropout_rate,
         attention_dropout_rate=attention_dropout_rate,
@@ -64,7 +65,7 @@ class TransformerBlock(keras.layers.Layer):
     def blstm():
       units = blstm_units or hidden_size
       return BidirectionalLSTM(units, hidden_size if blstm_projection else None,
-                               initializer_range, name="blstm")
+                               initializer_range, blstm_implementation, name="blstm")
 
     def ffn():
       return FeedForward(hidden_size, intermediate_size, hidden_act, initializer_range,

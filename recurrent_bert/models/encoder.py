@@ -52,6 +52,7 @@ class Encoder(keras.Model):
           c.hidden_size, c.num_heads, c.intermediate_size, mixer=c.mixer,
           use_attention=c.use_attention, hidden_act=c.hidden_act,
           blstm_units=c.resolved_blstm_units, blstm_projection=c.blstm_projection,
+          blstm_implementation=c.blstm_implementation,
           swish_rnn_size=c.resolved_swish_rnn_size,
           swish_rnn_step_size=c.swish_rnn_step_size(i),
           swish_rnn_residual=c.swish_rnn_residual, swish_rnn_gate=c.swish_rnn_gate,

@@ -112,13 +112,14 @@ class SpanHead(keras.layers.Layer):
   """
 
   def __init__(self, hidden_size, use_blstm_decoder=False, initializer_range=0.02,
-               **kwargs):
+               blstm_implementation="auto", **kwargs):
     super().__init__(**kwargs)
     self.hidden_size = hidden_size
     self.use_blstm_decoder = use_blstm_decoder
     self.initializer_range = initializer_range
+    self.blstm_implementation = blstm_implementation
     self.decoder_layers = [
-        BidirectionalLSTM(hidden_size, hidden_size, initializer_range,
+        BidirectionalLSTM(hidden_size, hidden_size, initializer_range, blstm_implementation,
                           name=f"decoder_blstm_{i}")
         for i in range(2 if use_blstm_decoder else 0)]
     self.span = keras.layers.Dense(2, kernel_initializer=_initializer(initializer_range),
@@ -146,4 +147,5 @@ class SpanHead(keras.layers.Layer):
   def get_config(self):
     return {**super().get_config(), "hidden_size": self.hidden_size,
             "use_blstm_decoder": self.use_blstm_decoder,
-            "initializer_range": self.initializer_range}
+            "initializer_range": self.initializer_range,
+            "blstm_implementation": self.blstm_implementation}

@@ -100,7 +100,7 @@ class SpanExtractor(_TaskModel):
     self.encoder = encoder
     self.use_blstm_decoder = use_blstm_decoder
     self.head = SpanHead(c.hidden_size, use_blstm_decoder, c.initializer_range,
-                         name="span_head")
+                         c.blstm_implementation, name="span_head")
     inputs = _encoder_inputs()
     outputs = self.head(encoder(inputs)["sequence_output"], inputs["input_mask"])
     super().__init__(inputs=inputs, outputs=outputs, **kwargs)
