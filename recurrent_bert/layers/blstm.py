@@ -75,6 +75,8 @@ class BidirectionalLSTM(keras.layers.Layer):
     self.projection_size = projection_size
     self.initializer_range = initializer_range
     self.implementation = implementation
+    # A fixed name: unnamed LSTMs are numbered per process (lstm_2, ...), which would make
+    # checkpoint keys depend on how many LSTMs were built before this one.
     self.bilstm = keras.layers.Bidirectional(
         keras.layers.LSTM(units, return_sequences=True, name="lstm"), merge_mode="concat",
         name="bilstm")
