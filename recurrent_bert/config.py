@@ -24,6 +24,7 @@ SWISH_RNN_RESIDUALS = ("x1", "x2")
 SWISH_RNN_GATES = ("gelu", "sigmoid")
 SWISH_RNN_DIRECTIONS = ("forward", "backward", "bidirectional")
 BLSTM_IMPLEMENTATIONS = ("auto", "keras", "scan")
+SWISH_RNN_IMPLEMENTATIONS = ("auto", "fused", "loop", "scan")
 
 
 class ConfigError(ValueError):
@@ -59,6 +60,8 @@ class ModelConfig:
     swish_rnn_gate: activation of the output gate, "gelu" or "sigmoid".
     swish_rnn_direction: "forward" (left to right), "backward" or "bidirectional"
       (half the channels each way, same parameter count).
+    swish_rnn_implementation: how the recurrence runs, never what it computes: "fused"
+      (XLA loops + analytic gradient), "loop", "scan" (plain tf.scan) or "auto".
     hidden_act: "gelu" (exact erf form), "gelu_approximate" (tanh form; TF1 BERT and
       keras-hub checkpoints) or "relu".
     dropout_rate: dropout on embeddings and on every sublayer output.
@@ -89,6 +92,7 @@ class ModelConfig:
   swish_rnn_residual: str = "x1"
   swish_rnn_gate: str = "gelu"
   swish_rnn_direction: str = "forward"
+  swish_rnn_implementation: str = "auto"
   hidden_act: str = "gelu"
   dropout_rate: float = 0.1
   attention_dropout_rate: float = 0.1
@@ -186,7 +190,8 @@ class ModelConfig:
                            ("swish_rnn_residual", SWISH_RNN_RESIDUALS),
                            ("swish_rnn_gate", SWISH_RNN_GATES),
                            ("swish_rnn_direction", SWISH_RNN_DIRECTIONS),
-                           ("blstm_implementation", BLSTM_IMPLEMENTATIONS)):
+                           ("blstm_implementation", BLSTM_IMPLEMENTATIONS),
+                           ("swish_rnn_implementation", SWISH_RNN_IMPLEMENTATIONS)):
       check(getattr(self, field) in allowed, field, f"must be one of {allowed}")
     check(self.hidden_size % self.num_heads == 0, "hidden_size",
           f"must be divisible by num_heads={self.num_heads}")

@@ -75,6 +75,7 @@ def test_json_round_trip(name):
     (dict(swish_rnn_step_sizes=[]), "swish_rnn_step_sizes"),
     (dict(hidden_act="swish"), "hidden_act"),
     (dict(blstm_implementation="cudnn"), "blstm_implementation"),
+    (dict(swish_rnn_implementation="cuda"), "swish_rnn_implementation"),
 ])
 def test_invalid_fields_are_named(changes, field):
   with pytest.raises(ConfigError, match=field):

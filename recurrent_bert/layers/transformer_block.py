@@ -37,7 +37,8 @@ class TransformerBlock(keras.layers.Layer):
                use_attention=True, hidden_act="gelu", blstm_units=None,
                blstm_projection=True, blstm_implementation="auto", swish_rnn_size=None, swish_rnn_step_size=1,
                swish_rnn_residual="x1", swish_rnn_gate="gelu",
-               swish_rnn_direction="forward", dropout_rate=0.1,
+               swish_rnn_direction="forward", swish_rnn_implementation="auto",
+               dropout_rate=0.1,
                attention_dropout_rate=0.1, layer_norm_epsilon=1e-12,
                initializer_range=0.02, **kwargs):
     super().__init__(**kwargs)
@@ -49,7 +50,8 @@ class TransformerBlock(keras.layers.Layer):
         blstm_units=blstm_units, blstm_projection=blstm_projection,
         blstm_implementation=blstm_implementation, swish_rnn_size=swish_rnn_size, swish_rnn_step_size=swish_rnn_step_size,
         swish_rnn_residual=swish_rnn_residual, swish_rnn_gate=swish_rnn_gate,
-        swish_rnn_direction=swish_rnn_direction, dropout_rate=dropout_rate,
+        swish_rnn_direction=swish_rnn_direction,
+        swish_rnn_implementation=swish_rnn_implementation, dropout_rate=dropout_rate,
         attention_dropout_rate=attention_dropout_rate,
         layer_norm_epsilon=layer_norm_epsilon, initializer_range=initializer_range)
     self.hidden_size = hidden_size
@@ -81,7 +83,8 @@ class TransformerBlock(keras.layers.Layer):
     else:
       branches = [(SwishRNN(hidden_size, swish_rnn_size, swish_rnn_step_size,
                             swish_rnn_residual, swish_rnn_gate, swish_rnn_direction,
-                            initializer_range, name="swish_rnn"), False)]
+                            initializer_range, swish_rnn_implementation,
+                            name="swish_rnn"), False)]
     self.branch_layers = [layer for layer, _ in branches]
     self._branch_reads_block_input = [reads for _, reads in branches]
     self.dropout = keras.layers.Dropout(dropout_rate)

@@ -56,7 +56,8 @@ class Encoder(keras.Model):
           swish_rnn_size=c.resolved_swish_rnn_size,
           swish_rnn_step_size=c.swish_rnn_step_size(i),
           swish_rnn_residual=c.swish_rnn_residual, swish_rnn_gate=c.swish_rnn_gate,
-          swish_rnn_direction=c.swish_rnn_direction, dropout_rate=c.dropout_rate,
+          swish_rnn_direction=c.swish_rnn_direction,
+          swish_rnn_implementation=c.swish_rnn_implementation, dropout_rate=c.dropout_rate,
           attention_dropout_rate=c.attention_dropout_rate,
           layer_norm_epsilon=c.layer_norm_epsilon,
           initializer_range=c.initializer_range, name=f"block_{i}"))

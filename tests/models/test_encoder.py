@@ -128,3 +128,14 @@ def test_mixed_bfloat16_forward_and_backward_are_finite(rng, family):
   assert all(g is not None for g in grads)
   assert all(v.dtype == tf.float32 for v in encoder.trainable_variables)
   assert np.isfinite(loss.numpy())
+
+
+def test_swishrnn_implementations_give_the_same_model(rng):
+  """The config's implementation switch changes how, not what, the encoder computes."""
+  fused = build_encoder("swishrnn_tiny")
+  scan = Encoder(fused.config.replace(swish_rnn_implementation="scan"))
+  scan.set_weights(fused.get_weights())
+  assert {b.branch_layers[0].implementation for b in scan.blocks} == {"scan"}
+  inputs = _batch(rng, fused.config.vocab_size, [9, 6], total=9)
+  np.testing.assert_allclose(scan(inputs, training=False)["sequence_output"],
+                             fused(inputs, training=False)["sequence_output"], atol=1e-5)

@@ -1,0 +1,167 @@
+"""Cost of the recurrent mixers relative to the feed-forward block they replace.
+
+One block (the whole sublayer, projections included) forward + backward with respect to
+its input and weights, as a ratio to a FeedForward block of the same shape, for
+
+  base shape:      batch 8, T 128, H 768, d' 2048  (compute-bound)
+  latency-bound:   batch 1, T 512, H 256, d' 688   (per-step overhead dominates, the
+                   accelerator regime modelled on a CPU)
+
+in graph mode (`tf.function`) and under XLA (`jit_compile=True`). Rows: SwishRNN at step
+sizes 1, 2, 4 for each `--implementations` (`scan` is the plain `tf.scan` the layer
+started from; `fused` is what the default `auto` runs outside whole-program XLA), and
+the TRANS-BLSTM mixers (SMALL: u = H/2, no projection; full: u = H, 2H -> H projection). Every candidate of one (regime, mode) is
+timed in the same run: each repetition times the FFN right before every candidate, and
+the table gives the median over repetitions of those paired ratios, so the ratios
+survive a noisy shared machine.
+
+`--memory` also reports each block's peak allocator memory for one forward + backward
+relative to the FFN's (TF's CPU BFC allocator statistics; set before TensorFlow loads).
+
+  .venv/bin/python benchmarks/recurrence.py                       # full table
+  .venv/bin/python benchmarks/recurrence.py --regimes latency --modes xla --reps 5
+"""
+
+import argparse
+import os
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+if "--memory" in sys.argv:
+  os.environ["TF_CPU_ALLOCATOR_USE_BFC"] = "true"  # enables CPU allocator statistics
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from recurrent_bert.layers import BidirectionalLSTM  # noqa: E402
+from recurrent_bert.layers import FeedForward  # noqa: E402
+from recurrent_bert.layers import SwishRNN  # noqa: E402
+
+REGIMES = {
+    "base": dict(batch=8, length=128, hidden=768, inner=2048),
+    "latency": dict(batch=1, length=512, hidden=256, inner=688),
+}
+STEP_SIZES = (1, 2, 4)
+
+
+def _candidates(regime, implementations, blstm, unroll):
+  h, d = regime["hidden"], regime["inner"]
+  out = {"ffn": lambda: FeedForward(h, 4 * h)}
+  for impl in implementations:
+    for k in STEP_SIZES:
+      kwargs = {"implementation": impl}
+      if unroll is not None:
+        kwargs["unroll"] = unroll
+      out[f"swishrnn {impl} k={k}"] = (
+          lambda k=k, kwargs=kwargs: SwishRNN(h, d, step_size=k, **kwargs))
+  if blstm:
+    out["blstm SMALL"] = lambda: BidirectionalLSTM(h // 2)
+    out["blstm full"] = lambda: BidirectionalLSTM(h, projection_size=h)
+  return out
+
+
+def _train_step(layer, xla):
+  def step(x, mask, upstream):
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      y = layer(x, mask)
+      loss = tf.reduce_sum(y * upstream)
+    return tape.gradient(loss, [x] + layer.trainable_weights)
+  return tf.function(step, jit_compile=xla)
+
+
+def measure(regime_name, mode, implementations, reps, blstm=True, unroll=None,
+            memory=False):
+  regime = REGIMES[regime_name]
+  shape = (regime["batch"], regime["length"], regime["hidden"])
+  rng = np.random.default_rng(0)
+  x = tf.constant(rng.normal(size=shape).astype("float32"))
+  upstream = tf.constant(rng.normal(size=shape).astype("float32"))
+  mask = tf.ones(shape[:2], tf.int32)
+  steps = {}
+  for name, make in _candidates(regime, implementations, blstm, unroll).items():
+    layer = make()
+    layer.build(shape)
+    steps[name] = _train_step(layer, mode == "xla")
+    for _ in range(2):  # trace / compile, warm up
+      [g.numpy() for g in steps[name](x, mask, upstream)]
+  def timed(step):
+    start = time.perf_counter()
+    [g.numpy() for g in step(x, mask, upstream)]
+    return time.perf_counter() - start
+
+  # Interleaved and paired: each round times the FFN right before every candidate, and
+  # a candidate's ratio is the median over rounds of (its time / the FFN time just
+  # before), so machine noise that drifts on a scale of seconds cancels.
+  ffn_times, ratios = [], {name: [] for name in steps if name != "ffn"}
+  for _ in range(reps):
+    for name in ratios:
+      ffn_times.append(timed(steps["ffn"]))
+      ratios[name].append(timed(steps[name]) / ffn_times[-1])
+  medians = {name: float(np.median(r)) for name, r in ratios.items()}
+  medians["ffn"] = float(np.median(ffn_times))
+  peaks = {}
+  if memory:
+    for name, step in steps.items():
+      tf.config.experimental.reset_memory_stats("CPU:0")
+      before = tf.config.experimental.get_memory_info("CPU:0")["current"]
+      [g.numpy() for g in step(x, mask, upstream)]
+      peaks[name] = tf.config.experimental.get_memory_info("CPU:0")["peak"] - before
+  return medians, peaks
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--regimes", nargs="+", default=list(REGIMES), choices=REGIMES)
+  parser.add_argument("--modes", nargs="+", default=["graph", "xla"],
+                      choices=["graph", "xla"])
+  parser.add_argument("--implementations", nargs="+", default=["scan", "fused"],
+                      choices=["scan", "loop", "fused", "auto"])
+  parser.add_argument("--reps", type=int, default=10)
+  parser.add_argument("--unroll", type=int, default=None,
+                      help="blocks of k positions per loop iteration, implementation loop "
+                           "(default: the layer's)")
+  parser.add_argument("--no-blstm", dest="blstm", action="store_false")
+  parser.add_argument("--memory", action="store_true",
+                      help="also report peak allocator memory relative to the FFN")
+  args = parser.parse_args(argv)
+
+  print(f"TensorFlow {tf.__version__}, {os.cpu_count()} CPUs; forward + backward; "
+        f"median of {args.reps} paired ratios to the FFN block of the same shape"
+        + ("; peak memory: k=1 rows" if args.memory else ""))
+  for regime in args.regimes:
+    r = REGIMES[regime]
+    for mode in args.modes:
+      medians, peaks = measure(regime, mode, args.implementations, args.reps,
+                               blstm=args.blstm, unroll=args.unroll, memory=args.memory)
+      print(f"\n{regime} (batch {r['batch']}, T {r['length']}, H {r['hidden']}, "
+            f"d' {r['inner']}) — {mode}: ffn {medians['ffn'] * 1e3:.1f} ms")
+      names = [n for n in medians if n != "ffn"]
+      rows = {}
+      for name in names:
+        ratio = medians[name]
+        if name.startswith("swishrnn"):
+          impl, k = name.split()[1], name.split("=")[1]
+          rows.setdefault(f"swishrnn {impl}", {})[f"k={k}"] = ratio
+        else:
+          rows[name] = {"": ratio}
+      print("| block | k=1 | k=2 | k=4 |" + (" peak mem vs ffn |" if peaks else ""))
+      print("|---|---|---|---|" + ("---|" if peaks else ""))
+      for row, cells in rows.items():
+        if "" in cells:
+          line = f"| {row} | {cells['']:.2f}× | | |"
+          key = row
+        else:
+          line = "| " + row + " | " + " | ".join(
+              f"{cells[f'k={k}']:.2f}×" for k in STEP_SIZES) + " |"
+          key = f"{row} k=1"
+        if peaks:
+          line += f" {peaks[key] / max(peaks['ffn'], 1):.2f}× |"
+        print(line)
+      sys.stdout.flush()
+
+
+if __name__ == "__main__":
+  main()
