@@ -1,0 +1,258 @@
+r"""Pretraining entry point: MLM (+ NSP) on TFRecords, under any tf.distribute strategy.
+
+  python -m recurrent_bert.pretrain --flagfile=configs/pretrain/bert_base_phase1.flags \
+      --input_files='/data/bert/train-*.tfrecord' --model_dir=/ckpt/bert_base
+
+Flags on the command line override the flagfile. Re-running the same command resumes
+from the latest checkpoint in --model_dir. The layout of --model_dir is described in
+recurrent_bert/training/checkpoints.py; the final encoder goes to <model_dir>/encoder,
+which `recurrent_bert.training.checkpoints.load_encoder` (and fine-tuning's
+--init_checkpoint) reads.
+"""
+
+import os
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+
+FLAGS = flags.FLAGS
+
+# Model and data.
+flags.DEFINE_string("model_config", "bert_base",
+                    "Preset name (e.g. bert_base, swishrnn_tiny) or a ModelConfig JSON file.")
+flags.DEFINE_integer("vocab_size", None,
+                     "Overrides the config's vocab_size. Default: the size of --vocab_file "
+                     "when given, else the config's.")
+flags.DEFINE_string("vocab_file", None,
+                    "vocab.txt of the data; needed by --dynamic_masking, copied to the export.")
+flags.DEFINE_boolean("do_lower_case", True,
+                     "Casing of --vocab_file's tokenizer, recorded in the encoder export so "
+                     "raw-text serving tokenizes as the data tool did.")
+flags.DEFINE_list("input_files", None, "TFRecord files or globs (comma-separated, gs:// ok).")
+flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the records.")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence.")
+flags.DEFINE_boolean("use_nsp", True, "Train the next-sentence head too.")
+flags.DEFINE_boolean("dynamic_masking", False,
+                     "Records are unmasked: mask them while reading, fresh every epoch.")
+flags.DEFINE_float("masked_lm_prob", 0.15, "Dynamic masking: fraction of tokens masked.")
+flags.DEFINE_float("mask_token_prob", 0.8, "Dynamic masking: share replaced by [MASK].")
+flags.DEFINE_float("random_token_prob", 0.1, "Dynamic masking: share replaced at random.")
+flags.DEFINE_boolean("do_whole_word_mask", False, "Dynamic masking: whole words.")
+flags.DEFINE_integer("shuffle_buffer_size", 10000, "Examples in the shuffle buffer.")
+# Optimisation.
+flags.DEFINE_integer("train_batch_size", 256, "Global batch size (all replicas).")
+flags.DEFINE_integer("num_train_steps", 1000000, "Total training steps.")
+flags.DEFINE_float("learning_rate", 1e-4, "Peak learning rate.")
+flags.DEFINE_integer("warmup_steps", 10000, "Linear warmup steps.")
+flags.DEFINE_float("end_learning_rate", 0.0, "Learning rate reached (linearly) at the end.")
+flags.DEFINE_float("weight_decay", 0.01, "Decoupled weight decay (not on LayerNorm/bias).")
+flags.DEFINE_float("adam_beta1", 0.9, "Adam beta_1.")
+flags.DEFINE_float("adam_beta2", 0.999, "Adam beta_2.")
+flags.DEFINE_float("adam_epsilon", 1e-6, "Adam epsilon.")
+flags.DEFINE_float("clip_norm", 1.0, "Global-norm gradient clipping (0 = off).")
+# Execution.
+flags.DEFINE_enum("mixed_precision", "float32", ["float32", "mixed_bfloat16", "mixed_float16"],
+                  "Compute dtype policy; mixed_float16 adds dynamic loss scaling.")
+flags.DEFINE_boolean("jit_compile", False, "XLA-compile the forward/backward step.")
+flags.DEFINE_integer("steps_per_loop", 100, "Steps per tf.function call (host round trip).")
+flags.DEFINE_enum("distribution_strategy", "default",
+                  ["default", "one_device", "mirrored", "multi_worker_mirrored", "tpu"],
+                  "tf.distribute strategy; multi_worker_mirrored reads TF_CONFIG.")
+flags.DEFINE_string("tpu", None, "TPU name or grpc:// address ('local' on a TPU VM).")
+flags.DEFINE_integer("num_cpu_devices", 1,
+                     "Split the CPU into this many logical devices (mirrored without GPUs).")
+flags.DEFINE_integer("seed", 0, "Seeds the weights, the input order and dynamic masks.")
+# Output.
+flags.DEFINE_string("model_dir", None, "Checkpoints, summaries and the final export.")
+flags.DEFINE_string("init_checkpoint", None,
+                    "Weights to start from (no optimizer/step): a phase 1 model_dir or "
+                    "checkpoint for phase 2, or an encoder export for a warm start.")
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many steps.")
+flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept.")
+flags.DEFINE_integer("log_steps", 100, "Progress line and summaries every this many steps.")
+flags.mark_flags_as_required(["input_files", "model_dir"])
+
+for _name in ("max_seq_length", "max_predictions_per_seq", "train_batch_size",
+              "num_train_steps", "steps_per_loop", "save_checkpoints_steps",
+              "keep_checkpoint_max", "log_steps", "num_cpu_devices", "shuffle_buffer_size"):
+  flags.register_validator(_name, lambda v: v is not None and v >= 1,
+                           f"--{_name} must be >= 1")
+for _name in ("warmup_steps",):
+  flags.register_validator(_name, lambda v: v >= 0, f"--{_name} must be >= 0")
+for _name in ("learning_rate", "adam_epsilon"):
+  flags.register_validator(_name, lambda v: v > 0, f"--{_name} must be > 0")
+for _name in ("end_learning_rate", "weight_decay", "clip_norm"):
+  flags.register_validator(_name, lambda v: v >= 0, f"--{_name} must be >= 0")
+for _name in ("adam_beta1", "adam_beta2"):
+  flags.register_validator(_name, lambda v: 0 <= v < 1, f"--{_name} must be in [0, 1)")
+flags.register_multi_flags_validator(
+    ["warmup_steps", "num_train_steps"], lambda f: f["warmup_steps"] < f["num_train_steps"],
+    "--warmup_steps must be < --num_train_steps")
+flags.register_multi_flags_validator(
+    ["max_seq_length", "max_predictions_per_seq"],
+    lambda f: f["max_predictions_per_seq"] <= f["max_seq_length"],
+    "--max_predictions_per_seq must be <= --max_seq_length")
+flags.register_multi_flags_validator(
+    ["dynamic_masking", "vocab_file"], lambda f: not f["dynamic_masking"] or f["vocab_file"],
+    "--dynamic_masking needs --vocab_file (for the [MASK]/[CLS]/[SEP] ids)")
+flags.register_multi_flags_validator(
+    ["distribution_strategy", "tpu"],
+    lambda f: f["distribution_strategy"] != "tpu" or f["tpu"],
+    "--distribution_strategy=tpu needs --tpu")
+
+
+def fail(message: str) -> None:
+  """Bad input: one line on stderr, exit status 2, no work done."""
+  print(f"error: {message}", file=sys.stderr)
+  sys.exit(2)
+
+
+def resolve_model_config():
+  """The ModelConfig from --model_config, --vocab_size / --vocab_file, checked."""
+  from recurrent_bert.config import ConfigError, resolve_config  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.data import tokenization  # pylint: disable=g-import-not-at-top
+  try:
+    config = resolve_config(FLAGS.model_config)
+  except ConfigError as e:
+    fail(f"--model_config: {e}")
+  vocab_size = FLAGS.vocab_size
+  if vocab_size is None and FLAGS.vocab_file:
+    vocab_size = len(tokenization.load_vocab(FLAGS.vocab_file))
+  if vocab_size is not None and vocab_size != config.vocab_size:
+    config = config.replace(vocab_size=vocab_size)
+  if (config.position_embedding == "absolute" and
+      FLAGS.max_seq_length > config.max_position_embeddings):
+    fail(f"--max_seq_length={FLAGS.max_seq_length} exceeds the model's "
+         f"max_position_embeddings={config.max_position_embeddings}")
+  return config
+
+
+def check_inputs():
+  """Everything that can fail on the user's input, before any model is built."""
+  from recurrent_bert.data import dynamic_masking, tokenization  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.data import pretraining_dataset  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.data.io_utils import InputError  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.training import checkpoints  # pylint: disable=g-import-not-at-top
+
+  masker = None
+  try:
+    if FLAGS.vocab_file and not os.path.isfile(FLAGS.vocab_file):
+      raise InputError(f"--vocab_file: {FLAGS.vocab_file!r} does not exist")
+    if FLAGS.dynamic_masking:
+      masking = dynamic_masking.MaskingConfig(
+          max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+          masked_lm_prob=FLAGS.masked_lm_prob, mask_token_prob=FLAGS.mask_token_prob,
+          random_token_prob=FLAGS.random_token_prob,
+          whole_word_mask=FLAGS.do_whole_word_mask)
+      masker = dynamic_masking.DynamicMasker(masking,
+                                             tokenization.load_vocab(FLAGS.vocab_file))
+    files = pretraining_dataset.expand_file_patterns(FLAGS.input_files, "input_files")
+    data_config = pretraining_dataset.PretrainingDataConfig(
+        input_files=files, max_seq_length=FLAGS.max_seq_length,
+        max_predictions_per_seq=FLAGS.max_predictions_per_seq, seed=FLAGS.seed,
+        shuffle_buffer_size=FLAGS.shuffle_buffer_size, masker=masker)
+    pretraining_dataset.check_record_layout(files[0], data_config)
+    if FLAGS.init_checkpoint:
+      try:
+        checkpoints.resolve_checkpoint(FLAGS.init_checkpoint)
+      except checkpoints.CheckpointNotFoundError as e:
+        raise InputError(f"--init_checkpoint: {e}") from None
+  except (InputError, ValueError) as e:
+    fail(str(e))
+  return data_config
+
+
+def main(argv):
+  if len(argv) > 1:
+    fail(f"unexpected arguments: {argv[1:]}")
+  # Before TensorFlow initialises its devices.
+  from recurrent_bert.training import distribution  # pylint: disable=g-import-not-at-top
+  distribution.configure_cpu_devices(FLAGS.num_cpu_devices)
+
+  model_config = resolve_model_config()
+  # The strategy comes before any TensorFlow op: MultiWorkerMirroredStrategy must
+  # configure collective ops at program start-up.
+  try:
+    strategy = distribution.get_distribution_strategy(
+        FLAGS.distribution_strategy, FLAGS.tpu, FLAGS.num_cpu_devices)
+  except ValueError as e:
+    fail(str(e))
+  data_config = check_inputs()
+
+  import keras  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.data import pretraining_dataset  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.models import Pretrainer, build_encoder  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.training import checkpoints, loop, optimization  # pylint: disable=g-import-not-at-top
+
+  num_replicas = strategy.num_replicas_in_sync
+  if FLAGS.train_batch_size % num_replicas:
+    fail(f"--train_batch_size={FLAGS.train_batch_size} must divide by the "
+         f"{num_replicas} replicas of --distribution_strategy={FLAGS.distribution_strategy}")
+  is_chief = distribution.is_chief(strategy)
+  logging.info("strategy %s: %d replica(s); model %s (V=%d)", FLAGS.distribution_strategy,
+               num_replicas, FLAGS.model_config, model_config.vocab_size)
+
+  keras.utils.set_random_seed(FLAGS.seed)
+  keras.config.set_dtype_policy(FLAGS.mixed_precision)
+  tf_makedirs(FLAGS.model_dir)
+  if is_chief:
+    checkpoints.write_model_config(FLAGS.model_dir, model_config)
+
+  with strategy.scope():
+    encoder = build_encoder(model_config)
+    model = Pretrainer(encoder, use_nsp=FLAGS.use_nsp)
+    optimizer = optimization.create_optimizer(
+        model.trainable_variables, learning_rate=FLAGS.learning_rate,
+        num_train_steps=FLAGS.num_train_steps, warmup_steps=FLAGS.warmup_steps,
+        end_learning_rate=FLAGS.end_learning_rate, weight_decay=FLAGS.weight_decay,
+        beta_1=FLAGS.adam_beta1, beta_2=FLAGS.adam_beta2, epsilon=FLAGS.adam_epsilon,
+        loss_scaling=FLAGS.mixed_precision == "mixed_float16")
+  per_replica_batch = FLAGS.train_batch_size // num_replicas
+
+  def dataset_fn(input_context, skip_batches):
+    return pretraining_dataset.make_pretraining_dataset(
+        data_config, per_replica_batch, input_context.input_pipeline_id,
+        input_context.num_input_pipelines, skip_batches=skip_batches)
+
+  trainer = loop.PretrainingLoop(
+      strategy, model, optimizer, dataset_fn, model_dir=FLAGS.model_dir,
+      global_batch_size=FLAGS.train_batch_size, num_train_steps=FLAGS.num_train_steps,
+      steps_per_loop=FLAGS.steps_per_loop, save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+      keep_checkpoint_max=FLAGS.keep_checkpoint_max, log_steps=FLAGS.log_steps,
+      clip_norm=FLAGS.clip_norm, jit_compile=FLAGS.jit_compile,
+      loss_scaling=FLAGS.mixed_precision == "mixed_float16", is_chief=is_chief,
+      worker_id=distribution.worker_id(strategy))
+  if FLAGS.init_checkpoint and tf_latest_checkpoint(FLAGS.model_dir) is None:
+    # Only for a fresh run: a resumed run continues from its own checkpoint.
+    source = checkpoints.restore_pretrainer_weights(model, FLAGS.init_checkpoint)
+    logging.info("initialised weights from %s", source)
+  try:
+    final = trainer.run()
+  except loop.NonFiniteLossError as e:
+    logging.error("%s", e)
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(1)
+  if is_chief:
+    export = checkpoints.export_encoder(
+        encoder, FLAGS.model_dir, vocab_file=FLAGS.vocab_file,
+        info={"global_step": int(trainer.global_step.numpy()),
+              "do_lower_case": FLAGS.do_lower_case,
+              "source_checkpoint": tf_latest_checkpoint(FLAGS.model_dir),
+              "final_metrics": final})
+    logging.info("encoder exported to %s", export)
+
+
+def tf_makedirs(path):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  tf.io.gfile.makedirs(path)  # local or gs://
+
+
+def tf_latest_checkpoint(model_dir):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return tf.train.latest_checkpoint(model_dir)
+
+
+if __name__ == "__main__":
+  app.run(main)

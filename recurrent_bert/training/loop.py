@@ -1,0 +1,312 @@
+"""The custom training loop: strategy.run, checkpoints, summaries, progress.
+
+Why not `model.fit`: under MultiWorkerMirroredStrategy Keras 3's trainer passes
+PerReplica values to `strategy.reduce` while building its symbolic step
+(keras-team/keras#20585). Owning the loop, as the TF Model Garden does, keeps one code
+path for every strategy.
+
+One call of the loop function runs `num_steps` steps inside a single tf.function
+(a `tf.range` loop over the distributed iterator), so the host is involved only between
+loops: for logging, checkpoints and the non-finite check. Per step, on each replica:
+
+  1. forward + backward (`tf.function(jit_compile=...)`, XLA-compatible, host-free);
+     the loss is normalised by *global* sums (all-reduced MLM weights, global batch)
+     so that gradients summed over replicas equal the single-device gradient;
+  2. gradients are all-reduced, clipped to `clip_norm` by their global norm, divided by
+     the replica count (Keras' optimizer all-reduces again, summing identical copies)
+     and applied by AdamW.
+
+Resuming. Checkpoints hold the model, the optimizer, `global_step` and — where the
+iterator is trackable (the default strategy's tf.data iterator) — the input position.
+Distributed iterators are not checkpointable in TF 2.21, so under other strategies a
+restarted run rebuilds the (seeded, deterministic) dataset and skips the batches it had
+consumed: global_step x (replicas per input pipeline).
+"""
+
+import json
+import math
+import os
+import shutil
+import time
+from typing import Callable, Dict, Optional
+
+import tensorflow as tf
+from absl import logging
+
+from recurrent_bert.training import checkpoints
+from recurrent_bert.training import metrics as metrics_lib
+
+
+def _scalar_metadata():
+  # What tensorboard's tf.summary.scalar writes, from TF's own protos: TensorBoard is
+  # not a dependency, but its scalar dashboard reads these events.
+  from tensorflow.core.framework import summary_pb2  # pylint: disable=g-import-not-at-top
+  return summary_pb2.SummaryMetadata(
+      plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"),
+      data_class=summary_pb2.DATA_CLASS_SCALAR)
+
+
+def write_scalar(name: str, value: float, step: int) -> None:
+  """A TensorBoard scalar on the default summary writer."""
+  tf.summary.write(name, tf.constant(value, tf.float32), step=step,
+                   metadata=_scalar_metadata())
+
+
+class NonFiniteLossError(RuntimeError):
+  """The loss became NaN or infinite; the last good checkpoint is kept."""
+
+
+def format_duration(seconds: float) -> str:
+  """73 -> '1m13s', 4000 -> '1h06m40s'."""
+  if not math.isfinite(seconds):
+    return "?"
+  seconds = int(round(max(0.0, seconds)))
+  hours, rest = divmod(seconds, 3600)
+  minutes, secs = divmod(rest, 60)
+  if hours:
+    return f"{hours}h{minutes:02d}m{secs:02d}s"
+  if minutes:
+    return f"{minutes}m{secs:02d}s"
+  return f"{secs}s"
+
+
+class PretrainingLoop:
+  """Trains a `Pretrainer` with a custom distributed loop.
+
+  Build the model and optimizer under `strategy.scope()` first, then:
+    loop = PretrainingLoop(strategy, model, optimizer, dataset_fn, ...)
+    loop.run()
+
+  `dataset_fn(input_context, skip_batches)` returns the per-replica-batched dataset of
+  one input pipeline (see data/pretraining_dataset.py).
+  """
+
+  def __init__(self, strategy: tf.distribute.Strategy, model, optimizer,
+               dataset_fn: Callable[[tf.distribute.InputContext, int], tf.data.Dataset], *,
+               model_dir: str, global_batch_size: int, num_train_steps: int,
+               steps_per_loop: int = 100, save_checkpoints_steps: int = 1000,
+               keep_checkpoint_max: int = 5, log_steps: int = 100, clip_norm: float = 1.0,
+               jit_compile: bool = False, loss_scaling: bool = False,
+               is_chief: bool = True, worker_id: int = 0):
+    self.strategy = strategy
+    self.model = model
+    self.optimizer = optimizer
+    self.dataset_fn = dataset_fn
+    self.model_dir = model_dir
+    self.global_batch_size = global_batch_size
+    self.num_train_steps = num_train_steps
+    self.steps_per_loop = steps_per_loop
+    self.save_checkpoints_steps = save_checkpoints_steps
+    self.log_steps = log_steps
+    self.clip_norm = clip_norm
+    self.jit_compile = jit_compile
+    self.loss_scaling = loss_scaling
+    self.is_chief = is_chief
+    self.use_nsp = getattr(model, "use_nsp", False)
+    with strategy.scope():
+      self.global_step = tf.Variable(
+          0, dtype=tf.int64, trainable=False, name="global_step",
+          aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+
+    # The default strategy hands out a plain (trackable) tf.data iterator.
+    probe = strategy.distribute_datasets_from_function(lambda ctx: tf.data.Dataset.range(1))
+    self.iterator_in_checkpoint = isinstance(iter(probe), tf.data.Iterator)
+    self._iterator = None
+    state = dict(model=checkpoints.variables_by_path(model, include_rng_state=True),
+                 optimizer=optimizer,
+                 global_step=self.global_step)
+    if self.iterator_in_checkpoint:
+      self._iterator = self._make_iterator(skip_steps=0)
+      state["iterator"] = self._iterator
+    self.checkpoint = tf.train.Checkpoint(**state)
+    # Every MultiWorkerMirrored worker must take part in saving; only the chief's copy
+    # is kept, the others write to a scratch directory they delete.
+    self._checkpoint_dir = (model_dir if is_chief else
+                            os.path.join(model_dir, ".scratch", f"worker_{worker_id}"))
+    self.manager = tf.train.CheckpointManager(self.checkpoint, self._checkpoint_dir,
+                                              max_to_keep=keep_checkpoint_max)
+    self.summary_writer = (tf.summary.create_file_writer(os.path.join(model_dir, "train"))
+                           if is_chief else tf.summary.create_noop_writer())
+    self._train_loop = tf.function(self._train_loop_fn)
+    self._forward_backward = tf.function(self._forward_backward_fn,
+                                         jit_compile=jit_compile)
+
+  # -- input --------------------------------------------------------------------------
+
+  def _make_iterator(self, skip_steps: int):
+    def dataset_fn(input_context):
+      # Each step takes one batch per replica; a pipeline feeds this many replicas.
+      replicas_per_pipeline = max(1, self.strategy.num_replicas_in_sync //
+                                  input_context.num_input_pipelines)
+      return self.dataset_fn(input_context, skip_steps * replicas_per_pipeline)
+
+    options = tf.distribute.InputOptions(experimental_fetch_to_device=True)
+    return iter(self.strategy.distribute_datasets_from_function(dataset_fn, options))
+
+  # -- one step -----------------------------------------------------------------------
+
+  def _forward_backward_fn(self, batch, global_mlm_weight):
+    """Loss, stats and (possibly loss-scaled) gradients of one replica's batch."""
+    inputs = {k: batch[k] for k in ("input_ids", "input_mask", "segment_ids",
+                                    "masked_lm_positions")}
+    variables = self.model.trainable_variables
+    with tf.GradientTape() as tape:
+      outputs = self.model(inputs, training=True)
+      sums = metrics_lib.pretraining_sums(batch, outputs)
+      # This replica's share of the global loss: summing shares over replicas gives
+      # weighted-mean MLM + mean NSP over the global batch.
+      loss = sums["mlm_loss_sum"] / tf.maximum(global_mlm_weight, 1.0)
+      if self.use_nsp:
+        loss += sums["nsp_loss_sum"] / float(self.global_batch_size)
+      scaled_loss = self.optimizer.scale_loss(loss) if self.loss_scaling else loss
+    grads = tape.gradient(scaled_loss, variables)
+    # Dense embedding gradients: all-reduce, clipping and scaling then treat every
+    # gradient alike (IndexedSlices do not divide; a [V, H] dense sum is what BERT does).
+    grads = [None if g is None else tf.convert_to_tensor(g) for g in grads]
+    return loss, sums, grads
+
+  def _replica_step(self, batch):
+    context = tf.distribute.get_replica_context()
+    global_mlm_weight = context.all_reduce(
+        tf.distribute.ReduceOp.SUM, tf.reduce_sum(batch["masked_lm_weights"]))
+    loss, sums, grads = self._forward_backward(batch, global_mlm_weight)
+    # Variables outside the loss (the pooler without NSP) have no gradient: leave them
+    # out of the update entirely, weight decay included.
+    pairs = [(g, v) for g, v in zip(grads, self.model.trainable_variables) if g is not None]
+    grads = context.all_reduce(tf.distribute.ReduceOp.SUM, [g for g, _ in pairs])
+    clip_norm = self.clip_norm
+    if self.loss_scaling:  # clipping scaled gradients at a scaled norm = clipping unscaled
+      clip_norm = self.optimizer.scale_loss(tf.constant(clip_norm))
+    if self.clip_norm > 0:
+      grads, _ = tf.clip_by_global_norm(grads, clip_norm)
+    num_replicas = float(self.strategy.num_replicas_in_sync)
+    if num_replicas > 1:
+      grads = [g / num_replicas for g in grads]
+    self.optimizer.apply(grads, [v for _, v in pairs])
+    return dict(sums, loss=loss, mlm_loss=sums["mlm_loss_sum"] / tf.maximum(
+        global_mlm_weight, 1.0))
+
+  def _train_loop_fn(self, iterator, num_steps):
+    """Runs `num_steps` steps; returns (summed stats, per-step loss, per-step MLM loss)."""
+    totals = {name: tf.constant(0.0) for name in metrics_lib.STAT_NAMES}
+    step_losses = tf.TensorArray(tf.float32, size=num_steps)
+    step_mlm_losses = tf.TensorArray(tf.float32, size=num_steps)
+    for i in tf.range(num_steps):
+      per_replica = self.strategy.run(self._replica_step, args=(next(iterator),))
+      reduced = {k: self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
+                 for k, v in per_replica.items()}
+      step_losses = step_losses.write(i, reduced["loss"])
+      step_mlm_losses = step_mlm_losses.write(i, reduced["mlm_loss"])
+      totals = {name: totals[name] + reduced[name] for name in metrics_lib.STAT_NAMES}
+      self.global_step.assign_add(1)
+    return totals, step_losses.stack(), step_mlm_losses.stack()
+
+  # -- driver -------------------------------------------------------------------------
+
+  def restore(self) -> Optional[str]:
+    """Restores the latest checkpoint of model_dir (all workers read the chief's)."""
+    latest = tf.train.latest_checkpoint(self.model_dir)
+    if latest:
+      self.checkpoint.read(latest).assert_existing_objects_matched()
+      logging.info("resumed from %s at step %d", latest, int(self.global_step.numpy()))
+    return latest
+
+  def _save(self) -> None:
+    step = int(self.global_step.numpy())
+    self.manager.save(checkpoint_number=step)
+    if not self.is_chief:
+      shutil.rmtree(self._checkpoint_dir, ignore_errors=True)
+
+  def _learning_rate(self, step: int) -> float:
+    inner = getattr(self.optimizer, "inner_optimizer", self.optimizer)
+    schedule = inner._learning_rate  # pylint: disable=protected-access
+    return float(schedule(step)) if callable(schedule) else float(schedule)
+
+  def _log_progress(self, step, sums, num_steps, seconds) -> None:
+    summary = metrics_lib.summarize(sums, num_steps, self.use_nsp)
+    steps_per_second = num_steps / max(seconds, 1e-9)
+    examples_per_second = sums["num_examples"] / max(seconds, 1e-9)
+    tokens_per_second = sums["num_tokens"] / max(seconds, 1e-9)
+    learning_rate = self._learning_rate(step)
+    eta = (self.num_train_steps - step) / steps_per_second
+    parts = [f"step {step}/{self.num_train_steps}", f"loss={summary['loss']:.3f}",
+             f"mlm_acc={summary['mlm_accuracy']:.2f}"]
+    if self.use_nsp:
+      parts.append(f"nsp_acc={summary['nsp_accuracy']:.2f}")
+    parts += [f"lr={learning_rate:.1e}", f"{steps_per_second:.1f} steps/s",
+              f"{examples_per_second:.0f} ex/s", f"ETA {format_duration(eta)}"]
+    logging.info(" ".join(parts))
+    scalars = dict(summary, learning_rate=learning_rate,
+                   examples_per_second=examples_per_second,
+                   tokens_per_second=tokens_per_second, steps_per_second=steps_per_second)
+    with self.summary_writer.as_default():
+      for name, value in scalars.items():
+        write_scalar(name, value, step)
+    self.summary_writer.flush()
+
+  def train_steps(self, num_steps: int):
+    """Runs `num_steps` steps in one loop call, without checkpoints or logs.
+
+    Returns:
+      (stats summed over replicas and steps {name: float}, per-step losses [num_steps],
+      per-step MLM losses [num_steps]) as numpy values.
+    """
+    if self._iterator is None:
+      self._iterator = self._make_iterator(skip_steps=int(self.global_step.numpy()))
+    sums, losses, mlm_losses = self._train_loop(self._iterator,
+                                                tf.constant(num_steps, tf.int32))
+    return {k: float(v) for k, v in sums.items()}, losses.numpy(), mlm_losses.numpy()
+
+  def run(self) -> Dict[str, float]:
+    """Trains from the latest checkpoint (if any) to num_train_steps.
+
+    Returns:
+      The metrics of the last log interval (loss, mlm_loss, mlm_accuracy, ...).
+
+    Raises:
+      NonFiniteLossError: the loss became NaN/inf; nothing after the last good
+        checkpoint is saved.
+    """
+    self.restore()
+    step = int(self.global_step.numpy())
+    if self._iterator is None:
+      self._iterator = self._make_iterator(skip_steps=step)
+    if step >= self.num_train_steps:
+      logging.info("already at step %d >= --num_train_steps=%d", step, self.num_train_steps)
+    metrics_path = os.path.join(self.model_dir, "metrics.jsonl")
+    last_summary: Dict[str, float] = {}
+    interval_sums = {name: 0.0 for name in metrics_lib.STAT_NAMES}
+    interval_steps, interval_start = 0, time.time()
+    while step < self.num_train_steps:
+      # A loop ends at the next log, checkpoint or final step, whichever comes first.
+      boundaries = [self.num_train_steps, step + self.steps_per_loop,
+                    (step // self.log_steps + 1) * self.log_steps,
+                    (step // self.save_checkpoints_steps + 1) * self.save_checkpoints_steps]
+      num_steps = min(boundaries) - step
+      sums, losses, mlm_losses = self.train_steps(num_steps)
+      # Local model_dirs only: object stores (gs://) cannot append.
+      if self.is_chief and "://" not in metrics_path:
+        with open(metrics_path, "a", encoding="utf-8") as f:
+          for i, (loss, mlm_loss) in enumerate(zip(losses, mlm_losses)):
+            f.write(json.dumps({"step": step + i + 1, "loss": float(loss),
+                                "mlm_loss": float(mlm_loss)}) + "\n")
+      bad = [i for i, loss in enumerate(losses) if not math.isfinite(loss)]
+      if bad:
+        raise NonFiniteLossError(
+            f"loss is {losses[bad[0]]} at step {step + bad[0] + 1}; stopping without "
+            f"saving. The last good checkpoint is kept: "
+            f"{tf.train.latest_checkpoint(self.model_dir) or 'none (no checkpoint yet)'}. "
+            "Try a lower --learning_rate, more --warmup_steps or a smaller --clip_norm.")
+      step += num_steps
+      for name in interval_sums:
+        interval_sums[name] += sums[name]
+      interval_steps += num_steps
+      if step % self.log_steps == 0 or step == self.num_train_steps:
+        last_summary = metrics_lib.summarize(interval_sums, interval_steps, self.use_nsp)
+        self._log_progress(step, interval_sums, interval_steps,
+                           time.time() - interval_start)
+        interval_sums = {name: 0.0 for name in metrics_lib.STAT_NAMES}
+        interval_steps, interval_start = 0, time.time()
+      if step % self.save_checkpoints_steps == 0 or step == self.num_train_steps:
+        self._save()
+    return last_summary

@@ -1,0 +1,112 @@
+"""Fixtures of the training tests: TFRecords made by the real data tool, and a runner
+for `python -m recurrent_bert.pretrain` subprocesses."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from recurrent_bert.config import get_preset
+from tests.data.conftest import corpus_file, vocab_file  # noqa: F401
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SEQ_LEN = 64
+MAX_PREDICTIONS = 10
+
+
+def subprocess_env(**extra):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
+  env.pop("TF_CONFIG", None)
+  env.update(extra)
+  return env
+
+
+def make_records(output_dir, corpus, vocab, *extra_flags, seq_len=SEQ_LEN,
+                 max_predictions=MAX_PREDICTIONS):
+  """Runs tools.create_pretraining_data (the real tool) into output_dir."""
+  result = subprocess.run(
+      [sys.executable, "-m", "tools.create_pretraining_data", f"--input_files={corpus}",
+       f"--vocab_file={vocab}", f"--output_dir={output_dir}",
+       f"--max_seq_length={seq_len}", f"--max_predictions_per_seq={max_predictions}",
+       "--noprogress", *extra_flags],
+      cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  return os.path.join(str(output_dir), "*.tfrecord")
+
+
+@pytest.fixture(scope="session")
+def masked_records(tmp_path_factory, corpus_file, vocab_file):  # noqa: F811
+  """Glob of 2 shards of masked MLM+NSP records (seq 64, 10 predictions)."""
+  return make_records(tmp_path_factory.mktemp("masked"), corpus_file, vocab_file,
+                      "--dupe_factor=2", "--num_output_shards=2")
+
+
+@pytest.fixture(scope="session")
+def single_shard_records(tmp_path_factory, corpus_file, vocab_file):  # noqa: F811
+  """Glob of one shard of masked records (record-level sharding across workers)."""
+  return make_records(tmp_path_factory.mktemp("single"), corpus_file, vocab_file,
+                      "--dupe_factor=1", "--num_output_shards=1")
+
+
+@pytest.fixture(scope="session")
+def unmasked_records(tmp_path_factory, corpus_file, vocab_file):  # noqa: F811
+  """Glob of 2 shards of unmasked, NSP-free records for --dynamic_masking."""
+  return make_records(tmp_path_factory.mktemp("unmasked"), corpus_file, vocab_file,
+                      "--dupe_factor=1", "--num_output_shards=2", "--dynamic_masking",
+                      "--nouse_nsp")
+
+
+@pytest.fixture(scope="session")
+def no_dropout_config(tmp_path_factory):
+  """bert_tiny without dropout: runs with different replica layouts must agree."""
+  path = tmp_path_factory.mktemp("config") / "bert_tiny_no_dropout.json"
+  config = get_preset("bert_tiny").replace(dropout_rate=0.0, attention_dropout_rate=0.0)
+  path.write_text(config.to_json())
+  return str(path)
+
+
+def pretrain_command(model_dir, vocab, input_files, *flags, entry=("-m", "recurrent_bert.pretrain")):
+  """The pretrain command line with the tiny defaults of these tests; flags override."""
+  return [sys.executable, *entry, f"--model_dir={model_dir}", f"--vocab_file={vocab}",
+          f"--input_files={input_files}", f"--max_seq_length={SEQ_LEN}",
+          f"--max_predictions_per_seq={MAX_PREDICTIONS}", "--model_config=bert_tiny",
+          "--train_batch_size=8", "--num_train_steps=12", "--warmup_steps=2",
+          "--learning_rate=1e-3", "--log_steps=1", "--steps_per_loop=4",
+          "--save_checkpoints_steps=4", "--shuffle_buffer_size=100", *flags]
+
+
+def run_pretrain(model_dir, vocab, input_files, *flags, check=True, timeout=300, env=None):
+  result = subprocess.run(pretrain_command(model_dir, vocab, input_files, *flags), cwd=REPO,
+                          env=env or subprocess_env(), capture_output=True, text=True,
+                          timeout=timeout)
+  if check:
+    assert result.returncode == 0, result.stderr[-4000:]
+  return result
+
+
+def wait_all(processes, timeout):
+  """Waits for every process; on any failure or timeout kills the rest. Returns outputs."""
+  outputs = []
+  try:
+    for process in processes:
+      stdout, stderr = process.communicate(timeout=timeout)
+      outputs.append((process.returncode, stderr))
+  finally:
+    for process in processes:
+      if process.poll() is None:
+        process.kill()
+        process.wait()
+  return outputs
+
+
+def losses_by_step(model_dir, key="loss"):
+  """{step: loss} from model_dir/metrics.jsonl (later lines win after a resume)."""
+  from recurrent_bert.training.checkpoints import read_metrics_log
+  return {step: record[key] for step, record in read_metrics_log(str(model_dir)).items()}
+
+
+def read_json(path):
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
