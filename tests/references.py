@@ -92,3 +92,54 @@ def self_attention(x, mask, wq, bq, wk, bk, wv, bv, wo, bo, bias=None):
       context[:, a] = p @ v
     out[b] = np.einsum("tnh,nhd->td", context, wo) + bo
   return out
+
+
+def numpy_bert(w, ids, segments, mask, num_heads, approximate_gelu, eps=1e-12,
+               masked_positions=None):
+  """BERT's forward pass from arrays under google-research/bert's TF1 names.
+
+  Args:
+    w: {TF1 variable name: array}, e.g. "bert/encoder/layer_0/attention/self/query/kernel"
+      [H, H] (in, out layouts); the layer count is read from the names.
+    ids, segments, mask: int [B, T].
+    num_heads: A.
+    approximate_gelu: the tanh GELU (TF1 BERT) instead of the exact erf form (HF).
+    masked_positions: int [B, P]; with the `cls/predictions` weights, the MLM logits.
+  Returns:
+    dict: sequence_output [B, T, H], pooled_output [B, H], and, when the weights are
+    present, mlm_logits [B, P, V] and nsp_logits [B, 2].
+  """
+  hidden = w["bert/embeddings/word_embeddings"].shape[1]
+  size = hidden // num_heads
+  num_layers = len({k.split("/")[2] for k in w if k.startswith("bert/encoder/layer_")})
+  norm = lambda x, scope: layer_norm(x, w[f"{scope}/gamma"], w[f"{scope}/beta"], eps)
+  act = lambda x: gelu(x, approximate=approximate_gelu)
+  x = (w["bert/embeddings/word_embeddings"][ids] +
+       w["bert/embeddings/token_type_embeddings"][segments] +
+       w["bert/embeddings/position_embeddings"][:ids.shape[1]])
+  x = norm(x, "bert/embeddings/LayerNorm")
+  for i in range(num_layers):
+    p = f"bert/encoder/layer_{i}"
+    heads = lambda n: (w[f"{p}/attention/self/{n}/kernel"].reshape(hidden, num_heads, size),
+                       w[f"{p}/attention/self/{n}/bias"].reshape(num_heads, size))
+    attended = self_attention(
+        x, mask, *heads("query"), *heads("key"), *heads("value"),
+        w[f"{p}/attention/output/dense/kernel"].reshape(num_heads, size, hidden),
+        w[f"{p}/attention/output/dense/bias"])
+    x = norm(x + attended, f"{p}/attention/output/LayerNorm")
+    inner = act(x @ w[f"{p}/intermediate/dense/kernel"] + w[f"{p}/intermediate/dense/bias"])
+    x = norm(x + inner @ w[f"{p}/output/dense/kernel"] + w[f"{p}/output/dense/bias"],
+             f"{p}/output/LayerNorm")
+  pooled = np.tanh(x[:, 0] @ w["bert/pooler/dense/kernel"] + w["bert/pooler/dense/bias"])
+  out = {"sequence_output": x, "pooled_output": pooled}
+  if masked_positions is not None and "cls/predictions/output_bias" in w:
+    gathered = np.stack([x[b, masked_positions[b]] for b in range(len(ids))])
+    h = act(gathered @ w["cls/predictions/transform/dense/kernel"] +
+            w["cls/predictions/transform/dense/bias"])
+    h = norm(h, "cls/predictions/transform/LayerNorm")
+    out["mlm_logits"] = (h @ w["bert/embeddings/word_embeddings"].T +
+                         w["cls/predictions/output_bias"])
+  if "cls/seq_relationship/output_weights" in w:
+    out["nsp_logits"] = (pooled @ w["cls/seq_relationship/output_weights"].T +
+                         w["cls/seq_relationship/output_bias"])
+  return out

@@ -1,0 +1,49 @@
+r"""Exports a model dir as a SavedModel that takes raw text.
+
+  python -m recurrent_bert.export --model_dir=DIR --export_dir=DIR [--max_seq_length=N]
+
+`--model_dir` is anything `training.checkpoints.load_encoder` accepts: a pretraining
+model_dir, its `encoder/` export, or a dir written by `tools/convert_checkpoint.py`.
+The SavedModel (signatures: see `recurrent_bert/serving.py`) loads with only
+`tensorflow` and `tensorflow_text` imported; it is written to a temp dir beside
+`--export_dir` and renamed when complete. The signatures written are printed.
+"""
+
+import os
+import sys
+
+from absl import app
+from absl import flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("model_dir", None, "Pretraining/converted model dir, its encoder/ "
+                    "export, or a checkpoint prefix.")
+flags.DEFINE_string("export_dir", None, "Where the SavedModel goes (replaced atomically).")
+flags.DEFINE_integer("max_seq_length", None, "Longest packed input; longer text is "
+                     "truncated. Default: the model's max_position_embeddings (512 "
+                     "without absolute positions).")
+flags.DEFINE_string("vocab_file", None, "vocab.txt; default: the one in the model dir.")
+flags.DEFINE_boolean("do_lower_case", None, "Lower-case and strip accents; default: as "
+                     "recorded in the model dir's export_info.json, else true.")
+flags.mark_flags_as_required(["model_dir", "export_dir"])
+
+
+def main(argv):
+  del argv
+  # Heavy imports after flag parsing: a bad flag fails fast.
+  from recurrent_bert.data.io_utils import InputError  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.serving import ExportError, export_model_dir  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.training.checkpoints import CheckpointNotFoundError  # pylint: disable=g-import-not-at-top
+  try:
+    signatures = export_model_dir(FLAGS.model_dir, FLAGS.export_dir, FLAGS.max_seq_length,
+                                  FLAGS.vocab_file, FLAGS.do_lower_case)
+  except (ExportError, InputError, CheckpointNotFoundError) as e:
+    print(f"error: {e}", file=sys.stderr)  # one line naming the culprit, no traceback
+    sys.exit(2)
+  print(f"SavedModel written to {os.path.abspath(FLAGS.export_dir)} with signatures:")
+  for name, description in signatures.items():
+    print(f"  {name}{description}")
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,437 @@
+"""SavedModels that take raw text: in-graph tokenization, packing and task post-processing.
+
+`ServingModule` wraps our Keras models and a `BertWordpieceTokenizer` in one `tf.Module`
+whose signatures need only `tensorflow` and `tensorflow_text` to load and run:
+
+  encode(text)                       -> sequence_output [B, T, H], pooled_output [B, H],
+  encode_pair(text, text_pair)          input_ids, input_mask, segment_ids [B, T] int32
+  encode_ids(input_ids, input_mask, segment_ids) -> sequence_output, pooled_output
+  classify(text) / classify_pair(text, text_pair)
+                                     -> logits, probabilities [B, K], label_id [B] int32,
+                                        label [B] string (+ input_ids, input_mask)
+  regress(text) / regress_pair(text, text_pair) -> score [B] (+ input_ids, input_mask)
+  answer_question(question, context) -> answer [B] string, start_char, end_char [B]
+                                        int32 (answer == context[start_char:end_char]),
+                                        score [B] (start + end logit),
+                                        context_truncated [B] bool
+
+Packing is google-research/bert's: `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, pairs cut
+longest first (a tie cuts the second text) to fit `max_seq_length`. T is the longest packed
+row of the batch (at most `max_seq_length`); shorter rows are right-padded, and
+`input_mask` says which positions are real.
+
+SQuAD limitation: `answer_question` reads ONE window per question,
+`[CLS] question [SEP] context [SEP]` with the question cut to `max_query_length` pieces and
+the context cut to what is left of `max_seq_length`; answers past the cut cannot be found
+(`context_truncated` flags those rows). For long contexts, use the windowed numpy pipeline
+of `recurrent_bert.data.squad` (doc_stride windows + `postprocess_squad`). The span is the
+best `start_logit + end_logit` with start <= end < start + max_answer_length over the
+context pieces; a piece maps to the characters of the basic-tokenizer word it came from,
+so answers are exact substrings of the original context (as in `data/squad.py`).
+
+`export_model_dir` is the library side of `python -m recurrent_bert.export`: it builds
+the module from a pretraining or converted model dir (encoder signatures).
+"""
+
+import json
+import os
+import shutil
+import tempfile
+from typing import Dict, Optional, Sequence
+
+from absl import logging
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from recurrent_bert.data import tokenization
+from recurrent_bert.data.tokenization import BertWordpieceTokenizer
+from recurrent_bert.training import checkpoints
+
+# Word boundaries of the context, as the basic tokenizer draws them (Unicode spaces too,
+# which it turns into blanks before splitting); the kept delimiters are its punctuation
+# and CJK characters.
+_CONTEXT_SPLIT_REGEX = r"[\s\p{Zs}]+|" + tokenization.WORD_KEEP_REGEX
+_CONTEXT_KEEP_REGEX = tokenization.WORD_KEEP_REGEX
+
+
+
+def _strings(*names):
+  """Input signature of string [batch] arguments (named as the signature's inputs)."""
+  return [tf.TensorSpec([None], tf.string, name=name) for name in names]
+
+
+_IDS_SIGNATURE = [tf.TensorSpec([None, None], tf.int32, name=name)
+                  for name in ("input_ids", "input_mask", "segment_ids")]
+
+
+def _keep_first(ids: tf.RaggedTensor, counts: tf.Tensor) -> tf.RaggedTensor:
+  """The first counts[b] (or `counts`, a scalar) items of each row b of a [B, (n)] ragged."""
+  lengths = ids.row_lengths()
+  keep = tf.minimum(lengths, tf.cast(counts, lengths.dtype))  # also broadcasts a scalar
+  return tf.ragged.boolean_mask(ids, tf.ragged.range(lengths) < keep[:, None])
+
+
+def truncate_pair(ids_a: tf.RaggedTensor, ids_b: Optional[tf.RaggedTensor],
+                  max_pieces: int):
+  """Cuts (a, b) to at most `max_pieces` pieces together, longest first.
+
+  Closed form of google-research/bert's loop "pop from the longer, the second on a tie":
+  a keeps min(len_a, max(budget - len_b, ceil(budget / 2))), b keeps the rest.
+
+  Args:
+    ids_a, ids_b: int RaggedTensors [B, (pieces)]; ids_b may be None.
+    max_pieces: the budget.
+  Returns:
+    (ids_a, ids_b) truncated, same types.
+  """
+  len_a = ids_a.row_lengths()
+  if ids_b is None:
+    return _keep_first(ids_a, tf.minimum(len_a, max_pieces)), None
+  len_b = ids_b.row_lengths()
+  keep_a = tf.minimum(len_a, tf.maximum(max_pieces - len_b, (max_pieces + 1) // 2))
+  keep_b = tf.minimum(len_b, max_pieces - keep_a)
+  return _keep_first(ids_a, keep_a), _keep_first(ids_b, keep_b)
+
+
+def pack_inputs(ids_a: tf.RaggedTensor, ids_b: Optional[tf.RaggedTensor],
+                max_seq_length: int, cls_id: int, sep_id: int, pad_id: int
+                ) -> Dict[str, tf.Tensor]:
+  """Truncates and packs [CLS] a [SEP] (b [SEP]) into right-padded model inputs.
+
+  Args:
+    ids_a, ids_b: int RaggedTensors [B, (pieces)]; ids_b may be None.
+    max_seq_length: longest packed row, special tokens included.
+  Returns:
+    dict of int32 [B, T] input_ids, input_mask, segment_ids; T = the longest packed row.
+  """
+  special = 3 if ids_b is not None else 2
+  ids_a, ids_b = truncate_pair(ids_a, ids_b, max_seq_length - special)
+  ids_a = tf.cast(ids_a, tf.int32)
+  batch = ids_a.nrows()
+
+  def column(value):
+    return tf.RaggedTensor.from_tensor(tf.fill(tf.stack([batch, 1]), value))
+
+  pieces = [column(cls_id), ids_a, column(sep_id)]
+  segments = [column(0), tf.zeros_like(ids_a), column(0)]
+  if ids_b is not None:
+    ids_b = tf.cast(ids_b, tf.int32)
+    pieces += [ids_b, column(sep_id)]
+    segments += [tf.ones_like(ids_b), column(1)]
+  input_ids = tf.concat(pieces, axis=1)
+  return {
+      "input_ids": input_ids.to_tensor(default_value=pad_id),
+      "input_mask": tf.ones_like(input_ids).to_tensor(default_value=0),
+      "segment_ids": tf.concat(segments, axis=1).to_tensor(default_value=0),
+  }
+
+
+def _context_pieces(tokenizer, context: tf.Tensor):
+  """Context word pieces with the UTF-8 byte span of the word each came from.
+
+  Returns:
+    (ids, byte_start, byte_end): int64 RaggedTensors [B, (pieces)].
+  """
+  words, starts, ends = tf_text.regex_split_with_offsets(
+      context, _CONTEXT_SPLIT_REGEX, _CONTEXT_KEEP_REGEX)
+  word_pieces = tokenizer.tokenize_flat(words.flat_values)  # [words, (pieces)]
+  ids = words.with_flat_values(word_pieces).merge_dims(1, 2)
+  per_piece = lambda offsets: ids.with_flat_values(
+      tf.repeat(offsets.flat_values, word_pieces.row_lengths()))
+  return ids, per_piece(starts), per_piece(ends)
+
+
+def best_spans(start_logits, end_logits, first, length, max_answer_length):
+  """The best span start <= end < start + max_answer_length inside [first, first+length).
+
+  Args:
+    start_logits, end_logits: float [B, T].
+    first, length: int [B], where the context pieces sit in each row.
+  Returns:
+    (start, end, score): int32 [B] positions and float32 [B] start + end logit; rows with
+    no context get start = end = first and score -inf.
+  """
+  steps = tf.shape(start_logits)[1]
+  positions = tf.range(steps)[None, :]
+  first, length = tf.cast(first, tf.int32)[:, None], tf.cast(length, tf.int32)[:, None]
+  in_context = (positions >= first) & (positions < first + length)  # [B, T]
+  offsets = positions[0][None, :] - positions[0][:, None]  # [T, T]: end - start
+  allowed = (in_context[:, :, None] & in_context[:, None, :] &
+             ((offsets >= 0) & (offsets < max_answer_length))[None])
+  scores = start_logits[:, :, None] + end_logits[:, None, :]
+  scores = tf.where(allowed, scores, float("-inf"))
+  best = tf.argmax(tf.reshape(scores, [tf.shape(scores)[0], -1]), axis=1,
+                   output_type=tf.int32)
+  score = tf.reduce_max(scores, axis=[1, 2])
+  has_span = length[:, 0] > 0
+  start = tf.where(has_span, best // steps, first[:, 0])
+  end = tf.where(has_span, best % steps, first[:, 0])
+  return start, end, score
+
+
+class ServingModule(tf.Module):
+  """Serving signatures over our Keras models (module docstring lists them).
+
+  Args:
+    tokenizer: the `BertWordpieceTokenizer` of the model's vocabulary; its vocab file is
+      also stored as the SavedModel asset `assets/vocab.txt`.
+    max_seq_length: longest packed input (truncation limit), special tokens included.
+    encoder: an `Encoder` -> encode, encode_pair, encode_ids.
+    classifier: a `Classifier` -> classify(_pair) (K > 1) or regress(_pair) (K = 1).
+    label_names: K label strings of the classifier (default "0".."K-1").
+    span_extractor: a `SpanExtractor` -> answer_question.
+    max_query_length: question pieces kept by answer_question.
+    max_answer_length: longest answer in pieces.
+  """
+
+  def __init__(self, tokenizer, max_seq_length: int, *, encoder=None, classifier=None,
+               label_names: Optional[Sequence[str]] = None, span_extractor=None,
+               max_query_length: int = 64, max_answer_length: int = 30):
+    super().__init__(name="recurrent_bert_serving")
+    if max_seq_length < 3:
+      raise ValueError(f"max_seq_length={max_seq_length} leaves no room for text "
+                       "([CLS], [SEP], [SEP] take 3)")
+    if encoder is None and classifier is None and span_extractor is None:
+      raise ValueError("ServingModule needs an encoder, classifier or span_extractor")
+    self.tokenizer = tokenizer
+    self.vocab_file = tf.saved_model.Asset(tokenizer.vocab_file)
+    self.max_seq_length = max_seq_length
+    # The Keras models are called, not saved as objects (bypassing tf.Module's tracking
+    # __setattr__), so the SavedModel holds no Keras objects, only their tf.Variables:
+    # Keras 3 variables wrap them, and tracking these makes the SavedModel own the
+    # weights, as keras.export.ExportArchive does.
+    for name, model in (("encoder", encoder), ("classifier", classifier),
+                        ("span_extractor", span_extractor)):
+      object.__setattr__(self, name, model)
+    models = [m for m in (encoder, classifier, span_extractor) if m is not None]
+    self.model_variables = list({id(v): v.value for m in models
+                                 for v in m.variables}.values())
+    if encoder is not None:
+      self.encode = tf.function(self._encode_text, input_signature=_strings("text"))
+      self.encode_pair = tf.function(self._encode_text,
+                                     input_signature=_strings("text", "text_pair"))
+      self.encode_ids = tf.function(self._encode_ids, input_signature=_IDS_SIGNATURE)
+    if classifier is not None:
+      num_classes = classifier.num_classes
+      if label_names is None:
+        label_names = [str(i) for i in range(num_classes)]
+      if num_classes > 1 and len(label_names) != num_classes:
+        raise ValueError(f"label_names has {len(label_names)} names, the classifier "
+                         f"{num_classes} classes")
+      self.label_names = tf.constant(list(label_names), tf.string)
+      kind = "classify" if num_classes > 1 else "regress"
+      setattr(self, kind, tf.function(self._classify, input_signature=_strings("text")))
+      setattr(self, kind + "_pair",
+              tf.function(self._classify, input_signature=_strings("text", "text_pair")))
+    if span_extractor is not None:
+      if max_query_length + 4 > max_seq_length:
+        raise ValueError(f"max_query_length={max_query_length} leaves no room for the "
+                         f"context in max_seq_length={max_seq_length}")
+      self.max_query_length = max_query_length
+      self.max_answer_length = max_answer_length
+      self.answer_question = tf.function(self._answer_question,
+                                         input_signature=_strings("question", "context"))
+
+  SIGNATURE_NAMES = ("encode", "encode_pair", "encode_ids", "classify", "classify_pair",
+                     "regress", "regress_pair", "answer_question")
+
+  def signature_functions(self) -> Dict[str, tf.types.experimental.GenericFunction]:
+    """{signature name: tf.function} of the models given; the first is also the default."""
+    functions = {name: getattr(self, name) for name in self.SIGNATURE_NAMES
+                 if hasattr(self, name)}
+    # TF Serving and saved_model_cli look for serving_default.
+    functions["serving_default"] = next(iter(functions.values()))
+    return functions
+
+  # -- pieces shared by the signatures --------------------------------------------
+
+  def _pack_text(self, text, text_pair=None):
+    tok = self.tokenizer
+    ids_b = None if text_pair is None else tok.tokenize_flat(text_pair)
+    return pack_inputs(tok.tokenize_flat(text), ids_b, self.max_seq_length,
+                       tok.cls_id, tok.sep_id, tok.pad_id)
+
+  def _encode_ids(self, input_ids, input_mask, segment_ids):
+    outputs = self.encoder({"input_ids": input_ids, "input_mask": input_mask,
+                            "segment_ids": segment_ids}, training=False)
+    return {"sequence_output": tf.cast(outputs["sequence_output"], tf.float32),
+            "pooled_output": tf.cast(outputs["pooled_output"], tf.float32)}
+
+  def _encode_text(self, text, text_pair=None):
+    inputs = self._pack_text(text, text_pair)
+    return {**self._encode_ids(**inputs), **inputs}
+
+  def _classify(self, text, text_pair=None):
+    inputs = self._pack_text(text, text_pair)
+    logits = tf.cast(self.classifier(inputs, training=False), tf.float32)  # [B, K]
+    outputs = {"input_ids": inputs["input_ids"], "input_mask": inputs["input_mask"],
+               "logits": logits}
+    if self.classifier.num_classes == 1:
+      outputs["score"] = logits[:, 0]
+    else:
+      label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
+      outputs.update(probabilities=tf.nn.softmax(logits), label_id=label_id,
+                     label=tf.gather(self.label_names, label_id))
+    return outputs
+
+  def _answer_question(self, question, context):
+    tok = self.tokenizer
+    question_ids = _keep_first(tok.tokenize_flat(question), self.max_query_length)
+    context_ids, byte_start, byte_end = _context_pieces(tok, context)
+    room = self.max_seq_length - 3 - question_ids.row_lengths()
+    kept = tf.minimum(context_ids.row_lengths(), room)
+    inputs = pack_inputs(question_ids, _keep_first(context_ids, kept),
+                         self.max_seq_length, tok.cls_id, tok.sep_id, tok.pad_id)
+    logits = self.span_extractor(inputs, training=False)
+    first = question_ids.row_lengths() + 2  # after [CLS] question [SEP]
+    start, end, score = best_spans(
+        tf.cast(logits["start_logits"], tf.float32), tf.cast(logits["end_logits"],
+                                                               tf.float32),
+        first, kept, self.max_answer_length)
+    has_span = kept > 0
+    piece_start = tf.where(has_span, start - tf.cast(first, tf.int32), 0)
+    piece_end = tf.where(has_span, end - tf.cast(first, tf.int32), 0)
+    # Rows without context get a dummy piece column so the gathers stay in range.
+    starts = tf.pad(byte_start.to_tensor(), [[0, 0], [0, 1]])
+    ends = tf.pad(byte_end.to_tensor(), [[0, 0], [0, 1]])
+    answer_byte_start = tf.where(has_span, tf.gather(starts, piece_start, batch_dims=1), 0)
+    answer_byte_end = tf.where(has_span, tf.gather(ends, piece_end, batch_dims=1), 0)
+    answer = tf.strings.substr(context, answer_byte_start,
+                               answer_byte_end - answer_byte_start, unit="BYTE")
+
+    def char_offset(byte_offset):
+      prefix = tf.strings.substr(context, tf.zeros_like(byte_offset), byte_offset,
+                                 unit="BYTE")
+      return tf.strings.length(prefix, unit="UTF8_CHAR")
+
+    return {"answer": answer, "start_char": char_offset(answer_byte_start),
+            "end_char": char_offset(answer_byte_end), "score": score,
+            "context_truncated": kept < context_ids.row_lengths(),
+            "input_ids": inputs["input_ids"], "input_mask": inputs["input_mask"]}
+
+
+def describe_signatures(module: ServingModule) -> Dict[str, str]:
+  """{signature name: "inputs -> outputs"} of a ServingModule, for logs and reports."""
+  described = {}
+  for name, function in module.signature_functions().items():
+    inputs = ", ".join(f"{spec.name} {spec.dtype.name}{spec.shape.as_list()}"
+                       for spec in function.input_signature)
+    outputs = function.get_concrete_function().structured_outputs
+    outputs = ", ".join(f"{key} {tensor.dtype.name}{tensor.shape.as_list()}"
+                        for key, tensor in sorted(outputs.items()))
+    described[name] = f"({inputs}) -> {outputs}"
+  return described
+
+
+def save_serving_module(module: ServingModule, export_dir: str) -> Dict[str, str]:
+  """Writes the SavedModel atomically: a temp dir beside `export_dir`, then a rename.
+
+  An existing `export_dir` stays complete until the new one replaces it.
+
+  Returns:
+    describe_signatures(module).
+  """
+  export_dir = os.path.abspath(export_dir)
+  parent = os.path.dirname(export_dir)
+  os.makedirs(parent, exist_ok=True)
+  base = os.path.basename(export_dir)
+  tmp_dir = tempfile.mkdtemp(prefix=f".{base}.tmp-", dir=parent)
+  try:
+    tf.saved_model.save(module, tmp_dir, signatures=module.signature_functions())
+    if os.path.exists(export_dir):
+      old_dir = tempfile.mkdtemp(prefix=f".{base}.old-", dir=parent)
+      os.replace(export_dir, os.path.join(old_dir, base))
+      os.replace(tmp_dir, export_dir)
+      shutil.rmtree(old_dir, ignore_errors=True)
+    else:
+      os.replace(tmp_dir, export_dir)
+  except BaseException:
+    shutil.rmtree(tmp_dir, ignore_errors=True)
+    raise
+  return describe_signatures(module)
+
+
+def export_saved_model(export_dir: str, tokenizer, max_seq_length: int, **models
+                       ) -> Dict[str, str]:
+  """Builds a ServingModule (`models`: its keyword arguments) and saves it atomically.
+
+  Example:
+    export_saved_model("out/classifier", tokenizer, 128, classifier=model,
+                       label_names=["negative", "positive"])
+  Returns:
+    {signature name: "inputs -> outputs"}.
+  """
+  return save_serving_module(ServingModule(tokenizer, max_seq_length, **models), export_dir)
+
+
+# ------------------------------------------------------------- model dirs
+
+VOCAB_FILE = "vocab.txt"
+EXPORT_INFO_FILE = "export_info.json"
+DEFAULT_MAX_SEQ_LENGTH = 512
+
+
+class ExportError(ValueError):
+  """A flag or the model dir does not allow an export (the message names which)."""
+
+
+def _find_vocab(config_dir: str, model_dir: str) -> Optional[str]:
+  for directory in (config_dir, model_dir):
+    path = os.path.join(directory, VOCAB_FILE)
+    if os.path.isfile(path):
+      return path
+  return None
+
+
+def _recorded_lower_case(config_dir: str) -> Optional[bool]:
+  path = os.path.join(config_dir, EXPORT_INFO_FILE)
+  if not os.path.isfile(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    value = json.load(f).get("do_lower_case")
+  return None if value is None else bool(value)
+
+
+def resolve_max_seq_length(config, max_seq_length: Optional[int]) -> int:
+  """--max_seq_length checked against the model (absolute positions cap it)."""
+  limit = (config.max_position_embeddings if config.position_embedding == "absolute"
+           else None)
+  if max_seq_length is None:
+    return limit or DEFAULT_MAX_SEQ_LENGTH
+  if max_seq_length < 3:
+    raise ExportError(f"--max_seq_length={max_seq_length} must be at least 3")
+  if limit is not None and max_seq_length > limit:
+    raise ExportError(f"--max_seq_length={max_seq_length} exceeds the model's "
+                      f"max_position_embeddings={limit}")
+  return max_seq_length
+
+
+def export_model_dir(model_dir: str, export_dir: str, max_seq_length: Optional[int] = None,
+                     vocab_file: Optional[str] = None,
+                     do_lower_case: Optional[bool] = None) -> Dict[str, str]:
+  """Loads the encoder of `model_dir` and writes its text-in SavedModel to `export_dir`.
+
+  Returns:
+    {signature name: "inputs -> outputs"} of what was written.
+  Raises:
+    ExportError, CheckpointNotFoundError: naming the flag or path at fault.
+  """
+  _, config_dir, _ = checkpoints.resolve_checkpoint(model_dir)
+  max_seq_length = resolve_max_seq_length(checkpoints.read_model_config(config_dir),
+                                          max_seq_length)
+  vocab_file = vocab_file or _find_vocab(config_dir, model_dir)
+  if vocab_file is None:
+    raise ExportError(f"no {VOCAB_FILE} in {config_dir!r} or {model_dir!r}; pass "
+                      "--vocab_file")
+  if do_lower_case is None:
+    do_lower_case = _recorded_lower_case(config_dir)
+    if do_lower_case is None:
+      logging.warning("%s records no do_lower_case; lower-casing (pass --do_lower_case "
+                      "or --nodo_lower_case to choose)", config_dir)
+      do_lower_case = True
+  encoder = checkpoints.load_encoder(model_dir)
+  tokenizer = BertWordpieceTokenizer(vocab_file, do_lower_case=do_lower_case)
+  if tokenizer.vocab_size > encoder.config.vocab_size:
+    raise ExportError(f"vocab file {vocab_file!r} has {tokenizer.vocab_size} tokens, "
+                      f"the model only {encoder.config.vocab_size} embeddings")
+  return export_saved_model(export_dir, tokenizer, max_seq_length, encoder=encoder)

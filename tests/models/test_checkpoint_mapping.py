@@ -1,0 +1,152 @@
+"""Importers (Hugging Face safetensors, keras-hub presets) and warm start of variants."""
+
+import keras_hub
+import numpy as np
+import pytest
+
+from recurrent_bert.config import get_preset
+from recurrent_bert.models import Encoder
+from recurrent_bert.models import Pretrainer
+from recurrent_bert.models.checkpoint_mapping import CheckpointMappingError
+from recurrent_bert.models.checkpoint_mapping import load_hf_bert
+from recurrent_bert.models.checkpoint_mapping import load_keras_hub_preset
+from recurrent_bert.models.checkpoint_mapping import warm_start
+from tests import checkpoint_files
+from tests import references as ref
+
+V, P, H, F, L, A = 50, 16, 8, 12, 2, 2
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(V - 5)]
+
+
+def _inputs(rng):
+  ids = rng.integers(0, V, size=(2, 7)).astype("int32")
+  segments = np.array([[0, 0, 0, 1, 1, 1, 1], [0, 0, 1, 1, 0, 0, 0]], "int32")
+  mask = np.array([[1] * 7, [1] * 4 + [0] * 3], "int32")
+  return {"input_ids": ids, "segment_ids": segments, "input_mask": mask}
+
+
+def _assert_matches_numpy_bert(model, values, inputs, approximate_gelu, heads=True):
+  positions = np.array([[1, 5], [2, 3]], "int32")
+  want = ref.numpy_bert(values, inputs["input_ids"], inputs["segment_ids"],
+                        inputs["input_mask"], A, approximate_gelu,
+                        masked_positions=positions)
+  encoded = model.encoder(inputs, training=False)
+  real = inputs["input_mask"].astype(bool)
+  np.testing.assert_allclose(encoded["sequence_output"].numpy()[real],
+                             want["sequence_output"][real], atol=1e-4, rtol=1e-4)
+  np.testing.assert_allclose(encoded["pooled_output"], want["pooled_output"], atol=1e-4,
+                             rtol=1e-4)
+  if heads:
+    out = model({**inputs, "masked_lm_positions": positions}, training=False)
+    np.testing.assert_allclose(out["mlm_logits"], want["mlm_logits"], atol=1e-4, rtol=1e-4)
+    np.testing.assert_allclose(out["nsp_logits"], want["nsp_logits"], atol=1e-4, rtol=1e-4)
+
+
+def test_hf_bert_for_pretraining_gives_numpy_bert_outputs(rng, tmp_path):
+  values = checkpoint_files.random_tf1_bert(rng, V, P, H, F, L)
+  config = checkpoint_files.bert_config_json(V, P, H, F, L, A, hidden_act="gelu")
+  checkpoint_files.write_hf_checkpoint(str(tmp_path), checkpoint_files.hf_bert_tensors(values),
+                                       config, VOCAB, do_lower_case=False)
+  imported = load_hf_bert(str(tmp_path))
+  assert imported.model.encoder.config.hidden_act == "gelu"  # HF "gelu" is the erf form
+  assert imported.new == [] and imported.do_lower_case is False
+  assert imported.vocab_file == str(tmp_path / "vocab.txt")
+  _assert_matches_numpy_bert(imported.model, values, _inputs(rng), approximate_gelu=False)
+
+
+def test_hf_bert_model_without_prefix_or_heads(rng, tmp_path):
+  values = checkpoint_files.random_tf1_bert(rng, V, P, H, F, L, with_heads=False)
+  config = checkpoint_files.bert_config_json(V, P, H, F, L, A, hidden_act="gelu_new")
+  weights = checkpoint_files.write_hf_checkpoint(
+      str(tmp_path), checkpoint_files.hf_bert_tensors(values, prefix=""), config)
+  imported = load_hf_bert(weights)
+  assert imported.model.encoder.config.hidden_act == "gelu_approximate"
+  assert imported.vocab_file is None and imported.do_lower_case is None
+  assert imported.new and all(p.startswith("mlm_head/") for p in imported.new)
+  assert len(imported.copied) == len(imported.model.encoder.weights)
+  _assert_matches_numpy_bert(imported.model, values, _inputs(rng), approximate_gelu=True,
+                             heads=False)
+
+
+def test_hf_wrong_shape_or_missing_tensor_is_named(rng, tmp_path):
+  values = checkpoint_files.random_tf1_bert(rng, V, P, H, F, L)
+  config = checkpoint_files.bert_config_json(V, P, H, F, L, A)
+  tensors = checkpoint_files.hf_bert_tensors(values)
+  tensors["bert.encoder.layer.1.output.dense.weight"] = np.zeros((H, F + 1), "float32")
+  checkpoint_files.write_hf_checkpoint(str(tmp_path / "shape"), tensors, config)
+  with pytest.raises(CheckpointMappingError, match="ffn/output/kernel") as error:
+    load_hf_bert(str(tmp_path / "shape"))
+  assert "bert/encoder/layer_1/output/dense/kernel" in str(error.value)
+
+  tensors = checkpoint_files.hf_bert_tensors(values)
+  del tensors["bert.encoder.layer.0.attention.output.LayerNorm.bias"]
+  checkpoint_files.write_hf_checkpoint(str(tmp_path / "missing"), tensors, config)
+  with pytest.raises(CheckpointMappingError,
+                     match="no variable 'bert/encoder/layer_0/attention/output/LayerNorm/beta'"):
+    load_hf_bert(str(tmp_path / "missing"))
+  with pytest.raises(CheckpointMappingError, match="bert_config_file=.*nope.json"):
+    load_hf_bert(str(tmp_path / "missing"), bert_config_file=str(tmp_path / "nope.json"))
+
+
+def test_keras_hub_preset_gives_keras_hub_outputs(rng, tmp_path):
+  hub = keras_hub.models.BertBackbone(vocabulary_size=V, num_layers=L, num_heads=A,
+                                      hidden_dim=H, intermediate_dim=F,
+                                      max_sequence_length=P)
+  hub.save_to_preset(str(tmp_path))
+  keras_hub.models.BertTokenizer(vocabulary=VOCAB, lowercase=True).save_to_preset(
+      str(tmp_path))
+  imported = load_keras_hub_preset(str(tmp_path))
+  assert imported.do_lower_case is True
+  with open(imported.vocab_file, encoding="utf-8") as f:
+    assert f.read().split() == VOCAB
+  inputs = _inputs(rng)
+  theirs = hub({"token_ids": inputs["input_ids"], "segment_ids": inputs["segment_ids"],
+                "padding_mask": inputs["input_mask"]})
+  mine = imported.model.encoder(inputs, training=False)
+  real = inputs["input_mask"].astype(bool)
+  np.testing.assert_allclose(mine["sequence_output"].numpy()[real],
+                             theirs["sequence_output"].numpy()[real], atol=1e-5)
+  np.testing.assert_allclose(mine["pooled_output"], theirs["pooled_output"], atol=1e-5)
+  assert all(p.startswith(("mlm_head/", "nsp_head/")) for p in imported.new)
+
+
+@pytest.mark.parametrize("family, new_part, unused_part", [
+    ("trans_blstm_2", "/blstm/", None),          # keeps its FFN, adds a BLSTM
+    ("trans_blstm_1", "/blstm/", "/ffn/"),       # BLSTM replaces the FFN
+    ("swishrnn", "swish_rnn", "/ffn/"),          # + relative attention bias
+])
+def test_warm_start_copies_shared_weights_only(family, new_part, unused_part):
+  sizes = dict(vocab_size=V, max_position_embeddings=P, hidden_size=H, num_heads=A,
+               num_layers=L, intermediate_size=F)
+  source = Pretrainer(Encoder(get_preset("bert_tiny").replace(**sizes)))
+  target_config = get_preset(f"{family}_tiny").replace(**sizes, swish_rnn_size=16,
+                                                       blstm_units=None)
+  target = Pretrainer(Encoder(target_config))
+  initial = {v.path: v.numpy() for v in target.weights}
+  report = warm_start(target, source)
+
+  source_values = {v.path: v.numpy() for v in source.weights}
+  target_values = {v.path: v.numpy() for v in target.weights}
+  assert sorted(report.copied + report.new) == sorted(target_values)
+  assert "block_1/attention/query/kernel" in report.copied
+  assert "mlm_head/transform/kernel" in report.copied
+  assert any(new_part in p for p in report.new)
+  assert all(new_part in p or "relative_attention_bias" in p for p in report.new)
+  for path in report.copied:
+    np.testing.assert_array_equal(target_values[path], source_values[path])
+  for path in report.new:
+    np.testing.assert_array_equal(target_values[path], initial[path])
+  if unused_part:
+    assert report.unused and all(unused_part in p for p in report.unused)
+  else:
+    assert report.unused == []
+
+
+def test_warm_start_shape_mismatch_names_the_weights():
+  source = Encoder(get_preset("bert_tiny").replace(vocab_size=V, max_position_embeddings=P))
+  target = Encoder(get_preset("swishrnn_tiny").replace(vocab_size=V + 1,
+                                                       max_position_embeddings=P))
+  with pytest.raises(CheckpointMappingError,
+                     match=r"embeddings/token_embedding/embeddings: target \(51, 128\), "
+                           r"source \(50, 128\)"):
+    warm_start(target, source)

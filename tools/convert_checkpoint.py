@@ -1,0 +1,198 @@
+r"""Converts a BERT checkpoint into a recurrent_bert model dir (optionally warm-starting a variant).
+
+  python tools/convert_checkpoint.py --source=tf1 --input=uncased_L-12_H-768_A-12/bert_model.ckpt \
+      --output_dir=models/bert_base_tf1
+  python tools/convert_checkpoint.py --source=hf --input=bert-base-uncased/ --output_dir=DIR
+  python tools/convert_checkpoint.py --source=keras_hub --input=PRESET_DIR --output_dir=DIR
+  # warm start TRANS-BLSTM from BERT: shared weights copied, BLSTMs fresh
+  python tools/convert_checkpoint.py --source=tf1 --input=... --output_dir=DIR \
+      --target_config=trans_blstm_2_base
+
+Sources:
+  tf1        google-research/bert checkpoint prefix; bert_config.json and vocab.txt are
+             taken from beside it unless --bert_config_file / --vocab_file are given.
+  hf         Hugging Face BERT: a .safetensors file or a dir with model.safetensors, and
+             config.json beside it (or --bert_config_file); vocab.txt and
+             tokenizer_config.json (do_lower_case) when present.
+  keras_hub  a local keras-hub BertBackbone preset dir (backbone.save_to_preset(dir)).
+
+The output dir has the layout pretraining writes (recurrent_bert/training/checkpoints.py),
+so `recurrent_bert.export` and `--init_checkpoint` accept it:
+
+  output_dir/
+    model_config.json
+    encoder/                 the encoder export: model_config.json, encoder.*,
+                             vocab.txt (if the source has one), export_info.json
+    pretrainer.index, .data  the whole Pretrainer (encoder + MLM/NSP heads), keyed like a
+                             training checkpoint: --init_checkpoint=output_dir/pretrainer
+                             restores the heads too
+    vocab.txt                (if the source has one)
+    conversion_report.json   which weights were copied, new, or unused
+
+The dir is written to a temp dir beside it and renamed when complete. The weights
+copied, left new (freshly initialised) and unused are printed.
+"""
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from typing import Optional
+
+if __package__ in (None, ""):  # run as `python tools/convert_checkpoint.py`
+  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from absl import app  # noqa: E402
+from absl import flags  # noqa: E402
+
+from tools import _flag_utils  # noqa: E402
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+  """Defined when run, not on import: tests import the library functions below alongside
+  other entry points whose flag names (e.g. --vocab_file) would collide."""
+  flags.DEFINE_enum("source", None, ["tf1", "hf", "keras_hub"], "Kind of checkpoint.")
+  flags.DEFINE_string("input", None, "tf1: checkpoint prefix; hf: .safetensors file or its "
+                      "dir; keras_hub: preset dir.")
+  flags.DEFINE_string("output_dir", None, "The model dir to write.")
+  flags.DEFINE_string("bert_config_file", None, "tf1: bert_config.json; hf: config.json "
+                      "(default: beside --input).")
+  flags.DEFINE_string("vocab_file", None, "vocab.txt (default: the source's, if any).")
+  flags.DEFINE_boolean("do_lower_case", None, "Record the casing for export (default: the "
+                       "source's, if it says).")
+  flags.DEFINE_string("target_config", None, "Warm start: a preset name or ModelConfig JSON "
+                      "of any family (sizes as the source). Weights it shares with BERT are "
+                      "copied, the rest stay freshly initialised.")
+  flags.DEFINE_integer("seed", 0, "Seeds the fresh initialisation of new weights.")
+  flags.DEFINE_boolean("overwrite", False, "Replace an existing --output_dir.")
+  flags.mark_flags_as_required(["source", "input", "output_dir"])
+
+
+REPORT_FILE = "conversion_report.json"
+PRETRAINER_PREFIX = "pretrainer"
+
+
+def _warm_start_target(imported, target_config: str):
+  """A Pretrainer of `target_config` warm-started from the imported BERT.
+
+  The activation and LayerNorm epsilon follow the source: its weights were trained
+  with them. Sizes are not adjusted: a mismatch fails, naming the weights.
+  """
+  from recurrent_bert.config import resolve_config  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.models import Encoder, Pretrainer  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.models.checkpoint_mapping import warm_start  # pylint: disable=g-import-not-at-top
+  source_config = imported.model.encoder.config
+  config = resolve_config(target_config).replace(
+      hidden_act=source_config.hidden_act,
+      layer_norm_epsilon=source_config.layer_norm_epsilon)
+  target = Pretrainer(Encoder(config), use_nsp=imported.model.use_nsp)
+  report = warm_start(target, imported.model)
+  # Weights the source lacked altogether (e.g. heads of a bare encoder) stay new too.
+  not_imported = set(imported.new)
+  copied = [p for p in report.copied if p not in not_imported]
+  new = report.new + [p for p in report.copied if p in not_imported]
+  return target, copied, new, report.unused
+
+
+def write_model_dir(pretrainer, output_dir: str, vocab_file: Optional[str], info: dict,
+                    overwrite: bool = False) -> None:
+  """Writes the model dir of the module docstring atomically (temp dir, then rename)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.data import io_utils  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.training import checkpoints  # pylint: disable=g-import-not-at-top
+
+  output_dir = os.path.abspath(output_dir)
+  if os.path.exists(output_dir) and os.listdir(output_dir) and not overwrite:
+    raise ValueError(f"--output_dir={output_dir} exists and is not empty; pass "
+                     "--overwrite to replace it")
+  parent, base = os.path.dirname(output_dir), os.path.basename(output_dir)
+  os.makedirs(parent, exist_ok=True)
+  tmp_dir = tempfile.mkdtemp(prefix=f".{base}.tmp-", dir=parent)
+  try:
+    checkpoints.write_model_config(tmp_dir, pretrainer.encoder.config)
+    tf.train.Checkpoint(model=checkpoints.variables_by_path(pretrainer)).write(
+        os.path.join(tmp_dir, PRETRAINER_PREFIX))
+    export_info = {key: info[key] for key in ("source", "source_kind", "do_lower_case")}
+    checkpoints.export_encoder(pretrainer.encoder, tmp_dir, vocab_file=vocab_file,
+                               info=export_info)
+    if vocab_file:
+      shutil.copyfile(vocab_file, os.path.join(tmp_dir, "vocab.txt"))
+    io_utils.atomic_write_json(os.path.join(tmp_dir, REPORT_FILE), info)
+    if os.path.exists(output_dir):
+      old_dir = tempfile.mkdtemp(prefix=f".{base}.old-", dir=parent)
+      os.replace(output_dir, os.path.join(old_dir, base))
+      os.replace(tmp_dir, output_dir)
+      shutil.rmtree(old_dir, ignore_errors=True)
+    else:
+      os.replace(tmp_dir, output_dir)
+  except BaseException:
+    shutil.rmtree(tmp_dir, ignore_errors=True)
+    raise
+
+
+def convert_checkpoint(source: str, input_path: str, output_dir: str,
+                       bert_config_file: Optional[str] = None,
+                       vocab_file: Optional[str] = None,
+                       do_lower_case: Optional[bool] = None,
+                       target_config: Optional[str] = None,
+                       overwrite: bool = False) -> dict:
+  """Imports `input_path` (warm-starting `target_config` if given), writes `output_dir`.
+
+  Returns:
+    The conversion report: source, source_kind, model_config, do_lower_case, vocab_file,
+    copied / new / unused (our variable paths).
+  Raises:
+    CheckpointMappingError: a missing or mis-shaped variable, named.
+  """
+  from recurrent_bert.models.checkpoint_mapping import import_bert  # pylint: disable=g-import-not-at-top
+  imported = import_bert(source, input_path, bert_config_file, vocab_file)
+  if target_config:
+    model, copied, new, unused = _warm_start_target(imported, target_config)
+  else:
+    model, copied, new, unused = imported.model, imported.copied, imported.new, []
+  if do_lower_case is None:
+    do_lower_case = imported.do_lower_case
+  info = {"source": os.path.abspath(input_path), "source_kind": source,
+          "model_config": model.encoder.config.to_dict(), "do_lower_case": do_lower_case,
+          "vocab_file": imported.vocab_file, "copied": copied, "new": new,
+          "unused": unused}
+  write_model_dir(model, output_dir, imported.vocab_file, info, overwrite)
+  return info
+
+
+def print_report(report: dict, output_dir: str) -> None:
+  print(f"wrote {os.path.abspath(output_dir)} from {report['source_kind']} checkpoint "
+        f"{report['source']}")
+  for key, title in (("copied", "copied from the source"),
+                     ("new", "new (freshly initialised)"),
+                     ("unused", "in the source but unused")):
+    print(f"{title}: {len(report[key])}")
+    for path in report[key]:
+      print(f"  {path}")
+  if report["vocab_file"] is None:
+    print("no vocabulary in the source: pass --vocab_file to recurrent_bert.export")
+  if report["do_lower_case"] is None:
+    print("the source does not record its casing: export lower-cases unless told "
+          "--nodo_lower_case")
+
+
+def main(argv):
+  del argv
+  import keras  # pylint: disable=g-import-not-at-top
+  keras.utils.set_random_seed(FLAGS.seed)
+  # Mapping, config and input errors are ValueErrors: one line naming the culprit, exit 2.
+  report = _flag_utils.run_checked(
+      convert_checkpoint, FLAGS.source, FLAGS.input, FLAGS.output_dir,
+      FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
+      FLAGS.target_config, FLAGS.overwrite)
+  print_report(report, FLAGS.output_dir)
+  print(json.dumps({"copied": len(report["copied"]), "new": len(report["new"]),
+                    "unused": len(report["unused"])}))
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(main)
