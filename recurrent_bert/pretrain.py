@@ -131,7 +131,7 @@ def resolve_model_config():
 
 def check_inputs():
   """Everything that can fail on the user's input, before any model is built."""
-  from recurrent_bert.data import dynamic_masking, tokenization  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.data import dynamic_masking, io_utils, tokenization  # pylint: disable=g-import-not-at-top
   from recurrent_bert.data import pretraining_dataset  # pylint: disable=g-import-not-at-top
   from recurrent_bert.data.io_utils import InputError  # pylint: disable=g-import-not-at-top
   from recurrent_bert.training import checkpoints  # pylint: disable=g-import-not-at-top
@@ -148,7 +148,7 @@ def check_inputs():
           whole_word_mask=FLAGS.do_whole_word_mask)
       masker = dynamic_masking.DynamicMasker(masking,
                                              tokenization.load_vocab(FLAGS.vocab_file))
-    files = pretraining_dataset.expand_file_patterns(FLAGS.input_files, "input_files")
+    files = io_utils.expand_input_patterns(FLAGS.input_files, "input_files")
     data_config = pretraining_dataset.PretrainingDataConfig(
         input_files=files, max_seq_length=FLAGS.max_seq_length,
         max_predictions_per_seq=FLAGS.max_predictions_per_seq, seed=FLAGS.seed,

@@ -35,14 +35,13 @@ the module from a pretraining or converted model dir (encoder signatures).
 
 import json
 import os
-import shutil
-import tempfile
 from typing import Dict, Optional, Sequence
 
 from absl import logging
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from recurrent_bert.data import io_utils
 from recurrent_bert.data import tokenization
 from recurrent_bert.data.tokenization import BertWordpieceTokenizer
 from recurrent_bert.training import checkpoints
@@ -331,23 +330,8 @@ def save_serving_module(module: ServingModule, export_dir: str) -> Dict[str, str
   Returns:
     describe_signatures(module).
   """
-  export_dir = os.path.abspath(export_dir)
-  parent = os.path.dirname(export_dir)
-  os.makedirs(parent, exist_ok=True)
-  base = os.path.basename(export_dir)
-  tmp_dir = tempfile.mkdtemp(prefix=f".{base}.tmp-", dir=parent)
-  try:
+  with io_utils.atomic_directory(export_dir) as tmp_dir:
     tf.saved_model.save(module, tmp_dir, signatures=module.signature_functions())
-    if os.path.exists(export_dir):
-      old_dir = tempfile.mkdtemp(prefix=f".{base}.old-", dir=parent)
-      os.replace(export_dir, os.path.join(old_dir, base))
-      os.replace(tmp_dir, export_dir)
-      shutil.rmtree(old_dir, ignore_errors=True)
-    else:
-      os.replace(tmp_dir, export_dir)
-  except BaseException:
-    shutil.rmtree(tmp_dir, ignore_errors=True)
-    raise
   return describe_signatures(module)
 
 

@@ -37,7 +37,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 from typing import Optional
 
 if __package__ in (None, ""):  # run as `python tools/convert_checkpoint.py`
@@ -108,10 +107,7 @@ def write_model_dir(pretrainer, output_dir: str, vocab_file: Optional[str], info
   if os.path.exists(output_dir) and os.listdir(output_dir) and not overwrite:
     raise ValueError(f"--output_dir={output_dir} exists and is not empty; pass "
                      "--overwrite to replace it")
-  parent, base = os.path.dirname(output_dir), os.path.basename(output_dir)
-  os.makedirs(parent, exist_ok=True)
-  tmp_dir = tempfile.mkdtemp(prefix=f".{base}.tmp-", dir=parent)
-  try:
+  with io_utils.atomic_directory(output_dir) as tmp_dir:
     checkpoints.write_model_config(tmp_dir, pretrainer.encoder.config)
     tf.train.Checkpoint(model=checkpoints.variables_by_path(pretrainer)).write(
         os.path.join(tmp_dir, PRETRAINER_PREFIX))
@@ -121,16 +117,6 @@ def write_model_dir(pretrainer, output_dir: str, vocab_file: Optional[str], info
     if vocab_file:
       shutil.copyfile(vocab_file, os.path.join(tmp_dir, "vocab.txt"))
     io_utils.atomic_write_json(os.path.join(tmp_dir, REPORT_FILE), info)
-    if os.path.exists(output_dir):
-      old_dir = tempfile.mkdtemp(prefix=f".{base}.old-", dir=parent)
-      os.replace(output_dir, os.path.join(old_dir, base))
-      os.replace(tmp_dir, output_dir)
-      shutil.rmtree(old_dir, ignore_errors=True)
-    else:
-      os.replace(tmp_dir, output_dir)
-  except BaseException:
-    shutil.rmtree(tmp_dir, ignore_errors=True)
-    raise
 
 
 def convert_checkpoint(source: str, input_path: str, output_dir: str,

@@ -10,6 +10,7 @@ import contextlib
 import glob
 import json
 import os
+import shutil
 import tempfile
 from typing import Iterator, List, Sequence, Tuple
 
@@ -78,8 +79,37 @@ def atomic_write_json(path: str, obj) -> None:
   atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
+@contextlib.contextmanager
+def atomic_directory(final_dir: str):
+  """Yields a temp dir beside `final_dir`; on success it replaces `final_dir` whole.
+
+  Readers see either the old complete directory or the new complete one: a directory
+  cannot be replaced in one rename, so the old one is first moved aside (two renames),
+  then deleted. On error the temp dir is removed and `final_dir` is left untouched.
+  """
+  final_dir = os.path.abspath(final_dir)
+  parent, base = os.path.split(final_dir)
+  os.makedirs(parent, exist_ok=True)
+  tmp_dir = tempfile.mkdtemp(prefix=f".{base}.tmp-", dir=parent)
+  try:
+    yield tmp_dir
+    if os.path.exists(final_dir):
+      old_dir = tempfile.mkdtemp(prefix=f".{base}.old-", dir=parent)
+      os.replace(final_dir, os.path.join(old_dir, base))
+      os.replace(tmp_dir, final_dir)
+      shutil.rmtree(old_dir, ignore_errors=True)
+    else:
+      os.replace(tmp_dir, final_dir)
+  except BaseException:
+    shutil.rmtree(tmp_dir, ignore_errors=True)
+    raise
+
+
 def expand_input_patterns(patterns: Sequence[str], flag_name: str = "input_files") -> List[str]:
   """Expands comma-separated file names and globs, in a deterministic (sorted) order.
+
+  Local paths are checked to be readable regular files; `scheme://` paths (gs://...) are
+  globbed through TensorFlow's file systems.
 
   Args:
     patterns: file names or glob patterns; each entry may itself be comma-separated.
@@ -98,13 +128,20 @@ def expand_input_patterns(patterns: Sequence[str], flag_name: str = "input_files
       pattern = pattern.strip()
       if not pattern:
         continue
-      matches = sorted(glob.glob(os.path.expanduser(pattern)))
+      remote = "://" in pattern  # gs:// and other TensorFlow file systems
+      if remote:
+        import tensorflow as tf  # pylint: disable=g-import-not-at-top
+        matches = sorted(tf.io.gfile.glob(pattern))
+      else:
+        matches = sorted(glob.glob(os.path.expanduser(pattern)))
       if not matches:
         raise InputError(f"--{flag_name}: no file matches {pattern!r}")
       for match in matches:
         if match in seen:
           continue
-        if not os.path.isfile(match):
+        if remote:
+          pass  # object stores have no local permission bits to check
+        elif not os.path.isfile(match):
           raise InputError(f"--{flag_name}: {match!r} is not a regular file")
         if not os.access(match, os.R_OK):
           raise InputError(f"--{flag_name}: {match!r} is not readable")

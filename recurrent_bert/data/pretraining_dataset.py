@@ -16,7 +16,7 @@ Batches are dicts of int32 [B, T] `input_ids`, `input_mask`, `segment_ids`; int3
 """
 
 import dataclasses
-from typing import List, Optional, Sequence
+from typing import Optional, Sequence
 
 import tensorflow as tf
 
@@ -29,7 +29,7 @@ class PretrainingDataConfig:
   """What the pipeline reads and how.
 
   Attributes:
-    input_files: the TFRecord files (already expanded, see `expand_file_patterns`).
+    input_files: the TFRecord files (already expanded, see `io_utils.expand_input_patterns`).
     max_seq_length, max_predictions_per_seq: the records' schema lengths.
     seed: seeds file order, shuffling and dynamic masks.
     shuffle_buffer_size: examples held by the shuffle buffer.
@@ -44,31 +44,6 @@ class PretrainingDataConfig:
   shuffle_buffer_size: int = 1000
   cycle_length: int = 4
   masker: Optional[object] = None
-
-
-def expand_file_patterns(patterns: Sequence[str], flag_name: str = "input_files") -> List[str]:
-  """Comma-separated names/globs (local or gs://) -> sorted list of files.
-
-  Raises:
-    InputError: a pattern matches no file; the message names the flag.
-  """
-  files: List[str] = []
-  seen = set()
-  for entry in patterns:
-    for pattern in str(entry).split(","):
-      pattern = pattern.strip()
-      if not pattern:
-        continue
-      matches = sorted(tf.io.gfile.glob(pattern))
-      if not matches:
-        raise InputError(f"--{flag_name}: no file matches {pattern!r}")
-      for match in matches:
-        if match not in seen:
-          seen.add(match)
-          files.append(match)
-  if not files:
-    raise InputError(f"--{flag_name}: no input files given")
-  return files
 
 
 def check_record_layout(path: str, config: PretrainingDataConfig) -> None:

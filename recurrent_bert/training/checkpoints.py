@@ -22,8 +22,6 @@ training checkpoint, else its export), or a training checkpoint prefix (`.../ckp
 
 import json
 import os
-import shutil
-import tempfile
 from typing import Optional, Tuple
 
 import tensorflow as tf
@@ -181,25 +179,13 @@ def export_encoder(encoder, model_dir: str, *, vocab_file: Optional[str] = None,
     with tf.io.gfile.GFile(os.path.join(final_dir, "export_info.json"), "w") as f:
       f.write(json.dumps(info or {}, indent=2, sort_keys=True) + "\n")
     return final_dir
-  tf.io.gfile.makedirs(model_dir)
-  tmp_dir = tempfile.mkdtemp(prefix=f".{EXPORT_DIR}.tmp-", dir=model_dir)
-  try:
-    tf.train.Checkpoint(encoder=variables_by_path(encoder)).write(os.path.join(tmp_dir, EXPORT_PREFIX))
+  with io_utils.atomic_directory(final_dir) as tmp_dir:
+    tf.train.Checkpoint(encoder=variables_by_path(encoder)).write(
+        os.path.join(tmp_dir, EXPORT_PREFIX))
     write_model_config(tmp_dir, encoder.config)
     if vocab_file:
       tf.io.gfile.copy(vocab_file, os.path.join(tmp_dir, "vocab.txt"), overwrite=True)
     io_utils.atomic_write_json(os.path.join(tmp_dir, "export_info.json"), info or {})
-    if os.path.exists(final_dir):
-      # Two renames: the old export stays complete until the new one is in place.
-      old_dir = tempfile.mkdtemp(prefix=f".{EXPORT_DIR}.old-", dir=model_dir)
-      os.replace(final_dir, os.path.join(old_dir, EXPORT_DIR))
-      os.replace(tmp_dir, final_dir)
-      shutil.rmtree(old_dir, ignore_errors=True)
-    else:
-      os.replace(tmp_dir, final_dir)
-  except BaseException:
-    shutil.rmtree(tmp_dir, ignore_errors=True)
-    raise
   return final_dir
 
 

@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from recurrent_bert.data import dynamic_masking, pretraining_dataset, tokenization
+from recurrent_bert.data import dynamic_masking, io_utils, pretraining_dataset, tokenization
 from recurrent_bert.data.io_utils import InputError
 from tests.training.conftest import MAX_PREDICTIONS, SEQ_LEN
 
 
 def data_config(pattern, **kwargs):
-  files = pretraining_dataset.expand_file_patterns([pattern])
+  files = io_utils.expand_input_patterns([pattern])
   return pretraining_dataset.PretrainingDataConfig(
       input_files=files, max_seq_length=SEQ_LEN, max_predictions_per_seq=MAX_PREDICTIONS,
       **kwargs)
@@ -86,11 +86,11 @@ def test_dynamic_masking_masks_unmasked_records(unmasked_records, vocab_file):
 
 def test_layout_mismatches_name_the_flag(masked_records, unmasked_records, vocab_file):
   wrong_length = pretraining_dataset.PretrainingDataConfig(
-      pretraining_dataset.expand_file_patterns([masked_records]), 128, MAX_PREDICTIONS)
+      io_utils.expand_input_patterns([masked_records]), 128, MAX_PREDICTIONS)
   with pytest.raises(InputError, match="--max_seq_length=128"):
     pretraining_dataset.check_record_layout(wrong_length.input_files[0], wrong_length)
   config = data_config(unmasked_records)
   with pytest.raises(InputError, match="--dynamic_masking"):
     pretraining_dataset.check_record_layout(config.input_files[0], config)
   with pytest.raises(InputError, match="--input_files"):
-    pretraining_dataset.expand_file_patterns(["/nonexistent/*.tfrecord"])
+    io_utils.expand_input_patterns(["/nonexistent/*.tfrecord"])
