@@ -17,6 +17,7 @@ from absl import app
 from absl import flags
 
 from recurrent_bert import config as config_lib
+from recurrent_bert.data import io_utils
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("preset", None, "A preset name, e.g. bert_base (see --all).")
@@ -49,11 +50,7 @@ def write_preset_files(directory):
   """Writes every preset as <directory>/<name>.json, each atomically."""
   os.makedirs(directory, exist_ok=True)
   for name, preset in sorted(config_lib.PRESETS.items()):
-    path = os.path.join(directory, f"{name}.json")
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-      f.write(preset.to_json())
-    os.replace(tmp, path)
+    io_utils.atomic_write_text(os.path.join(directory, f"{name}.json"), preset.to_json())
   return len(config_lib.PRESETS)
 
 

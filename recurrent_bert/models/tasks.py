@@ -6,6 +6,8 @@ Each is a functional Keras model that owns its encoder, so `get_config`/`from_co
 
 import keras
 
+from recurrent_bert.config import ModelConfig
+from recurrent_bert.config import resolve_config
 from recurrent_bert.models.encoder import ENCODER_INPUT_NAMES
 from recurrent_bert.models.encoder import Encoder
 from recurrent_bert.models.heads import ClassificationHead
@@ -111,7 +113,6 @@ class SpanExtractor(_TaskModel):
 
 def build_encoder(config_or_preset):
   """The one place that turns a preset name, a JSON path or a ModelConfig into a model."""
-  from recurrent_bert.config import ModelConfig, resolve_config
   config = (config_or_preset if isinstance(config_or_preset, ModelConfig)
             else resolve_config(config_or_preset))
   return Encoder(config)
