@@ -75,17 +75,31 @@ class BidirectionalLSTM(keras.layers.Layer):
     self.projection_size = projection_size
     self.initializer_range = initializer_range
     self.implementation = implementation
-    # A fixed name: unnamed LSTMs are numbered per process (lstm_2, ...), which would make
+    # Fixed names: unnamed LSTMs are numbered per process (lstm_2, ...), which would make
     # checkpoint keys depend on how many LSTMs were built before this one.
+    # Both directions are given, and the templates kept alive (untracked): inside
+    # `keras.models.load_model`, Keras shares deserialised objects by `id()`, so a
+    # template garbage-collected here could hand its id, and so an earlier block's
+    # layer, to the next block's Bidirectional (seen as an intermittent load error).
+    self._lstm_templates = (
+        keras.layers.LSTM(units, return_sequences=True, name="lstm"),
+        keras.layers.LSTM(units, return_sequences=True, go_backwards=True,
+                          name="backward_lstm"))
     self.bilstm = keras.layers.Bidirectional(
-        keras.layers.LSTM(units, return_sequences=True, name="lstm"), merge_mode="concat",
-        name="bilstm")
+        self._lstm_templates[0], backward_layer=self._lstm_templates[1],
+        merge_mode="concat", name="bilstm")
     self.projection = None
     if projection_size:
       self.projection = keras.layers.Dense(
           projection_size,
           kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
           name="projection")
+
+  def __setattr__(self, name, value):
+    if name == "_lstm_templates":  # not sublayers: the Bidirectional owns the weights
+      object.__setattr__(self, name, value)
+      return
+    super().__setattr__(name, value)
 
   def build(self, input_shape):
     self.bilstm.build(tuple(input_shape))
