@@ -125,7 +125,8 @@ def measure(preset: str, model_dir: str) -> dict:
   trainer.train_steps(1 + FLAGS.warmup_steps)  # tracing, compilation, warm caches
   compile_seconds = time.perf_counter() - start
   start = time.perf_counter()
-  sums, losses, _ = trainer.train_steps(FLAGS.steps)
+  sums, values = trainer.train_steps(FLAGS.steps)
+  losses = values["loss"]
   seconds = time.perf_counter() - start
   if not all(math.isfinite(x) for x in losses):
     raise RuntimeError(f"{preset}: non-finite loss {losses}")

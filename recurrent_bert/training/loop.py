@@ -1,5 +1,8 @@
 """The custom training loop: strategy.run, checkpoints, summaries, progress.
 
+One loop for every task: what is computed per batch comes from an objective
+(training/objectives.py: pretraining, classification, regression, span extraction).
+
 Why not `model.fit`: under MultiWorkerMirroredStrategy Keras 3's trainer passes
 PerReplica values to `strategy.reduce` while building its symbolic step
 (keras-team/keras#20585). Owning the loop, as the TF Model Garden does, keeps one code
@@ -10,8 +13,9 @@ One call of the loop function runs `num_steps` steps inside a single tf.function
 loops: for logging, checkpoints and the non-finite check. Per step, on each replica:
 
   1. forward + backward (`tf.function(jit_compile=...)`, XLA-compatible, host-free);
-     the loss is normalised by *global* sums (all-reduced MLM weights, global batch)
-     so that gradients summed over replicas equal the single-device gradient;
+     the loss is normalised by *global* sums (the objective's normalizers, e.g. MLM
+     weights and examples, all-reduced) so that gradients summed over replicas equal
+     the single-device gradient;
   2. gradients are all-reduced, clipped to `clip_norm` by their global norm, divided by
      the replica count (Keras' optimizer all-reduces again, summing identical copies)
      and applied by AdamW.
@@ -34,7 +38,7 @@ import tensorflow as tf
 from absl import logging
 
 from recurrent_bert.training import checkpoints
-from recurrent_bert.training import metrics as metrics_lib
+from recurrent_bert.training import objectives
 
 
 def _scalar_metadata():
@@ -70,20 +74,21 @@ def format_duration(seconds: float) -> str:
   return f"{secs}s"
 
 
-class PretrainingLoop:
-  """Trains a `Pretrainer` with a custom distributed loop.
+class TrainingLoop:
+  """Trains a task model with a custom distributed loop.
 
   Build the model and optimizer under `strategy.scope()` first, then:
-    loop = PretrainingLoop(strategy, model, optimizer, dataset_fn, ...)
+    loop = TrainingLoop(strategy, model, optimizer, dataset_fn, objective, ...)
     loop.run()
 
   `dataset_fn(input_context, skip_batches)` returns the per-replica-batched dataset of
-  one input pipeline (see data/pretraining_dataset.py).
+  one input pipeline (see data/pretraining_dataset.py); `objective` is one of
+  training/objectives.py.
   """
 
   def __init__(self, strategy: tf.distribute.Strategy, model, optimizer,
-               dataset_fn: Callable[[tf.distribute.InputContext, int], tf.data.Dataset], *,
-               model_dir: str, global_batch_size: int, num_train_steps: int,
+               dataset_fn: Callable[[tf.distribute.InputContext, int], tf.data.Dataset],
+               objective, *, model_dir: str, global_batch_size: int, num_train_steps: int,
                steps_per_loop: int = 100, save_checkpoints_steps: int = 1000,
                keep_checkpoint_max: int = 5, log_steps: int = 100, clip_norm: float = 1.0,
                jit_compile: bool = False, loss_scaling: bool = False,
@@ -102,7 +107,7 @@ class PretrainingLoop:
     self.jit_compile = jit_compile
     self.loss_scaling = loss_scaling
     self.is_chief = is_chief
-    self.use_nsp = getattr(model, "use_nsp", False)
+    self.objective = objective
     with strategy.scope():
       self.global_step = tf.Variable(
           0, dtype=tf.int64, trainable=False, name="global_step",
@@ -145,19 +150,14 @@ class PretrainingLoop:
 
   # -- one step -----------------------------------------------------------------------
 
-  def _forward_backward_fn(self, batch, global_mlm_weight):
+  def _forward_backward_fn(self, batch, global_normalizers):
     """Loss, stats and (possibly loss-scaled) gradients of one replica's batch."""
-    inputs = {k: batch[k] for k in ("input_ids", "input_mask", "segment_ids",
-                                    "masked_lm_positions")}
     variables = self.model.trainable_variables
     with tf.GradientTape() as tape:
-      outputs = self.model(inputs, training=True)
-      sums = metrics_lib.pretraining_sums(batch, outputs)
-      # This replica's share of the global loss: summing shares over replicas gives
-      # weighted-mean MLM + mean NSP over the global batch.
-      loss = sums["mlm_loss_sum"] / tf.maximum(global_mlm_weight, 1.0)
-      if self.use_nsp:
-        loss += sums["nsp_loss_sum"] / float(self.global_batch_size)
+      outputs = self.model(self.objective.model_inputs(batch), training=True)
+      sums = self.objective.sums(batch, outputs)
+      # This replica's share: summing shares over replicas gives the global loss.
+      loss = self.objective.loss(sums, global_normalizers)
       scaled_loss = self.optimizer.scale_loss(loss) if self.loss_scaling else loss
     grads = tape.gradient(scaled_loss, variables)
     # Dense embedding gradients: all-reduce, clipping and scaling then treat every
@@ -167,9 +167,9 @@ class PretrainingLoop:
 
   def _replica_step(self, batch):
     context = tf.distribute.get_replica_context()
-    global_mlm_weight = context.all_reduce(
-        tf.distribute.ReduceOp.SUM, tf.reduce_sum(batch["masked_lm_weights"]))
-    loss, sums, grads = self._forward_backward(batch, global_mlm_weight)
+    global_normalizers = context.all_reduce(tf.distribute.ReduceOp.SUM,
+                                            self.objective.normalizers(batch))
+    loss, sums, grads = self._forward_backward(batch, global_normalizers)
     # Variables outside the loss (the pooler without NSP) have no gradient: leave them
     # out of the update entirely, weight decay included.
     pairs = [(g, v) for g, v in zip(grads, self.model.trainable_variables) if g is not None]
@@ -183,23 +183,28 @@ class PretrainingLoop:
     if num_replicas > 1:
       grads = [g / num_replicas for g in grads]
     self.optimizer.apply(grads, [v for _, v in pairs])
-    return dict(sums, loss=loss, mlm_loss=sums["mlm_loss_sum"] / tf.maximum(
-        global_mlm_weight, 1.0))
+    # Each replica's share of a step value; the loop sums them over replicas.
+    return dict(sums, loss=loss, **self.objective.step_values(sums, global_normalizers))
 
   def _train_loop_fn(self, iterator, num_steps):
-    """Runs `num_steps` steps; returns (summed stats, per-step loss, per-step MLM loss)."""
-    totals = {name: tf.constant(0.0) for name in metrics_lib.STAT_NAMES}
-    step_losses = tf.TensorArray(tf.float32, size=num_steps)
-    step_mlm_losses = tf.TensorArray(tf.float32, size=num_steps)
+    """Runs `num_steps` steps.
+
+    Returns:
+      (stats summed over replicas and steps {stat name: scalar},
+       per-step values {"loss", *objective step values: [num_steps]}).
+    """
+    stat_names = self.objective.stat_names
+    totals = {name: tf.constant(0.0) for name in stat_names}
+    step_values = {k: tf.TensorArray(tf.float32, size=num_steps)
+                   for k in ("loss", *self.objective.step_value_names)}
     for i in tf.range(num_steps):
       per_replica = self.strategy.run(self._replica_step, args=(next(iterator),))
       reduced = {k: self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
                  for k, v in per_replica.items()}
-      step_losses = step_losses.write(i, reduced["loss"])
-      step_mlm_losses = step_mlm_losses.write(i, reduced["mlm_loss"])
-      totals = {name: totals[name] + reduced[name] for name in metrics_lib.STAT_NAMES}
+      step_values = {k: array.write(i, reduced[k]) for k, array in step_values.items()}
+      totals = {name: totals[name] + reduced[name] for name in stat_names}
       self.global_step.assign_add(1)
-    return totals, step_losses.stack(), step_mlm_losses.stack()
+    return totals, {k: array.stack() for k, array in step_values.items()}
 
   # -- driver -------------------------------------------------------------------------
 
@@ -223,17 +228,14 @@ class PretrainingLoop:
     return float(schedule(step)) if callable(schedule) else float(schedule)
 
   def _log_progress(self, step, sums, num_steps, seconds) -> None:
-    summary = metrics_lib.summarize(sums, num_steps, self.use_nsp)
+    summary = self.objective.summarize(sums, num_steps)
     steps_per_second = num_steps / max(seconds, 1e-9)
     examples_per_second = sums["num_examples"] / max(seconds, 1e-9)
     tokens_per_second = sums["num_tokens"] / max(seconds, 1e-9)
     learning_rate = self._learning_rate(step)
     eta = (self.num_train_steps - step) / steps_per_second
-    parts = [f"step {step}/{self.num_train_steps}", f"loss={summary['loss']:.3f}",
-             f"mlm_acc={summary['mlm_accuracy']:.2f}"]
-    if self.use_nsp:
-      parts.append(f"nsp_acc={summary['nsp_accuracy']:.2f}")
-    parts += [f"lr={learning_rate:.1e}", f"{steps_per_second:.1f} steps/s",
+    parts = [f"step {step}/{self.num_train_steps}",
+             *self.objective.progress_fields(summary),f"lr={learning_rate:.1e}", f"{steps_per_second:.1f} steps/s",
               f"{examples_per_second:.0f} ex/s", f"ETA {format_duration(eta)}"]
     logging.info(" ".join(parts))
     scalars = dict(summary, learning_rate=learning_rate,
@@ -248,20 +250,27 @@ class PretrainingLoop:
     """Runs `num_steps` steps in one loop call, without checkpoints or logs.
 
     Returns:
-      (stats summed over replicas and steps {name: float}, per-step losses [num_steps],
-      per-step MLM losses [num_steps]) as numpy values.
+      (stats summed over replicas and steps {name: float}, per-step values
+      {"loss": [num_steps], ...the objective's step values}) as numpy values.
     """
     if self._iterator is None:
       self._iterator = self._make_iterator(skip_steps=int(self.global_step.numpy()))
-    sums, losses, mlm_losses = self._train_loop(self._iterator,
-                                                tf.constant(num_steps, tf.int32))
-    return {k: float(v) for k, v in sums.items()}, losses.numpy(), mlm_losses.numpy()
+    sums, values = self._train_loop(self._iterator, tf.constant(num_steps, tf.int32))
+    return ({k: float(v) for k, v in sums.items()},
+            {k: v.numpy() for k, v in values.items()})
 
-  def run(self) -> Dict[str, float]:
+  def run(self, evaluate: Optional[Callable[[int], None]] = None,
+          eval_every_steps: int = 0) -> Dict[str, float]:
     """Trains from the latest checkpoint (if any) to num_train_steps.
 
+    Args:
+      evaluate: called with the step after the checkpoint of every `eval_every_steps`-th
+        step and of the last step (fine-tuning: dev metrics, best-checkpoint keeping).
+        Every worker calls it (evaluation may use the strategy's collectives).
+      eval_every_steps: 0 = evaluate after the last step only.
+
     Returns:
-      The metrics of the last log interval (loss, mlm_loss, mlm_accuracy, ...).
+      The metrics of the last log interval (the objective's summary: loss, ...).
 
     Raises:
       NonFiniteLossError: the loss became NaN/inf; nothing after the last good
@@ -272,24 +281,29 @@ class PretrainingLoop:
     if self._iterator is None:
       self._iterator = self._make_iterator(skip_steps=step)
     if step >= self.num_train_steps:
-      logging.info("already at step %d >= --num_train_steps=%d", step, self.num_train_steps)
+      logging.info("already at step %d >= num_train_steps=%d", step, self.num_train_steps)
     metrics_path = os.path.join(self.model_dir, "metrics.jsonl")
     last_summary: Dict[str, float] = {}
-    interval_sums = {name: 0.0 for name in metrics_lib.STAT_NAMES}
+    stat_names = self.objective.stat_names
+    interval_sums = {name: 0.0 for name in stat_names}
     interval_steps, interval_start = 0, time.time()
+    eval_every = eval_every_steps if evaluate is not None and eval_every_steps > 0 else None
     while step < self.num_train_steps:
-      # A loop ends at the next log, checkpoint or final step, whichever comes first.
+      # A loop ends at the next log, checkpoint, evaluation or final step.
       boundaries = [self.num_train_steps, step + self.steps_per_loop,
                     (step // self.log_steps + 1) * self.log_steps,
                     (step // self.save_checkpoints_steps + 1) * self.save_checkpoints_steps]
+      if eval_every:
+        boundaries.append((step // eval_every + 1) * eval_every)
       num_steps = min(boundaries) - step
-      sums, losses, mlm_losses = self.train_steps(num_steps)
+      sums, values = self.train_steps(num_steps)
+      losses = values["loss"]
       # Local model_dirs only: object stores (gs://) cannot append.
       if self.is_chief and "://" not in metrics_path:
         with open(metrics_path, "a", encoding="utf-8") as f:
-          for i, (loss, mlm_loss) in enumerate(zip(losses, mlm_losses)):
-            f.write(json.dumps({"step": step + i + 1, "loss": float(loss),
-                                "mlm_loss": float(mlm_loss)}) + "\n")
+          for i in range(num_steps):
+            record = {"step": step + i + 1, **{k: float(v[i]) for k, v in values.items()}}
+            f.write(json.dumps(record) + "\n")
       bad = [i for i, loss in enumerate(losses) if not math.isfinite(loss)]
       if bad:
         raise NonFiniteLossError(
@@ -302,11 +316,24 @@ class PretrainingLoop:
         interval_sums[name] += sums[name]
       interval_steps += num_steps
       if step % self.log_steps == 0 or step == self.num_train_steps:
-        last_summary = metrics_lib.summarize(interval_sums, interval_steps, self.use_nsp)
+        last_summary = self.objective.summarize(interval_sums, interval_steps)
         self._log_progress(step, interval_sums, interval_steps,
                            time.time() - interval_start)
-        interval_sums = {name: 0.0 for name in metrics_lib.STAT_NAMES}
+        interval_sums = {name: 0.0 for name in stat_names}
         interval_steps, interval_start = 0, time.time()
       if step % self.save_checkpoints_steps == 0 or step == self.num_train_steps:
         self._save()
+      if evaluate is not None and (step == self.num_train_steps or
+                                   (eval_every and step % eval_every == 0)):
+        evaluate(step)
+        interval_start = time.time()  # evaluation time is not training throughput
     return last_summary
+
+
+class PretrainingLoop(TrainingLoop):
+  """The loop with the pretraining objective (MLM, + NSP when the model has it)."""
+
+  def __init__(self, strategy, model, optimizer, dataset_fn, **kwargs):
+    super().__init__(strategy, model, optimizer, dataset_fn,
+                     objectives.PretrainingObjective(getattr(model, "use_nsp", False)),
+                     **kwargs)

@@ -1,0 +1,151 @@
+"""Training objectives: what the training loop asks of a task, as replica-summable stats.
+
+The loop (training/loop.py) is task-agnostic. An objective tells it, for one replica's
+batch:
+
+  model_inputs(batch)          the dict the model is called on
+  normalizers(batch)           per-replica counts the loop all-reduces (SUM) before the
+                               loss is formed, e.g. {"mlm_weight": Σw, "examples": B}
+  sums(batch, outputs)         per-replica sums of `stat_names` (losses, corrects, counts)
+  loss(sums, normalizers)      this replica's share of the global loss: summing the shares
+                               over replicas gives the loss of the global batch
+  step_values(sums, norms)     per-step scalars named `step_value_names`, logged to
+                               metrics.jsonl beside the loss (replica-summed)
+  summarize(sums, num_steps)   readable metrics of a log interval (must contain "loss")
+  progress_fields(summary)     the short "name=value" parts of the progress line
+
+Keeping every statistic a sum makes the loss of a global batch independent of how it is
+split over replicas: gradients summed over replicas equal the single-device gradient.
+"""
+
+from typing import Dict, List
+
+import tensorflow as tf
+
+from recurrent_bert.models.encoder import ENCODER_INPUT_NAMES
+from recurrent_bert.training import metrics as metrics_lib
+
+Tensors = Dict[str, tf.Tensor]
+
+
+def _ratio(a: float, b: float) -> float:
+  return float(a) / float(b) if b else 0.0
+
+
+def _num_examples(batch: Tensors) -> tf.Tensor:
+  return tf.cast(tf.shape(batch["input_ids"])[0], tf.float32)
+
+
+class PretrainingObjective:
+  """Masked LM (+ NSP): weighted-mean MLM cross-entropy + mean NSP cross-entropy."""
+
+  stat_names = metrics_lib.STAT_NAMES
+  step_value_names = ("mlm_loss",)
+
+  def __init__(self, use_nsp: bool):
+    self.use_nsp = use_nsp
+
+  def model_inputs(self, batch: Tensors) -> Tensors:
+    return {k: batch[k] for k in (*ENCODER_INPUT_NAMES, "masked_lm_positions")}
+
+  def normalizers(self, batch: Tensors) -> Tensors:
+    return {"mlm_weight": tf.reduce_sum(batch["masked_lm_weights"]),
+            "examples": _num_examples(batch)}
+
+  def sums(self, batch: Tensors, outputs: Tensors) -> Tensors:
+    return metrics_lib.pretraining_sums(batch, outputs)
+
+  def loss(self, sums: Tensors, normalizers: Tensors) -> tf.Tensor:
+    loss = sums["mlm_loss_sum"] / tf.maximum(normalizers["mlm_weight"], 1.0)
+    if self.use_nsp:
+      loss += sums["nsp_loss_sum"] / tf.maximum(normalizers["examples"], 1.0)
+    return loss
+
+  def step_values(self, sums: Tensors, normalizers: Tensors) -> Tensors:
+    return {"mlm_loss": sums["mlm_loss_sum"] / tf.maximum(normalizers["mlm_weight"], 1.0)}
+
+  def summarize(self, sums: Dict[str, float], num_steps: int) -> Dict[str, float]:
+    return metrics_lib.summarize(sums, num_steps, self.use_nsp)
+
+  def progress_fields(self, summary: Dict[str, float]) -> List[str]:
+    fields = [f"loss={summary['loss']:.3f}", f"mlm_acc={summary['mlm_accuracy']:.2f}"]
+    if self.use_nsp:
+      fields.append(f"nsp_acc={summary['nsp_accuracy']:.2f}")
+    return fields
+
+
+class _ExampleMeanObjective:
+  """Losses that are a mean over the examples of the global batch."""
+
+  stat_names = ("loss_sum", "correct", "num_examples", "num_tokens")
+  step_value_names = ()
+
+  def model_inputs(self, batch: Tensors) -> Tensors:
+    return {k: batch[k] for k in ENCODER_INPUT_NAMES}
+
+  def normalizers(self, batch: Tensors) -> Tensors:
+    return {"examples": _num_examples(batch)}
+
+  def example_losses_and_correct(self, batch: Tensors, outputs):
+    """([B] per-example loss, [B] 1.0 where the prediction is right)."""
+    raise NotImplementedError
+
+  def sums(self, batch: Tensors, outputs) -> Tensors:
+    losses, correct = self.example_losses_and_correct(batch, outputs)
+    return {"loss_sum": tf.reduce_sum(losses), "correct": tf.reduce_sum(correct),
+            "num_examples": _num_examples(batch),
+            "num_tokens": tf.reduce_sum(tf.cast(batch["input_mask"], tf.float32))}
+
+  def loss(self, sums: Tensors, normalizers: Tensors) -> tf.Tensor:
+    return sums["loss_sum"] / tf.maximum(normalizers["examples"], 1.0)
+
+  def step_values(self, sums: Tensors, normalizers: Tensors) -> Tensors:
+    return {}
+
+  def summarize(self, sums: Dict[str, float], num_steps: int) -> Dict[str, float]:
+    return {"loss": _ratio(sums["loss_sum"], sums["num_examples"]),
+            "train_accuracy": _ratio(sums["correct"], sums["num_examples"])}
+
+  def progress_fields(self, summary: Dict[str, float]) -> List[str]:
+    return [f"loss={summary['loss']:.4f}", f"train_acc={summary['train_accuracy']:.2f}"]
+
+
+class ClassificationObjective(_ExampleMeanObjective):
+  """Softmax cross-entropy of `label_ids` int [B] against logits [B, K]."""
+
+  def example_losses_and_correct(self, batch, logits):
+    labels = tf.cast(batch["label_ids"], tf.int32)
+    logits = tf.cast(logits, tf.float32)
+    losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+    correct = tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), labels)
+    return losses, tf.cast(correct, tf.float32)
+
+
+class RegressionObjective(_ExampleMeanObjective):
+  """Mean squared error of float `label_ids` [B] against logits [B, 1] (STS-B).
+
+  "train_accuracy" here is the share of predictions within 0.5 of the target.
+  """
+
+  def example_losses_and_correct(self, batch, logits):
+    error = tf.cast(logits, tf.float32)[:, 0] - tf.cast(batch["label_ids"], tf.float32)
+    return tf.square(error), tf.cast(tf.abs(error) < 0.5, tf.float32)
+
+
+class SpanObjective(_ExampleMeanObjective):
+  """Mean of the start and end cross-entropies over positions (BERT's SQuAD loss).
+
+  Batch: `start_positions`, `end_positions` int [B]; outputs: `start_logits`,
+  `end_logits` float [B, T]. "correct" = both ends right.
+  """
+
+  def example_losses_and_correct(self, batch, outputs):
+    losses, correct = [], []
+    for name in ("start", "end"):
+      labels = tf.cast(batch[f"{name}_positions"], tf.int32)
+      logits = tf.cast(outputs[f"{name}_logits"], tf.float32)
+      losses.append(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
+                                                                   logits=logits))
+      correct.append(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), labels))
+    both = tf.logical_and(correct[0], correct[1])
+    return (losses[0] + losses[1]) / 2.0, tf.cast(both, tf.float32)
