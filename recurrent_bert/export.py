@@ -2,7 +2,9 @@ r"""Exports a model dir as a SavedModel that takes raw text.
 
   python -m recurrent_bert.export --model_dir=DIR --export_dir=DIR [--max_seq_length=N]
 
-`--model_dir` is anything `training.checkpoints.load_encoder` accepts: a pretraining
+`--model_dir` is a fine-tuning model_dir (finetune_glue / finetune_squad: the task's
+classify / regress / answer_question signatures plus encode, from its best/ checkpoint),
+or anything `training.checkpoints.load_encoder` accepts (encode signatures): a pretraining
 model_dir, its `encoder/` export, or a dir written by `tools/convert_checkpoint.py`.
 The SavedModel (signatures: see `recurrent_bert/serving.py`) loads with only
 `tensorflow` and `tensorflow_text` imported; it is written to a temp dir beside
@@ -16,12 +18,12 @@ from absl import app
 from absl import flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("model_dir", None, "Pretraining/converted model dir, its encoder/ "
-                    "export, or a checkpoint prefix.")
+flags.DEFINE_string("model_dir", None, "Fine-tuning/pretraining/converted model dir, "
+                    "an encoder/ export, or a checkpoint prefix.")
 flags.DEFINE_string("export_dir", None, "Where the SavedModel goes (replaced atomically).")
 flags.DEFINE_integer("max_seq_length", None, "Longest packed input; longer text is "
-                     "truncated. Default: the model's max_position_embeddings (512 "
-                     "without absolute positions).")
+                     "truncated. Default: a fine-tuned model's training length, else the "
+                     "model's max_position_embeddings (512 without absolute positions).")
 flags.DEFINE_string("vocab_file", None, "vocab.txt; default: the one in the model dir.")
 flags.DEFINE_boolean("do_lower_case", None, "Lower-case and strip accents; default: as "
                      "recorded in the model dir's export_info.json, else true.")

@@ -235,11 +235,14 @@ class ServingModule(tf.Module):
                      "regress", "regress_pair", "answer_question")
 
   def signature_functions(self) -> Dict[str, tf.types.experimental.GenericFunction]:
-    """{signature name: tf.function} of the models given; the first is also the default."""
+    """{signature name: tf.function} of the models given, plus serving_default."""
     functions = {name: getattr(self, name) for name in self.SIGNATURE_NAMES
                  if hasattr(self, name)}
-    # TF Serving and saved_model_cli look for serving_default.
-    functions["serving_default"] = next(iter(functions.values()))
+    # TF Serving and saved_model_cli look for serving_default: the task's own signature
+    # when there is one, else encode.
+    task_signatures = [name for name in ("classify", "regress", "answer_question")
+                       if name in functions]
+    functions["serving_default"] = functions[(task_signatures or list(functions))[0]]
     return functions
 
   # -- pieces shared by the signatures --------------------------------------------
@@ -367,7 +370,7 @@ def _find_vocab(config_dir: str, model_dir: str) -> Optional[str]:
   return None
 
 
-def _recorded_lower_case(config_dir: str) -> Optional[bool]:
+def recorded_lower_case(config_dir: str) -> Optional[bool]:
   path = os.path.join(config_dir, EXPORT_INFO_FILE)
   if not os.path.isfile(path):
     return None
@@ -393,29 +396,53 @@ def resolve_max_seq_length(config, max_seq_length: Optional[int]) -> int:
 def export_model_dir(model_dir: str, export_dir: str, max_seq_length: Optional[int] = None,
                      vocab_file: Optional[str] = None,
                      do_lower_case: Optional[bool] = None) -> Dict[str, str]:
-  """Loads the encoder of `model_dir` and writes its text-in SavedModel to `export_dir`.
+  """Writes the text-in SavedModel of `model_dir` to `export_dir`.
+
+  A fine-tuning model_dir (finetune_glue / finetune_squad: it has task_info.json) gives
+  the task's signatures (classify / regress / answer_question, from best/ when present)
+  plus encode; anything else `checkpoints.load_encoder` reads gives encode signatures.
+  Defaults: vocab.txt of the model dir; casing as recorded there; max_seq_length the
+  fine-tuning length, else the model's maximum.
 
   Returns:
     {signature name: "inputs -> outputs"} of what was written.
   Raises:
     ExportError, CheckpointNotFoundError: naming the flag or path at fault.
   """
-  _, config_dir, _ = checkpoints.resolve_checkpoint(model_dir)
-  max_seq_length = resolve_max_seq_length(checkpoints.read_model_config(config_dir),
-                                          max_seq_length)
+  from recurrent_bert.training import finetuning  # pylint: disable=g-import-not-at-top
+  task_model = info = None
+  if finetuning.is_finetuning_dir(model_dir):
+    task_model, info, config_dir, _ = finetuning.load_task_model(model_dir)
+    encoder = task_model.encoder
+    if max_seq_length is None:
+      max_seq_length = info.max_seq_length
+    if do_lower_case is None:
+      do_lower_case = info.do_lower_case
+  else:
+    _, config_dir, _ = checkpoints.resolve_checkpoint(model_dir)
+    encoder = None
+  config = checkpoints.read_model_config(config_dir)
+  max_seq_length = resolve_max_seq_length(config, max_seq_length)
   vocab_file = vocab_file or _find_vocab(config_dir, model_dir)
   if vocab_file is None:
     raise ExportError(f"no {VOCAB_FILE} in {config_dir!r} or {model_dir!r}; pass "
                       "--vocab_file")
   if do_lower_case is None:
-    do_lower_case = _recorded_lower_case(config_dir)
+    do_lower_case = recorded_lower_case(config_dir)
     if do_lower_case is None:
       logging.warning("%s records no do_lower_case; lower-casing (pass --do_lower_case "
                       "or --nodo_lower_case to choose)", config_dir)
       do_lower_case = True
-  encoder = checkpoints.load_encoder(model_dir)
+  if encoder is None:
+    encoder = checkpoints.load_encoder(model_dir)
   tokenizer = BertWordpieceTokenizer(vocab_file, do_lower_case=do_lower_case)
   if tokenizer.vocab_size > encoder.config.vocab_size:
     raise ExportError(f"vocab file {vocab_file!r} has {tokenizer.vocab_size} tokens, "
                       f"the model only {encoder.config.vocab_size} embeddings")
-  return export_saved_model(export_dir, tokenizer, max_seq_length, encoder=encoder)
+  models = {"encoder": encoder}
+  if info is not None and info.kind == "span":
+    models.update(span_extractor=task_model, max_query_length=info.max_query_length,
+                  max_answer_length=info.max_answer_length)
+  elif info is not None:
+    models.update(classifier=task_model, label_names=list(info.label_names) or None)
+  return export_saved_model(export_dir, tokenizer, max_seq_length, **models)

@@ -1,0 +1,159 @@
+r"""Fine-tunes and evaluates a span extractor on SQuAD v1.1 / v2.0.
+
+  python -m recurrent_bert.finetune_squad --flagfile=configs/finetune/squad_v1_bert.flags \
+      --train_file=squad/train-v1.1.json --predict_file=squad/dev-v1.1.json \
+      --init_checkpoint=/ckpt/bert_base --model_dir=/ckpt/bert_base_squad
+
+--use_blstm_decoder adds TRANS-BLSTM's two-layer BLSTM decoder to the span head.
+--tfds reads squad/v1.1 or squad/v2.0 from tensorflow-datasets instead of the JSON files.
+Evaluation scores the predict file with the official definitions (exact_match and f1 in
+percent; v2.0 adds HasAns_/NoAns_ and the best no-answer threshold) and writes
+predictions.json, nbest_predictions.json (and null_odds.json for v2.0) under
+model_dir/predictions. Modes and model_dir layout: recurrent_bert/training/finetuning.py.
+"""
+
+import sys
+from typing import Dict, List
+
+from absl import app
+from absl import flags
+from absl import logging
+
+from recurrent_bert import metrics
+from recurrent_bert.data import predictions
+from recurrent_bert.data import squad
+from recurrent_bert.data import task_features
+from recurrent_bert.data import tfds_tasks
+from recurrent_bert.data.io_utils import InputError
+from recurrent_bert.data.tokenization import BertWordpieceTokenizer
+from recurrent_bert.training import finetune_flags
+from recurrent_bert.training import finetuning
+from recurrent_bert.training import loop
+from recurrent_bert.training import objectives
+
+FLAGS = flags.FLAGS
+finetune_flags.define_flags(learning_rate=5e-5, train_batch_size=32, max_seq_length=384,
+                            num_train_epochs=3.0)
+flags.DEFINE_enum("version", "1.1", ["1.1", "2.0"], "SQuAD version (2.0: no-answer).")
+flags.DEFINE_string("train_file", None, "train-v1.1.json / train-v2.0.json.")
+flags.DEFINE_string("predict_file", None, "dev-v1.1.json / dev-v2.0.json (scored when it "
+                    "has answers).")
+flags.DEFINE_boolean("tfds", False, "Read squad/v1.1 or squad/v2.0 from TFDS.")
+flags.DEFINE_string("tfds_data_dir", None, "TFDS data dir (default: TFDS's).")
+flags.DEFINE_boolean("tfds_download", False, "Let TFDS download missing data (network).")
+flags.DEFINE_boolean("use_blstm_decoder", False, "Span head after a 2-layer BLSTM decoder.")
+flags.DEFINE_integer("doc_stride", 128, "Pieces between the starts of context windows.")
+flags.DEFINE_integer("max_query_length", 64, "Question pieces kept.")
+flags.DEFINE_integer("max_answer_length", 30, "Longest predicted answer, in pieces.")
+flags.DEFINE_integer("n_best_size", 20, "Candidates per window and n-best entries.")
+flags.DEFINE_float("null_score_diff_threshold", 0.0,
+                   "v2.0: predict no answer when null score - best span exceeds this.")
+flags.register_validator("doc_stride", lambda v: v >= 1, "--doc_stride must be >= 1")
+flags.register_validator("max_query_length", lambda v: v >= 1,
+                         "--max_query_length must be >= 1")
+
+
+class SquadTask(finetuning.FinetuneTask):
+  """SQuAD: windows over the context as feature rows, answers mapped back to text."""
+
+  def __init__(self, tokenizer, cache_dir: str, vocab_fingerprint: str, do_lower_case: bool,
+               files: Dict[str, str], use_tfds: bool):
+    super().__init__(cache_dir, [vocab_fingerprint, do_lower_case, FLAGS.max_seq_length,
+                                 FLAGS.doc_stride, FLAGS.max_query_length])
+    self._tokenizer = tokenizer
+    self._files = files
+    self._use_tfds = use_tfds
+    self.version_2 = FLAGS.version == "2.0"
+    self.info = finetuning.TaskInfo(
+        task="squad_v2" if self.version_2 else "squad", kind="span",
+        use_blstm_decoder=FLAGS.use_blstm_decoder, do_lower_case=do_lower_case,
+        max_seq_length=FLAGS.max_seq_length, main_metric="f1",
+        max_query_length=FLAGS.max_query_length, max_answer_length=FLAGS.max_answer_length)
+    self.objective = objectives.SpanObjective()
+    self.output_keys = ("start_logits", "end_logits")
+    self.predict_splits = ("dev",) if use_tfds or "dev" in files else ()
+    self.eval_splits = self.predict_splits  # set by `check_labels` when unlabeled
+
+  def read_split(self, split: str):
+    if self._use_tfds:
+      return tfds_tasks.load_tfds_squad(FLAGS.version, split, FLAGS.tfds_data_dir,
+                                        FLAGS.tfds_download)
+    if split not in self._files:
+      raise InputError(f"--{'train' if split == 'train' else 'predict'}_file is needed")
+    return squad.read_squad(self._files[split])
+
+  def check_labels(self) -> None:
+    """A predict file without answers is predicted, not scored."""
+    if self.eval_splits and not any(e.answers or e.is_impossible
+                                    for e in self.examples("dev")):
+      logging.info("the predict file has no answers: writing predictions only")
+      self.eval_splits = ()
+
+  def convert(self, examples):
+    return squad.squad_features(examples, self._tokenizer, FLAGS.max_seq_length,
+                                FLAGS.doc_stride, FLAGS.max_query_length)
+
+  def _postprocess(self, split: str, outputs) -> squad.SquadPredictions:
+    return squad.postprocess_squad(
+        self.examples(split), self.features(split), outputs["start_logits"],
+        outputs["end_logits"], FLAGS.n_best_size, FLAGS.max_answer_length,
+        self.version_2, FLAGS.null_score_diff_threshold)
+
+  def evaluate(self, split: str, outputs) -> Dict[str, float]:
+    result = self._postprocess(split, outputs)
+    gold = metrics.squad_gold_answers(self.examples(split))
+    if self.version_2:
+      return metrics.squad_v2_scores(gold, result.predictions, result.null_odds)
+    return metrics.squad_v1_scores(gold, result.predictions)
+
+  def write_predictions(self, split: str, outputs, output_dir: str) -> List[str]:
+    paths = predictions.write_squad_predictions(output_dir,
+                                                self._postprocess(split, outputs),
+                                                self.version_2)
+    return list(paths.values())
+
+
+def main(argv):
+  if len(argv) > 1:
+    finetune_flags.fail(f"unexpected arguments: {argv[1:]}")
+  if not FLAGS.tfds:
+    if FLAGS.mode in ("train", "train_and_eval") and not FLAGS.train_file:
+      finetune_flags.fail(f"--mode={FLAGS.mode} needs --train_file (or --tfds)")
+    if FLAGS.mode != "train" and not FLAGS.predict_file:
+      finetune_flags.fail(f"--mode={FLAGS.mode} needs --predict_file (or --tfds)")
+  if FLAGS.max_query_length + 4 > FLAGS.max_seq_length:
+    finetune_flags.fail(f"--max_query_length={FLAGS.max_query_length} leaves no room for "
+                        f"the context in --max_seq_length={FLAGS.max_seq_length}")
+  strategy, is_chief, worker_id = finetune_flags.make_strategy()
+  parts = finetune_flags.resolve_run()
+  files = {split: path for split, path in (("train", FLAGS.train_file),
+                                           ("dev", FLAGS.predict_file)) if path}
+  try:
+    tokenizer = BertWordpieceTokenizer(parts.vocab_file, do_lower_case=parts.do_lower_case)
+    task = SquadTask(tokenizer, parts.cache_dir,
+                     task_features.file_fingerprint(parts.vocab_file), parts.do_lower_case,
+                     files, FLAGS.tfds)
+    if FLAGS.mode != "train":
+      task.check_labels()
+    # Bad data fails before the model is built.
+    for split in (["train"] if FLAGS.mode in ("train", "train_and_eval") else []) + (
+        [] if FLAGS.mode == "train" else ["dev"]):
+      task.feature_cache(split)
+  except (InputError, ValueError) as e:
+    finetune_flags.fail(str(e))
+  finetuner = finetuning.Finetuner(strategy, task, finetune_flags.settings_from_flags(),
+                                   parts.model_config, parts.init_checkpoint,
+                                   parts.vocab_file, is_chief, worker_id)
+  try:
+    results = finetuner.run(FLAGS.mode, FLAGS.checkpoint)
+  except loop.NonFiniteLossError as e:
+    logging.error("%s", e)
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(1)
+  if results:
+    print(f"eval results ({FLAGS.model_dir}/{finetuning.EVAL_RESULTS_FILE}): " +
+          ", ".join(f"{k}={v:.2f}" for k, v in results["dev"].items()))
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,443 @@
+"""Fine-tuning driver shared by finetune_glue and finetune_squad: train, evaluate, predict.
+
+A task adapter (`FinetuneTask`, defined by each entry point) supplies the data as
+feature caches, the objective, and how predictions become metrics and files; this module
+owns the model, the optimizer, the training loop, best-checkpoint keeping and the files.
+
+Layout of a fine-tuning `--model_dir`:
+
+  model_dir/
+    model_config.json, task_info.json, vocab.txt   what `load_task_model` rebuilds from
+    checkpoint, ckpt-N.*      training checkpoints (model by variable path, optimizer, step)
+    best/                     the best checkpoint so far by the task's main metric:
+      checkpoint, ckpt-N.*    tf.train.Checkpoint(model={path: variable}), no optimizer
+      model_config.json, task_info.json, vocab.txt, best_metrics.json
+    train/, eval/             TensorBoard events (eval/: every metric of every eval split)
+    metrics.jsonl             per training step {"step", "loss"}
+    eval_results.json         the last evaluation: {"global_step", "checkpoint",
+                              "main_metric", "<split>": {"<metric>": value, ...}}
+    predictions/              leaderboard / official-format prediction files
+    features/                 TFRecord caches of the converted features
+
+`recurrent_bert.export` accepts such a model_dir (best/ when present) and writes a
+SavedModel with the task's signature (classify / regress / answer_question) and encode.
+"""
+
+import dataclasses
+import json
+import math
+import os
+import shutil
+from typing import Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from recurrent_bert.config import ModelConfig
+from recurrent_bert.data import io_utils
+from recurrent_bert.data import task_features
+from recurrent_bert.training import checkpoints
+from recurrent_bert.training import evaluation
+from recurrent_bert.training import loop as loop_lib
+from recurrent_bert.training import optimization
+
+TASK_INFO_FILE = "task_info.json"
+BEST_DIR = "best"
+BEST_METRICS_FILE = "best_metrics.json"
+EVAL_RESULTS_FILE = "eval_results.json"
+MODES = ("train", "eval", "predict", "train_and_eval")
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskInfo:
+  """What rebuilds and serves a fine-tuned model (task_info.json).
+
+  Attributes:
+    task: task name ("mrpc", "squad", "custom", ...).
+    kind: "classifier" (K >= 2 labels), "regressor" (K = 1) or "span".
+    label_names: the K label names of a classifier (empty otherwise).
+    use_blstm_decoder: span models: the "+ BLSTM decoder" head.
+    do_lower_case: the tokenizer's casing.
+    max_seq_length: T of the training features.
+    main_metric: the metric that picks the best checkpoint (higher is better).
+    max_query_length, max_answer_length: span models: question pieces kept, longest
+      answer in pieces.
+  """
+  task: str
+  kind: str
+  label_names: Sequence[str] = ()
+  use_blstm_decoder: bool = False
+  do_lower_case: bool = True
+  max_seq_length: int = 128
+  main_metric: str = "accuracy"
+  max_query_length: int = 64
+  max_answer_length: int = 30
+
+  def to_json(self) -> str:
+    return json.dumps({**dataclasses.asdict(self), "label_names": list(self.label_names)},
+                      indent=2, sort_keys=True) + "\n"
+
+  @classmethod
+  def read(cls, directory: str) -> "TaskInfo":
+    path = os.path.join(directory, TASK_INFO_FILE)
+    with tf.io.gfile.GFile(path) as f:
+      values = json.load(f)
+    try:
+      return cls(**values)
+    except TypeError as e:
+      raise ValueError(f"{path}: {e}") from None
+
+
+def build_task_model(encoder, info: TaskInfo):
+  """The task model of `info` around `encoder` (a Classifier or a SpanExtractor)."""
+  from recurrent_bert.models import Classifier, SpanExtractor  # pylint: disable=g-import-not-at-top
+  if info.kind == "span":
+    return SpanExtractor(encoder, use_blstm_decoder=info.use_blstm_decoder)
+  if info.kind == "regressor":
+    return Classifier(encoder, num_classes=1)
+  if info.kind == "classifier":
+    return Classifier(encoder, num_classes=len(info.label_names))
+  raise ValueError(f"unknown task kind {info.kind!r}")
+
+
+def restore_model_weights(model, path: str) -> str:
+  """Loads every weight of a task model from a fine-tuning checkpoint; returns the prefix.
+
+  `path`: a checkpoint prefix, a directory with checkpoints (model_dir or best/).
+  """
+  prefix = path if tf.io.gfile.exists(path + ".index") else tf.train.latest_checkpoint(path)
+  if prefix is None:
+    raise checkpoints.CheckpointNotFoundError(f"no checkpoint at {path!r}")
+  status = tf.train.Checkpoint(model=checkpoints.variables_by_path(model)).read(prefix)
+  status.expect_partial().assert_existing_objects_matched()
+  return prefix
+
+
+def task_model_dir(model_dir: str) -> str:
+  """The directory whose checkpoint a finished fine-tuning run serves: best/ if any."""
+  best = os.path.join(model_dir, BEST_DIR)
+  return best if tf.train.latest_checkpoint(best) else model_dir
+
+
+def is_finetuning_dir(path: str) -> bool:
+  return tf.io.gfile.exists(os.path.join(path.rstrip("/"), TASK_INFO_FILE))
+
+
+def load_task_model(model_dir: str, checkpoint: Optional[str] = None):
+  """Rebuilds a fine-tuned model from its model_dir (best/ if present).
+
+  Returns:
+    (model, TaskInfo, the directory holding its model_config / vocab, checkpoint prefix).
+  """
+  from recurrent_bert.models import build_encoder  # pylint: disable=g-import-not-at-top
+  directory = task_model_dir(model_dir)
+  info = TaskInfo.read(directory)
+  model = build_task_model(build_encoder(checkpoints.read_model_config(directory)), info)
+  prefix = restore_model_weights(model, checkpoint or directory)
+  return model, info, directory, prefix
+
+
+class FinetuneTask:
+  """What an entry point supplies about its task (see finetune_glue / finetune_squad).
+
+  Subclasses set the attributes and implement read_split, convert, evaluate and
+  write_predictions; examples are read once and their features cached as TFRecords
+  (rebuilt when the examples, vocabulary or settings change).
+
+  Attributes:
+    info: the TaskInfo.
+    objective: a training/objectives.py objective.
+    output_keys: model outputs kept by prediction.
+    eval_splits: labeled splits scored by `evaluate` (the first picks the best).
+    predict_splits: splits written as prediction files.
+  """
+
+  info: TaskInfo
+  objective = None
+  output_keys: Sequence[str] = ()
+  eval_splits: Sequence[str] = ()
+  predict_splits: Sequence[str] = ()
+
+  def __init__(self, cache_dir: str, conversion_key):
+    """cache_dir: where feature caches go; conversion_key: JSON-able settings of
+    `convert` (vocabulary hash, casing, lengths) that invalidate a cache."""
+    self._cache_dir = cache_dir
+    self._conversion_key = conversion_key
+    self._examples: Dict[str, list] = {}
+    self._caches: Dict[str, str] = {}
+
+  def read_split(self, split: str):
+    """The split's `SplitData`."""
+    raise NotImplementedError
+
+  def convert(self, examples) -> Dict[str, np.ndarray]:
+    """Examples -> feature arrays [N, ...] (N rows; SQuAD: one per window)."""
+    raise NotImplementedError
+
+  def evaluate(self, split: str, outputs: Dict[str, np.ndarray]) -> Dict[str, float]:
+    """Metrics of one labeled split from the model outputs [N, ...] of its features."""
+    raise NotImplementedError
+
+  def write_predictions(self, split: str, outputs: Dict[str, np.ndarray],
+                        output_dir: str) -> List[str]:
+    """Writes the split's prediction files; returns their paths."""
+    raise NotImplementedError
+
+  def examples(self, split: str) -> list:
+    if split not in self._examples:
+      data = self.read_split(split)
+      data.report_skipped()
+      if not data.examples:
+        raise ValueError(f"{data.source}: no examples")
+      self._examples[split] = data.examples
+    return self._examples[split]
+
+  def features(self, split: str) -> Dict[str, np.ndarray]:
+    return task_features.read_feature_cache(self.feature_cache(split))
+
+  def feature_cache(self, split: str) -> str:
+    """Path of the split's feature cache, built on first use."""
+    if split not in self._caches:
+      examples = self.examples(split)
+      path = os.path.join(self._cache_dir, f"{self.info.task}_{split}.tfrecord")
+      key = task_features.fingerprint([repr(e) for e in examples], self._conversion_key)
+      task_features.cached_features(path, key, lambda: self.convert(examples))
+      self._caches[split] = path
+    return self._caches[split]
+
+  def num_examples(self, split: str) -> int:
+    """Feature rows of the split (what an epoch iterates over)."""
+    return task_features.read_cache_metadata(self.feature_cache(split))["num_records"]
+
+
+@dataclasses.dataclass
+class FinetuneSettings:
+  """The optimisation and bookkeeping flags of a fine-tuning run."""
+  model_dir: str
+  train_batch_size: int = 32
+  eval_batch_size: int = 32
+  learning_rate: float = 2e-5
+  num_train_epochs: float = 3.0
+  max_train_steps: Optional[int] = None
+  warmup_steps: Optional[int] = None
+  warmup_proportion: float = 0.1
+  weight_decay: float = 0.01
+  adam_beta2: float = 0.999
+  adam_epsilon: float = 1e-6
+  clip_norm: float = 1.0
+  seed: int = 0
+  shuffle_buffer_size: int = 100000
+  eval_every_steps: int = 0
+  save_checkpoints_steps: int = 1000
+  keep_checkpoint_max: int = 2
+  log_steps: int = 100
+  steps_per_loop: int = 100
+  jit_compile: bool = False
+  mixed_precision: str = "float32"
+
+
+class Finetuner:
+  """Builds the task model under `strategy` and runs a mode (see MODES).
+
+  Args:
+    strategy: from training/distribution.py.
+    task: the FinetuneTask.
+    settings: FinetuneSettings.
+    model_config: the encoder's ModelConfig.
+    init_checkpoint: encoder weights for a fresh run (export, pretraining model_dir,
+      checkpoint prefix or a converted model dir); None = random initialisation.
+    vocab_file: copied into model_dir (and best/) so the run can be exported.
+    is_chief: the worker that writes files.
+  """
+
+  def __init__(self, strategy, task: FinetuneTask, settings: FinetuneSettings,
+               model_config: ModelConfig, init_checkpoint: Optional[str],
+               vocab_file: Optional[str], is_chief: bool = True, worker_id: int = 0):
+    import keras  # pylint: disable=g-import-not-at-top
+    from recurrent_bert.models import build_encoder  # pylint: disable=g-import-not-at-top
+    self.strategy = strategy
+    self.task = task
+    self.settings = settings
+    self.model_config = model_config
+    self.init_checkpoint = init_checkpoint
+    self.vocab_file = vocab_file
+    self.is_chief = is_chief
+    self.worker_id = worker_id
+    self.model_dir = settings.model_dir
+    keras.utils.set_random_seed(settings.seed)
+    keras.config.set_dtype_policy(settings.mixed_precision)
+    with strategy.scope():
+      self.model = build_task_model(build_encoder(model_config), task.info)
+    self.predictor = evaluation.Predictor(strategy, self.model, task.objective.model_inputs,
+                                          task.output_keys)
+    self.eval_writer = (tf.summary.create_file_writer(os.path.join(self.model_dir, "eval"))
+                        if is_chief else tf.summary.create_noop_writer())
+
+  # -- files ---------------------------------------------------------------------
+
+  def _write_model_files(self, directory: str) -> None:
+    checkpoints.write_model_config(directory, self.model_config)
+    io_utils.atomic_write_text(os.path.join(directory, TASK_INFO_FILE),
+                               self.task.info.to_json())
+    if self.vocab_file:
+      target = os.path.join(directory, "vocab.txt")
+      if os.path.abspath(self.vocab_file) != os.path.abspath(target):
+        shutil.copyfile(self.vocab_file, target + ".tmp")
+        os.replace(target + ".tmp", target)
+
+  def _best_value(self) -> float:
+    path = os.path.join(self.model_dir, BEST_DIR, BEST_METRICS_FILE)
+    if not os.path.exists(path):
+      return -math.inf
+    with open(path, encoding="utf-8") as f:
+      return float(json.load(f)["main_metric_value"])
+
+  # -- evaluation ----------------------------------------------------------------
+
+  def predict_split(self, split: str) -> Dict[str, np.ndarray]:
+    batch = self.settings.eval_batch_size
+    replicas = self.strategy.num_replicas_in_sync
+    batch = max(replicas, batch - batch % replicas)
+    return self.predictor(self.task.feature_cache(split), batch)
+
+  def evaluate(self, step: int, checkpoint: str = "") -> Dict:
+    """Metrics of every eval split; logged, written to TensorBoard and eval_results.json."""
+    results = {"task": self.task.info.task, "global_step": step, "checkpoint": checkpoint,
+               "main_metric": self.task.info.main_metric}
+    for split in self.task.eval_splits:
+      metrics = self.task.evaluate(split, self.predict_split(split))
+      results[split] = metrics
+      logging.info("eval %s step %d: %s", split, step,
+                   " ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
+      with self.eval_writer.as_default():
+        for name, value in metrics.items():
+          loop_lib.write_scalar(f"{split}/{name}", value, step)
+    self.eval_writer.flush()
+    if self.task.eval_splits:
+      results["main_metric_value"] = results[self.task.eval_splits[0]][
+          self.task.info.main_metric]
+    if self.is_chief:
+      io_utils.atomic_write_json(os.path.join(self.model_dir, EVAL_RESULTS_FILE), results)
+    return results
+
+  def write_predictions(self) -> List[str]:
+    paths = []
+    output_dir = os.path.join(self.model_dir, "predictions")
+    for split in self.task.predict_splits:
+      outputs = self.predict_split(split)
+      if self.is_chief:
+        paths += self.task.write_predictions(split, outputs, output_dir)
+    for path in paths:
+      logging.info("wrote %s", path)
+    return paths
+
+  # -- modes ---------------------------------------------------------------------
+
+  def num_train_steps(self) -> int:
+    s = self.settings
+    if s.max_train_steps:
+      return s.max_train_steps
+    examples = self.task.num_examples("train")
+    return max(1, math.ceil(s.num_train_epochs * examples / s.train_batch_size))
+
+  def _train_dataset_fn(self, input_context, skip_batches):
+    s = self.settings
+    per_replica = input_context.get_per_replica_batch_size(s.train_batch_size)
+    rows = task_features.load_feature_dataset(self.task.feature_cache("train"))
+    rows = rows.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+    rows = rows.shuffle(s.shuffle_buffer_size, seed=s.seed + input_context.input_pipeline_id,
+                        reshuffle_each_iteration=True).repeat()
+    rows = rows.batch(per_replica, drop_remainder=True)
+    return rows.skip(skip_batches).prefetch(tf.data.AUTOTUNE)
+
+  def train(self, evaluate_during_training: bool) -> Dict:
+    """Trains (resuming from model_dir), keeping the best checkpoint when evaluating.
+
+    Returns:
+      The final evaluation results of the best checkpoint ({} without evaluation).
+    """
+    s = self.settings
+    if s.train_batch_size % self.strategy.num_replicas_in_sync:
+      raise ValueError(f"--train_batch_size={s.train_batch_size} must divide by the "
+                       f"{self.strategy.num_replicas_in_sync} replicas")
+    num_steps = self.num_train_steps()
+    warmup = (s.warmup_steps if s.warmup_steps is not None
+              else int(s.warmup_proportion * num_steps))
+    warmup = min(warmup, num_steps - 1)
+    logging.info("%s: %d training examples, %d steps of %d, warmup %d",
+                 self.task.info.task, self.task.num_examples("train"), num_steps,
+                 s.train_batch_size, warmup)
+    with self.strategy.scope():
+      optimizer = optimization.create_optimizer(
+          self.model.trainable_variables, learning_rate=s.learning_rate,
+          num_train_steps=num_steps, warmup_steps=warmup, weight_decay=s.weight_decay,
+          beta_2=s.adam_beta2, epsilon=s.adam_epsilon,
+          loss_scaling=s.mixed_precision == "mixed_float16")
+    trainer = loop_lib.TrainingLoop(
+        self.strategy, self.model, optimizer, self._train_dataset_fn, self.task.objective,
+        model_dir=self.model_dir, global_batch_size=s.train_batch_size,
+        num_train_steps=num_steps, steps_per_loop=s.steps_per_loop,
+        save_checkpoints_steps=s.save_checkpoints_steps,
+        keep_checkpoint_max=s.keep_checkpoint_max, log_steps=s.log_steps,
+        clip_norm=s.clip_norm, jit_compile=s.jit_compile,
+        loss_scaling=s.mixed_precision == "mixed_float16", is_chief=self.is_chief,
+        worker_id=self.worker_id)
+    if self.is_chief:
+      self._write_model_files(self.model_dir)
+    if self.init_checkpoint and tf.train.latest_checkpoint(self.model_dir) is None:
+      source = checkpoints.restore_encoder_weights(self.model.encoder, self.init_checkpoint)
+      logging.info("encoder initialised from %s", source)
+    best_dir = os.path.join(self.model_dir, BEST_DIR)
+    best_manager = tf.train.CheckpointManager(
+        tf.train.Checkpoint(model=checkpoints.variables_by_path(self.model)),
+        best_dir if self.is_chief else os.path.join(self.model_dir, ".scratch",
+                                                    f"best_{self.worker_id}"),
+        max_to_keep=1)
+
+    def evaluate_and_keep_best(step: int) -> None:
+      results = self.evaluate(step, tf.train.latest_checkpoint(self.model_dir) or "")
+      value = results["main_metric_value"]
+      if value > self._best_value() or not tf.train.latest_checkpoint(best_dir):
+        best_manager.save(checkpoint_number=step)
+        if self.is_chief:
+          self._write_model_files(best_dir)
+          io_utils.atomic_write_json(os.path.join(best_dir, BEST_METRICS_FILE),
+                                     {"main_metric_value": value, **results})
+          logging.info("new best %s=%.4f at step %d", self.task.info.main_metric, value,
+                       step)
+
+    can_evaluate = evaluate_during_training and bool(self.task.eval_splits)
+    trainer.run(evaluate=evaluate_and_keep_best if can_evaluate else None,
+                eval_every_steps=s.eval_every_steps)
+    if not can_evaluate:
+      return {}
+    # The reported result is the best checkpoint's, evaluated again from its files.
+    prefix = restore_model_weights(self.model, best_dir)
+    with open(os.path.join(best_dir, BEST_METRICS_FILE), encoding="utf-8") as f:
+      best_step = json.load(f)["global_step"]
+    return self.evaluate(best_step, prefix)
+
+  def restore_for_inference(self, checkpoint: Optional[str]) -> str:
+    """Weights for eval/predict: --checkpoint, else model_dir's best/, else its latest."""
+    path = checkpoint or task_model_dir(self.model_dir)
+    prefix = restore_model_weights(self.model, path)
+    logging.info("restored %s", prefix)
+    return prefix
+
+  def run(self, mode: str, checkpoint: Optional[str] = None) -> Dict:
+    """Runs `mode`; returns the evaluation results ({} for train / predict)."""
+    if mode not in MODES:
+      raise ValueError(f"--mode={mode!r}: choose one of {MODES}")
+    results: Dict = {}
+    if mode in ("train", "train_and_eval"):
+      results = self.train(evaluate_during_training=mode == "train_and_eval")
+      if mode == "train_and_eval":
+        self.write_predictions()
+      return results
+    prefix = self.restore_for_inference(checkpoint)
+    if mode == "eval":
+      step = int(prefix.rsplit("-", 1)[-1]) if prefix.rsplit("-", 1)[-1].isdigit() else 0
+      return self.evaluate(step, prefix)
+    self.write_predictions()
+    return results

@@ -1,0 +1,82 @@
+"""Small generated tasks that a tiny model can learn in a few hundred steps, written in
+the official file formats (GLUE TSV, custom TSV, SQuAD JSON). No network, seeded.
+
+The word lists are plain English words, so the tokenizer splits them into one piece each
+with the vocabulary of `write_vocab`.
+"""
+
+import json
+import os
+
+import numpy as np
+
+FILLER = ("the cat dog bird fish tree house road river stone cloud rain wind green blue "
+          "small large quick slow bright dark warm cold happy quiet loud old new red "
+          "walks runs sees finds makes takes holds likes wants needs").split()
+MARKERS = {"entailment": "yes", "not_entailment": "no"}
+SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+FRUITS = ("apple", "banana", "cherry", "grape", "lemon", "mango", "melon", "peach")
+
+
+def write_vocab(path):
+  words = sorted(set(FILLER) | set(MARKERS.values()) | set(FRUITS) |
+                 {"which", "fruit", "is", "it", "?", "."})
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("\n".join(SPECIAL + words) + "\n")
+  return str(path)
+
+
+def _sentence(rng, length):
+  return " ".join(rng.choice(FILLER, size=length))
+
+
+def marker_pairs(num_examples, seed):
+  """(sentence1, sentence2, label): the label is the marker word hidden in sentence2."""
+  rng = np.random.default_rng(seed)
+  rows = []
+  for _ in range(num_examples):
+    label = rng.choice(sorted(MARKERS))
+    words = list(rng.choice(FILLER, size=int(rng.integers(3, 8))))
+    words.insert(int(rng.integers(0, len(words) + 1)), MARKERS[label])
+    rows.append((_sentence(rng, int(rng.integers(3, 8))), " ".join(words), str(label)))
+  return rows
+
+
+def write_rte_folder(directory, num_train=400, num_dev=100, num_test=20, seed=0):
+  """An RTE-format GLUE folder (index, sentence1, sentence2[, label]) of marker pairs."""
+  os.makedirs(directory, exist_ok=True)
+  for split, count, offset in (("train", num_train, 0), ("dev", num_dev, 1),
+                               ("test", num_test, 2)):
+    rows = marker_pairs(count, seed * 10 + offset)
+    header = "index\tsentence1\tsentence2" + ("" if split == "test" else "\tlabel")
+    lines = [header]
+    for i, (a, b, label) in enumerate(rows):
+      lines.append(f"{i}\t{a}\t{b}" + ("" if split == "test" else f"\t{label}"))
+    with open(os.path.join(directory, f"{split}.tsv"), "w", encoding="utf-8") as f:
+      f.write("\n".join(lines) + "\n")
+  return str(directory)
+
+
+def squad_examples(num_examples, seed):
+  """SQuAD v1.1 paragraphs of filler words with one fruit in them: the answer."""
+  rng = np.random.default_rng(seed)
+  paragraphs = []
+  for n in range(num_examples):
+    before = _sentence(rng, int(rng.integers(2, 14)))
+    answer = str(rng.choice(FRUITS))
+    context = f"{before} {answer} {_sentence(rng, int(rng.integers(2, 14)))} ."
+    start = len(before) + 1
+    paragraphs.append({"context": context, "qas": [{
+        "id": f"q{seed}-{n}", "question": "which fruit is it ?",
+        "answers": [{"text": answer, "answer_start": start}]}]})
+  return {"version": "1.1", "data": [{"title": "generated", "paragraphs": paragraphs}]}
+
+
+def write_squad_files(directory, num_train=300, num_dev=60, seed=0):
+  os.makedirs(directory, exist_ok=True)
+  paths = {}
+  for split, count, offset in (("train", num_train, 0), ("dev", num_dev, 1)):
+    paths[split] = os.path.join(directory, f"{split}-v1.1.json")
+    with open(paths[split], "w", encoding="utf-8") as f:
+      json.dump(squad_examples(count, seed * 10 + offset), f)
+  return paths
