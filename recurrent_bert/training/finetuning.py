@@ -301,10 +301,13 @@ class Finetuner:
     batch = max(replicas, batch - batch % replicas)
     return self.predictor(self.task.feature_cache(split), batch)
 
-  def evaluate(self, step: int, checkpoint: str = "") -> Dict:
-    """Metrics of every eval split; logged, written to TensorBoard and eval_results.json."""
+  def evaluate(self, step: int, checkpoint: str = "", extra: Optional[Dict] = None) -> Dict:
+    """Metrics of every eval split; logged, written to TensorBoard and eval_results.json.
+
+    `extra` (e.g. training time per step) is recorded beside them.
+    """
     results = {"task": self.task.info.task, "global_step": step, "checkpoint": checkpoint,
-               "main_metric": self.task.info.main_metric}
+               "main_metric": self.task.info.main_metric, **(extra or {})}
     for split in self.task.eval_splits:
       metrics = self.task.evaluate(split, self.predict_split(split))
       results[split] = metrics
@@ -410,13 +413,16 @@ class Finetuner:
     can_evaluate = evaluate_during_training and bool(self.task.eval_splits)
     trainer.run(evaluate=evaluate_and_keep_best if can_evaluate else None,
                 eval_every_steps=s.eval_every_steps)
+    timing = {"seconds_per_train_step": loop_lib.seconds_per_step(trainer.step_timings),
+              "num_train_steps": num_steps}
+    logging.info("training: %.4f s/step", timing["seconds_per_train_step"])
     if not can_evaluate:
       return {}
     # The reported result is the best checkpoint's, evaluated again from its files.
     prefix = restore_model_weights(self.model, best_dir)
     with open(os.path.join(best_dir, BEST_METRICS_FILE), encoding="utf-8") as f:
       best_step = json.load(f)["global_step"]
-    return self.evaluate(best_step, prefix)
+    return self.evaluate(best_step, prefix, extra=timing)
 
   def restore_for_inference(self, checkpoint: Optional[str]) -> str:
     """Weights for eval/predict: --checkpoint, else model_dir's best/, else its latest."""

@@ -32,7 +32,7 @@ import math
 import os
 import shutil
 import time
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import tensorflow as tf
 from absl import logging
@@ -132,6 +132,8 @@ class TrainingLoop:
                                               max_to_keep=keep_checkpoint_max)
     self.summary_writer = (tf.summary.create_file_writer(os.path.join(model_dir, "train"))
                            if is_chief else tf.summary.create_noop_writer())
+    # (steps, seconds) of each loop call of `run`; the first includes tracing.
+    self.step_timings: List[Tuple[int, float]] = []
     self._train_loop = tf.function(self._train_loop_fn)
     self._forward_backward = tf.function(self._forward_backward_fn,
                                          jit_compile=jit_compile)
@@ -296,7 +298,9 @@ class TrainingLoop:
       if eval_every:
         boundaries.append((step // eval_every + 1) * eval_every)
       num_steps = min(boundaries) - step
+      call_start = time.time()
       sums, values = self.train_steps(num_steps)
+      self.step_timings.append((num_steps, time.time() - call_start))
       losses = values["loss"]
       # Local model_dirs only: object stores (gs://) cannot append.
       if self.is_chief and "://" not in metrics_path:
@@ -328,6 +332,13 @@ class TrainingLoop:
         evaluate(step)
         interval_start = time.time()  # evaluation time is not training throughput
     return last_summary
+
+
+def seconds_per_step(step_timings: List[Tuple[int, float]]) -> float:
+  """Training time per step of the loop calls after the first (which traces), else all."""
+  timed = step_timings[1:] or step_timings
+  steps = sum(n for n, _ in timed)
+  return sum(t for _, t in timed) / steps if steps else float("nan")
 
 
 class PretrainingLoop(TrainingLoop):
