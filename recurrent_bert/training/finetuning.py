@@ -83,6 +83,7 @@ class TaskInfo:
     path = os.path.join(directory, TASK_INFO_FILE)
     with tf.io.gfile.GFile(path) as f:
       values = json.load(f)
+    values["label_names"] = tuple(values.get("label_names", ()))
     try:
       return cls(**values)
     except TypeError as e:

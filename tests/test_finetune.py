@@ -1,0 +1,293 @@
+"""finetune_glue / finetune_squad end to end on generated tasks a tiny model can learn.
+
+The runs are real subprocesses of the entry points (flags, feature caches, the training
+loop, best-checkpoint keeping, prediction files, export). Their reported metrics are
+checked against independent paths: the in-process Keras model on features packed by the
+numpy pipeline, metrics recomputed from the written prediction files, and a run under
+MirroredStrategy over 2 logical CPUs.
+"""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests import generated_tasks
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SEQ_LEN = 32
+GLUE_FLAGS = ["--model_config=bert_tiny", f"--max_seq_length={SEQ_LEN}",
+              "--train_batch_size=16", "--learning_rate=1e-3", "--max_train_steps=60",
+              "--warmup_steps=6", "--log_steps=20", "--eval_every_steps=30",
+              "--eval_batch_size=24"]
+
+
+def run_entry(module, *flags, check=True, timeout=300):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
+  env.pop("TF_CONFIG", None)
+  result = subprocess.run([sys.executable, "-m", module, *flags], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+  if check:
+    assert result.returncode == 0, result.stderr[-4000:]
+  return result
+
+
+def read_json(path):
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
+@pytest.fixture(scope="module")
+def task_files(tmp_path_factory):
+  root = tmp_path_factory.mktemp("tasks")
+  vocab = generated_tasks.write_vocab(root / "vocab.txt")
+  rte = generated_tasks.write_rte_folder(root / "RTE", num_train=320, num_dev=70,
+                                         num_test=11)
+  squad_files = generated_tasks.write_squad_files(root / "squad", num_train=240, num_dev=50)
+  return {"vocab": vocab, "rte": rte, "squad": squad_files, "root": root}
+
+
+@pytest.fixture(scope="module")
+def rte_run(task_files, tmp_path_factory):
+  model_dir = str(tmp_path_factory.mktemp("rte") / "model")
+  result = run_entry("recurrent_bert.finetune_glue", "--task=RTE",
+                     f"--data_dir={task_files['rte']}", f"--vocab_file={task_files['vocab']}",
+                     f"--model_dir={model_dir}", *GLUE_FLAGS)
+  return model_dir, result
+
+
+def test_glue_learns_a_generated_pair_task(rte_run, task_files):
+  model_dir, result = rte_run
+  results = read_json(os.path.join(model_dir, "eval_results.json"))
+  assert results["task"] == "rte" and results["main_metric"] == "accuracy"
+  # Chance is ~0.5: the label is a word hidden in sentence 2.
+  assert results["dev"]["accuracy"] >= 0.9, results
+  assert results["dev"]["num_examples"] == 70
+  assert results["main_metric_value"] == results["dev"]["accuracy"]
+  assert results["seconds_per_train_step"] > 0 and results["num_train_steps"] == 60
+  best = read_json(os.path.join(model_dir, "best", "best_metrics.json"))
+  assert best["global_step"] == results["global_step"] in (30, 60)
+  assert "dev: accuracy=" in result.stdout
+  # The leaderboard file: header, one row per test example, label names of the task.
+  with open(os.path.join(model_dir, "predictions", "RTE.tsv"), encoding="utf-8") as f:
+    rows = list(csv.reader(f, delimiter="\t"))
+  assert rows[0] == ["index", "prediction"]
+  assert [r[0] for r in rows[1:]] == [str(i) for i in range(11)]
+  assert {r[1] for r in rows[1:]} <= {"entailment", "not_entailment"}
+  # TensorBoard: training and eval event files.
+  for sub in ("train", "eval"):
+    assert any(n.startswith("events") for n in os.listdir(os.path.join(model_dir, sub)))
+
+
+def test_eval_mode_matches_the_keras_model_on_numpy_packed_features(rte_run, task_files):
+  """--mode=eval (distributed prediction, padded batches) vs the model called directly."""
+  from recurrent_bert.data import glue
+  from recurrent_bert.data.task_features import convert_pair_examples
+  from recurrent_bert.data.tokenization import BertWordpieceTokenizer
+  from recurrent_bert.training import finetuning
+
+  model_dir, _ = rte_run
+  os.remove(os.path.join(model_dir, "eval_results.json"))
+  run_entry("recurrent_bert.finetune_glue", "--task=rte", "--mode=eval",
+            f"--data_dir={task_files['rte']}", f"--model_dir={model_dir}",
+            "--eval_batch_size=32")  # 70 rows: 3 batches, the last padded with 26 rows
+  results = read_json(os.path.join(model_dir, "eval_results.json"))
+
+  model, info, directory, _ = finetuning.load_task_model(model_dir)
+  assert info.kind == "classifier" and info.label_names == ("entailment", "not_entailment")
+  examples = glue.read_glue(task_files["rte"], "rte", "dev").examples
+  tokenizer = BertWordpieceTokenizer(os.path.join(directory, "vocab.txt"))
+  features = convert_pair_examples(examples, tokenizer, SEQ_LEN, info.label_names)
+  logits = model({k: features[k] for k in ("input_ids", "input_mask", "segment_ids")},
+                 training=False).numpy()
+  accuracy = float(np.mean(logits.argmax(-1) == features["label_ids"]))
+  assert results["dev"]["accuracy"] == pytest.approx(accuracy, abs=1e-9)
+
+
+def test_mirrored_prediction_equals_single_device(rte_run, task_files):
+  """Predict under MirroredStrategy (2 replicas, padding, gather) = default strategy."""
+  model_dir, _ = rte_run
+  predictions = {}
+  for strategy in ("default", "mirrored"):
+    run_entry("recurrent_bert.finetune_glue", "--task=rte", "--mode=predict",
+              f"--data_dir={task_files['rte']}", f"--model_dir={model_dir}",
+              f"--checkpoint={os.path.join(model_dir, 'best')}", "--predict_splits=test",
+              f"--distribution_strategy={strategy}", "--num_cpu_devices=2",
+              "--eval_batch_size=4")  # 11 rows -> 12, 2 per replica
+    with open(os.path.join(model_dir, "predictions", "RTE.tsv"), encoding="utf-8") as f:
+      predictions[strategy] = f.read()
+  assert predictions["default"] == predictions["mirrored"]
+  assert predictions["default"].count("\n") == 12
+
+
+def test_export_of_a_finetuned_classifier_serves_raw_text(rte_run, tmp_path):
+  """classify_pair in a fresh TF-only process = softmax of the Keras model."""
+  from recurrent_bert.data.task_features import PairExample, convert_pair_examples
+  from recurrent_bert.data.tokenization import BertWordpieceTokenizer
+  from recurrent_bert.training import finetuning
+
+  model_dir, _ = rte_run
+  export_dir = str(tmp_path / "export")
+  result = run_entry("recurrent_bert.export", f"--model_dir={model_dir}",
+                     f"--export_dir={export_dir}")
+  assert "classify_pair(" in result.stdout and "serving_default(" in result.stdout
+  pairs = [("the cat sees a dog", "bird yes tree"), ("old river", "no the quick stone")]
+  script = r"""
+import json, sys
+sys.modules["recurrent_bert"] = None
+import tensorflow as tf, tensorflow_text  # noqa
+model = tf.saved_model.load(sys.argv[1])
+pairs = json.loads(sys.argv[2])
+out = model.signatures["classify_pair"](text=tf.constant([a for a, _ in pairs]),
+                                        text_pair=tf.constant([b for _, b in pairs]))
+print(json.dumps({"probabilities": out["probabilities"].numpy().tolist(),
+                  "label": [x.decode() for x in out["label"].numpy()]}))
+"""
+  served = subprocess.run([sys.executable, "-c", script, export_dir, json.dumps(pairs)],
+                          capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+  assert served.returncode == 0, served.stderr[-3000:]
+  served = json.loads(served.stdout.strip().splitlines()[-1])
+
+  model, info, directory, _ = finetuning.load_task_model(model_dir)
+  tokenizer = BertWordpieceTokenizer(os.path.join(directory, "vocab.txt"))
+  features = convert_pair_examples([PairExample(str(i), a, b, None)
+                                    for i, (a, b) in enumerate(pairs)], tokenizer, SEQ_LEN,
+                                   info.label_names)
+  logits = model({k: features[k] for k in ("input_ids", "input_mask", "segment_ids")},
+                 training=False).numpy().astype(np.float64)
+  probabilities = np.exp(logits - logits.max(-1, keepdims=True))
+  probabilities /= probabilities.sum(-1, keepdims=True)
+  np.testing.assert_allclose(served["probabilities"], probabilities, atol=1e-5)
+  assert served["label"] == ["entailment", "not_entailment"]  # the marker words
+
+
+def test_squad_span_head_learns_to_point_at_the_marked_token(task_files, tmp_path):
+  model_dir = str(tmp_path / "squad")
+  result = run_entry(
+      "recurrent_bert.finetune_squad", f"--train_file={task_files['squad']['train']}",
+      f"--predict_file={task_files['squad']['dev']}", "--model_config=bert_tiny",
+      f"--vocab_file={task_files['vocab']}", f"--model_dir={model_dir}",
+      "--max_seq_length=40", "--max_query_length=8", "--doc_stride=12",
+      "--train_batch_size=16", "--learning_rate=1e-3", "--max_train_steps=60",
+      "--warmup_steps=6", "--log_steps=20")
+  results = read_json(os.path.join(model_dir, "eval_results.json"))
+  assert results["main_metric"] == "f1" and results["dev"]["total"] == 50
+  assert results["dev"]["exact_match"] >= 80.0, results  # chance: ~1/20 words
+  assert "exact_match=" in result.stdout
+  # The official files, scored again here with the official definition.
+  predictions = read_json(os.path.join(model_dir, "predictions", "predictions.json"))
+  nbest = read_json(os.path.join(model_dir, "predictions", "nbest_predictions.json"))
+  gold = {qa["id"]: qa["answers"][0]["text"]
+          for p in read_json(task_files["squad"]["dev"])["data"][0]["paragraphs"]
+          for qa in p["qas"]}
+  assert set(predictions) == set(gold) == set(nbest)
+  exact = 100.0 * np.mean([predictions[q] == gold[q] for q in gold])
+  assert results["dev"]["exact_match"] == pytest.approx(exact)
+  for qid, entries in nbest.items():
+    assert entries[0]["text"] == predictions[qid]
+    assert sum(e["probability"] for e in entries) == pytest.approx(1.0, abs=1e-6)
+
+  # Served: the answer is the fruit of a new context, as a character span of it.
+  export_dir = str(tmp_path / "export")
+  run_entry("recurrent_bert.export", f"--model_dir={model_dir}", f"--export_dir={export_dir}")
+  script = r"""
+import json, sys
+import tensorflow as tf, tensorflow_text  # noqa
+model = tf.saved_model.load(sys.argv[1])
+out = model.signatures["answer_question"](question=tf.constant(["which fruit is it ?"]),
+                                          context=tf.constant([sys.argv[2]]))
+print(json.dumps({"answer": out["answer"].numpy()[0].decode(),
+                  "start": int(out["start_char"].numpy()[0])}))
+"""
+  context = "the old dog walks slow mango river cold ."
+  served = subprocess.run([sys.executable, "-c", script, export_dir, context],
+                          capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+  assert served.returncode == 0, served.stderr[-3000:]
+  answer = json.loads(served.stdout.strip().splitlines()[-1])
+  assert answer == {"answer": "mango", "start": context.index("mango")}
+
+
+def test_blstm_decoder_and_swishrnn_train_and_resume(task_files, tmp_path):
+  """The "+ BLSTM decoder" head on a SwishRNN encoder: trains, and a re-run resumes."""
+  model_dir = str(tmp_path / "squad_blstm")
+  flags = [f"--train_file={task_files['squad']['train']}",
+           f"--predict_file={task_files['squad']['dev']}", "--model_config=swishrnn_tiny",
+           f"--vocab_file={task_files['vocab']}", f"--model_dir={model_dir}",
+           "--use_blstm_decoder", "--max_seq_length=40", "--max_query_length=8",
+           "--doc_stride=12", "--train_batch_size=8", "--learning_rate=5e-4",
+           "--warmup_steps=2", "--log_steps=5", "--save_checkpoints_steps=5",
+           "--mode=train"]
+  run_entry("recurrent_bert.finetune_squad", *flags, "--max_train_steps=5")
+  info = read_json(os.path.join(model_dir, "task_info.json"))
+  assert info["kind"] == "span" and info["use_blstm_decoder"] is True
+  run_entry("recurrent_bert.finetune_squad", *flags, "--max_train_steps=10")
+  steps = [json.loads(line)["step"] for line in open(os.path.join(model_dir,
+                                                                  "metrics.jsonl"))]
+  assert steps == list(range(1, 11))  # the second run continued from step 5
+  assert all(np.isfinite(json.loads(line)["loss"])
+             for line in open(os.path.join(model_dir, "metrics.jsonl")))
+
+
+def test_regression_task_writes_scores(tmp_path, task_files):
+  """STS-B: MSE head, Pearson/Spearman metrics, float scores in STS-B.tsv."""
+  rng = np.random.default_rng(0)
+  folder = tmp_path / "STS-B"
+  folder.mkdir()
+  header = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2"
+  for split, count in (("train", 48), ("dev", 20), ("test", 5)):
+    lines = [header + ("" if split == "test" else "\tscore")]
+    for i in range(count):
+      a, b, _ = generated_tasks.marker_pairs(1, int(rng.integers(1 << 30)))[0]
+      row = f"{i}\tg\tf\t2017\t{i}\ts1\ts2\t{a}\t{b}"
+      lines.append(row + ("" if split == "test" else f"\t{5.0 * ('yes' in b.split()):.1f}"))
+    (folder / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+  model_dir = str(tmp_path / "model")
+  run_entry("recurrent_bert.finetune_glue", "--task=STS-B", f"--data_dir={folder}",
+            f"--vocab_file={task_files['vocab']}", f"--model_dir={model_dir}",
+            "--model_config=bert_tiny", f"--max_seq_length={SEQ_LEN}",
+            "--train_batch_size=8", "--learning_rate=1e-3", "--max_train_steps=12")
+  results = read_json(os.path.join(model_dir, "eval_results.json"))
+  assert results["main_metric"] == "spearman"
+  assert set(results["dev"]) == {"pearson", "spearman", "num_examples"}
+  assert all(np.isfinite(v) for v in results["dev"].values())
+  with open(os.path.join(model_dir, "predictions", "STS-B.tsv"), encoding="utf-8") as f:
+    rows = list(csv.reader(f, delimiter="\t"))[1:]
+  assert len(rows) == 5 and all(np.isfinite(float(r[1])) for r in rows)
+
+
+@pytest.mark.parametrize("case", ["bad_row", "no_model", "eval_untrained", "bad_flag"])
+def test_bad_input_fails_naming_the_culprit(case, task_files, tmp_path):
+  data_dir = task_files["rte"]
+  flags = ["--task=rte", f"--data_dir={data_dir}", f"--vocab_file={task_files['vocab']}",
+           f"--model_dir={tmp_path / 'model'}", "--model_config=bert_tiny",
+           f"--max_seq_length={SEQ_LEN}"]
+  expected = None
+  if case == "bad_row":
+    broken = tmp_path / "RTE"
+    broken.mkdir()
+    for split in ("train", "dev"):
+      text = open(os.path.join(data_dir, f"{split}.tsv"), encoding="utf-8").read()
+      if split == "dev":
+        text = text.replace("\tnot_entailment\n", "\tmaybe\n", 1)
+      (broken / f"{split}.tsv").write_text(text, encoding="utf-8")
+    flags[1] = f"--data_dir={broken}"
+    expected = f"{broken / 'dev.tsv'}:"
+  elif case == "no_model":
+    flags.remove("--model_config=bert_tiny")
+    expected = "--init_checkpoint"
+  elif case == "eval_untrained":
+    flags.append("--mode=eval")
+    expected = "--mode=eval needs a trained --model_dir"
+  else:
+    flags.append("--learning_rate=-1")
+    expected = "--learning_rate"
+  result = run_entry("recurrent_bert.finetune_glue", *flags, check=False, timeout=120)
+  assert result.returncode != 0
+  assert expected in result.stderr, result.stderr[-2000:]
+  assert not os.path.exists(tmp_path / "model" / "checkpoint")
