@@ -356,3 +356,68 @@ print("ok")
                             capture_output=True, text=True, timeout=120,
                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO))
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
+
+
+def _superglue_and_mnli_folder(root, task):
+  """A few generated examples in the official layout of BoolQ, MultiRC or MNLI."""
+  pairs = generated_tasks.marker_pairs(24, seed=5)
+  folder = root / task
+  folder.mkdir()
+  if task == "mnli":
+    labels = ["entailment", "neutral", "contradiction"]
+    labeled = "\t".join(["index", "promptID", "pairID", "genre", "sentence1_binary_parse",
+                         "sentence2_binary_parse", "sentence1_parse", "sentence2_parse",
+                         "sentence1", "sentence2", "label1", "gold_label"])
+    test = "\t".join(["index", "promptID", "pairID", "genre", "sentence1_binary_parse",
+                      "sentence2_binary_parse", "sentence1_parse", "sentence2_parse",
+                      "sentence1", "sentence2"])
+    for split in ("train", "dev_matched", "dev_mismatched", "test_matched",
+                  "test_mismatched"):
+      is_test = split.startswith("test")
+      lines = [test if is_test else labeled]
+      for i, (a, b, _) in enumerate(pairs):
+        row = f"{i}\t0\t0\tg\t-\t-\t-\t-\t{a}\t{b}"
+        lines.append(row if is_test else row + f"\tx\t{labels[i % 3]}")
+      (folder / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
+  for split, name in (("train", "train.jsonl"), ("dev", "val.jsonl"), ("test", "test.jsonl")):
+    records = []
+    for i, (a, b, label) in enumerate(pairs):
+      labeled = {} if split == "test" else {"label": label == "entailment"}
+      if task == "boolq":
+        records.append({"question": a, "passage": b, "idx": i, **labeled})
+      elif i % 3 == 0:  # MultiRC: one paragraph per 3 pairs, one question, 3 answers
+        answers = [{"text": pairs[j][1], "idx": j,
+                    **({} if split == "test" else {"label": int(pairs[j][2] == "entailment")})}
+                   for j in range(i, min(i + 3, len(pairs)))]
+        records.append({"idx": i // 3, "passage": {"text": a, "questions": [
+            {"question": "which one ?", "idx": i // 3, "answers": answers}]}})
+    (folder / name).write_text("".join(json.dumps(r) + "\n" for r in records),
+                               encoding="utf-8")
+  return folder
+
+
+@pytest.mark.parametrize("task,files,metrics", [
+    ("boolq", ["BoolQ.jsonl"], {"accuracy"}),
+    ("multirc", ["MultiRC.jsonl"], {"f1a", "exact_match"}),
+    ("mnli", ["MNLI-m.tsv", "MNLI-mm.tsv"], {"accuracy"}),
+])
+def test_superglue_and_mnli_wiring(task, files, metrics, task_files, tmp_path):
+  """Every eval split scored with the task's metrics; every test split's submission file."""
+  folder = _superglue_and_mnli_folder(tmp_path, task)
+  model_dir = tmp_path / "model"
+  run_entry("recurrent_bert.finetune_glue", f"--task={task}", f"--data_dir={folder}",
+            f"--vocab_file={task_files['vocab']}", f"--model_dir={model_dir}",
+            "--model_config=bert_tiny", "--max_seq_length=48", "--train_batch_size=8",
+            "--max_train_steps=3", "--learning_rate=1e-4")
+  results = read_json(model_dir / "eval_results.json")
+  splits = ["dev_matched", "dev_mismatched"] if task == "mnli" else ["dev"]
+  for split in splits:
+    assert set(results[split]) == metrics | {"num_examples"}
+    assert all(0.0 <= results[split][m] <= 1.0 for m in metrics)
+  assert sorted(os.listdir(model_dir / "predictions")) == sorted(files)
+  if task == "multirc":  # nested back into paragraphs / questions / answers
+    records = [json.loads(line) for line in open(model_dir / "predictions" / files[0])]
+    answers = [a for r in records for q in r["passage"]["questions"] for a in q["answers"]]
+    assert [a["idx"] for a in answers] == list(range(24))
+    assert {a["label"] for a in answers} <= {0, 1}
