@@ -13,12 +13,10 @@ Re-running the same command resumes training from the latest checkpoint.
 """
 
 import os
-import sys
 from typing import Dict, List
 
 from absl import app
 from absl import flags
-from absl import logging
 
 import numpy as np
 
@@ -33,8 +31,8 @@ from recurrent_bert.data.io_utils import InputError
 from recurrent_bert.data.tokenization import BertWordpieceTokenizer
 from recurrent_bert.training import finetune_flags
 from recurrent_bert.training import finetuning
-from recurrent_bert.training import loop
 from recurrent_bert.training import objectives
+from recurrent_bert.training import run_flags
 
 FLAGS = flags.FLAGS
 finetune_flags.define_flags(learning_rate=2e-5, train_batch_size=32, max_seq_length=128,
@@ -119,7 +117,7 @@ def _task_and_reader(parts):
   """(TaskSpec, split -> SplitData, default predict splits) from the flags."""
   if glue.canonical_task_name(FLAGS.task) == custom_task.TASK_NAME:
     if FLAGS.tfds:
-      finetune_flags.fail("--task=custom reads --data_dir, not --tfds")
+      run_flags.fail("--task=custom reads --data_dir, not --tfds")
     labels = FLAGS.label_list
     if not labels and finetuning.is_finetuning_dir(FLAGS.model_dir):
       labels = list(finetuning.TaskInfo.read(FLAGS.model_dir).label_names)
@@ -147,8 +145,8 @@ def _task_and_reader(parts):
 
 def main(argv):
   if len(argv) > 1:
-    finetune_flags.fail(f"unexpected arguments: {argv[1:]}")
-  strategy, is_chief, worker_id = finetune_flags.make_strategy()
+    run_flags.fail(f"unexpected arguments: {argv[1:]}")
+  strategy, is_chief, worker_id = run_flags.make_strategy()
   parts = finetune_flags.resolve_run()
   try:
     spec, read_split, default_predict = _task_and_reader(parts)
@@ -165,16 +163,8 @@ def main(argv):
     for split in needed[FLAGS.mode]:
       task.feature_cache(split)
   except (InputError, ValueError) as e:
-    finetune_flags.fail(str(e))
-  finetuner = finetuning.Finetuner(strategy, task, finetune_flags.settings_from_flags(),
-                                   parts.model_config, parts.init_checkpoint,
-                                   parts.vocab_file, is_chief, worker_id)
-  try:
-    results = finetuner.run(FLAGS.mode, FLAGS.checkpoint)
-  except loop.NonFiniteLossError as e:
-    logging.error("%s", e)
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(1)
+    run_flags.fail(str(e))
+  results = finetune_flags.run_task(strategy, task, parts, is_chief, worker_id)
   if results:
     print(f"eval results ({FLAGS.model_dir}/{finetuning.EVAL_RESULTS_FILE}):")
     for split in task.eval_splits:

@@ -12,7 +12,6 @@ predictions.json, nbest_predictions.json (and null_odds.json for v2.0) under
 model_dir/predictions. Modes and model_dir layout: recurrent_bert/training/finetuning.py.
 """
 
-import sys
 from typing import Dict, List
 
 from absl import app
@@ -28,8 +27,8 @@ from recurrent_bert.data.io_utils import InputError
 from recurrent_bert.data.tokenization import BertWordpieceTokenizer
 from recurrent_bert.training import finetune_flags
 from recurrent_bert.training import finetuning
-from recurrent_bert.training import loop
 from recurrent_bert.training import objectives
+from recurrent_bert.training import run_flags
 
 FLAGS = flags.FLAGS
 finetune_flags.define_flags(learning_rate=5e-5, train_batch_size=32, max_seq_length=384,
@@ -115,16 +114,16 @@ class SquadTask(finetuning.FinetuneTask):
 
 def main(argv):
   if len(argv) > 1:
-    finetune_flags.fail(f"unexpected arguments: {argv[1:]}")
+    run_flags.fail(f"unexpected arguments: {argv[1:]}")
   if not FLAGS.tfds:
     if FLAGS.mode in ("train", "train_and_eval") and not FLAGS.train_file:
-      finetune_flags.fail(f"--mode={FLAGS.mode} needs --train_file (or --tfds)")
+      run_flags.fail(f"--mode={FLAGS.mode} needs --train_file (or --tfds)")
     if FLAGS.mode != "train" and not FLAGS.predict_file:
-      finetune_flags.fail(f"--mode={FLAGS.mode} needs --predict_file (or --tfds)")
+      run_flags.fail(f"--mode={FLAGS.mode} needs --predict_file (or --tfds)")
   if FLAGS.max_query_length + 4 > FLAGS.max_seq_length:
-    finetune_flags.fail(f"--max_query_length={FLAGS.max_query_length} leaves no room for "
+    run_flags.fail(f"--max_query_length={FLAGS.max_query_length} leaves no room for "
                         f"the context in --max_seq_length={FLAGS.max_seq_length}")
-  strategy, is_chief, worker_id = finetune_flags.make_strategy()
+  strategy, is_chief, worker_id = run_flags.make_strategy()
   parts = finetune_flags.resolve_run()
   files = {split: path for split, path in (("train", FLAGS.train_file),
                                            ("dev", FLAGS.predict_file)) if path}
@@ -140,16 +139,8 @@ def main(argv):
         [] if FLAGS.mode == "train" else ["dev"]):
       task.feature_cache(split)
   except (InputError, ValueError) as e:
-    finetune_flags.fail(str(e))
-  finetuner = finetuning.Finetuner(strategy, task, finetune_flags.settings_from_flags(),
-                                   parts.model_config, parts.init_checkpoint,
-                                   parts.vocab_file, is_chief, worker_id)
-  try:
-    results = finetuner.run(FLAGS.mode, FLAGS.checkpoint)
-  except loop.NonFiniteLossError as e:
-    logging.error("%s", e)
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(1)
+    run_flags.fail(str(e))
+  results = finetune_flags.run_task(strategy, task, parts, is_chief, worker_id)
   if results:
     print(f"eval results ({FLAGS.model_dir}/{finetuning.EVAL_RESULTS_FILE}): " +
           ", ".join(f"{k}={v:.2f}" for k, v in results["dev"].items()))

@@ -17,6 +17,8 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from recurrent_bert.training import run_flags
+
 FLAGS = flags.FLAGS
 
 # Model and data.
@@ -53,16 +55,8 @@ flags.DEFINE_float("adam_beta2", 0.999, "Adam beta_2.")
 flags.DEFINE_float("adam_epsilon", 1e-6, "Adam epsilon.")
 flags.DEFINE_float("clip_norm", 1.0, "Global-norm gradient clipping (0 = off).")
 # Execution.
-flags.DEFINE_enum("mixed_precision", "float32", ["float32", "mixed_bfloat16", "mixed_float16"],
-                  "Compute dtype policy; mixed_float16 adds dynamic loss scaling.")
-flags.DEFINE_boolean("jit_compile", False, "XLA-compile the forward/backward step.")
 flags.DEFINE_integer("steps_per_loop", 100, "Steps per tf.function call (host round trip).")
-flags.DEFINE_enum("distribution_strategy", "default",
-                  ["default", "one_device", "mirrored", "multi_worker_mirrored", "tpu"],
-                  "tf.distribute strategy; multi_worker_mirrored reads TF_CONFIG.")
-flags.DEFINE_string("tpu", None, "TPU name or grpc:// address ('local' on a TPU VM).")
-flags.DEFINE_integer("num_cpu_devices", 1,
-                     "Split the CPU into this many logical devices (mirrored without GPUs).")
+run_flags.define_execution_flags()
 flags.DEFINE_integer("seed", 0, "Seeds the weights, the input order and dynamic masks.")
 # Output.
 flags.DEFINE_string("model_dir", None, "Checkpoints, summaries and the final export.")
@@ -76,7 +70,7 @@ flags.mark_flags_as_required(["input_files", "model_dir"])
 
 for _name in ("max_seq_length", "max_predictions_per_seq", "train_batch_size",
               "num_train_steps", "steps_per_loop", "save_checkpoints_steps",
-              "keep_checkpoint_max", "log_steps", "num_cpu_devices", "shuffle_buffer_size"):
+              "keep_checkpoint_max", "log_steps", "shuffle_buffer_size"):
   flags.register_validator(_name, lambda v: v is not None and v >= 1,
                            f"--{_name} must be >= 1")
 for _name in ("warmup_steps",):
@@ -97,16 +91,7 @@ flags.register_multi_flags_validator(
 flags.register_multi_flags_validator(
     ["dynamic_masking", "vocab_file"], lambda f: not f["dynamic_masking"] or f["vocab_file"],
     "--dynamic_masking needs --vocab_file (for the [MASK]/[CLS]/[SEP] ids)")
-flags.register_multi_flags_validator(
-    ["distribution_strategy", "tpu"],
-    lambda f: f["distribution_strategy"] != "tpu" or f["tpu"],
-    "--distribution_strategy=tpu needs --tpu")
-
-
-def fail(message: str) -> None:
-  """Bad input: one line on stderr, exit status 2, no work done."""
-  print(f"error: {message}", file=sys.stderr)
-  sys.exit(2)
+fail = run_flags.fail
 
 
 def resolve_model_config():
@@ -167,18 +152,10 @@ def check_inputs():
 def main(argv):
   if len(argv) > 1:
     fail(f"unexpected arguments: {argv[1:]}")
-  # Before TensorFlow initialises its devices.
-  from recurrent_bert.training import distribution  # pylint: disable=g-import-not-at-top
-  distribution.configure_cpu_devices(FLAGS.num_cpu_devices)
-
   model_config = resolve_model_config()
-  # The strategy comes before any TensorFlow op: MultiWorkerMirroredStrategy must
-  # configure collective ops at program start-up.
-  try:
-    strategy = distribution.get_distribution_strategy(
-        FLAGS.distribution_strategy, FLAGS.tpu, FLAGS.num_cpu_devices)
-  except ValueError as e:
-    fail(str(e))
+  # Before any other TensorFlow op: logical CPU devices and MultiWorkerMirroredStrategy's
+  # collective ops are configured at program start-up.
+  strategy, is_chief, worker_id = run_flags.make_strategy()
   data_config = check_inputs()
 
   import keras  # pylint: disable=g-import-not-at-top
@@ -190,7 +167,6 @@ def main(argv):
   if FLAGS.train_batch_size % num_replicas:
     fail(f"--train_batch_size={FLAGS.train_batch_size} must divide by the "
          f"{num_replicas} replicas of --distribution_strategy={FLAGS.distribution_strategy}")
-  is_chief = distribution.is_chief(strategy)
   logging.info("strategy %s: %d replica(s); model %s (V=%d)", FLAGS.distribution_strategy,
                num_replicas, FLAGS.model_config, model_config.vocab_size)
 
@@ -223,7 +199,7 @@ def main(argv):
       keep_checkpoint_max=FLAGS.keep_checkpoint_max, log_steps=FLAGS.log_steps,
       clip_norm=FLAGS.clip_norm, jit_compile=FLAGS.jit_compile,
       loss_scaling=FLAGS.mixed_precision == "mixed_float16", is_chief=is_chief,
-      worker_id=distribution.worker_id(strategy))
+      worker_id=worker_id)
   if FLAGS.init_checkpoint and tf_latest_checkpoint(FLAGS.model_dir) is None:
     # Only for a fresh run: a resumed run continues from its own checkpoint.
     source = checkpoints.restore_pretrainer_weights(model, FLAGS.init_checkpoint)

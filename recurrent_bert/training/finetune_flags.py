@@ -13,6 +13,9 @@ from typing import Optional
 
 from absl import flags
 
+from recurrent_bert.training import run_flags
+from recurrent_bert.training.run_flags import fail
+
 FLAGS = flags.FLAGS
 
 
@@ -58,18 +61,11 @@ def define_flags(*, learning_rate: float, train_batch_size: int, max_seq_length:
   flags.DEFINE_integer("keep_checkpoint_max", 2, "Training checkpoints kept.")
   flags.DEFINE_integer("log_steps", 100, "Progress line every N steps.")
   flags.DEFINE_integer("steps_per_loop", 100, "Steps per tf.function call.")
-  flags.DEFINE_enum("mixed_precision", "float32", ["float32", "mixed_bfloat16",
-                                                   "mixed_float16"], "Dtype policy.")
-  flags.DEFINE_boolean("jit_compile", False, "XLA-compile the training step.")
-  flags.DEFINE_enum("distribution_strategy", "default",
-                    ["default", "one_device", "mirrored", "multi_worker_mirrored", "tpu"],
-                    "tf.distribute strategy; multi_worker_mirrored reads TF_CONFIG.")
-  flags.DEFINE_string("tpu", None, "TPU name or grpc:// address ('local' on a TPU VM).")
-  flags.DEFINE_integer("num_cpu_devices", 1, "Logical CPU devices (mirrored on CPU).")
+  run_flags.define_execution_flags()
   flags.mark_flags_as_required(["model_dir"])
   for name in ("max_seq_length", "train_batch_size", "eval_batch_size",
                "save_checkpoints_steps", "keep_checkpoint_max", "log_steps",
-               "steps_per_loop", "num_cpu_devices", "shuffle_buffer_size"):
+               "steps_per_loop", "shuffle_buffer_size"):
     flags.register_validator(name, lambda v: v >= 1, f"--{name} must be >= 1")
   flags.register_validator("max_train_steps", lambda v: v is None or v >= 1,
                            "--max_train_steps must be >= 1")
@@ -82,16 +78,6 @@ def define_flags(*, learning_rate: float, train_batch_size: int, max_seq_length:
                            "--warmup_proportion must be in [0, 1)")
   flags.register_validator("eval_every_steps", lambda v: v >= 0,
                            "--eval_every_steps must be >= 0")
-  flags.register_multi_flags_validator(
-      ["distribution_strategy", "tpu"],
-      lambda f: f["distribution_strategy"] != "tpu" or f["tpu"],
-      "--distribution_strategy=tpu needs --tpu")
-
-
-def fail(message: str) -> None:
-  """Bad input: one line on stderr, exit status 2, no work done."""
-  print(f"error: {message}", file=sys.stderr)
-  sys.exit(2)
 
 
 @dataclasses.dataclass
@@ -168,13 +154,22 @@ def settings_from_flags():
   return FinetuneSettings(**{name: FLAGS[name].value for name in names})
 
 
-def make_strategy():
-  """Strategy from the flags; call before any other TensorFlow op."""
-  from recurrent_bert.training import distribution  # pylint: disable=g-import-not-at-top
-  distribution.configure_cpu_devices(FLAGS.num_cpu_devices)
+def run_task(strategy, task, parts: RunParts, is_chief: bool, worker_id: int):
+  """Builds the Finetuner and runs --mode; a non-finite loss exits with status 1.
+
+  Returns:
+    The evaluation results ({} for train / predict).
+  """
+  # pylint: disable=g-import-not-at-top
+  from absl import logging
+  from recurrent_bert.training import finetuning, loop
+  # pylint: enable=g-import-not-at-top
+  finetuner = finetuning.Finetuner(strategy, task, settings_from_flags(), parts.model_config,
+                                   parts.init_checkpoint, parts.vocab_file, is_chief,
+                                   worker_id)
   try:
-    strategy = distribution.get_distribution_strategy(
-        FLAGS.distribution_strategy, FLAGS.tpu, FLAGS.num_cpu_devices)
-  except ValueError as e:
-    fail(str(e))
-  return strategy, distribution.is_chief(strategy), distribution.worker_id(strategy)
+    return finetuner.run(FLAGS.mode, FLAGS.checkpoint)
+  except loop.NonFiniteLossError as e:
+    logging.error("%s", e)
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(1)

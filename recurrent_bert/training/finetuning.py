@@ -28,7 +28,7 @@ import json
 import math
 import os
 import shutil
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
