@@ -1,7 +1,9 @@
 r"""Throughput and memory of the data tools on the built-in corpus.
 
 Prints a table: tokenizer MB/s; generator instances/s and MB of text/s with 1 and 2
-workers; peak RSS of the generator at two corpus sizes (it streams, so it should be flat).
+workers, and as a Beam pipeline on the DirectRunner with 2 worker processes (when the
+`beam` extra is installed); peak RSS of the generator at two corpus sizes (it streams, so
+it should be flat).
 
   python benchmarks/data_tools.py --quick       # < 2 minutes
   python benchmarks/data_tools.py               # full built-in corpus
@@ -104,6 +106,23 @@ def main(argv):
         dupe_factor=1, num_workers=workers, show_progress=False)
     stats = pretraining_data.create_pretraining_data(options)
     rows.append((f"generator, {workers} worker(s), {gen_bytes / mb:.0f} MB, dupe 1",
+                 f"{stats['instances_per_second']:.0f} instances/s, "
+                 f"{stats['text_megabytes_per_second']:.2f} MB/s "
+                 f"({stats['seconds']:.1f} s incl. start-up)"))
+
+  try:
+    from recurrent_bert.data import beam_pipeline  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    rows.append(("Beam DirectRunner, 2 workers", "skipped: pip install '.[beam]'"))
+  else:
+    options = pretraining_data.GeneratorOptions(
+        input_files=[corpus], vocab_file=vocab_file, output_files=[],
+        max_seq_length=FLAGS.max_seq_length, masking=MaskingConfig(max_predictions_per_seq=20),
+        dupe_factor=1, num_workers=2, show_progress=False)
+    stats = beam_pipeline.create_pretraining_data_beam(
+        options, os.path.join(work, "beam"), 2, "DirectRunner",
+        ["--direct_running_mode=multi_processing"])
+    rows.append((f"Beam DirectRunner, 2 worker processes, {gen_bytes / mb:.0f} MB, dupe 1",
                  f"{stats['instances_per_second']:.0f} instances/s, "
                  f"{stats['text_megabytes_per_second']:.2f} MB/s "
                  f"({stats['seconds']:.1f} s incl. start-up)"))

@@ -12,6 +12,13 @@ Examples:
   # SwishRNN: MLM only, 100% [MASK].          ... --nouse_nsp --mask_token_prob=1.0 \
                                                   --random_token_prob=0.0 --max_seq_length=512
   # Unmasked records for read-time masking:   ... --dynamic_masking --dupe_factor=1
+  # Apache Beam (pip install '.[beam]'), options for Beam after `--`:
+  python -m tools.create_pretraining_data --runner=beam --input_files='corpus/*.txt' \
+      --vocab_file=vocab.txt --output_dir=/tmp/pretrain_data --num_workers=2
+  python -m tools.create_pretraining_data --runner=beam --beam_runner=DataflowRunner \
+      --input_files='gs://b/corpus/*.txt' --vocab_file=gs://b/vocab.txt \
+      --output_dir=gs://b/bert128 --num_output_shards=256 -- --project=p --region=r \
+      --temp_location=gs://b/tmp
 """
 
 import os
@@ -48,6 +55,13 @@ flags.DEFINE_boolean("use_nsp", True,
 flags.DEFINE_boolean("dynamic_masking", False,
                      "Write unmasked records (input_ids, input_mask, segment_ids, "
                      "next_sentence_labels) to be masked at read time.")
+flags.DEFINE_enum("runner", "local", ["local", "beam"],
+                  "local: this process and --num_workers worker processes; beam: an Apache "
+                  "Beam pipeline (recurrent_bert/data/beam_pipeline.py), same records, on "
+                  "--beam_runner; Beam pipeline options go after `--`. Needs --output_dir.")
+flags.DEFINE_string("beam_runner", "DirectRunner",
+                    "With --runner=beam: DirectRunner (this machine, --num_workers "
+                    "processes), DataflowRunner, FlinkRunner, SparkRunner, PortableRunner.")
 flags.DEFINE_integer("num_workers", 1, "Worker processes (e.g. the number of cores).")
 flags.DEFINE_integer("num_output_shards", 1, "Number of TFRecord shards (with --output_dir).")
 flags.DEFINE_integer("chunk_bytes", 1 << 20,
@@ -68,6 +82,9 @@ flags.register_multi_flags_validator(
     ["output_dir", "output_files"], lambda f: bool(f["output_dir"]) != bool(f["output_files"]),
     "give exactly one of --output_dir and --output_files")
 flags.register_multi_flags_validator(
+    ["runner", "output_dir"], lambda f: f["runner"] == "local" or bool(f["output_dir"]),
+    "--runner=beam writes --output_dir (shards named by Beam), not --output_files")
+flags.register_multi_flags_validator(
     ["mask_token_prob", "random_token_prob"],
     lambda f: f["mask_token_prob"] + f["random_token_prob"] <= 1.0 + 1e-9,
     "--mask_token_prob + --random_token_prob must be <= 1")
@@ -87,9 +104,12 @@ def options_from_flags():
   from recurrent_bert.data import builtin_corpus, tokenization  # pylint: disable=g-import-not-at-top
   from recurrent_bert.data.pretraining_data import GeneratorOptions, MaskingConfig  # pylint: disable=g-import-not-at-top
 
-  tokenization.load_vocab(FLAGS.vocab_file)
+  beam = FLAGS.runner == "beam"
+  if not beam:  # the Beam pipeline checks the vocabulary itself, gs:// paths included
+    tokenization.load_vocab(FLAGS.vocab_file)
   if FLAGS.output_dir:
-    os.makedirs(FLAGS.output_dir, exist_ok=True)
+    if not beam:  # Beam writes a temp dir beside it and renames it into place
+      os.makedirs(FLAGS.output_dir, exist_ok=True)
     outputs = shard_paths(FLAGS.output_dir, FLAGS.num_output_shards)
   else:
     outputs = list(FLAGS.output_files)
@@ -115,14 +135,37 @@ def options_from_flags():
 
 
 def main(argv):
-  del argv
+  pipeline_args = argv[1:]  # after `--`: Beam pipeline options
   from recurrent_bert.data import pretraining_data  # pylint: disable=g-import-not-at-top
 
+  if FLAGS.runner == "beam":
+    run_beam(pipeline_args)
+    return
+  if pipeline_args:
+    _flag_utils.fail(f"unexpected arguments {' '.join(pipeline_args)}: only --runner=beam "
+                     "takes extra arguments (Beam pipeline options, after `--`)")
   options = _flag_utils.run_checked(options_from_flags)
   stats = _flag_utils.run_checked(pretraining_data.create_pretraining_data, options)
   print(pretraining_data.format_stats(stats), file=sys.stderr)
   print(f"wrote {len(options.output_files)} shard(s) and {options.stats_file}",
         file=sys.stderr)
+
+
+def run_beam(pipeline_args):
+  """--runner=beam: the same generator as a Beam pipeline on --beam_runner."""
+  from recurrent_bert.data import pretraining_data  # pylint: disable=g-import-not-at-top
+  try:  # Beam is an extra: say how to get it before any work
+    from recurrent_bert.data import beam_pipeline  # pylint: disable=g-import-not-at-top
+  except ImportError as e:
+    _flag_utils.fail(str(e))
+
+  options = _flag_utils.run_checked(options_from_flags)
+  stats = _flag_utils.run_checked(
+      beam_pipeline.create_pretraining_data_beam, options, FLAGS.output_dir,
+      FLAGS.num_output_shards, FLAGS.beam_runner, pipeline_args)
+  print(pretraining_data.format_stats(stats), file=sys.stderr)
+  print(f"wrote {FLAGS.num_output_shards} shard(s) and stats.json to {FLAGS.output_dir} "
+        f"({stats['runner']})", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ import dataclasses
 import os
 import random
 import time
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -115,12 +115,18 @@ class Document:
   source: str  # "file:first_line", for messages
 
 
-def iter_documents(input_files: Sequence[str]) -> Iterator[Document]:
-  """Streams documents: runs of non-blank lines, split at blank lines and file ends."""
+def iter_documents(input_files: Sequence[str],
+                   read_lines: Callable[[str], Iterator[Tuple[int, str]]] =
+                   io_utils.read_lines_checked) -> Iterator[Document]:
+  """Streams documents: runs of non-blank lines, split at blank lines and file ends.
+
+  `read_lines(path)` yields (line number, line); the Beam pipeline passes one that also
+  reads remote (gs://, hdfs://) files.
+  """
   for path in input_files:
     sentences: List[str] = []
     first_line = 0
-    for line_number, line in io_utils.read_lines_checked(path):
+    for line_number, line in read_lines(path):
       line = line.strip()
       if line:
         if not sentences:
@@ -131,6 +137,11 @@ def iter_documents(input_files: Sequence[str]) -> Iterator[Document]:
         sentences = []
     if sentences:
       yield Document(sentences, f"{path}:{first_line}")
+
+
+def document_text_size(sentences: Sequence[str]) -> int:
+  """The text size of a document as the stats count it: its lines and the blank line."""
+  return sum(len(s) + 1 for s in sentences) + 1
 
 
 def iter_chunks(documents: Iterator[Document], chunk_bytes: int
@@ -146,7 +157,7 @@ def iter_chunks(documents: Iterator[Document], chunk_bytes: int
   size = 0
   for document in documents:
     current.append(document.sentences)
-    size += sum(len(s) + 1 for s in document.sentences) + 1
+    size += document_text_size(document.sentences)
     if size >= chunk_bytes:
       if pending is not None:
         yield pending
