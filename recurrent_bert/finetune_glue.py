@@ -147,7 +147,7 @@ def main(argv):
   if len(argv) > 1:
     run_flags.fail(f"unexpected arguments: {argv[1:]}")
   strategy, is_chief, worker_id = run_flags.make_strategy()
-  parts = finetune_flags.resolve_run()
+  parts = finetune_flags.resolve_run(worker_id)
   try:
     spec, read_split, default_predict = _task_and_reader(parts)
     tokenizer = BertWordpieceTokenizer(parts.vocab_file, do_lower_case=parts.do_lower_case)

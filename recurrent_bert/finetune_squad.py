@@ -124,7 +124,7 @@ def main(argv):
     run_flags.fail(f"--max_query_length={FLAGS.max_query_length} leaves no room for "
                         f"the context in --max_seq_length={FLAGS.max_seq_length}")
   strategy, is_chief, worker_id = run_flags.make_strategy()
-  parts = finetune_flags.resolve_run()
+  parts = finetune_flags.resolve_run(worker_id)
   files = {split: path for split, path in (("train", FLAGS.train_file),
                                            ("dev", FLAGS.predict_file)) if path}
   try:

@@ -421,3 +421,33 @@ def test_superglue_and_mnli_wiring(task, files, metrics, task_files, tmp_path):
     answers = [a for r in records for q in r["passage"]["questions"] for a in q["answers"]]
     assert [a["idx"] for a in answers] == list(range(24))
     assert {a["label"] for a in answers} <= {0, 1}
+
+
+def test_multi_worker_finetuning_matches_single_device_evaluation(task_files, tmp_path):
+  """Two MultiWorkerMirrored worker processes on 127.0.0.1 train with evaluation (the
+  distributed, gathered prediction); a default-strategy --mode=eval of the same best
+  checkpoint reproduces the metric, and predictions are written once."""
+  from tests.training.conftest import subprocess_env, wait_all
+  from tests.training.test_loop import free_port
+
+  model_dir = tmp_path / "mwms"
+  cluster = {"worker": [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]}
+  flags = ["-m", "recurrent_bert.finetune_glue", "--task=rte",
+           f"--data_dir={task_files['rte']}", f"--vocab_file={task_files['vocab']}",
+           f"--model_dir={model_dir}", *GLUE_FLAGS, "--max_train_steps=30",
+           "--distribution_strategy=multi_worker_mirrored"]
+  processes = [subprocess.Popen(
+      [sys.executable, *flags], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+      text=True, env=subprocess_env(TF_CONFIG=json.dumps(
+          {"cluster": cluster, "task": {"type": "worker", "index": index}})))
+      for index in range(2)]
+  for index, (returncode, stderr) in enumerate(wait_all(processes, timeout=400)):
+    assert returncode == 0, f"worker {index}: {stderr[-3000:]}"
+  distributed = read_json(model_dir / "eval_results.json")
+  assert not os.listdir(model_dir / ".scratch")  # worker 1's checkpoints are gone
+  run_entry("recurrent_bert.finetune_glue", "--task=rte", "--mode=eval",
+            f"--data_dir={task_files['rte']}", f"--model_dir={model_dir}")
+  single = read_json(model_dir / "eval_results.json")
+  assert single["global_step"] == distributed["global_step"]
+  assert single["dev"] == distributed["dev"]
+  assert os.listdir(model_dir / "predictions") == ["RTE.tsv"]

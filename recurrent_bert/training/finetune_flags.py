@@ -90,8 +90,12 @@ class RunParts:
   cache_dir: str
 
 
-def resolve_run() -> RunParts:
-  """Model config, vocabulary and casing from the flags (module docstring), checked."""
+def resolve_run(worker_id: int = 0) -> RunParts:
+  """Model config, vocabulary and casing from the flags (module docstring), checked.
+
+  Each MultiWorkerMirrored worker converts the data itself, into its own feature cache
+  (worker 0 into --cache_dir), so no worker reads a cache another is rewriting.
+  """
   # pylint: disable=g-import-not-at-top
   from recurrent_bert.config import ConfigError, resolve_config
   from recurrent_bert.data import tokenization
@@ -144,8 +148,10 @@ def resolve_run() -> RunParts:
     do_lower_case = recorded_lower_case(source_dir)
   if do_lower_case is None:
     do_lower_case = True
-  return RunParts(config, vocab_file, do_lower_case, None if resumed else init,
-                  FLAGS.cache_dir or os.path.join(model_dir, "features"))
+  cache_dir = FLAGS.cache_dir or os.path.join(model_dir, "features")
+  if worker_id:
+    cache_dir = os.path.join(cache_dir, f"worker_{worker_id}")
+  return RunParts(config, vocab_file, do_lower_case, None if resumed else init, cache_dir)
 
 
 def settings_from_flags():

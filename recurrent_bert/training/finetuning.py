@@ -399,17 +399,25 @@ class Finetuner:
                                                     f"best_{self.worker_id}"),
         max_to_keep=1)
 
+    # Every worker must make the same keep-or-not decision (a save is collective), so
+    # the best value lives in memory, read once from the chief's file before training.
+    best = {"value": self._best_value(),
+            "saved": tf.io.gfile.exists(os.path.join(best_dir, BEST_METRICS_FILE))}
+
     def evaluate_and_keep_best(step: int) -> None:
       results = self.evaluate(step, tf.train.latest_checkpoint(self.model_dir) or "")
       value = results["main_metric_value"]
-      if value > self._best_value() or not tf.train.latest_checkpoint(best_dir):
+      if value > best["value"] or not best["saved"]:  # the first one even if NaN
+        best.update(value=value, saved=True)
         best_manager.save(checkpoint_number=step)
-        if self.is_chief:
-          self._write_model_files(best_dir)
-          io_utils.atomic_write_json(os.path.join(best_dir, BEST_METRICS_FILE),
-                                     {"main_metric_value": value, **results})
-          logging.info("new best %s=%.4f at step %d", self.task.info.main_metric, value,
-                       step)
+        if not self.is_chief:
+          shutil.rmtree(best_manager.directory, ignore_errors=True)
+          return
+        self._write_model_files(best_dir)
+        io_utils.atomic_write_json(os.path.join(best_dir, BEST_METRICS_FILE),
+                                   {"main_metric_value": value, **results})
+        logging.info("new best %s=%.4f at step %d", self.task.info.main_metric, value,
+                     step)
 
     can_evaluate = evaluate_during_training and bool(self.task.eval_splits)
     trainer.run(evaluate=evaluate_and_keep_best if can_evaluate else None,
