@@ -451,3 +451,30 @@ def test_multi_worker_finetuning_matches_single_device_evaluation(task_files, tm
   assert single["global_step"] == distributed["global_step"]
   assert single["dev"] == distributed["dev"]
   assert os.listdir(model_dir / "predictions") == ["RTE.tsv"]
+
+
+def test_tfds_path_of_the_entry_point(task_files, tmp_path):
+  """--tfds through finetune_glue on tfds.testing.mock_data (offline; random text, so
+  plumbing only): every split read from TFDS, metrics and the submission file written."""
+  script = r"""
+import sys
+import tensorflow_datasets as tfds
+from absl import app
+from recurrent_bert import finetune_glue
+with tfds.testing.mock_data(num_examples=20):
+  app.run(finetune_glue.main, argv=["finetune_glue", *sys.argv[1:]])
+"""
+  model_dir = tmp_path / "model"
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
+  result = subprocess.run(
+      [sys.executable, "-c", script, "--task=cola", "--tfds",
+       f"--tfds_data_dir={tmp_path / 'tfds'}", f"--vocab_file={task_files['vocab']}",
+       f"--model_dir={model_dir}", "--model_config=bert_tiny", "--max_seq_length=24",
+       "--train_batch_size=4", "--max_train_steps=2"],
+      cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  results = read_json(model_dir / "eval_results.json")
+  assert results["dev"]["num_examples"] == 20
+  assert set(results["dev"]) == {"matthews_corr", "accuracy", "num_examples"}
+  rows = (model_dir / "predictions" / "CoLA.tsv").read_text().splitlines()
+  assert rows[0] == "index\tprediction" and len(rows) == 21
