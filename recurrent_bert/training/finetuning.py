@@ -15,7 +15,9 @@ Layout of a fine-tuning `--model_dir`:
     train/, eval/             TensorBoard events (eval/: every metric of every eval split)
     metrics.jsonl             per training step {"step", "loss"}
     eval_results.json         the last evaluation: {"global_step", "checkpoint",
-                              "main_metric", "<split>": {"<metric>": value, ...}}
+                              "main_metric", "main_metric_value" (of the first eval
+                              split), "eval_splits", "<split>": {"<metric>": value, ...},
+                              after training also "seconds_per_train_step"}
     predictions/              leaderboard / official-format prediction files
     features/                 TFRecord caches of the converted features
 
@@ -308,7 +310,8 @@ class Finetuner:
     `extra` (e.g. training time per step) is recorded beside them.
     """
     results = {"task": self.task.info.task, "global_step": step, "checkpoint": checkpoint,
-               "main_metric": self.task.info.main_metric, **(extra or {})}
+               "main_metric": self.task.info.main_metric,
+               "eval_splits": list(self.task.eval_splits), **(extra or {})}
     for split in self.task.eval_splits:
       metrics = self.task.evaluate(split, self.predict_split(split))
       results[split] = metrics
