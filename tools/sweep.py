@@ -66,23 +66,29 @@ from recurrent_bert.data import io_utils
 from tools import _flag_utils
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("models", None, "NAME=SPEC, comma-separated; SPEC: a pretrained encoder "
-                  "dir / checkpoint prefix, a ModelConfig JSON, or a preset (bert_tiny).")
-flags.DEFINE_list("tasks", None, "TASK=DATA_DIR (finetune_glue: GLUE/SuperGLUE name or "
-                  "custom) or squad=TRAIN_FILE:PREDICT_FILE / squad_v2=... (finetune_squad).")
-flags.DEFINE_list("learning_rates", None, "Peak learning rates, e.g. 1e-4,3e-4,1e-3.")
-flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds (restarts) per learning rate.")
-flags.DEFINE_string("output_dir", None, "Where runs/ and the tables go.")
-flags.DEFINE_multi_string("entry_flags", [], "Flags for every run, e.g. "
-                          "--entry_flags='--max_seq_length=128 --train_batch_size=32' "
-                          "(repeatable; split like a shell line).")
-flags.DEFINE_multi_string("glue_flags", [], "Flags only for the finetune_glue runs.")
-flags.DEFINE_multi_string("squad_flags", [], "Flags only for the finetune_squad runs.")
-flags.DEFINE_string("entry_flagfile", None, "Passed as --flagfile to every run.")
-flags.DEFINE_integer("parallel", 1, "Runs at once (each is a TensorFlow process).")
-flags.DEFINE_boolean("dry_run", False, "Print the runs' commands and exit.")
-flags.DEFINE_integer("log_tail_lines", 15, "Lines of a failed run's log that are printed.")
-flags.mark_flags_as_required(["models", "tasks", "learning_rates", "output_dir"])
+
+
+def define_flags() -> None:
+  """The sweep's flags, defined when it runs as a program (not on import): tests import
+  this module beside other tools whose flags share names (--output_dir)."""
+  flags.DEFINE_list("models", None, "NAME=SPEC, comma-separated; SPEC: a pretrained encoder "
+                    "dir / checkpoint prefix, a ModelConfig JSON, or a preset (bert_tiny).")
+  flags.DEFINE_list("tasks", None, "TASK=DATA_DIR (finetune_glue: GLUE/SuperGLUE name or "
+                    "custom) or squad=TRAIN_FILE:PREDICT_FILE / squad_v2=... (finetune_squad).")
+  flags.DEFINE_list("learning_rates", None, "Peak learning rates, e.g. 1e-4,3e-4,1e-3.")
+  flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds (restarts) per learning rate.")
+  flags.DEFINE_string("output_dir", None, "Where runs/ and the tables go.")
+  flags.DEFINE_multi_string("entry_flags", [], "Flags for every run, e.g. "
+                            "--entry_flags='--max_seq_length=128 --train_batch_size=32' "
+                            "(repeatable; split like a shell line).")
+  flags.DEFINE_multi_string("glue_flags", [], "Flags only for the finetune_glue runs.")
+  flags.DEFINE_multi_string("squad_flags", [], "Flags only for the finetune_squad runs.")
+  flags.DEFINE_string("entry_flagfile", None, "Passed as --flagfile to every run.")
+  flags.DEFINE_integer("parallel", 1, "Runs at once (each is a TensorFlow process).")
+  flags.DEFINE_boolean("dry_run", False, "Print the runs' commands and exit.")
+  flags.DEFINE_integer("log_tail_lines", 15, "Lines of a failed run's log that are printed.")
+  flags.mark_flags_as_required(["models", "tasks", "learning_rates", "output_dir"])
+
 
 GLUE_MODULE = "recurrent_bert.finetune_glue"
 SQUAD_MODULE = "recurrent_bert.finetune_squad"
@@ -807,4 +813,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)
