@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # Quieter TensorFlow start-up; numerics unaffected.
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv demo test bench clean-venv
+.PHONY: venv demo smoke test bench clean-venv
 
 venv: $(STAMP)
 
@@ -19,8 +19,13 @@ $(STAMP): setup.cfg pyproject.toml constraints.txt
 	$(PY) -m pip check
 	touch $(STAMP)
 
-# The main job (for now: build every preset and run a forward pass on each).
+# The main job: corpus -> vocabulary -> pretraining data -> pretrain 5 families -> fine-tune
+# -> export -> report (restartable; DEMO_ARGS e.g. "--models=bert,swishrnn --work_dir=x").
 demo: $(STAMP)
+	$(PY) -m recurrent_bert.demo $(DEMO_ARGS)
+
+# Every preset (8 families x 4 sizes) built and run forward once.
+smoke: $(STAMP)
 	$(PY) -m recurrent_bert.smoke
 
 # The test suite: tiny configs, no network.

@@ -1,0 +1,344 @@
+"""The end-to-end demo (python -m recurrent_bert.demo), CI-sized, run as a user runs it.
+
+One run of the whole pipeline (tiny models, a few steps, a small slice of the built-in
+corpus) through the real entry points; then each stage's outputs are checked, and a
+second run must reuse every stage. The pure helpers (document split, task building,
+report pieces) are tested directly.
+"""
+
+import glob
+import json
+import math
+import os
+import random
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from recurrent_bert import demo
+from recurrent_bert import demo_report
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODELS = ("bert_tiny", "trans_blstm_small_2_tiny")
+SEQ_LENGTH = 32
+MAX_PREDICTIONS = 5  # round(32 * 0.15625)
+CI_FLAGS = ["--size=tiny", "--models=bert,trans_blstm_small_2", "--finetune_seeds=1,2",
+            "--pretrain_steps=6", "--finetune_steps=4", "--corpus_max_bytes=1000000",
+            "--vocab_size=1000", "--vocab_max_lines=3000", "--task_classes=3",
+            "--task_train_examples=96", "--task_eval_examples=60",
+            f"--seq_length={SEQ_LENGTH}", "--batch_size=8", "--finetune_batch_size=8",
+            "--num_workers=1", "--jobs=2"]
+
+
+def _run_demo(work_dir, cache_dir, *extra, timeout=900):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", RECURRENT_BERT_CACHE=str(cache_dir))
+  start = time.time()
+  result = subprocess.run(
+      [sys.executable, "-m", "recurrent_bert.demo", f"--work_dir={work_dir}", *CI_FLAGS,
+       *extra], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+  return result, time.time() - start
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+  """(work_dir, first run's CompletedProcess, its seconds, cache dir)."""
+  root = tmp_path_factory.mktemp("demo")
+  work_dir, cache_dir = root / "work", root / "cache"
+  result, seconds = _run_demo(work_dir, cache_dir)
+  assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+  return work_dir, result, seconds, cache_dir
+
+
+# ------------------------------------------------------------------ the pipeline
+
+
+def test_progress_is_visible(demo_run):
+  _, result, _, _ = demo_run
+  out = result.stdout
+  stages = re.findall(r"^\[(\d+)/(\d+)\] ", out, re.M)
+  # 13 stages; the 4 fine-tuning runs share one banner (--jobs=2).
+  assert len(stages) == 10 and stages[-1] == ("13", "13"), out[:3000]
+  assert "4 runs, 2 at a time" in out
+  assert len(re.findall(r"done in ", out)) == 13
+  assert "ETA ~" in out and "elapsed" in out
+  assert re.search(r"step \d+/6 .*loss=", out)       # pretraining progress, forwarded
+  assert "create_pretraining_data" in out            # the data tool's progress bar
+  assert "eval dev" in out                           # fine-tuning evaluation
+  for name in ("report.md", "mlm_loss.png", "tensorboard", "saved_model"):
+    assert name in out.split("stage timings")[-1]  # where the outputs are, at the end
+
+
+def test_tfrecords_parse_with_the_schema(demo_run):
+  import tensorflow as tf
+  from recurrent_bert.data import schema
+  work_dir = demo_run[0]
+  files = sorted(glob.glob(str(work_dir / "pretrain_data" / "*.tfrecord")))
+  assert files
+  with open(work_dir / "pretrain_data" / "stats.json") as f:
+    stats = json.load(f)
+  vocab_size = len((work_dir / "vocab" / "vocab.txt").read_text().splitlines())
+  assert vocab_size == 1000
+  count = 0
+  for batch in tf.data.TFRecordDataset(files).batch(256):
+    parsed = schema.parse_pretraining_example(batch, SEQ_LENGTH, MAX_PREDICTIONS)
+    assert parsed["input_ids"].shape[1] == SEQ_LENGTH
+    assert parsed["masked_lm_ids"].shape[1] == MAX_PREDICTIONS
+    ids = parsed["input_ids"].numpy()
+    assert ids.min() >= 0 and ids.max() < vocab_size
+    assert (parsed["masked_lm_weights"].numpy().sum(axis=1) >= 1).all()
+    count += ids.shape[0]
+  assert count == stats["instances"] > 0
+
+
+def test_held_out_documents_are_not_trained_on(demo_run):
+  work_dir = demo_run[0]
+  splits = {s: demo.load_split(str(work_dir / "corpus"), s) for s in ("train", "dev", "test")}
+  keys = {s: {tuple(d.sentences) for d in docs} for s, docs in splits.items()}
+  assert keys["dev"] and keys["test"]
+  assert not keys["train"] & keys["dev"] and not keys["train"] & keys["test"]
+  assert not keys["dev"] & keys["test"]
+  # The pretraining data was made from the train documents only.
+  with open(work_dir / "pretrain_data" / "stats.json") as f:
+    options = json.load(f)["options"]
+  assert options["input_files"] == [str(work_dir / "corpus" / "train_documents.txt")]
+  # Task passages of dev/test come from their documents, train's from train's.
+  train_text = " ".join(" ".join(d.sentences) for d in splits["train"])
+  dev_rows = demo.read_tsv(str(work_dir / "task" / "dev.tsv"))
+  assert dev_rows and all(r["sentence"] not in train_text for r in dev_rows)
+
+
+def test_task_files_are_balanced_and_test_labels_apart(demo_run):
+  work_dir = demo_run[0]
+  task = work_dir / "task"
+  train = demo.read_tsv(str(task / "train.tsv"))
+  test = demo.read_tsv(str(task / "test.tsv"))
+  labels = demo.read_tsv(str(task / "test_labels.tsv"))
+  assert "label" not in test[0] and len(labels) == len(test)
+  counts = {}
+  for row in train:
+    counts[row["label"]] = counts.get(row["label"], 0) + 1
+  assert len(counts) == 3 and len(set(counts.values())) == 1
+
+
+def test_pretraining_checkpoints_restore(demo_run):
+  from recurrent_bert.training import checkpoints
+  work_dir = demo_run[0]
+  for preset in MODELS:
+    model_dir = str(work_dir / "pretrain" / preset)
+    records = checkpoints.read_metrics_log(model_dir)
+    assert sorted(records) == list(range(1, 7))
+    assert all(math.isfinite(r["mlm_loss"]) for r in records.values())
+    encoder = checkpoints.load_encoder(model_dir)
+    ids = np.array([[2, 10, 11, 12, 3, 0]], "int32")
+    out = encoder({"input_ids": ids, "input_mask": (ids > 0).astype("int32"),
+                   "segment_ids": np.zeros_like(ids)}, training=False)
+    assert out["sequence_output"].shape == (1, 6, 128)
+    assert np.isfinite(out["pooled_output"].numpy()).all()
+
+
+def test_finetuning_results_and_test_accuracy(demo_run):
+  work_dir = demo_run[0]
+  for preset in MODELS:
+    for seed in (1, 2):
+      model_dir = work_dir / "finetune" / preset / f"seed{seed}"
+      with open(model_dir / "eval_results.json") as f:
+        results = json.load(f)
+      assert 0 <= results["dev"]["accuracy"] <= 1
+      accuracy, n = demo.test_accuracy(
+          str(model_dir / "predictions" / "test_predictions.tsv"),
+          str(work_dir / "task" / "test_labels.tsv"))
+      assert 0 <= accuracy <= 1 and n > 0
+
+
+def test_saved_model_answers_raw_text_with_tf_and_tf_text_only(demo_run):
+  work_dir = demo_run[0]
+  export_dir = work_dir / "export" / "saved_model"
+  classes = json.loads((work_dir / "stages" / "task.json").read_text())["result"]["classes"]
+  program = (
+      "import sys, tensorflow as tf, tensorflow_text\n"
+      "m = tf.saved_model.load(sys.argv[1])\n"
+      "out = m.signatures['classify'](text=tf.constant(['Return the sum of the array.']))\n"
+      "assert not [k for k in sys.modules if k.startswith('recurrent_bert')]\n"
+      "p = out['probabilities'].numpy()[0]\n"
+      "print(out['label'].numpy()[0].decode(), float(p.sum()))\n")
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+  result = subprocess.run([sys.executable, "-c", program, str(export_dir)], cwd=str(work_dir),
+                          env=env, capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  label, total = result.stdout.split()
+  assert label in classes and abs(float(total) - 1) < 1e-4
+  answers = json.loads((work_dir / "export" / "answers.json").read_text())
+  assert answers and all(a["label"] in classes for a in answers)
+  assert "answer:" in demo_run[1].stdout
+
+
+def test_report_lists_every_model_with_finite_numbers(demo_run):
+  work_dir = demo_run[0]
+  report = (work_dir / "report" / "report.md").read_text()
+  for preset in MODELS:
+    rows = [line for line in report.splitlines() if line.startswith("|")
+            and f"`{preset}`" in line]
+    assert len(rows) == 1, report
+    cells = [c.strip() for c in rows[0].strip("|").split("|")]
+    numbers = [float(x) for cell in cells[2:]
+               for x in re.findall(r"-?\d+\.\d+|-?\d+(?=M)", cell)]
+    assert len(numbers) >= 8 and all(math.isfinite(x) for x in numbers), rows[0]
+    assert "nan" not in rows[0].lower()
+  with open(work_dir / "report" / "results.json") as f:
+    results = json.load(f)
+  assert [m["preset"] for m in results["models"]] == list(MODELS)
+  for model in results["models"]:
+    assert model["parameters"] > 0
+    for key in ("pretrain_seconds_per_step", "step_time_ratio", "final_mlm_loss"):
+      assert math.isfinite(model[key]), key
+  assert "![MLM training loss](mlm_loss.png)" in report
+
+
+def test_loss_curves_are_a_valid_png(demo_run):
+  import matplotlib.image
+  path = demo_run[0] / "report" / "mlm_loss.png"
+  assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+  image = matplotlib.image.imread(str(path))
+  assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
+
+
+def test_tensorboard_logs_are_in_the_report_folder(demo_run):
+  board = demo_run[0] / "report" / "tensorboard"
+  for preset in MODELS:
+    assert glob.glob(str(board / preset / "pretrain" / "train" / "events.out.tfevents.*"))
+    for part in ("train", "eval"):
+      assert glob.glob(str(board / preset / "finetune_seed1" / part / "events.out.*"))
+
+
+def test_rerun_reuses_every_stage(demo_run):
+  work_dir, first, first_seconds, cache_dir = demo_run
+  result, seconds = _run_demo(work_dir, cache_dir, timeout=300)
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+  banners = re.findall(r"^\[\d+/13\] .*$", result.stdout, re.M)
+  assert len(banners) == 13 and all(b.endswith(")") and "reused" in b for b in banners), (
+      banners)
+  assert seconds < 30 and seconds < first_seconds / 3
+  assert (work_dir / "report" / "report.md").exists()
+
+
+def test_rerun_with_other_settings_is_refused(demo_run):
+  work_dir, _, _, cache_dir = demo_run
+  result, _ = _run_demo(work_dir, cache_dir, "--pretrain_steps=7", timeout=120)
+  assert result.returncode == 1
+  assert "--pretrain_steps: 6 there, 7 now" in result.stdout
+
+
+def test_failing_stage_names_itself_and_its_log(tmp_path):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+  corpus = tmp_path / "corpus.txt"
+  corpus.write_text("Just one sentence here.\n")
+  result = subprocess.run(
+      [sys.executable, "-m", "recurrent_bert.demo", f"--work_dir={tmp_path / 'w'}",
+       f"--input_files={corpus}", "--size=tiny", "--models=bert"], cwd=REPO, env=env,
+      capture_output=True, text=True, timeout=120)
+  assert result.returncode == 1
+  assert "stage 'corpus' failed" in result.stdout and "demo stopped" in result.stdout
+  assert "too few" in result.stdout
+  # Nothing finished there: another corpus is not refused as "other settings".
+  other = tmp_path / "other.txt"
+  other.write_text("Another lone sentence.\n")
+  result = subprocess.run(
+      [sys.executable, "-m", "recurrent_bert.demo", f"--work_dir={tmp_path / 'w'}",
+       f"--input_files={other}", "--size=tiny", "--models=bert"], cwd=REPO, env=env,
+      capture_output=True, text=True, timeout=120)
+  assert result.returncode == 1 and "stage 'corpus' failed" in result.stdout
+
+
+def test_own_corpus_classes_are_its_files(tmp_path):
+  rng = random.Random(0)
+  words = {"cats": "cat whisker purr meow tail paw fur", "ships": "hull sail mast deck keel "
+           "anchor port", "stars": "orbit nebula comet galaxy quasar pulsar light"}
+  for name, vocab in words.items():
+    docs = ["\n".join(" ".join(rng.choice(vocab.split()) for _ in range(12)) + "."
+                      for _ in range(8)) for _ in range(15)]
+    (tmp_path / f"{name}.txt").write_text("\n\n".join(docs) + "\n")
+  settings = demo.Settings(
+      work_dir=str(tmp_path / "w"), input_files=[str(tmp_path / "*.txt")], cache_dir=None,
+      corpus_max_bytes=0, presets=["bert_tiny"], size="tiny", vocab_size=1000,
+      vocab_max_lines=0, seq_length=32, max_predictions_per_seq=5, dupe_factor=1,
+      batch_size=8, pretrain_steps=4, learning_rate=1e-3, warmup_steps=0,
+      finetune_seeds=[1], finetune_steps=2, finetune_batch_size=8,
+      finetune_learning_rate=1e-4, task_train_examples=30, task_eval_examples=9,
+      eval_documents_fraction=0.1, seed=1, task_classes=4)
+  runner = demo.Demo(settings)
+  runner.results["corpus"] = runner.stage_corpus()
+  assert runner.results["corpus"]["splits"]["dev"]["documents"] == 6  # 2 of each file
+  task = runner.stage_task()
+  assert sorted(task["classes"]) == ["cats", "ships", "stars"]
+  assert task["splits"]["train"]["examples"] == 30
+
+
+# -------------------------------------------------------------------- the helpers
+
+
+def _documents(num_sources=3, per_source=10, sentences=6):
+  return [demo.Document(f"src{s}", [f"Sentence {i} of document {d} in source {s} is here."
+                                    for i in range(sentences)])
+          for s in range(num_sources) for d in range(per_source)]
+
+
+def test_split_documents_is_stratified_disjoint_and_seeded():
+  documents = _documents()
+  splits = demo.split_documents(documents, 0.1, seed=3)
+  for split in ("dev", "test"):
+    assert sorted(d.source for d in splits[split]) == ["src0", "src1", "src2"]
+  all_keys = [tuple(d.sentences) for s in splits.values() for d in s]
+  assert len(all_keys) == len(set(all_keys)) == len(documents)
+  again = demo.split_documents(documents, 0.1, seed=3)
+  assert [d.sentences for d in again["dev"]] == [d.sentences for d in splits["dev"]]
+
+
+def test_split_documents_refuses_a_tiny_corpus():
+  with pytest.raises(demo.io_utils.InputError, match="too few"):
+    demo.split_documents(_documents(1, 2), 0.1, seed=0)
+
+
+def test_passages_group_consecutive_sentences():
+  sentences = [" ".join(["word"] * 8)] * 7
+  out = demo.passages(sentences, min_words=20, max_words=40)
+  assert [len(p.split()) for p in out] == [24, 24, 8]  # 3 + 3 sentences, then the rest
+
+
+def test_task_is_balanced_and_needs_two_sources(tmp_path):
+  splits = demo.split_documents(_documents(3, 12, 12), 0.1, seed=0)
+  classes = demo.choose_classes(splits, 2)
+  assert len(classes) == 2
+  counts = demo.write_task(str(tmp_path), splits, classes, 40, 10, seed=0)
+  assert counts["train"]["examples"] == 40 and counts["train"]["per_class"] == 20
+  rows = demo.read_tsv(str(tmp_path / "dev.tsv"))
+  assert {r["label"] for r in rows} == set(classes)
+  one_source = demo.split_documents(_documents(1, 12), 0.1, seed=0)
+  with pytest.raises(demo.io_utils.InputError, match="two sources"):
+    demo.choose_classes(one_source, 6)
+
+
+def test_file_documents_label_each_file(tmp_path):
+  (tmp_path / "a.txt").write_text("One a.\nTwo a.\n\nThree a.\nFour a.\n")
+  (tmp_path / "b.txt").write_text("One b.\nTwo b.\n")
+  documents = demo.file_documents([str(tmp_path / "a.txt"), str(tmp_path / "b.txt")])
+  assert [(d.source, len(d.sentences)) for d in documents] == [("a", 2), ("a", 2), ("b", 2)]
+
+
+def test_test_accuracy_joins_predictions_and_held_out_labels(tmp_path):
+  (tmp_path / "p.tsv").write_text("index\tprediction\tprobability\nt-0\ta\t0.9\nt-1\tb\t0.6\n")
+  (tmp_path / "l.tsv").write_text("index\tlabel\nt-0\ta\nt-1\ta\n")
+  assert demo.test_accuracy(str(tmp_path / "p.tsv"), str(tmp_path / "l.tsv")) == (0.5, 2)
+
+
+def test_report_helpers():
+  assert demo_report.smooth([1.0, 3.0, 5.0, 7.0], 3) == [2.0, 3.0, 5.0, 6.0]
+  records = {s: {"mlm_loss": float(s)} for s in range(1, 101)}
+  assert demo_report.last_n(100) == 10
+  assert demo_report.final_loss(records) == pytest.approx(95.5)
+  assert demo_report.mean_std([0.5, 0.7]) == pytest.approx((0.6, 0.1414213), rel=1e-5)
+  assert demo_report.format_duration(73) == "1m13s"
+  assert demo_report.display_name("trans_blstm_small_2_mini") == "TRANS-BLSTM-SMALL-2"
