@@ -984,7 +984,7 @@ class Demo:
     model_dir = self.pretrain_dir(preset)
     if not os.path.isfile(os.path.join(model_dir, "encoder", "export_info.json")):
       raise ValueError(f"no encoder export in {model_dir}")
-    losses = demo_report.read_metrics(model_dir)
+    losses = io_utils.read_metrics_log(model_dir)
     final = demo_report.final_loss(losses, "mlm_loss")
     return {"model_dir": model_dir, "steps": max(losses) if losses else 0,
             "final_mlm_loss": final, "load_average": os.getloadavg()[1],

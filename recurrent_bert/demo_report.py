@@ -46,22 +46,6 @@ def format_duration(seconds: Optional[float]) -> str:
   return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
-def read_metrics(model_dir: str) -> Dict[int, Dict]:
-  """{step: record} of metrics.jsonl; later lines win (a resumed run replays steps)."""
-  path = os.path.join(model_dir, "metrics.jsonl")
-  records: Dict[int, Dict] = {}
-  if not os.path.exists(path):
-    return records
-  with open(path, encoding="utf-8") as f:
-    for line in f:
-      try:
-        record = json.loads(line)
-      except json.JSONDecodeError:
-        continue  # a line cut by an interruption
-      records[int(record["step"])] = record
-  return records
-
-
 def last_n(num_steps: int) -> int:
   """How many final steps the 'final loss' averages: 10% of the run, 1 to 50."""
   return max(1, min(50, num_steps // 10))
@@ -201,7 +185,7 @@ def write_report(inputs: Dict) -> Dict:
   curves = {}
   for preset in presets:
     model_dir = inputs["pretrain_dirs"][preset]
-    records = read_metrics(model_dir)
+    records = io_utils.read_metrics_log(model_dir)
     seconds, measured, with_tracing = step_time(os.path.join(model_dir, "train"))
     runs = [results[f"finetune:{preset}:seed{seed}"] for seed in seeds]
     ft_steps = [r.get("seconds_per_train_step") for r in runs]

@@ -125,11 +125,12 @@ def test_task_files_are_balanced_and_test_labels_apart(demo_run):
 
 
 def test_pretraining_checkpoints_restore(demo_run):
+  from recurrent_bert.data import io_utils
   from recurrent_bert.training import checkpoints
   work_dir = demo_run[0]
   for preset in MODELS:
     model_dir = str(work_dir / "pretrain" / preset)
-    records = checkpoints.read_metrics_log(model_dir)
+    records = io_utils.read_metrics_log(model_dir)
     assert sorted(records) == list(range(1, 7))
     assert all(math.isfinite(r["mlm_loss"]) for r in records.values())
     encoder = checkpoints.load_encoder(model_dir)

@@ -174,3 +174,20 @@ def read_lines_checked(path: str) -> Iterator[Tuple[int, str]]:
             f"{path}:{line_number}: not valid UTF-8 (byte {e.start} of the line: "
             f"{raw[e.start:e.start + 4]!r}); convert the file to UTF-8") from e
       yield line_number, line.rstrip("\r\n")
+
+
+def read_metrics_log(model_dir: str) -> dict:
+  """{step: record} of a training run's metrics.jsonl; later lines win (a resumed run
+  replays steps); a line cut by a kill is skipped. TensorFlow-free, for reports."""
+  path = os.path.join(model_dir, "metrics.jsonl")
+  records = {}
+  if not os.path.exists(path):
+    return records
+  with open(path, encoding="utf-8") as f:
+    for line in f:
+      try:
+        record = json.loads(line)
+      except json.JSONDecodeError:
+        continue
+      records[int(record["step"])] = record
+  return records

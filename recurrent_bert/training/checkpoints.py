@@ -187,19 +187,3 @@ def export_encoder(encoder, model_dir: str, *, vocab_file: Optional[str] = None,
       tf.io.gfile.copy(vocab_file, os.path.join(tmp_dir, "vocab.txt"), overwrite=True)
     io_utils.atomic_write_json(os.path.join(tmp_dir, "export_info.json"), info or {})
   return final_dir
-
-
-def read_metrics_log(model_dir: str) -> dict:
-  """{step: record} from metrics.jsonl; later lines win (a resumed run replays steps)."""
-  path = os.path.join(model_dir, "metrics.jsonl")
-  records = {}
-  if not os.path.exists(path):
-    return records
-  with open(path, encoding="utf-8") as f:
-    for line in f:
-      try:
-        record = json.loads(line)
-      except json.JSONDecodeError:
-        continue  # a line cut by kill -9
-      records[record["step"]] = record
-  return records

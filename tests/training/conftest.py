@@ -103,7 +103,7 @@ def wait_all(processes, timeout):
 
 def losses_by_step(model_dir, key="loss"):
   """{step: loss} from model_dir/metrics.jsonl (later lines win after a resume)."""
-  from recurrent_bert.training.checkpoints import read_metrics_log
+  from recurrent_bert.data.io_utils import read_metrics_log
   return {step: record[key] for step, record in read_metrics_log(str(model_dir)).items()}
 
 
