@@ -42,6 +42,7 @@ import queue
 import random
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import threading
@@ -104,6 +105,10 @@ def define_flags() -> None:
   flags.DEFINE_integer("jobs", 2, "Fine-tuning runs at a time (pretraining always runs one "
                        "model at a time so that its step times are comparable).")
   flags.DEFINE_integer("num_workers", 2, "Worker processes of the pretraining-data tool.")
+  flags.DEFINE_list("redo", [], "Stages to run again although finished, e.g. "
+                    "pretrain:bert_mini (its model dir is deleted first) or report; later "
+                    "stages are not redone unless named too. Pretraining and fine-tuning are "
+                    "seeded, so a redone stage repeats its numbers; only its timing changes.")
   flags.DEFINE_multi_string("query", None, "Your own raw-text query for the exported model "
                             "(repeatable; default: passages of held-out test documents).")
 
@@ -167,11 +172,12 @@ class Settings:
   num_workers: int = 2
   task_classes: int = 4
   queries: Optional[List[str]] = None
+  redo: List[str] = dataclasses.field(default_factory=list)
 
   def fingerprint(self) -> Dict:
     """Settings that shape the stage outputs (the models and seeds may change)."""
     skip = {"work_dir", "presets", "finetune_seeds", "jobs", "num_workers", "queries",
-            "cache_dir", "size"}
+            "cache_dir", "size", "redo"}
     return {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
 
   def path(self, *parts: str) -> str:
@@ -231,7 +237,7 @@ def settings_from_flags() -> Settings:
       task_eval_examples=FLAGS.task_eval_examples,
       eval_documents_fraction=FLAGS.eval_documents_fraction, seed=FLAGS.seed,
       task_classes=FLAGS.task_classes, jobs=FLAGS.jobs, num_workers=FLAGS.num_workers,
-      queries=queries)
+      queries=queries, redo=[r.strip() for r in FLAGS.redo if r.strip()])
 
 
 def check_settings(settings: Settings) -> None:
@@ -804,8 +810,26 @@ class Demo:
                          "cpu_seconds": cpu})
     self._calibration.append((stage.estimate, wall))
 
+  def _forget(self, names: Sequence[str], stages: List[Stage]) -> None:
+    """--redo: drops the markers (and model dirs) of the named stages."""
+    known = {st.name for st in stages}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+      raise DemoError(f"--redo: no stage {unknown}; the stages are: "
+                      + ", ".join(st.name for st in stages))
+    for name in names:
+      if os.path.exists(self.marker(name)):
+        os.remove(self.marker(name))
+      parts = name.split(":")
+      directory = (self.pretrain_dir(parts[1]) if parts[0] == "pretrain" else
+                   self.finetune_dir(parts[1], int(parts[2][4:])) if parts[0] == "finetune"
+                   else None)
+      if directory and os.path.isdir(directory):
+        shutil.rmtree(directory)
+
   def run(self) -> None:
     stages = self.plan()
+    self._forget(self.s.redo, stages)
     total = len(stages)
     say(f"recurrent_bert demo: {total} stages in {self.s.work_dir} "
         f"(models: {', '.join(self.s.presets)}; seeds: "

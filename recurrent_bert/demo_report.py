@@ -76,16 +76,19 @@ def step_time(train_dir: str) -> Tuple[float, int, bool]:
   """Seconds per training step from the loop's `steps_per_second` TensorBoard scalars.
 
   Each log interval records steps/second of its own steps (wall time of the training
-  calls, logging and checkpoints outside). The first interval of every process (events
-  file) includes tf.function tracing and is left out, unless nothing else is there.
+  calls; logging and checkpoints outside). The first interval of every process (events
+  file) includes tf.function tracing and is left out, unless nothing else is there. The
+  median over the intervals is returned: a burst of other work on the machine moves it
+  less than the mean.
 
   Returns:
     (seconds per step, steps measured, whether tracing had to be included).
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tensorflow.core.util import event_pb2  # pylint: disable=g-import-not-at-top
-  measured_steps, measured_seconds = 0, 0.0
-  fallback_steps, fallback_seconds = 0, 0.0
+  measured: List[float] = []
+  first_intervals: List[float] = []
+  steps_measured = 0
   for path in sorted(glob.glob(os.path.join(train_dir, "events.out.tfevents.*"))):
     points = []
     for record in tf.data.TFRecordDataset(path):
@@ -93,23 +96,16 @@ def step_time(train_dir: str) -> Tuple[float, int, bool]:
       for value in event.summary.value:
         if value.tag == "steps_per_second":
           points.append((event.step, float(tf.make_ndarray(value.tensor))))
-    previous = None
-    for i, (step, per_second) in enumerate(sorted(points)):
-      if per_second <= 0:
-        continue
-      steps = step - previous if previous is not None else None
-      previous = step
-      if i == 0:
-        # Unknown start step of a resumed run: only used as a fallback.
-        fallback_steps += 1
-        fallback_seconds += 1.0 / per_second
-        continue
-      measured_steps += steps
-      measured_seconds += steps / per_second
-  if measured_steps:
-    return measured_seconds / measured_steps, measured_steps, False
-  if fallback_steps:
-    return fallback_seconds / fallback_steps, 0, True
+    points = [(step, rate) for step, rate in sorted(points) if rate > 0]
+    if points:
+      first_intervals.append(1.0 / points[0][1])
+    for (previous, _), (step, rate) in zip(points, points[1:]):
+      measured.append(1.0 / rate)
+      steps_measured += step - previous
+  if measured:
+    return statistics.median(measured), steps_measured, False
+  if first_intervals:
+    return statistics.median(first_intervals), 0, True
   return float("nan"), 0, True
 
 
@@ -199,6 +195,7 @@ def write_report(inputs: Dict) -> Dict:
         "final_mlm_loss": final_loss(records, "mlm_loss"),
         "final_loss": final_loss(records, "loss"),
         "load_average": results[f"pretrain:{preset}"].get("load_average"),
+        "pretrain_cores_used": _cores_used(inputs["timings"], f"pretrain:{preset}"),
         "dev_accuracy": [r["dev_accuracy"] for r in runs],
         "test_accuracy": [r["test_accuracy"] for r in runs],
         "seeds": list(seeds),
@@ -313,9 +310,12 @@ def _report_lines(inputs: Dict, rows: List[Dict], reference: Dict, table: str,
       "- *parameters*: the encoder (embeddings, blocks, pooler; no MLM/NSP heads) as "
       "trained, with this vocabulary.",
       "- *pretrain s/step*: wall-clock seconds per training step from the training loop's "
-      f"own timer (TensorBoard `steps_per_second`, one value per {log_steps} steps), the "
-      "first interval of each process left out (it includes tf.function tracing). Models "
-      "are pretrained one at a time" + _load_note(rows) + ". *vs BERT*: the ratio to "
+      f"own timer (TensorBoard `steps_per_second`, one value per {log_steps} steps): the "
+      "median over the intervals, the first interval of each process left out (it "
+      "includes tf.function tracing). Models "
+      "are pretrained one at a time" + _load_note(rows) + ". *CPU cores used*: CPU time "
+      "over wall time of the pretraining process (about 1.7 on 2 idle cores; lower means "
+      "the process had to share the CPU). *vs BERT*: the ratio to "
       f"{reference['model']} (`{reference['preset']}`).",
       f"- *final MLM loss*: the per-step masked-LM loss averaged over the last {n_last} "
       "steps (`metrics.jsonl`; NSP not included).",
@@ -371,6 +371,24 @@ def _report_lines(inputs: Dict, rows: List[Dict], reference: Dict, table: str,
   return lines
 
 
+def _cores_used(timings: List[Dict], stage: str) -> Optional[float]:
+  """CPU seconds / wall seconds of a stage's process: how much CPU it actually got."""
+  for t in timings:
+    if t["stage"] == stage and t.get("cpu_seconds") and t.get("seconds"):
+      return t["cpu_seconds"] / t["seconds"]
+  return None
+
+
+def contended(rows: List[Dict]) -> List[str]:
+  """Presets whose pretraining got clearly less CPU than the others (a busy machine)."""
+  used = {r["preset"]: r.get("pretrain_cores_used") for r in rows}
+  known = [u for u in used.values() if u]
+  if len(known) < 2:
+    return []
+  best = max(known)
+  return [p for p, u in used.items() if u and u < 0.8 * best]
+
+
 def _load_note(rows: List[Dict]) -> str:
   loads = [r["load_average"] for r in rows if r.get("load_average") is not None]
   if not loads:
@@ -381,21 +399,29 @@ def _load_note(rows: List[Dict]) -> str:
 
 
 def results_table(rows: List[Dict]) -> str:
-  lines = ["| model | preset | parameters | pretrain s/step | vs BERT | final MLM loss | "
-           "dev accuracy | test accuracy | fine-tune s/step |",
-           "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+  busy = contended(rows)
+  lines = ["| model | preset | parameters | pretrain s/step | vs BERT | CPU cores used | "
+           "final MLM loss | dev accuracy | test accuracy | fine-tune s/step |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
   for r in rows:
     step = r["pretrain_seconds_per_step"]
-    traced = "*" if r["step_time_includes_tracing"] else ""
+    mark = ("*" if r["step_time_includes_tracing"] else "") + (
+        "†" if r["preset"] in busy else "")
     ft = r["finetune_seconds_per_step"]
+    cores = r.get("pretrain_cores_used")
     lines.append(
         f"| {r['model']} | `{r['preset']}` | {r['parameters'] / 1e6:.2f}M | "
-        f"{step:.3f}{traced} | {r['step_time_ratio']:.2f}x | {r['final_mlm_loss']:.3f} | "
+        f"{step:.3f}{mark} | {r['step_time_ratio']:.2f}x | "
+        + (f"{cores:.2f}" if cores else "n/a") + f" | {r['final_mlm_loss']:.3f} | "
         f"{_pm(r['dev_accuracy'])} | {_pm(r['test_accuracy'])} | "
         + (f"{ft:.3f}" if ft else "n/a") + " |")
   if any(r["step_time_includes_tracing"] for r in rows):
-    lines.append("")
-    lines.append("\\* too few log intervals to leave out the first: includes tracing.")
+    lines += ["", "\\* too few log intervals to leave out the first: includes tracing."]
+  if busy:
+    lines += ["", "† this model's pretraining got clearly less CPU than the others' "
+              "(CPU cores used < 80% of the best): other work was running on the machine "
+              "and its step time, and the ratios against it, are inflated. Re-run the demo "
+              "on a quiet machine for clean ratios."]
   return "\n".join(lines)
 
 

@@ -228,6 +228,16 @@ def test_rerun_reuses_every_stage(demo_run):
   assert (work_dir / "report" / "report.md").exists()
 
 
+def test_redo_runs_the_named_stages_again(demo_run):
+  work_dir, _, _, cache_dir = demo_run
+  result, _ = _run_demo(work_dir, cache_dir, "--redo=report", timeout=300)
+  assert result.returncode == 0, result.stdout[-3000:]
+  ran = re.findall(r"^\[\d+/13\] (.*)  \(elapsed", result.stdout, re.M)
+  assert len(ran) == 1 and ran[0].startswith("report"), ran
+  result, _ = _run_demo(work_dir, cache_dir, "--redo=pretrain:nope", timeout=120)
+  assert result.returncode == 1 and "--redo: no stage" in result.stdout
+
+
 def test_rerun_with_other_settings_is_refused(demo_run):
   work_dir, _, _, cache_dir = demo_run
   result, _ = _run_demo(work_dir, cache_dir, "--pretrain_steps=7", timeout=120)
