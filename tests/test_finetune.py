@@ -427,7 +427,7 @@ def test_multi_worker_finetuning_matches_single_device_evaluation(task_files, tm
   """Two MultiWorkerMirrored worker processes on 127.0.0.1 train with evaluation (the
   distributed, gathered prediction); a default-strategy --mode=eval of the same best
   checkpoint reproduces the metric, and predictions are written once."""
-  from tests.training.conftest import subprocess_env, wait_all
+  from tests.training.conftest import assert_all_succeeded, subprocess_env, wait_all
   from tests.training.test_loop import free_port
 
   model_dir = tmp_path / "mwms"
@@ -441,8 +441,7 @@ def test_multi_worker_finetuning_matches_single_device_evaluation(task_files, tm
       text=True, env=subprocess_env(TF_CONFIG=json.dumps(
           {"cluster": cluster, "task": {"type": "worker", "index": index}})))
       for index in range(2)]
-  for index, (returncode, stderr) in enumerate(wait_all(processes, timeout=400)):
-    assert returncode == 0, f"worker {index}: {stderr[-3000:]}"
+  assert_all_succeeded(("worker 0", "worker 1"), wait_all(processes, timeout=400))
   distributed = read_json(model_dir / "eval_results.json")
   assert not os.listdir(model_dir / ".scratch")  # worker 1's checkpoints are gone
   run_entry("recurrent_bert.finetune_glue", "--task=rte", "--mode=eval",

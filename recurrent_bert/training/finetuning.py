@@ -396,25 +396,29 @@ class Finetuner:
       source = checkpoints.restore_encoder_weights(self.model.encoder, self.init_checkpoint)
       logging.info("encoder initialised from %s", source)
     best_dir = os.path.join(self.model_dir, BEST_DIR)
+    # A save is collective, so every worker saves the best weights: the chief to best/,
+    # the others to a scratch copy that they restore at the end themselves. Reading the
+    # chief's best/ instead would race with its writes of the same step.
+    own_best_dir = best_dir if self.is_chief else os.path.join(
+        self.model_dir, ".scratch", f"best_{self.worker_id}")
+    if not self.is_chief:
+      shutil.rmtree(own_best_dir, ignore_errors=True)  # left by a killed run
     best_manager = tf.train.CheckpointManager(
         tf.train.Checkpoint(model=checkpoints.variables_by_path(self.model)),
-        best_dir if self.is_chief else os.path.join(self.model_dir, ".scratch",
-                                                    f"best_{self.worker_id}"),
-        max_to_keep=1)
+        own_best_dir, max_to_keep=1)
 
-    # Every worker must make the same keep-or-not decision (a save is collective), so
-    # the best value lives in memory, read once from the chief's file before training.
-    best = {"value": self._best_value(),
+    # Every worker must make the same keep-or-not decision, so the best value lives in
+    # memory, read once from the chief's file before training.
+    best = {"value": self._best_value(), "step": None,
             "saved": tf.io.gfile.exists(os.path.join(best_dir, BEST_METRICS_FILE))}
 
     def evaluate_and_keep_best(step: int) -> None:
       results = self.evaluate(step, tf.train.latest_checkpoint(self.model_dir) or "")
       value = results["main_metric_value"]
       if value > best["value"] or not best["saved"]:  # the first one even if NaN
-        best.update(value=value, saved=True)
+        best.update(value=value, saved=True, step=step)
         best_manager.save(checkpoint_number=step)
         if not self.is_chief:
-          shutil.rmtree(best_manager.directory, ignore_errors=True)
           return
         self._write_model_files(best_dir)
         io_utils.atomic_write_json(os.path.join(best_dir, BEST_METRICS_FILE),
@@ -431,10 +435,17 @@ class Finetuner:
     if not can_evaluate:
       return {}
     # The reported result is the best checkpoint's, evaluated again from its files.
-    prefix = restore_model_weights(self.model, best_dir)
-    with open(os.path.join(best_dir, BEST_METRICS_FILE), encoding="utf-8") as f:
-      best_step = json.load(f)["global_step"]
-    return self.evaluate(best_step, prefix, extra=timing)
+    if best["step"] is not None:  # found by this run, in this worker's own copy
+      prefix = restore_model_weights(self.model, own_best_dir)
+      best_step = best["step"]
+    else:  # kept from an earlier run: the chief's files are complete
+      prefix = restore_model_weights(self.model, best_dir)
+      with open(os.path.join(best_dir, BEST_METRICS_FILE), encoding="utf-8") as f:
+        best_step = json.load(f)["global_step"]
+    results = self.evaluate(best_step, prefix, extra=timing)
+    if not self.is_chief:
+      shutil.rmtree(own_best_dir, ignore_errors=True)
+    return results
 
   def restore_for_inference(self, checkpoint: Optional[str]) -> str:
     """Weights for eval/predict: --checkpoint, else model_dir's best/, else its latest."""

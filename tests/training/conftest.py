@@ -101,6 +101,13 @@ def wait_all(processes, timeout):
   return outputs
 
 
+def assert_all_succeeded(names, outputs):
+  """Every process exited 0. A worker's crash surfaces in the others as an aborted
+  collective, so the message shows every process's log, not only the first failure's."""
+  assert all(code == 0 for code, _ in outputs), "\n".join(
+      f"{name} (exit {code}): {err[-3000:]}" for name, (code, err) in zip(names, outputs))
+
+
 def losses_by_step(model_dir, key="loss"):
   """{step: loss} from model_dir/metrics.jsonl (later lines win after a resume)."""
   from recurrent_bert.data.io_utils import read_metrics_log

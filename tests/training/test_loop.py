@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from recurrent_bert.data import tokenization
-from tests.training.conftest import (REPO, losses_by_step, pretrain_command, run_pretrain,
-                                     subprocess_env, wait_all)
+from tests.training.conftest import (REPO, assert_all_succeeded, losses_by_step,
+                                     pretrain_command, run_pretrain, subprocess_env,
+                                     wait_all)
 
 FAMILIES = ("bert", "bert_rab", "trans_blstm_2", "swishrnn")
 
@@ -117,9 +118,8 @@ def test_mirrored_and_multi_worker_match_single_device(
   processes.append(start_pretrain(
       tmp_path / "mirrored", vocab_file, single_shard_records, *flags,
       "--distribution_strategy=mirrored", "--num_cpu_devices=2"))
-  names = ("worker 0", "worker 1", "mirrored")
-  for name, (returncode, stderr) in zip(names, wait_all(processes, timeout=400)):
-    assert returncode == 0, f"{name}: {stderr[-3000:]}"
+  assert_all_succeeded(("worker 0", "worker 1", "mirrored"),
+                       wait_all(processes, timeout=400))
   for name in ("mirrored", "multi_worker"):
     assert_same_losses(losses_by_step(tmp_path / name), single_device_run, 1e-4, name)
   # Only the chief keeps checkpoints; the other worker's scratch copy is gone.
