@@ -3,7 +3,6 @@
 import keras
 import tensorflow as tf
 from tensorflow.compiler.tf2xla.python import xla
-from tensorflow.python.ops import control_flow_util
 from keras import ops
 
 from recurrent_bert.layers.activations import get_activation
@@ -18,18 +17,27 @@ from recurrent_bert.layers.activations import get_activation
 #   "fused": forward and backward are each one XLA program (also inside a model that is
 #            not compiled with XLA): a fixed-trip-count loop over the T/k blocks that XLA
 #            fuses into one kernel per step, reading and writing [B, T, D] buffers in
-#            place. Saves only c; the backward loop recomputes s per step. Fastest
-#            block in graph mode and under XLA, least memory.
+#            place. Saves only c; the backward loop recomputes s per step. The output
+#            gating (c + b_c) * gate and its gradients ride in the same loops. Fastest
+#            block in graph mode and under XLA (also inside a whole-model XLA step),
+#            least memory.
 #   "loop":  plain TF ops (no XLA): `unroll` blocks of k positions per while-loop
 #            iteration to amortise TF's per-iteration overhead; saves c and s, and does
 #            everything but the 2-op reverse recurrence in vectorised passes.
 #   "scan":  the original plain `tf.scan` over T/k blocks, autodiff through the scan.
-#   "auto":  "fused", except inside a program that XLA compiles as a whole (a model step
-#            under jit_compile=True): there "scan". Known issue, not understood yet: a
-#            whole-model XLA training step (dropout on) ran 3-4x slower with "fused" or
-#            "loop" than with "scan" (the block alone under XLA is faster with "fused").
+#   "auto":  "fused" (the default; a config may name one of the others to compare).
 IMPLEMENTATIONS = ("auto", "fused", "loop", "scan")
 DEFAULT_UNROLL = 16  # "loop" only: under XLA unrolling measured slower (duplicated work)
+
+
+def _with_static_shape(t, shape):
+  """Records a shape known from the inputs on t, in place (no op).
+
+  Not tf.ensure_shape: inside a whole-model XLA program its EnsureShape ops made a
+  training step with dropout ~5x slower (measured, TF 2.21 CPU).
+  """
+  t.set_shape(shape)
+  return t
 
 
 def _shift_later(t, d):
@@ -156,43 +164,74 @@ def _xla_loop(step, elems, initial, num_outputs, k, reverse=False, previous=()):
   return buffers + [state]
 
 
-def _fused_forward(x1, residual, alpha, beta, k):
-  """States c (XLA program). residual None: x1."""
-  def step(c_prev, x1_block, residual_block):
+def _gate_forward(c, gate, state_bias):
+  """(c + state_bias) * gate, or c itself without a gate ([B, T, D])."""
+  return c if gate is None else (c + state_bias) * gate
+
+
+def _gate_backward(dout, c, gate, state_bias):
+  """Gradient on c, and on (gate, state_bias) when there is a gate."""
+  if gate is None:
+    return dout, ()
+  dc = dout * gate
+  return dc, (dout * (c + state_bias), tf.reduce_sum(dc, [0, 1]))
+
+
+def _fused_forward(x1, residual, alpha, beta, k, gate, state_bias):
+  """(gated output, states c) (XLA program). residual None: x1."""
+  def step(c_prev, x1_block, residual_block, *gate_block):
     z = c_prev - x1_block
     c = z * tf.sigmoid(alpha * z + beta) + residual_block
-    return c, (c,)
+    return c, (c,) + tuple(_gate_forward(c, g, state_bias) for g in gate_block)
 
   batch, depth = tf.shape(x1)[0], tf.shape(x1)[2]
-  c, _ = _xla_loop(step, [x1, x1 if residual is None else residual],
-                   tf.zeros([batch, k, depth], x1.dtype), 1, k)
-  return tf.ensure_shape(c, x1.shape)
+  gated = gate is not None
+  c, *out, _ = _xla_loop(step, [x1, x1 if residual is None else residual] +
+                         ([gate] if gated else []),
+                         tf.zeros([batch, k, depth], x1.dtype), 2 if gated else 1, k)
+  c = _with_static_shape(c, x1.shape)
+  return (_with_static_shape(out[0], x1.shape) if gated else c), c
 
 
-def _fused_backward(dc, c, x1, alpha, beta, k, shared):
-  """Gradients on (x1, residual, alpha, beta) from the saved states (XLA program);
-  on (x1, alpha, beta) if `shared` (residual is x1: one buffer instead of two and a sum).
+def _fused_backward(dout, c, x1, alpha, beta, k, shared, gate, state_bias):
+  """Gradients on (x1, residual, alpha, beta, gate, state_bias) from the saved states
+  (XLA program); no residual's if `shared` (residual is x1: one buffer instead of two
+  and a sum), no gate's without a gate.
 
   One reverse loop; each step recomputes its gate from c[i-k] and x1[i] (cheaper than
   storing it: the loop is bound by memory traffic, not arithmetic) and carries
-  dz[i] = g[i] Swish'(z[i]) to block i - k, plus the dalpha, dbeta partial sums.
+  dz[i] = g[i] Swish'(z[i]) to block i - k, plus the partial sums of dalpha, dbeta
+  (and dstate_bias); the gating's gradients are computed in the same pass.
   """
-  def step(state, dc_block, x1_block, c_prev):
-    dz_next, dalpha, dbeta = state
-    g = dc_block + dz_next
+  gated = gate is not None
+
+  def step(state, dout_block, x1_block, *rest):
+    dz_next, dalpha, dbeta, dbias = state
+    if gated:
+      gate_block, c_block, c_prev = rest
+      dc, (dgate, _) = _gate_backward(dout_block, c_block, gate_block, state_bias)
+      dbias = dbias + dc
+      dgate = (dgate,)
+    else:
+      (c_prev,), dc, dgate = rest, dout_block, ()
+    g = dc + dz_next
     z = c_prev - x1_block
     s = tf.sigmoid(alpha * z + beta)
     q = g * z * s * (1 - s)  # g dSwish/dbeta; g dSwish/dalpha = z q
     dz = g * s + alpha * q  # g dSwish/dz
-    return (dz, dalpha + z * q, dbeta + q), (g - dz,) if shared else (-dz, g)
+    return ((dz, dalpha + z * q, dbeta + q, dbias),
+            ((g - dz,) if shared else (-dz, g)) + dgate)
 
   batch, depth = tf.shape(x1)[0], tf.shape(x1)[2]
-  zeros = tf.zeros([batch, k, depth], dc.dtype)
-  *dinputs, (_, dalpha, dbeta) = _xla_loop(
-      step, [dc, x1], (zeros, zeros, zeros), 1 if shared else 2, k, reverse=True,
-      previous=[c])
-  return tuple(tf.ensure_shape(d, x1.shape) for d in dinputs) + (
-      tf.reduce_sum(dalpha, [0, 1]), tf.reduce_sum(dbeta, [0, 1]))
+  zeros = tf.zeros([batch, k, depth], dout.dtype)
+  *dinputs, (_, dalpha, dbeta, dbias) = _xla_loop(
+      step, [dout, x1] + ([gate, c] if gated else []), (zeros,) * 4,
+      (1 if shared else 2) + gated, k, reverse=True, previous=[c])
+  totals = [tf.reduce_sum(t, [0, 1]) for t in (dalpha, dbeta, dbias)]
+  dinputs = [_with_static_shape(d, x1.shape) for d in dinputs]
+  if not gated:
+    return tuple(dinputs) + tuple(totals[:2])
+  return tuple(dinputs[:-1]) + tuple(totals[:2]) + (dinputs[-1], totals[2])
 
 
 def _loop_forward(x1, residual, alpha, beta, k, unroll):
@@ -206,7 +245,7 @@ def _loop_forward(x1, residual, alpha, beta, k, unroll):
   batch, depth = tf.shape(x1)[0], tf.shape(x1)[2]
   c, s = _chunked_loop(step, [x1, residual], tf.zeros([batch, k, depth], x1.dtype), 2, k,
                        unroll)
-  return tf.ensure_shape(c, x1.shape), tf.ensure_shape(s, x1.shape)
+  return _with_static_shape(c, x1.shape), _with_static_shape(s, x1.shape)
 
 
 def _loop_backward(dc, c, s, x1, alpha, k, unroll):
@@ -224,7 +263,7 @@ def _loop_backward(dc, c, s, x1, alpha, k, unroll):
   batch, depth = tf.shape(x1)[0], tf.shape(x1)[2]
   g, = _chunked_loop(step, [_shift_earlier(dswish, k), dc],
                      tf.zeros([batch, k, depth], dc.dtype), 1, k, unroll, reverse=True)
-  g = tf.ensure_shape(g, dc.shape)
+  g = _with_static_shape(g, dc.shape)
   return -g * dswish, g, tf.reduce_sum(g * z * q, [0, 1]), tf.reduce_sum(g * q, [0, 1])
 
 
@@ -232,29 +271,35 @@ _fused_forward_xla = tf.function(_fused_forward, jit_compile=True, autograph=Fal
 _fused_backward_xla = tf.function(_fused_backward, jit_compile=True, autograph=False)
 
 
-def _custom_gradient_recurrence(x1, residual, alpha, beta, k, unroll, fused):
+def _custom_gradient_recurrence(x1, residual, alpha, beta, gate, state_bias, k, unroll,
+                                fused):
   shared = residual is None  # residual is x1: one input, one gradient
+  names = ("x1", "residual", "alpha", "beta", "gate", "state_bias")
+  given = {n: t for n, t in zip(names, (x1, residual, alpha, beta, gate, state_bias))
+           if t is not None}
 
   @tf.custom_gradient
   def recurrence(*args):
     # stop_gradient: no enclosing tape may differentiate through the loop itself (that
     # would store per-step intermediates, and cannot cross the XLA boundary).
-    x1, residual, alpha, beta = [None if t is None else tf.stop_gradient(t) for t in (
-        (args[0], None) + args[1:] if shared else args)]
+    t = dict(zip(given, (tf.stop_gradient(a) for a in args)))
+    x1, residual, alpha, beta, gate, state_bias = (t.get(n) for n in names)
     if fused:
-      c = _fused_forward_xla(x1, residual, alpha, beta, k)
-      return c, lambda dc: _fused_backward_xla(dc, c, x1, alpha, beta, k, shared)
+      out, c = _fused_forward_xla(x1, residual, alpha, beta, k, gate, state_bias)
+      return out, lambda dout: _fused_backward_xla(dout, c, x1, alpha, beta, k, shared,
+                                                    gate, state_bias)
     c, s = _loop_forward(x1, x1 if shared else residual, alpha, beta, k, unroll)
 
-    def grad(dc):
+    def grad(dout):
+      dc, dgating = _gate_backward(dout, c, gate, state_bias)
       dx1, dresidual, dalpha, dbeta = _loop_backward(dc, c, s, x1, alpha, k, unroll)
       if shared:
-        return dx1 + dresidual, dalpha, dbeta
-      return dx1, dresidual, dalpha, dbeta
+        return (dx1 + dresidual, dalpha, dbeta) + dgating
+      return (dx1, dresidual, dalpha, dbeta) + dgating
 
-    return c, grad
+    return _gate_forward(c, gate, state_bias), grad
 
-  return recurrence(*[t for t in (x1, residual, alpha, beta) if t is not None])
+  return recurrence(*given.values())
 
 
 def _scan_recurrence(x1, residual, alpha, beta, k):
@@ -272,17 +317,15 @@ def _scan_recurrence(x1, residual, alpha, beta, k):
   return _from_blocks(c, length)
 
 
-def _in_xla_program():
-  return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
-
-
 def swish_rnn_recurrence(x1, residual, alpha, beta, step_size=1, implementation="auto",
-                         unroll=DEFAULT_UNROLL):
+                         unroll=DEFAULT_UNROLL, gate=None, state_bias=None):
   """Runs `c[i] = Swish(c[i-k] - x1[i]) + residual[i]`, `c[<0] = 0`, left to right.
 
   `Swish(z) = z * sigmoid(alpha * z + beta)`. With step size k, position i depends on
   position i - k, so k positions advance together as one block [B, k, D] (the sequence
-  padded to a multiple of k at the end).
+  padded to a multiple of k at the end). With a `gate`, returns the gated output
+  `(c + state_bias) * gate` instead of c: "fused" and "loop" then do the gating in the
+  same program as the recurrence (one pass over memory instead of separate TF ops).
 
   Args:
     x1: [B, T, D] float.
@@ -292,30 +335,53 @@ def swish_rnn_recurrence(x1, residual, alpha, beta, step_size=1, implementation=
     step_size: k >= 1.
     implementation: "auto" (default), "fused", "loop" or "scan" (see IMPLEMENTATIONS).
     unroll: blocks of k positions per while-loop iteration, "loop" only.
+    gate: None, or [B, T, D], the activated gate.
+    state_bias: [D], with a gate.
   Returns:
-    c: [B, T, D].
+    c, or the gated output: [B, T, D].
   """
   if implementation not in IMPLEMENTATIONS:
     raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, "
                      f"got {implementation!r}")
   if step_size < 1 or unroll < 1:
     raise ValueError(f"step_size and unroll must be >= 1, got {step_size}, {unroll}")
+  if (gate is None) != (state_bias is None):
+    raise ValueError("gate and state_bias go together")
   if implementation == "auto":
-    implementation = "scan" if _in_xla_program() else "fused"
-  x1, residual, alpha, beta = (None if t is None else tf.convert_to_tensor(t)
-                                for t in (x1, residual, alpha, beta))
+    implementation = "fused"
+  x1, residual, alpha, beta, gate, state_bias = (
+      None if t is None else tf.convert_to_tensor(t)
+      for t in (x1, residual, alpha, beta, gate, state_bias))
   if implementation == "scan":
-    return _scan_recurrence(x1, x1 if residual is None else residual, alpha, beta,
-                            step_size)
-  return _custom_gradient_recurrence(x1, residual, alpha, beta, step_size, unroll,
+    c = _scan_recurrence(x1, x1 if residual is None else residual, alpha, beta, step_size)
+    return _gate_forward(c, gate, state_bias)
+  return _custom_gradient_recurrence(x1, residual, alpha, beta, gate, state_bias,
+                                     step_size, unroll,
                                      fused=implementation == "fused")
+
+
+def _dense_2d(x, kernel, bias=None, activation=None):
+  """act(x W + b) as one 2-D MatMul, [B, T, H] -> [B, T, D].
+
+  A flat MatMul -> BiasAdd -> activation chain is what TensorFlow's CPU/GPU graph
+  rewriter fuses into one kernel (as it does in Dense layers of the FFN); a 3-D
+  tf.matmul would be a broadcasting BatchMatMul with a much slower kernel gradient.
+  """
+  shape = tf.shape(x)
+  y = tf.matmul(tf.reshape(x, [-1, x.shape[-1]]), kernel)
+  if bias is not None:
+    y = tf.nn.bias_add(y, bias)
+  if activation is not None:
+    y = activation(y)
+  y = tf.reshape(y, tf.concat([shape[:-1], [kernel.shape[-1]]], 0))
+  return _with_static_shape(y, x.shape[:-1] + kernel.shape[-1:])
 
 
 @keras.saving.register_keras_serializable(package="recurrent_bert")
 class SwishRNN(keras.layers.Layer):
   """The SwishRNN block: projections, Swish recurrence, gated output projection.
 
-    X1, X2 = X W1, X W2                        (one fused [H, 2d'] matmul, no bias)
+    X1, X2 = X W1, X W2                        (two [H, d'] kernels, no bias)
     c[i]   = Swish(c[i-k] - x1[i]) + x1[i]     (or + x2[i]: `residual="x2"`)
     out    = W3((C + b_c) * gate(X2 + b_g)) + b3
 
@@ -324,12 +390,14 @@ class SwishRNN(keras.layers.Layer):
   positions: the state then stays exactly 0 across the padding (Swish(0) = 0) and each
   sequence's backward scan starts clean at its last real token.
 
-  The recurrence runs in float32 even under mixed precision: a 512-step chain of
-  bfloat16 roundings would drift.
+  The recurrence and the gating run in float32 even under mixed precision: a 512-step
+  chain of bfloat16 roundings would drift.
 
   `implementation` and `unroll` choose how the recurrence runs, not what it computes
   (see `swish_rnn_recurrence`); the defaults are the fastest measured
-  (benchmarks/recurrence.py).
+  (benchmarks/recurrence.py). W1 and W2 are two kernels, not one [H, 2d'] kernel split
+  in two: X2 + b_g and the gate then fuse into its MatMul as in the FFN, and no slice
+  or concatenation of a [B, T, 2d'] tensor is needed (measured 10-15% of the block).
 
   Inputs: x [B, T, H]; attention_mask [B, T] (1 real, 0 padding).
   Output: [B, T, H].
@@ -365,10 +433,9 @@ class SwishRNN(keras.layers.Layer):
 
   def build(self, input_shape):
     init = keras.initializers.TruncatedNormal(stddev=self.initializer_range)
-    d = self.inner_size
-    self.input_kernel = self.add_weight(name="input_kernel",
-                                        shape=(self.hidden_size, 2 * d),
-                                        initializer=init)
+    h, d = self.hidden_size, self.inner_size
+    self.x1_kernel = self.add_weight(name="x1_kernel", shape=(h, d), initializer=init)
+    self.x2_kernel = self.add_weight(name="x2_kernel", shape=(h, d), initializer=init)
     self.alpha = self.add_weight(name="alpha", shape=(d,), initializer="ones")
     self.beta = self.add_weight(name="beta", shape=(d,), initializer="zeros")
     self.state_bias = self.add_weight(name="state_bias", shape=(d,), initializer="zeros")
@@ -386,26 +453,30 @@ class SwishRNN(keras.layers.Layer):
     return tf.concat([t[..., :half], tf.reverse(t[..., half:], axis=[1])], axis=-1)
 
   def call(self, x, attention_mask=None, training=None):
-    # One fused [H, 2d'] projection as a 2-D MatMul (tf.matmul on [B, T, H] would be a
-    # broadcasting BatchMatMul, whose kernel gradient is much slower).
-    x1, x2 = tf.split(tf.tensordot(x, ops.cast(self.input_kernel, x.dtype), 1), 2, axis=-1)
-    x1_state = tf.cast(x1, "float32")
-    residual_state = None if self.residual == "x1" else tf.cast(x2, "float32")
+    x1 = _dense_2d(x, ops.cast(self.x1_kernel, x.dtype))  # [B, T, d']
+    gate_bias = ops.cast(self.gate_bias, x.dtype)
+    if self.residual == "x1":
+      gate = _dense_2d(x, ops.cast(self.x2_kernel, x.dtype), gate_bias, self._gate_fn)
+      residual = None
+    else:  # X2 itself is needed as well as its gate
+      residual = _dense_2d(x, ops.cast(self.x2_kernel, x.dtype))
+      gate = self._gate_fn(residual + gate_bias)
+    x1, residual, gate = (None if t is None else tf.cast(t, "float32")
+                          for t in (x1, residual, gate))
     if self.direction != "forward" and attention_mask is not None:
       real = tf.cast(attention_mask, "float32")[:, :, None]
-      x1_state = x1_state * real
-      if residual_state is not None:
-        residual_state = residual_state * real
-    if residual_state is not None:
-      residual_state = self._flip_backward_channels(residual_state)
-    c = swish_rnn_recurrence(
-        self._flip_backward_channels(x1_state), residual_state,
+      x1 = x1 * real
+      if residual is not None:
+        residual = residual * real
+    # Time-flipping inputs, gate and output together keeps every channel's gating
+    # aligned: the gate is position-wise.
+    flip = self._flip_backward_channels
+    out = swish_rnn_recurrence(
+        flip(x1), None if residual is None else flip(residual),
         tf.cast(self.alpha, "float32"), tf.cast(self.beta, "float32"), self.step_size,
-        implementation=self.implementation, unroll=self.unroll)
-    c = tf.cast(self._flip_backward_channels(c), x.dtype)
-    gated = (c + ops.cast(self.state_bias, x.dtype)) * self._gate_fn(
-        x2 + ops.cast(self.gate_bias, x.dtype))
-    return self.output_dense(gated)
+        implementation=self.implementation, unroll=self.unroll, gate=flip(gate),
+        state_bias=tf.cast(self.state_bias, "float32"))
+    return self.output_dense(tf.cast(flip(out), x.dtype))
 
   def get_config(self):
     return {**super().get_config(), **{
