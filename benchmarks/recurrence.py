@@ -1,17 +1,17 @@
 """Cost of the recurrent mixers relative to the feed-forward block they replace.
 
-One block (the whole sublayer, projections included) forward + backward with respect to
-its input and weights, as a ratio to a FeedForward block of the same shape, for
+One block (the whole sublayer, projections included, then dropout 0.1 as in training)
+forward + backward with respect to its input and weights, as a ratio to a FeedForward block of the same shape, for
 
   base shape:      batch 8, T 128, H 768, d' 2048  (compute-bound)
   latency-bound:   batch 1, T 512, H 256, d' 688   (per-step overhead dominates, the
                    accelerator regime modelled on a CPU)
 
 in graph mode (`tf.function`) and under XLA (`jit_compile=True`). Rows: SwishRNN at step
-sizes 1, 2, 4 for each `--implementations` (`scan` is the plain `tf.scan` the layer
-started from; `fused` is what the default `auto` runs outside whole-program XLA), and
-the TRANS-BLSTM mixers (SMALL: u = H/2, no projection; full: u = H, 2H -> H projection). Every candidate of one (regime, mode) is
-timed in the same run: each repetition times the FFN right before every candidate, and
+sizes 1, 2, 4 for each `--implementations` (`scan` is the plain `tf.scan` recurrence the
+layer started from; `fused` is what the default `auto` runs), and the TRANS-BLSTM mixers
+(SMALL: u = H/2, no projection; full: u = H, 2H -> H projection). Every candidate of one
+(regime, mode) is timed in the same run: each repetition times the FFN right before every candidate, and
 the table gives the median over repetitions of those paired ratios, so the ratios
 survive a noisy shared machine.
 
@@ -31,6 +31,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 if "--memory" in sys.argv:
   os.environ["TF_CPU_ALLOCATOR_USE_BFC"] = "true"  # enables CPU allocator statistics
 
+import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
@@ -63,10 +64,15 @@ def _candidates(regime, implementations, blstm, unroll):
 
 
 def _train_step(layer, xla):
+  # Dropout on the sublayer output, as in a training step of the transformer block: its
+  # random seed is state, which under XLA changes what the compiler can do (a
+  # tf.ensure_shape in the block once cost 5x there and nothing without dropout).
+  dropout = keras.layers.Dropout(0.1)
+
   def step(x, mask, upstream):
     with tf.GradientTape() as tape:
       tape.watch(x)
-      y = layer(x, mask)
+      y = dropout(layer(x, mask), training=True)
       loss = tf.reduce_sum(y * upstream)
     return tape.gradient(loss, [x] + layer.trainable_weights)
   return tf.function(step, jit_compile=xla)
