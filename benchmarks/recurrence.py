@@ -1,7 +1,7 @@
 """Cost of the recurrent mixers relative to the feed-forward block they replace.
 
-One block (the whole sublayer, projections included, then dropout 0.1 as in training)
-forward + backward with respect to its input and weights, as a ratio to a FeedForward block of the same shape, for
+One block (the whole sublayer, projections included; `--dropout` adds dropout on its
+output) forward + backward with respect to its input and weights, as a ratio to a FeedForward block of the same shape, for
 
   base shape:      batch 8, T 128, H 768, d' 2048  (compute-bound)
   latency-bound:   batch 1, T 512, H 256, d' 688   (per-step overhead dominates, the
@@ -63,23 +63,24 @@ def _candidates(regime, implementations, blstm, unroll):
   return out
 
 
-def _train_step(layer, xla):
-  # Dropout on the sublayer output, as in a training step of the transformer block: its
-  # random seed is state, which under XLA changes what the compiler can do (a
-  # tf.ensure_shape in the block once cost 5x there and nothing without dropout).
-  dropout = keras.layers.Dropout(0.1)
+def _train_step(layer, xla, dropout_rate):
+  # --dropout: on the sublayer output, as in a training step of the transformer block. Its
+  # seed is state, which under XLA changes what the compiler can do (a tf.ensure_shape in
+  # the block once cost 5x there and nothing without dropout). Off by default: on CPU,
+  # XLA's random-number generation alone costs several FFNs, which hides the blocks.
+  dropout = keras.layers.Dropout(dropout_rate)
 
   def step(x, mask, upstream):
     with tf.GradientTape() as tape:
       tape.watch(x)
-      y = dropout(layer(x, mask), training=True)
+      y = dropout(layer(x, mask), training=dropout_rate > 0)
       loss = tf.reduce_sum(y * upstream)
     return tape.gradient(loss, [x] + layer.trainable_weights)
   return tf.function(step, jit_compile=xla)
 
 
 def measure(regime_name, mode, implementations, reps, blstm=True, unroll=None,
-            memory=False):
+            memory=False, dropout_rate=0.0):
   regime = REGIMES[regime_name]
   shape = (regime["batch"], regime["length"], regime["hidden"])
   rng = np.random.default_rng(0)
@@ -90,7 +91,7 @@ def measure(regime_name, mode, implementations, reps, blstm=True, unroll=None,
   for name, make in _candidates(regime, implementations, blstm, unroll).items():
     layer = make()
     layer.build(shape)
-    steps[name] = _train_step(layer, mode == "xla")
+    steps[name] = _train_step(layer, mode == "xla", dropout_rate)
     for _ in range(2):  # trace / compile, warm up
       [g.numpy() for g in steps[name](x, mask, upstream)]
   def timed(step):
@@ -130,18 +131,22 @@ def main(argv=None):
                       help="blocks of k positions per loop iteration, implementation loop "
                            "(default: the layer's)")
   parser.add_argument("--no-blstm", dest="blstm", action="store_false")
+  parser.add_argument("--dropout", type=float, default=0.0,
+                      help="dropout rate on every block's output (training mode)")
   parser.add_argument("--memory", action="store_true",
                       help="also report peak allocator memory relative to the FFN")
   args = parser.parse_args(argv)
 
   print(f"TensorFlow {tf.__version__}, {os.cpu_count()} CPUs; forward + backward; "
         f"median of {args.reps} paired ratios to the FFN block of the same shape"
+        + (f"; dropout {args.dropout} on every output" if args.dropout else "")
         + ("; peak memory: k=1 rows" if args.memory else ""))
   for regime in args.regimes:
     r = REGIMES[regime]
     for mode in args.modes:
       medians, peaks = measure(regime, mode, args.implementations, args.reps,
-                               blstm=args.blstm, unroll=args.unroll, memory=args.memory)
+                               blstm=args.blstm, unroll=args.unroll, memory=args.memory,
+                               dropout_rate=args.dropout)
       print(f"\n{regime} (batch {r['batch']}, T {r['length']}, H {r['hidden']}, "
             f"d' {r['inner']}) — {mode}: ffn {medians['ffn'] * 1e3:.1f} ms")
       names = [n for n in medians if n != "ffn"]
