@@ -10,7 +10,9 @@ output) forward + backward with respect to its input and weights, as a ratio to 
 in graph mode (`tf.function`) and under XLA (`jit_compile=True`). Rows: SwishRNN at step
 sizes 1, 2, 4 for each `--implementations` (`scan` is the plain `tf.scan` recurrence the
 layer started from; `fused` is what the default `auto` runs), and the TRANS-BLSTM mixers
-(SMALL: u = H/2, no projection; full: u = H, 2H -> H projection). Every candidate of one
+(SMALL: u = H/2, no projection; full: u = H, 2H -> H projection). `floor` rows time the
+block with no recurrence at all (same memory traffic): how far a faster loop could go.
+Every candidate of one
 (regime, mode) is timed in the same run: each repetition times the FFN right before every candidate, and
 the table gives the median over repetitions of those paired ratios, so the ratios
 survive a noisy shared machine.
@@ -23,6 +25,7 @@ relative to the FFN's (TF's CPU BFC allocator statistics; set before TensorFlow 
 """
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -39,6 +42,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from recurrent_bert.layers import BidirectionalLSTM  # noqa: E402
 from recurrent_bert.layers import FeedForward  # noqa: E402
 from recurrent_bert.layers import SwishRNN  # noqa: E402
+from recurrent_bert.layers import swish_rnn  # noqa: E402
 
 REGIMES = {
     "base": dict(batch=8, length=128, hidden=768, inner=2048),
@@ -52,7 +56,7 @@ def _candidates(regime, implementations, blstm, unroll):
   out = {"ffn": lambda: FeedForward(h, 4 * h)}
   for impl in implementations:
     for k in STEP_SIZES:
-      kwargs = {"implementation": impl}
+      kwargs = {"implementation": "fused" if impl == "floor" else impl}
       if unroll is not None:
         kwargs["unroll"] = unroll
       out[f"swishrnn {impl} k={k}"] = (
@@ -61,6 +65,26 @@ def _candidates(regime, implementations, blstm, unroll):
     out["blstm SMALL"] = lambda: BidirectionalLSTM(h // 2)
     out["blstm full"] = lambda: BidirectionalLSTM(h, projection_size=h)
   return out
+
+
+@contextlib.contextmanager
+def _recurrence_replaced():
+  """While tracing: SwishRNN's recurrence becomes position-wise work with the same memory
+  reads and writes (x1, residual, gate in; the gated output out), i.e. the cost of the
+  block without any recurrence: the floor a faster loop could reach (`floor` rows)."""
+  original = swish_rnn.swish_rnn_recurrence
+
+  def position_wise(x1, residual, alpha, beta, step_size=1, implementation="auto",
+                    unroll=None, gate=None, state_bias=None):
+    del step_size, implementation, unroll
+    c = x1 * tf.sigmoid(alpha * x1 + beta) + (x1 if residual is None else residual)
+    return (c + state_bias) * gate
+
+  swish_rnn.swish_rnn_recurrence = position_wise
+  try:
+    yield
+  finally:
+    swish_rnn.swish_rnn_recurrence = original
 
 
 def _train_step(layer, xla, dropout_rate):
@@ -92,8 +116,9 @@ def measure(regime_name, mode, implementations, reps, blstm=True, unroll=None,
     layer = make()
     layer.build(shape)
     steps[name] = _train_step(layer, mode == "xla", dropout_rate)
-    for _ in range(2):  # trace / compile, warm up
-      [g.numpy() for g in steps[name](x, mask, upstream)]
+    with _recurrence_replaced() if " floor " in name else contextlib.nullcontext():
+      for _ in range(2):  # trace / compile, warm up
+        [g.numpy() for g in steps[name](x, mask, upstream)]
   def timed(step):
     start = time.perf_counter()
     [g.numpy() for g in step(x, mask, upstream)]
@@ -125,7 +150,9 @@ def main(argv=None):
   parser.add_argument("--modes", nargs="+", default=["graph", "xla"],
                       choices=["graph", "xla"])
   parser.add_argument("--implementations", nargs="+", default=["scan", "fused"],
-                      choices=["scan", "loop", "fused", "auto"])
+                      choices=["scan", "loop", "fused", "auto", "floor"],
+                      help="floor: the block with its recurrence replaced by position-wise "
+                           "work of the same memory traffic (not a real implementation)")
   parser.add_argument("--reps", type=int, default=10)
   parser.add_argument("--unroll", type=int, default=None,
                       help="blocks of k positions per loop iteration, implementation loop "
