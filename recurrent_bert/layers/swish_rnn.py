@@ -3,6 +3,7 @@
 import keras
 import tensorflow as tf
 from tensorflow.compiler.tf2xla.python import xla
+from tensorflow.python.ops import control_flow_util
 from keras import ops
 
 from recurrent_bert.layers.activations import get_activation
@@ -18,7 +19,8 @@ from recurrent_bert.layers.activations import get_activation
 #            not compiled with XLA): a fixed-trip-count loop over the T/k blocks that XLA
 #            fuses into one kernel per step, reading and writing [B, T, D] buffers in
 #            place. Saves only c; the backward loop recomputes s per step. The output
-#            gating (c + b_c) * gate and its gradients ride in the same loops. Fastest
+#            gating (c + b_c) * gate and its gradients ride in the same loops, except
+#            inside a whole-model XLA program (one elementwise pass there). Fastest
 #            block in graph mode and under XLA (also inside a whole-model XLA step),
 #            least memory.
 #   "loop":  plain TF ops (no XLA): `unroll` blocks of k positions per while-loop
@@ -177,23 +179,26 @@ def _gate_backward(dout, c, gate, state_bias):
   return dc, (dout * (c + state_bias), tf.reduce_sum(dc, [0, 1]))
 
 
-def _fused_forward(x1, residual, alpha, beta, k, gate, state_bias):
-  """(gated output, states c) (XLA program). residual None: x1."""
+def _fused_forward(x1, residual, alpha, beta, k, gate, state_bias, gate_in_loop):
+  """(gated output, states c) (XLA program). residual None: x1. `gate_in_loop`: gate
+  each block inside the loop (one pass over memory) rather than all of c after it."""
+  in_loop = gate is not None and gate_in_loop
+
   def step(c_prev, x1_block, residual_block, *gate_block):
     z = c_prev - x1_block
     c = z * tf.sigmoid(alpha * z + beta) + residual_block
     return c, (c,) + tuple(_gate_forward(c, g, state_bias) for g in gate_block)
 
   batch, depth = tf.shape(x1)[0], tf.shape(x1)[2]
-  gated = gate is not None
   c, *out, _ = _xla_loop(step, [x1, x1 if residual is None else residual] +
-                         ([gate] if gated else []),
-                         tf.zeros([batch, k, depth], x1.dtype), 2 if gated else 1, k)
+                         ([gate] if in_loop else []),
+                         tf.zeros([batch, k, depth], x1.dtype), 2 if in_loop else 1, k)
   c = _with_static_shape(c, x1.shape)
-  return (_with_static_shape(out[0], x1.shape) if gated else c), c
+  out = out[0] if in_loop else _gate_forward(c, gate, state_bias)
+  return _with_static_shape(out, x1.shape), c
 
 
-def _fused_backward(dout, c, x1, alpha, beta, k, shared, gate, state_bias):
+def _fused_backward(dout, c, x1, alpha, beta, k, shared, gate, state_bias, gate_in_loop):
   """Gradients on (x1, residual, alpha, beta, gate, state_bias) from the saved states
   (XLA program); no residual's if `shared` (residual is x1: one buffer instead of two
   and a sum), no gate's without a gate.
@@ -201,19 +206,21 @@ def _fused_backward(dout, c, x1, alpha, beta, k, shared, gate, state_bias):
   One reverse loop; each step recomputes its gate from c[i-k] and x1[i] (cheaper than
   storing it: the loop is bound by memory traffic, not arithmetic) and carries
   dz[i] = g[i] Swish'(z[i]) to block i - k, plus the partial sums of dalpha, dbeta
-  (and dstate_bias); the gating's gradients are computed in the same pass.
+  (and, with `gate_in_loop`, the gating's gradients and d state_bias).
   """
-  gated = gate is not None
+  in_loop = gate is not None and gate_in_loop
+  if not in_loop:
+    dout, dgating = _gate_backward(dout, c, gate, state_bias)  # now the gradient on c
 
   def step(state, dout_block, x1_block, *rest):
     dz_next, dalpha, dbeta, dbias = state
-    if gated:
-      gate_block, c_block, c_prev = rest
-      dc, (dgate, _) = _gate_backward(dout_block, c_block, gate_block, state_bias)
-      dbias = dbias + dc
-      dgate = (dgate,)
+    c_prev, dgate = rest[-1], ()
+    if in_loop:
+      gate_block, c_block = rest[:2]
+      dc, (dgate_block, _) = _gate_backward(dout_block, c_block, gate_block, state_bias)
+      dbias, dgate = dbias + dc, (dgate_block,)
     else:
-      (c_prev,), dc, dgate = rest, dout_block, ()
+      dc = dout_block
     g = dc + dz_next
     z = c_prev - x1_block
     s = tf.sigmoid(alpha * z + beta)
@@ -225,13 +232,13 @@ def _fused_backward(dout, c, x1, alpha, beta, k, shared, gate, state_bias):
   batch, depth = tf.shape(x1)[0], tf.shape(x1)[2]
   zeros = tf.zeros([batch, k, depth], dout.dtype)
   *dinputs, (_, dalpha, dbeta, dbias) = _xla_loop(
-      step, [dout, x1] + ([gate, c] if gated else []), (zeros,) * 4,
-      (1 if shared else 2) + gated, k, reverse=True, previous=[c])
-  totals = [tf.reduce_sum(t, [0, 1]) for t in (dalpha, dbeta, dbias)]
+      step, [dout, x1] + ([gate, c] if in_loop else []), (zeros,) * 4,
+      (1 if shared else 2) + in_loop, k, reverse=True, previous=[c])
+  totals = tuple(tf.reduce_sum(t, [0, 1]) for t in (dalpha, dbeta, dbias))
   dinputs = [_with_static_shape(d, x1.shape) for d in dinputs]
-  if not gated:
-    return tuple(dinputs) + tuple(totals[:2])
-  return tuple(dinputs[:-1]) + tuple(totals[:2]) + (dinputs[-1], totals[2])
+  if not in_loop:
+    return tuple(dinputs) + totals[:2] + dgating
+  return tuple(dinputs[:-1]) + totals[:2] + (dinputs[-1], totals[2])
 
 
 def _loop_forward(x1, residual, alpha, beta, k, unroll):
@@ -285,9 +292,13 @@ def _custom_gradient_recurrence(x1, residual, alpha, beta, gate, state_bias, k, 
     t = dict(zip(given, (tf.stop_gradient(a) for a in args)))
     x1, residual, alpha, beta, gate, state_bias = (t.get(n) for n in names)
     if fused:
-      out, c = _fused_forward_xla(x1, residual, alpha, beta, k, gate, state_bias)
+      # Measured: gating inside the loop wins when the loops are their own XLA programs
+      # (graph mode); inside a whole-model XLA program a separate elementwise pass that
+      # XLA fuses with its neighbours wins (latency-bound block, k=1: 1.27x vs 1.18x).
+      in_loop = not _in_xla_program()
+      out, c = _fused_forward_xla(x1, residual, alpha, beta, k, gate, state_bias, in_loop)
       return out, lambda dout: _fused_backward_xla(dout, c, x1, alpha, beta, k, shared,
-                                                    gate, state_bias)
+                                                    gate, state_bias, in_loop)
     c, s = _loop_forward(x1, x1 if shared else residual, alpha, beta, k, unroll)
 
     def grad(dout):
@@ -300,6 +311,10 @@ def _custom_gradient_recurrence(x1, residual, alpha, beta, gate, state_bias, k, 
     return _gate_forward(c, gate, state_bias), grad
 
   return recurrence(*given.values())
+
+
+def _in_xla_program():
+  return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
 
 
 def _scan_recurrence(x1, residual, alpha, beta, k):
