@@ -394,8 +394,8 @@ def _load_note(rows: List[Dict]) -> str:
   if not loads:
     return ""
   return (f"; the 5-minute load average at the end of each was {min(loads):.1f} to "
-          f"{max(loads):.1f} on {os.cpu_count()} cores (above the core count, other work "
-          "shared the CPU and the times are noisy)")
+          f"{max(loads):.1f} on {os.cpu_count()} cores (TensorFlow's own threads count "
+          "too; *CPU cores used* tells whether a model got its share)")
 
 
 def results_table(rows: List[Dict]) -> str:
