@@ -1,7 +1,8 @@
 """Cost of the recurrent mixers relative to the feed-forward block they replace.
 
 One block (the whole sublayer, projections included; `--dropout` adds dropout on its
-output) forward + backward with respect to its input and weights, as a ratio to a FeedForward block of the same shape, for
+output) forward + backward with respect to its input and weights, as a ratio to a
+FeedForward block of the same shape, for
 
   base shape:      batch 8, T 128, H 768, d' 2048  (compute-bound)
   latency-bound:   batch 1, T 512, H 256, d' 688   (per-step overhead dominates, the
@@ -12,10 +13,9 @@ sizes 1, 2, 4 for each `--implementations` (`scan` is the plain `tf.scan` recurr
 layer started from; `fused` is what the default `auto` runs), and the TRANS-BLSTM mixers
 (SMALL: u = H/2, no projection; full: u = H, 2H -> H projection). `floor` rows time the
 block with no recurrence at all (same memory traffic): how far a faster loop could go.
-Every candidate of one
-(regime, mode) is timed in the same run: each repetition times the FFN right before every candidate, and
-the table gives the median over repetitions of those paired ratios, so the ratios
-survive a noisy shared machine.
+Every candidate of one (regime, mode) is timed in the same run: each repetition times the
+FFN right before every candidate, and the table gives the median over repetitions of those
+paired ratios, so the ratios survive a noisy shared machine.
 
 `--memory` also reports each block's peak allocator memory for one forward + backward
 relative to the FFN's (TF's CPU BFC allocator statistics; set before TensorFlow loads).
