@@ -12,6 +12,7 @@ eval_results.json; test-split predictions are written as leaderboard submission 
 Re-running the same command resumes training from the latest checkpoint.
 """
 
+import dataclasses
 import os
 from typing import Dict, List
 
@@ -162,6 +163,8 @@ def main(argv):
               "train_and_eval": ["train", *task.eval_splits, *task.predict_splits]}
     for split in needed[FLAGS.mode]:
       task.feature_cache(split)
+    task.info = dataclasses.replace(task.info, text_pair=any(
+        e.text_b is not None for split in needed[FLAGS.mode] for e in task.examples(split)))
   except (InputError, ValueError) as e:
     run_flags.fail(str(e))
   results = finetune_flags.run_task(strategy, task, parts, is_chief, worker_id)

@@ -67,7 +67,8 @@ class SquadTask(finetuning.FinetuneTask):
         task="squad_v2" if self.version_2 else "squad", kind="span",
         use_blstm_decoder=FLAGS.use_blstm_decoder, do_lower_case=do_lower_case,
         max_seq_length=FLAGS.max_seq_length, main_metric="f1",
-        max_query_length=FLAGS.max_query_length, max_answer_length=FLAGS.max_answer_length)
+        max_query_length=FLAGS.max_query_length, max_answer_length=FLAGS.max_answer_length,
+        doc_stride=FLAGS.doc_stride)
     self.objective = objectives.SpanObjective()
     self.output_keys = ("start_logits", "end_logits")
     self.predict_splits = ("dev",) if use_tfds or "dev" in files else ()

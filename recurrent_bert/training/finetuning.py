@@ -65,6 +65,8 @@ class TaskInfo:
     main_metric: the metric that picks the best checkpoint (higher is better).
     max_query_length, max_answer_length: span models: question pieces kept, longest
       answer in pieces.
+    doc_stride: span models: pieces between the starts of context windows.
+    text_pair: sentence-pair task (the default serving signature takes two texts).
   """
   task: str
   kind: str
@@ -75,6 +77,8 @@ class TaskInfo:
   main_metric: str = "accuracy"
   max_query_length: int = 64
   max_answer_length: int = 30
+  doc_stride: int = 128
+  text_pair: bool = False
 
   def to_json(self) -> str:
     return json.dumps({**dataclasses.asdict(self), "label_names": list(self.label_names)},
