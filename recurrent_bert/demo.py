@@ -53,7 +53,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from absl import app
 from absl import flags
 
+from recurrent_bert import cli
 from recurrent_bert import config as config_lib
+from recurrent_bert import model_dir as layout
 from recurrent_bert.data import io_utils
 from recurrent_bert.demo_report import display_name, family_of, format_duration
 
@@ -1006,7 +1008,7 @@ class Demo:
   def pretrain_result(self, preset: str) -> Dict:
     from recurrent_bert import demo_report  # pylint: disable=g-import-not-at-top
     model_dir = self.pretrain_dir(preset)
-    if not os.path.isfile(os.path.join(model_dir, "encoder", "export_info.json")):
+    if not os.path.isfile(os.path.join(model_dir, layout.EXPORT_DIR, layout.EXPORT_INFO_FILE)):
       raise ValueError(f"no encoder export in {model_dir}")
     losses = io_utils.read_metrics_log(model_dir)
     final = demo_report.final_loss(losses, "mlm_loss")
@@ -1031,10 +1033,10 @@ class Demo:
 
   def finetune_result(self, preset: str, seed: int) -> Dict:
     model_dir = self.finetune_dir(preset, seed)
-    with open(os.path.join(model_dir, "eval_results.json"), encoding="utf-8") as f:
+    with open(os.path.join(model_dir, layout.EVAL_RESULTS_FILE), encoding="utf-8") as f:
       results = json.load(f)
     accuracy, num_test = test_accuracy(
-        os.path.join(model_dir, "predictions", "test_predictions.tsv"),
+        os.path.join(model_dir, layout.PREDICTIONS_DIR, "test_predictions.tsv"),
         self.s.path("task", "test_labels.tsv"))
     dev = results["dev"]["accuracy"]
     return {"model_dir": model_dir, "dev_accuracy": dev, "test_accuracy": accuracy,
@@ -1188,4 +1190,4 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  cli.run(main)

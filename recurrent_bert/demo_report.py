@@ -15,6 +15,7 @@ import shutil
 import statistics
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from recurrent_bert import model_dir as layout
 from recurrent_bert.data import io_utils
 
 
@@ -188,7 +189,7 @@ def write_report(inputs: Dict) -> Dict:
     ft_steps = [v for v in ft_steps if v is not None and math.isfinite(v)]
     rows.append({
         "preset": preset, "model": display_name(preset), "family": family_of(preset),
-        "parameters": count_parameters(os.path.join(model_dir, "model_config.json")),
+        "parameters": count_parameters(os.path.join(model_dir, layout.MODEL_CONFIG_FILE)),
         "pretrain_seconds_per_step": seconds, "pretrain_steps_timed": measured,
         "step_time_includes_tracing": with_tracing,
         "pretrain_steps": max(records) if records else 0,

@@ -8,14 +8,17 @@ or anything `training.checkpoints.load_encoder` accepts (encode signatures): a p
 model_dir, its `encoder/` export, or a dir written by `tools/convert_checkpoint.py`.
 The SavedModel (signatures: see `recurrent_bert/serving.py`) loads with only
 `tensorflow` and `tensorflow_text` imported; it is written to a temp dir beside
-`--export_dir` and renamed when complete. The signatures written are printed.
+`--export_dir` and renamed when complete. The signatures written are printed, and which
+of them is `serving_default` (a pair task's takes both texts; a SQuAD v2.0 model's decides
+"no answer" with the threshold chosen on dev, printed too).
 """
 
 import os
 import sys
 
-from absl import app
 from absl import flags
+
+from recurrent_bert import cli
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", None, "Fine-tuning/pretraining/converted model dir, "
@@ -26,7 +29,7 @@ flags.DEFINE_integer("max_seq_length", None, "Longest packed input; longer text 
                      "model's max_position_embeddings (512 without absolute positions).")
 flags.DEFINE_string("vocab_file", None, "vocab.txt; default: the one in the model dir.")
 flags.DEFINE_boolean("do_lower_case", None, "Lower-case and strip accents; default: as "
-                     "recorded in the model dir's export_info.json, else true.")
+                     "recorded in the model dir (tokenizer.json), else true.")
 flags.mark_flags_as_required(["model_dir", "export_dir"])
 
 
@@ -42,10 +45,18 @@ def main(argv):
   except (ExportError, InputError, CheckpointNotFoundError) as e:
     print(f"error: {e}", file=sys.stderr)  # one line naming the culprit, no traceback
     sys.exit(2)
-  print(f"SavedModel written to {os.path.abspath(FLAGS.export_dir)} with signatures:")
+  where = FLAGS.export_dir if "://" in FLAGS.export_dir else os.path.abspath(FLAGS.export_dir)
+  print(f"SavedModel written to {where} with signatures:")
+  default = signatures.get("serving_default")
+  # serving_default is one of the others: its inputs and which one, not its long line again.
+  aliases = [name for name, description in signatures.items()
+             if name != "serving_default" and description == default]
   for name, description in signatures.items():
-    print(f"  {name}{description}")
+    if name == "serving_default" and aliases:
+      print(f"  serving_default{description.split(' -> ', 1)[0]} = {aliases[0]}")
+    else:
+      print(f"  {name}{description}")
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

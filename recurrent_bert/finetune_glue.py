@@ -16,12 +16,13 @@ import dataclasses
 import os
 from typing import Dict, List
 
-from absl import app
 from absl import flags
 
 import numpy as np
 
+from recurrent_bert import cli
 from recurrent_bert import metrics
+from recurrent_bert import model_dir as layout
 from recurrent_bert.data import custom_task
 from recurrent_bert.data import glue
 from recurrent_bert.data import predictions
@@ -100,7 +101,6 @@ class PairTask(finetuning.FinetuneTask):
   def write_predictions(self, split: str, outputs, output_dir: str) -> List[str]:
     examples = self.examples(split)
     predicted = self._predictions(outputs["logits"])
-    os.makedirs(output_dir, exist_ok=True)
     if self.spec.benchmark == custom_task.TASK_NAME:
       logits = outputs["logits"]
       probabilities = np.exp(logits - logits.max(-1, keepdims=True))
@@ -120,10 +120,14 @@ def _task_and_reader(parts):
     if FLAGS.tfds:
       run_flags.fail("--task=custom reads --data_dir, not --tfds")
     labels = FLAGS.label_list
-    if not labels and finetuning.is_finetuning_dir(FLAGS.model_dir):
-      labels = list(finetuning.TaskInfo.read(FLAGS.model_dir).label_names)
+    if layout.is_finetuning_dir(FLAGS.model_dir):
+      recorded = list(layout.TaskInfo.read(FLAGS.model_dir).label_names)
+      if labels and labels != recorded:
+        run_flags.fail(f"--label_list={','.join(labels)} differs from the labels "
+                       f"{','.join(recorded)} the model in --model_dir was trained with")
+      labels = recorded
     spec = custom_task.task_spec(labels or custom_task.infer_label_list(FLAGS.data_dir))
-    test_exists = os.path.isfile(os.path.join(FLAGS.data_dir, "test.tsv"))
+    test_exists = layout.exists(os.path.join(FLAGS.data_dir, "test.tsv"))
     return (spec, lambda split: custom_task.read_custom(FLAGS.data_dir, split,
                                                         spec.label_list),
             ["test"] if test_exists else [])
@@ -140,7 +144,7 @@ def _task_and_reader(parts):
     def read(split):
       return glue.read_glue(FLAGS.data_dir, spec.name, split)
   present = [s for s in spec.leaderboard_files
-             if os.path.isfile(os.path.join(FLAGS.data_dir, spec.files[s]))]
+             if layout.exists(os.path.join(FLAGS.data_dir, spec.files[s]))]
   return spec, read, present
 
 
@@ -148,7 +152,7 @@ def main(argv):
   if len(argv) > 1:
     run_flags.fail(f"unexpected arguments: {argv[1:]}")
   strategy, is_chief, worker_id = run_flags.make_strategy()
-  parts = finetune_flags.resolve_run(worker_id)
+  parts = finetune_flags.resolve_run(worker_id, path_flags=("data_dir", "tfds_data_dir"))
   try:
     spec, read_split, default_predict = _task_and_reader(parts)
     tokenizer = BertWordpieceTokenizer(parts.vocab_file, do_lower_case=parts.do_lower_case)
@@ -175,4 +179,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main, finetune_flags.help_groups(("task", "data_dir", "label_list", "predict_splits", "tfds", "tfds_data_dir", "tfds_download")))

@@ -14,10 +14,10 @@ model_dir/predictions. Modes and model_dir layout: recurrent_bert/training/finet
 
 from typing import Dict, List
 
-from absl import app
 from absl import flags
 from absl import logging
 
+from recurrent_bert import cli
 from recurrent_bert import metrics
 from recurrent_bert.data import predictions
 from recurrent_bert.data import squad
@@ -121,11 +121,12 @@ def main(argv):
       run_flags.fail(f"--mode={FLAGS.mode} needs --train_file (or --tfds)")
     if FLAGS.mode != "train" and not FLAGS.predict_file:
       run_flags.fail(f"--mode={FLAGS.mode} needs --predict_file (or --tfds)")
+  strategy, is_chief, worker_id = run_flags.make_strategy()
+  parts = finetune_flags.resolve_run(
+      worker_id, path_flags=("train_file", "predict_file", "tfds_data_dir"))
   if FLAGS.max_query_length + 4 > FLAGS.max_seq_length:
     run_flags.fail(f"--max_query_length={FLAGS.max_query_length} leaves no room for "
-                        f"the context in --max_seq_length={FLAGS.max_seq_length}")
-  strategy, is_chief, worker_id = run_flags.make_strategy()
-  parts = finetune_flags.resolve_run(worker_id)
+                   f"the context in --max_seq_length={FLAGS.max_seq_length}")
   files = {split: path for split, path in (("train", FLAGS.train_file),
                                            ("dev", FLAGS.predict_file)) if path}
   try:
@@ -148,4 +149,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main, finetune_flags.help_groups(("version", "train_file", "predict_file", "tfds", "tfds_data_dir", "tfds_download", "use_blstm_decoder", "doc_stride", "max_query_length", "max_answer_length", "n_best_size", "null_score_diff_threshold")))

@@ -1,22 +1,20 @@
 r"""Pretraining entry point: MLM (+ NSP) on TFRecords, under any tf.distribute strategy.
 
-  python -m recurrent_bert.pretrain --flagfile=configs/pretrain/bert_base_phase1.flags \
-      --input_files='/data/bert/train-*.tfrecord' --model_dir=/ckpt/bert_base
+  python -m recurrent_bert.pretrain --flagfile=configs/pretrain/tiny_bert.flags --run_dir=runs/tiny
 
-Flags on the command line override the flagfile. Re-running the same command resumes
-from the latest checkpoint in --model_dir. The layout of --model_dir is described in
-recurrent_bert/training/checkpoints.py; the final encoder goes to <model_dir>/encoder,
-which `recurrent_bert.training.checkpoints.load_encoder` (and fine-tuning's
---init_checkpoint) reads.
+Flags on the command line override the flagfile; relative paths are taken from --run_dir.
+Re-running the same command resumes from the latest checkpoint in --model_dir. The
+--model_dir layout is in recurrent_bert/model_dir.py; the model_dir itself (or its final
+encoder/ export) is what fine-tuning's --init_checkpoint and `recurrent_bert.export` take.
 """
 
 import os
 import sys
 
-from absl import app
 from absl import flags
 from absl import logging
 
+from recurrent_bert import cli
 from recurrent_bert.training import run_flags
 
 FLAGS = flags.FLAGS
@@ -57,6 +55,7 @@ flags.DEFINE_float("clip_norm", 1.0, "Global-norm gradient clipping (0 = off).")
 # Execution.
 flags.DEFINE_integer("steps_per_loop", 100, "Steps per tf.function call (host round trip).")
 run_flags.define_execution_flags()
+run_flags.define_run_dir_flag()
 flags.DEFINE_integer("seed", 0, "Seeds the weights, the input order and dynamic masks.")
 # Output.
 flags.DEFINE_string("model_dir", None, "Checkpoints, summaries and the final export.")
@@ -92,6 +91,17 @@ flags.register_multi_flags_validator(
     ["dynamic_masking", "vocab_file"], lambda f: not f["dynamic_masking"] or f["vocab_file"],
     "--dynamic_masking needs --vocab_file (for the [MASK]/[CLS]/[SEP] ids)")
 fail = run_flags.fail
+HELP_GROUPS = {
+    "data": ("run_dir", "input_files", "vocab_file", "do_lower_case", "max_seq_length",
+             "max_predictions_per_seq", "use_nsp", "dynamic_masking", "masked_lm_prob",
+             "mask_token_prob", "random_token_prob", "do_whole_word_mask",
+             "shuffle_buffer_size"),
+    "model": ("model_config", "vocab_size", "init_checkpoint"),
+    "optimisation": run_flags.OPTIMIZATION_HELP + ("seed",),
+    "execution": run_flags.EXECUTION_HELP + ("steps_per_loop",),
+    "output": ("model_dir", "save_checkpoints_steps", "keep_checkpoint_max", "log_steps"),
+}
+PATH_FLAGS = ("vocab_file", "input_files", "model_dir", "init_checkpoint")
 
 
 def resolve_model_config():
@@ -103,8 +113,15 @@ def resolve_model_config():
   except ConfigError as e:
     fail(f"--model_config: {e}")
   vocab_size = FLAGS.vocab_size
+  if FLAGS.vocab_file and not tf_exists(FLAGS.vocab_file):
+    fail(f"--vocab_file: {FLAGS.vocab_file!r} does not exist; make it with: python -m "
+         f"tools.build_vocab --input_files=<your text or builtin> --output_file="
+         f"{FLAGS.vocab_file} (or see the data commands in the flagfile's header)")
   if vocab_size is None and FLAGS.vocab_file:
-    vocab_size = len(tokenization.load_vocab(FLAGS.vocab_file))
+    try:
+      vocab_size = len(tokenization.load_vocab(FLAGS.vocab_file))
+    except ValueError as e:  # InputError included: a malformed vocabulary, named
+      fail(str(e))
   if vocab_size is not None and vocab_size != config.vocab_size:
     config = config.replace(vocab_size=vocab_size)
   if (config.position_embedding == "absolute" and
@@ -123,8 +140,6 @@ def check_inputs():
 
   masker = None
   try:
-    if FLAGS.vocab_file and not os.path.isfile(FLAGS.vocab_file):
-      raise InputError(f"--vocab_file: {FLAGS.vocab_file!r} does not exist")
     if FLAGS.dynamic_masking:
       masking = dynamic_masking.MaskingConfig(
           max_predictions_per_seq=FLAGS.max_predictions_per_seq,
@@ -133,7 +148,15 @@ def check_inputs():
           whole_word_mask=FLAGS.do_whole_word_mask)
       masker = dynamic_masking.DynamicMasker(masking,
                                              tokenization.load_vocab(FLAGS.vocab_file))
-    files = io_utils.expand_input_patterns(FLAGS.input_files, "input_files")
+    try:
+      files = io_utils.expand_input_patterns(FLAGS.input_files, "input_files")
+    except InputError as e:
+      data_dir = os.path.dirname(FLAGS.input_files[0]) or "."
+      raise InputError(
+          f"{e}; make the records with: python -m tools.create_pretraining_data "
+          f"--input_files=<your text or builtin> --vocab_file=<vocab.txt> "
+          f"--output_dir={data_dir} --max_seq_length={FLAGS.max_seq_length} (or see the "
+          "data commands in the flagfile's header)") from None
     data_config = pretraining_dataset.PretrainingDataConfig(
         input_files=files, max_seq_length=FLAGS.max_seq_length,
         max_predictions_per_seq=FLAGS.max_predictions_per_seq, seed=FLAGS.seed,
@@ -152,6 +175,7 @@ def check_inputs():
 def main(argv):
   if len(argv) > 1:
     fail(f"unexpected arguments: {argv[1:]}")
+  run_flags.apply_run_dir(PATH_FLAGS)
   model_config = resolve_model_config()
   # Before any other TensorFlow op: logical CPU devices and MultiWorkerMirroredStrategy's
   # collective ops are configured at program start-up.
@@ -174,7 +198,9 @@ def main(argv):
   keras.config.set_dtype_policy(FLAGS.mixed_precision)
   tf_makedirs(FLAGS.model_dir)
   if is_chief:
+    # What fine-tuning and export read from this dir, there from the first step on.
     checkpoints.write_model_config(FLAGS.model_dir, model_config)
+    checkpoints.write_tokenizer_files(FLAGS.model_dir, FLAGS.vocab_file, FLAGS.do_lower_case)
 
   with strategy.scope():
     encoder = build_encoder(model_config)
@@ -213,8 +239,8 @@ def main(argv):
   if is_chief:
     export = checkpoints.export_encoder(
         encoder, FLAGS.model_dir, vocab_file=FLAGS.vocab_file,
+        do_lower_case=FLAGS.do_lower_case,
         info={"global_step": int(trainer.global_step.numpy()),
-              "do_lower_case": FLAGS.do_lower_case,
               "source_checkpoint": tf_latest_checkpoint(FLAGS.model_dir),
               "final_metrics": final})
     logging.info("encoder exported to %s", export)
@@ -225,10 +251,15 @@ def tf_makedirs(path):
   tf.io.gfile.makedirs(path)  # local or gs://
 
 
+def tf_exists(path):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return tf.io.gfile.exists(path)
+
+
 def tf_latest_checkpoint(model_dir):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   return tf.train.latest_checkpoint(model_dir)
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main, HELP_GROUPS)

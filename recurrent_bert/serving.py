@@ -12,8 +12,25 @@ whose signatures need only `tensorflow` and `tensorflow_text` to load and run:
   regress(text) / regress_pair(text, text_pair) -> score [B] (+ input_ids, input_mask)
   answer_question(question, context) -> answer [B] string, start_char, end_char [B]
                                         int32 (answer == context[start_char:end_char]),
-                                        score [B] (start + end logit),
-                                        context_truncated [B] bool
+                                        score [B] float32 (start + end logit of the
+                                        best span), context_truncated [B] bool
+                                        (+ input_ids, input_mask)
+    SQuAD v2.0 models (`null_score_diff_threshold` given) add
+                                     -> null_score [B] float32 (start + end logit at
+                                        [CLS]), null_score_diff [B] float32 (null_score
+                                        - score), no_answer [B] bool (null_score_diff >
+                                        the threshold chosen on dev at training time,
+                                        kept in the SavedModel as the float32 scalar
+                                        variable `null_score_diff_threshold`)
+  answer_question_with_threshold(question, context, null_score_diff_threshold)
+                                     -> the same, with a per-question float32 [B]
+                                        threshold instead (v2.0 models only; [B], not
+                                        a scalar, so that TF Serving's row-format
+                                        requests work: repeat one value for a batch)
+
+serving_default is the task's own signature: classify / regress, or classify_pair /
+regress_pair for sentence-pair tasks (`text_pair`: a client of the default signature must
+not silently lose the second text), or answer_question; encode when there is no task.
 
 Packing is google-research/bert's: `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, pairs cut
 longest first (a tie cuts the second text) to fit `max_seq_length`. T is the longest packed
@@ -29,11 +46,22 @@ best `start_logit + end_logit` with start <= end < start + max_answer_length ove
 context pieces; a piece maps to the characters of the basic-tokenizer word it came from,
 so answers are exact substrings of the original context (as in `data/squad.py`).
 
+SQuAD v2.0 "no answer": null_score_diff is `postprocess_squad`'s null odds of the window,
+null score minus best span score; a row is answered "no answer" when it exceeds the
+threshold, and then `answer` is "" and start_char = end_char = 0 (so answer ==
+context[start_char:end_char] still holds); `score` stays the best span's. A row with no
+context piece has no span: no_answer whatever the threshold, null_score_diff 1e9 (as in
+`postprocess_squad`). The span search here is exhaustive, where `postprocess_squad` pairs
+only its n_best_size best starts and ends: the two agree whenever that best span is among
+them (always when n_best_size >= the context pieces).
+
 `export_model_dir` is the library side of `python -m recurrent_bert.export`: it builds
-the module from a pretraining or converted model dir (encoder signatures).
+the module from a fine-tuning model dir (the task's signatures: the threshold of a v2.0
+model is the dev `best_f1_threshold` of its best checkpoint, 0.0 when none was recorded;
+text_pair as recorded in task_info.json) or from a pretraining or converted model dir
+(encoder signatures).
 """
 
-import json
 import os
 from typing import Dict, Optional, Sequence
 
@@ -41,6 +69,7 @@ from absl import logging
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from recurrent_bert import model_dir as layout
 from recurrent_bert.data import io_utils
 from recurrent_bert.data import tokenization
 from recurrent_bert.data.tokenization import BertWordpieceTokenizer
@@ -51,7 +80,11 @@ from recurrent_bert.training import checkpoints
 # and CJK characters.
 _CONTEXT_SPLIT_REGEX = r"[\s\p{Zs}]+|" + tokenization.WORD_KEEP_REGEX
 _CONTEXT_KEEP_REGEX = tokenization.WORD_KEEP_REGEX
-
+# null_score_diff of a row without a span (no context piece): "no answer" under any
+# sensible threshold, finite so that JSON clients can read it (`postprocess_squad`'s value).
+NO_SPAN_NULL_SCORE_DIFF = 1e9
+# The no-answer threshold when training recorded none: google-research/bert's default.
+DEFAULT_NULL_SCORE_DIFF_THRESHOLD = 0.0
 
 
 def _strings(*names):
@@ -178,20 +211,31 @@ class ServingModule(tf.Module):
     encoder: an `Encoder` -> encode, encode_pair, encode_ids.
     classifier: a `Classifier` -> classify(_pair) (K > 1) or regress(_pair) (K = 1).
     label_names: K label strings of the classifier (default "0".."K-1").
+    text_pair: the classifier's task takes two texts: serving_default is classify_pair /
+      regress_pair instead of classify / regress.
     span_extractor: a `SpanExtractor` -> answer_question.
     max_query_length: question pieces kept by answer_question.
     max_answer_length: longest answer in pieces.
+    null_score_diff_threshold: a SQuAD v2.0 span extractor: answer_question also decides
+      "no answer" (null_score_diff > this), and answer_question_with_threshold takes the
+      threshold per call. None: a v1.1 model, always a span.
   """
 
   def __init__(self, tokenizer, max_seq_length: int, *, encoder=None, classifier=None,
-               label_names: Optional[Sequence[str]] = None, span_extractor=None,
-               max_query_length: int = 64, max_answer_length: int = 30):
+               label_names: Optional[Sequence[str]] = None, text_pair: bool = False,
+               span_extractor=None, max_query_length: int = 64,
+               max_answer_length: int = 30,
+               null_score_diff_threshold: Optional[float] = None):
     super().__init__(name="recurrent_bert_serving")
     if max_seq_length < 3:
       raise ValueError(f"max_seq_length={max_seq_length} leaves no room for text "
                        "([CLS], [SEP], [SEP] take 3)")
     if encoder is None and classifier is None and span_extractor is None:
       raise ValueError("ServingModule needs an encoder, classifier or span_extractor")
+    if text_pair and classifier is None:
+      raise ValueError("text_pair is about a classifier's task, and there is none")
+    if null_score_diff_threshold is not None and span_extractor is None:
+      raise ValueError("null_score_diff_threshold needs a span_extractor")
     self.tokenizer = tokenizer
     self.vocab_file = tf.saved_model.Asset(tokenizer.vocab_file)
     self.max_seq_length = max_seq_length
@@ -222,27 +266,44 @@ class ServingModule(tf.Module):
       setattr(self, kind, tf.function(self._classify, input_signature=_strings("text")))
       setattr(self, kind + "_pair",
               tf.function(self._classify, input_signature=_strings("text", "text_pair")))
+    self.text_pair = text_pair
     if span_extractor is not None:
       if max_query_length + 4 > max_seq_length:
         raise ValueError(f"max_query_length={max_query_length} leaves no room for the "
                          f"context in max_seq_length={max_seq_length}")
       self.max_query_length = max_query_length
       self.max_answer_length = max_answer_length
+      self.with_no_answer = null_score_diff_threshold is not None
       self.answer_question = tf.function(self._answer_question,
                                          input_signature=_strings("question", "context"))
+      if null_score_diff_threshold is not None:
+        # A variable, not a traced constant: the SavedModel records the default, which
+        # clients read as `loaded.null_score_diff_threshold`.
+        self.null_score_diff_threshold = tf.Variable(
+            float(null_score_diff_threshold), dtype=tf.float32, trainable=False,
+            name="null_score_diff_threshold")
+        # [B], not a scalar: TF Serving's row-format ("instances") requests need every
+        # input to have the batch dimension. One value for all: repeat it.
+        self.answer_question_with_threshold = tf.function(
+            self._answer_question, input_signature=_strings("question", "context") + [
+                tf.TensorSpec([None], tf.float32, name="null_score_diff_threshold")])
 
   SIGNATURE_NAMES = ("encode", "encode_pair", "encode_ids", "classify", "classify_pair",
-                     "regress", "regress_pair", "answer_question")
+                     "regress", "regress_pair", "answer_question",
+                     "answer_question_with_threshold")
 
   def signature_functions(self) -> Dict[str, tf.types.experimental.GenericFunction]:
     """{signature name: tf.function} of the models given, plus serving_default."""
     functions = {name: getattr(self, name) for name in self.SIGNATURE_NAMES
                  if hasattr(self, name)}
     # TF Serving and saved_model_cli look for serving_default: the task's own signature
-    # when there is one, else encode.
+    # when there is one (the two-text one for pair tasks), else encode.
     task_signatures = [name for name in ("classify", "regress", "answer_question")
                        if name in functions]
-    functions["serving_default"] = functions[(task_signatures or list(functions))[0]]
+    default = (task_signatures or list(functions))[0]
+    if self.text_pair and default in ("classify", "regress"):
+      default += "_pair"
+    functions["serving_default"] = functions[default]
     return functions
 
   # -- pieces shared by the signatures --------------------------------------------
@@ -276,7 +337,11 @@ class ServingModule(tf.Module):
                      label=tf.gather(self.label_names, label_id))
     return outputs
 
-  def _answer_question(self, question, context):
+  def _answer_question(self, question, context, null_score_diff_threshold=None):
+    """answer_question(_with_threshold); the module docstring describes the outputs.
+
+    `null_score_diff_threshold`: float32 [B], or None for the module's default (v2.0).
+    """
     tok = self.tokenizer
     question_ids = _keep_first(tok.tokenize_flat(question), self.max_query_length)
     context_ids, byte_start, byte_end = _context_pieces(tok, context)
@@ -285,12 +350,24 @@ class ServingModule(tf.Module):
     inputs = pack_inputs(question_ids, _keep_first(context_ids, kept),
                          self.max_seq_length, tok.cls_id, tok.sep_id, tok.pad_id)
     logits = self.span_extractor(inputs, training=False)
+    start_logits = tf.cast(logits["start_logits"], tf.float32)  # [B, T]
+    end_logits = tf.cast(logits["end_logits"], tf.float32)
     first = question_ids.row_lengths() + 2  # after [CLS] question [SEP]
-    start, end, score = best_spans(
-        tf.cast(logits["start_logits"], tf.float32), tf.cast(logits["end_logits"],
-                                                               tf.float32),
-        first, kept, self.max_answer_length)
+    start, end, score = best_spans(start_logits, end_logits, first, kept,
+                                   self.max_answer_length)
     has_span = kept > 0
+    outputs = {"score": score, "context_truncated": kept < context_ids.row_lengths(),
+               "input_ids": inputs["input_ids"], "input_mask": inputs["input_mask"]}
+    if self.with_no_answer:  # SQuAD v2.0
+      if null_score_diff_threshold is None:
+        null_score_diff_threshold = self.null_score_diff_threshold
+      null_score = start_logits[:, 0] + end_logits[:, 0]  # [CLS]
+      null_score_diff = tf.where(has_span, null_score - score, NO_SPAN_NULL_SCORE_DIFF)
+      # A row without a span answers "no answer" whatever the threshold.
+      no_answer = ~has_span | (null_score_diff > null_score_diff_threshold)
+      outputs.update(null_score=null_score, null_score_diff=null_score_diff,
+                     no_answer=no_answer)
+      has_span &= ~no_answer  # "no answer" is the empty span at character 0
     piece_start = tf.where(has_span, start - tf.cast(first, tf.int32), 0)
     piece_end = tf.where(has_span, end - tf.cast(first, tf.int32), 0)
     # Rows without context get a dummy piece column so the gathers stay in range.
@@ -307,9 +384,7 @@ class ServingModule(tf.Module):
       return tf.strings.length(prefix, unit="UTF8_CHAR")
 
     return {"answer": answer, "start_char": char_offset(answer_byte_start),
-            "end_char": char_offset(answer_byte_end), "score": score,
-            "context_truncated": kept < context_ids.row_lengths(),
-            "input_ids": inputs["input_ids"], "input_mask": inputs["input_mask"]}
+            "end_char": char_offset(answer_byte_end), **outputs}
 
 
 def describe_signatures(module: ServingModule) -> Dict[str, str]:
@@ -322,6 +397,10 @@ def describe_signatures(module: ServingModule) -> Dict[str, str]:
     outputs = ", ".join(f"{key} {tensor.dtype.name}{tensor.shape.as_list()}"
                         for key, tensor in sorted(outputs.items()))
     described[name] = f"({inputs}) -> {outputs}"
+    if (getattr(module, "with_no_answer", False) and
+        function is getattr(module, "answer_question")):
+      described[name] += (f"; no_answer = null_score_diff > "
+                          f"{float(module.null_score_diff_threshold.numpy()):g}")
   return described
 
 
@@ -351,32 +430,30 @@ def export_saved_model(export_dir: str, tokenizer, max_seq_length: int, **models
   return save_serving_module(ServingModule(tokenizer, max_seq_length, **models), export_dir)
 
 
+def recorded_null_score_diff_threshold(directory: str) -> Optional[float]:
+  """The no-answer threshold chosen on dev for the checkpoint in `directory` (best/).
+
+  That is best_metrics.json's `best_f1_threshold` (`metrics.squad_v2_scores`) of the
+  first eval split: the null_score_diff above which "no answer" scored the best dev F1.
+
+  Returns:
+    The threshold, or None when none was recorded (no evaluation, or SQuAD v1.1).
+  """
+  best = layout.read_json_if_exists(os.path.join(directory, layout.BEST_METRICS_FILE))
+  if not best:
+    return None
+  split = (best.get("eval_splits") or ["dev"])[0]
+  value = (best.get(split) or {}).get("best_f1_threshold")
+  return None if value is None else float(value)
+
+
 # ------------------------------------------------------------- model dirs
 
-VOCAB_FILE = "vocab.txt"
-EXPORT_INFO_FILE = "export_info.json"
 DEFAULT_MAX_SEQ_LENGTH = 512
 
 
 class ExportError(ValueError):
   """A flag or the model dir does not allow an export (the message names which)."""
-
-
-def _find_vocab(config_dir: str, model_dir: str) -> Optional[str]:
-  for directory in (config_dir, model_dir):
-    path = os.path.join(directory, VOCAB_FILE)
-    if os.path.isfile(path):
-      return path
-  return None
-
-
-def recorded_lower_case(config_dir: str) -> Optional[bool]:
-  path = os.path.join(config_dir, EXPORT_INFO_FILE)
-  if not os.path.isfile(path):
-    return None
-  with open(path, encoding="utf-8") as f:
-    value = json.load(f).get("do_lower_case")
-  return None if value is None else bool(value)
 
 
 def resolve_max_seq_length(config, max_seq_length: Optional[int]) -> int:
@@ -411,30 +488,26 @@ def export_model_dir(model_dir: str, export_dir: str, max_seq_length: Optional[i
   """
   from recurrent_bert.training import finetuning  # pylint: disable=g-import-not-at-top
   task_model = info = None
-  if finetuning.is_finetuning_dir(model_dir):
+  source = checkpoints.resolve_model(model_dir)
+  config_dir = source.config_dir
+  if layout.is_finetuning_dir(model_dir):
     task_model, info, config_dir, _ = finetuning.load_task_model(model_dir)
     encoder = task_model.encoder
     if max_seq_length is None:
       max_seq_length = info.max_seq_length
-    if do_lower_case is None:
-      do_lower_case = info.do_lower_case
   else:
-    _, config_dir, _ = checkpoints.resolve_checkpoint(model_dir)
-    encoder = None
-  config = checkpoints.read_model_config(config_dir)
-  max_seq_length = resolve_max_seq_length(config, max_seq_length)
-  vocab_file = vocab_file or _find_vocab(config_dir, model_dir)
+    encoder = checkpoints.load_encoder(model_dir)
+  max_seq_length = resolve_max_seq_length(encoder.config, max_seq_length)
+  vocab_file = vocab_file or source.vocab_file
   if vocab_file is None:
-    raise ExportError(f"no {VOCAB_FILE} in {config_dir!r} or {model_dir!r}; pass "
-                      "--vocab_file")
+    raise ExportError(f"{model_dir!r} ({source.kind}) records no vocabulary "
+                      f"({layout.VOCAB_FILE}); pass --vocab_file")
   if do_lower_case is None:
-    do_lower_case = recorded_lower_case(config_dir)
+    do_lower_case = source.do_lower_case
     if do_lower_case is None:
       logging.warning("%s records no do_lower_case; lower-casing (pass --do_lower_case "
-                      "or --nodo_lower_case to choose)", config_dir)
+                      "or --nodo_lower_case to choose)", model_dir)
       do_lower_case = True
-  if encoder is None:
-    encoder = checkpoints.load_encoder(model_dir)
   tokenizer = BertWordpieceTokenizer(vocab_file, do_lower_case=do_lower_case)
   if tokenizer.vocab_size > encoder.config.vocab_size:
     raise ExportError(f"vocab file {vocab_file!r} has {tokenizer.vocab_size} tokens, "
@@ -443,6 +516,18 @@ def export_model_dir(model_dir: str, export_dir: str, max_seq_length: Optional[i
   if info is not None and info.kind == "span":
     models.update(span_extractor=task_model, max_query_length=info.max_query_length,
                   max_answer_length=info.max_answer_length)
+    if info.task == "squad_v2":
+      threshold = recorded_null_score_diff_threshold(config_dir)
+      if threshold is None:
+        threshold = DEFAULT_NULL_SCORE_DIFF_THRESHOLD
+        logging.warning("%s records no dev best_f1_threshold (trained without "
+                        "evaluation?): no_answer when null_score_diff > %g", config_dir,
+                        threshold)
+      else:
+        logging.info("no_answer when null_score_diff > %g (best_f1_threshold on dev)",
+                     threshold)
+      models["null_score_diff_threshold"] = threshold
   elif info is not None:
-    models.update(classifier=task_model, label_names=list(info.label_names) or None)
+    models.update(classifier=task_model, label_names=list(info.label_names) or None,
+                  text_pair=info.text_pair)
   return export_saved_model(export_dir, tokenizer, max_seq_length, **models)

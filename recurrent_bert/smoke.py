@@ -13,6 +13,7 @@ import numpy as np
 from absl import app
 from absl import flags
 
+from recurrent_bert import cli
 from recurrent_bert import config as config_lib
 
 FLAGS = flags.FLAGS
@@ -66,4 +67,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

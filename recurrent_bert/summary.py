@@ -16,6 +16,7 @@ import sys
 from absl import app
 from absl import flags
 
+from recurrent_bert import cli
 from recurrent_bert import config as config_lib
 from recurrent_bert.data import io_utils
 
@@ -79,4 +80,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

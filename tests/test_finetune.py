@@ -16,7 +16,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests import generated_tasks
+from recurrent_bert.data import sample_tasks as generated_tasks
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEQ_LEN = 32

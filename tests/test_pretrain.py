@@ -19,8 +19,10 @@ from tests.training.conftest import (  # noqa: F401
     read_json, run_pretrain, subprocess_env, unmasked_records, vocab_file, wait_all)
 
 CONFIGS = os.path.join(REPO, "configs", "pretrain")
+# A rate and ETA on every line but one that covers only the first (compiling) call.
 PROGRESS_LINE = re.compile(r"step (\d+)/(\d+) loss=\d+\.\d{3} mlm_acc=\d\.\d\d .*"
-                           r"lr=\d\.\de[+-]\d\d [\d.]+ steps/s \d+ ex/s ETA \S+")
+                           r"lr=\d\.\de[+-]\d\d (?:[\d.]+ steps/s \d+ ex/s ETA \S+|"
+                           r"\(first call, with compilation: [^)]*\))")
 
 
 def read_flagfile(name):

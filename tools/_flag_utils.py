@@ -1,16 +1,13 @@
 """Small helpers shared by the tools' entry points (flag checks, error exits)."""
 
-import sys
-
 from absl import logging
+
+from recurrent_bert import cli
 
 from recurrent_bert.data.io_utils import InputError
 
 
-def fail(message: str) -> None:
-  """Prints `message` to stderr and exits with status 2 (bad input, no work done)."""
-  print(f"error: {message}", file=sys.stderr)
-  sys.exit(2)
+fail = cli.fail
 
 
 def run_checked(function, *args, **kwargs):

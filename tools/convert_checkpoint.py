@@ -35,16 +35,16 @@ copied, left new (freshly initialised) and unused are printed.
 
 import json
 import os
-import shutil
 import sys
 from typing import Optional
 
 if __package__ in (None, ""):  # run as `python tools/convert_checkpoint.py`
   sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 
+from recurrent_bert import cli  # noqa: E402
+from recurrent_bert import model_dir as model_dir_layout  # noqa: E402
 from tools import _flag_utils  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -70,8 +70,8 @@ def define_flags():
   flags.mark_flags_as_required(["source", "input", "output_dir"])
 
 
-REPORT_FILE = "conversion_report.json"
-PRETRAINER_PREFIX = "pretrainer"
+REPORT_FILE = model_dir_layout.CONVERSION_REPORT_FILE
+PRETRAINER_PREFIX = model_dir_layout.PRETRAINER_PREFIX
 
 
 def _warm_start_target(imported, target_config: str):
@@ -114,8 +114,7 @@ def write_model_dir(pretrainer, output_dir: str, vocab_file: Optional[str], info
     export_info = {key: info[key] for key in ("source", "source_kind", "do_lower_case")}
     checkpoints.export_encoder(pretrainer.encoder, tmp_dir, vocab_file=vocab_file,
                                info=export_info)
-    if vocab_file:
-      shutil.copyfile(vocab_file, os.path.join(tmp_dir, "vocab.txt"))
+    checkpoints.write_tokenizer_files(tmp_dir, vocab_file, info["do_lower_case"])
     io_utils.atomic_write_json(os.path.join(tmp_dir, REPORT_FILE), info)
 
 
@@ -181,4 +180,4 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  cli.run(main)

@@ -24,9 +24,12 @@ Examples:
 import os
 import sys
 
-from absl import app
+if __package__ in (None, ""):  # run as `python tools/NAME.py`: make `tools` importable
+  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 from absl import flags
 
+from recurrent_bert import cli
 from tools import _flag_utils
 
 FLAGS = flags.FLAGS
@@ -169,4 +172,4 @@ def run_beam(pipeline_args):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -58,10 +58,14 @@ import sys
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from absl import app
+if __package__ in (None, ""):  # run as `python tools/NAME.py`: make `tools` importable
+  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 from absl import flags
 
+from recurrent_bert import cli
 from recurrent_bert import config
+from recurrent_bert import model_dir as layout
 from recurrent_bert.data import io_utils
 from tools import _flag_utils
 
@@ -93,7 +97,7 @@ def define_flags() -> None:
 GLUE_MODULE = "recurrent_bert.finetune_glue"
 SQUAD_MODULE = "recurrent_bert.finetune_squad"
 SQUAD_TASKS = {"squad": [], "squad_v2": ["--version=2.0"]}
-EVAL_RESULTS_FILE = "eval_results.json"
+EVAL_RESULTS_FILE = layout.EVAL_RESULTS_FILE
 COMMAND_FILE = "sweep_command.json"
 LOG_FILE = "log.txt"
 # What the sweep sets per run; passing them through would break the grid.
@@ -248,7 +252,7 @@ def build_runs(models: Sequence[ModelSpec], tasks: Sequence[TaskSpec],
     for task in tasks:
       for lr in learning_rates:
         for seed in seeds:
-          run_dir = os.path.join(output_dir, "runs", model.name, task.name,
+          run_dir = os.path.join(output_dir, layout.SWEEP_RUNS_DIR, model.name, task.name,
                                  run_dir_name(lr, seed))
           args = ([f"--flagfile={entry_flagfile}"] if entry_flagfile else [])
           args += [*entry_flags, *module_flags.get(task.module, ()),
@@ -564,16 +568,18 @@ def write_outputs(rows: Sequence[dict], output_dir: str, failed: Sequence[str] =
                   notes: Sequence[str] = ()) -> List[str]:
   """results.csv, summary.md, summary.csv and (with results) lr_sweep.png; their paths."""
   paths = {name: os.path.join(output_dir, name)
-           for name in ("results.csv", "summary.md", "summary.csv", "lr_sweep.png")}
-  io_utils.atomic_write_text(paths["results.csv"], results_csv(rows, output_dir))
-  io_utils.atomic_write_text(paths["summary.md"], summary_markdown(rows, failed, notes))
-  io_utils.atomic_write_text(paths["summary.csv"], summary_csv(rows))
+           for name in (layout.SWEEP_RESULTS_FILE, layout.SWEEP_SUMMARY_MD,
+                        layout.SWEEP_SUMMARY_CSV, layout.SWEEP_PLOT)}
+  io_utils.atomic_write_text(paths[layout.SWEEP_RESULTS_FILE], results_csv(rows, output_dir))
+  io_utils.atomic_write_text(paths[layout.SWEEP_SUMMARY_MD],
+                             summary_markdown(rows, failed, notes))
+  io_utils.atomic_write_text(paths[layout.SWEEP_SUMMARY_CSV], summary_csv(rows))
   if rows:
-    plot_lr_sweep(rows, paths["lr_sweep.png"])
+    plot_lr_sweep(rows, paths[layout.SWEEP_PLOT])
   else:  # no stale plot beside tables that have no results
-    if os.path.exists(paths["lr_sweep.png"]):
-      os.remove(paths["lr_sweep.png"])
-    paths.pop("lr_sweep.png")
+    if os.path.exists(paths[layout.SWEEP_PLOT]):
+      os.remove(paths[layout.SWEEP_PLOT])
+    paths.pop(layout.SWEEP_PLOT)
   return list(paths.values())
 
 
@@ -814,4 +820,4 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  cli.run(main)

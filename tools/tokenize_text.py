@@ -8,10 +8,15 @@ Example:
 """
 
 import json
+import os
+import sys
 
-from absl import app
+if __package__ in (None, ""):  # run as `python tools/NAME.py`: make `tools` importable
+  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 from absl import flags
 
+from recurrent_bert import cli
 from tools import _flag_utils
 
 FLAGS = flags.FLAGS
@@ -65,4 +70,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

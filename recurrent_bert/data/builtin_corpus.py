@@ -273,9 +273,10 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  from absl import app, flags  # pylint: disable=g-import-not-at-top
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  from recurrent_bert import cli  # pylint: disable=g-import-not-at-top
   flags.DEFINE_string("output_file", None, "Where to write the corpus (atomically).")
   flags.DEFINE_integer("max_bytes", 0, "Stop after about this many bytes (0 = all).")
   flags.DEFINE_integer("max_documents", 0, "Stop after this many documents (0 = all).")
   flags.mark_flag_as_required("output_file")
-  app.run(main)
+  cli.run(main)

@@ -16,6 +16,7 @@ import os
 from typing import List, Optional, Sequence
 
 from recurrent_bert.data import glue
+from recurrent_bert.data import io_utils
 from recurrent_bert.data.io_utils import InputError
 from recurrent_bert.data.io_utils import atomic_write_text
 from recurrent_bert.data.task_features import PairExample
@@ -26,10 +27,10 @@ SPLITS = ("train", "dev", "test")
 
 
 def _header(path: str) -> List[str]:
-  if not os.path.isfile(path):
+  if not io_utils.isfile(path):
     raise InputError(f"{path!r} does not exist (custom task: expected train.tsv, "
                      "dev.tsv and optionally test.tsv)")
-  with open(path, encoding="utf-8") as f:
+  with io_utils.open_file(path, "r") as f:
     first = f.readline().rstrip("\r\n").lstrip("\ufeff")
   return first.split("\t")
 
@@ -62,7 +63,7 @@ def infer_label_list(task_dir: str) -> List[str]:
   if layout.label is None:
     raise InputError(f"{path}:1: the train file needs a 'label' column")
   labels = set()
-  with open(path, encoding="utf-8") as f:
+  with io_utils.open_file(path, "r") as f:
     next(f)
     for line in f:
       fields = line.rstrip("\r\n").split("\t")

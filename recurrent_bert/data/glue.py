@@ -24,6 +24,7 @@ import dataclasses
 import os
 from typing import Dict, Optional, Tuple
 
+from recurrent_bert.data import io_utils
 from recurrent_bert.data.io_utils import InputError
 from recurrent_bert.data.io_utils import read_lines_checked
 from recurrent_bert.data.task_features import PairExample
@@ -211,7 +212,7 @@ def read_glue(task_dir: str, task: str, split: str) -> SplitData:
   if spec.benchmark != "glue":
     raise InputError(f"{spec.name} is not a GLUE task")
   path = split_file(task_dir, spec.name, split)
-  if not os.path.isfile(path):
+  if not io_utils.isfile(path):
     raise InputError(f"{path!r} does not exist (task {spec.name}, split {split}); "
                      f"expected the official GLUE folder layout")
   labeled_layout, test_layout = _LAYOUTS[spec.name]

@@ -12,7 +12,10 @@ import json
 import os
 import shutil
 import tempfile
+import uuid
 from typing import Iterator, List, Sequence, Tuple
+
+from recurrent_bert.model_dir import METRICS_LOG_FILE
 
 
 class InputError(ValueError):
@@ -46,28 +49,99 @@ def discard_temp(tmp: str) -> None:
     os.remove(tmp)
 
 
+def _gfile():
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return tf.io.gfile
+
+
+def _has_scheme(path) -> bool:
+  return "://" in os.fspath(path)
+
+
+def _sibling(path: str, kind: str) -> str:
+  """A fresh hidden name beside `path`. It must not start with `path`'s own name: the
+  ram:// file system answers exists() and listdir() by name prefix."""
+  directory, base = path.rstrip("/").rsplit("/", 1)
+  return f"{directory}/.{kind}-{uuid.uuid4().hex}-{base}"
+
+
+def _parent(path: str) -> str:
+  """The directory of a path with a scheme ("gs://b/x" -> "gs://b", "ram://x" -> "ram://")."""
+  directory = path.rstrip("/").rsplit("/", 1)[0]
+  return directory + "/" if directory.endswith(":/") else directory
+
+
+def open_file(path: str, mode: str = "rb"):
+  """Opens `path` for reading, local or on a TensorFlow file system (gs://, ram://)."""
+  if _has_scheme(path):
+    return _gfile().GFile(path, mode)
+  return open(path, mode) if "b" in mode else open(path, mode, encoding="utf-8")
+
+
+def isfile(path: str) -> bool:
+  if _has_scheme(path):
+    return _gfile().exists(path) and not _gfile().isdir(path)
+  return os.path.isfile(path)
+
+
+@contextlib.contextmanager
+def atomic_output(path: str) -> Iterator[str]:
+  """Yields a temporary path beside `path`, moved over `path` if the block succeeds.
+
+  For writers that take a path (TFRecordWriter, SavedModel files). Paths with a scheme
+  (gs://, ram://) are renamed through `tf.io.gfile`.
+  """
+  if _has_scheme(path):
+    gfile = _gfile()
+    gfile.makedirs(_parent(path))
+    tmp = _sibling(path, "tmp")
+    try:
+      yield tmp
+      gfile.rename(tmp, path, overwrite=True)
+    except BaseException:
+      if gfile.exists(tmp):
+        gfile.remove(tmp)
+      raise
+    return
+  tmp = temp_path_for(path)
+  try:
+    yield tmp
+    commit_temp(tmp, path)
+  except BaseException:
+    discard_temp(tmp)
+    raise
+
+
 @contextlib.contextmanager
 def atomic_write(path: str, mode: str = "w", encoding: str = "utf-8"):
   """Context manager yielding a file object; `path` appears only if the block succeeds.
 
   Args:
-    path: final destination.
+    path: final destination (local, or gs://, ram://... through `tf.io.gfile`).
     mode: "w" (text) or "wb" (binary).
     encoding: text encoding for mode "w".
   """
   if mode not in ("w", "wb"):
     raise ValueError(f"atomic_write supports modes 'w' and 'wb', got {mode!r}")
-  tmp = temp_path_for(path)
-  try:
-    kwargs = {"encoding": encoding, "newline": "\n"} if mode == "w" else {}
-    with open(tmp, mode, **kwargs) as f:
-      yield f
-      f.flush()
-      os.fsync(f.fileno())
-    commit_temp(tmp, path)
-  except BaseException:
-    discard_temp(tmp)
-    raise
+  with atomic_output(path) as tmp:
+    if _has_scheme(path):
+      with _gfile().GFile(tmp, mode) as f:
+        yield f
+    else:
+      kwargs = {"encoding": encoding, "newline": "\n"} if mode == "w" else {}
+      with open(tmp, mode, **kwargs) as f:
+        yield f
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def remove_file(path: str) -> None:
+  """Deletes a file; nothing when it does not exist."""
+  if _has_scheme(path):
+    if _gfile().exists(path):
+      _gfile().remove(path)
+  else:
+    discard_temp(path)
 
 
 def atomic_write_text(path: str, text: str) -> None:
@@ -79,6 +153,35 @@ def atomic_write_json(path: str, obj) -> None:
   atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
+def atomic_copy(source: str, path: str) -> None:
+  """Copies `source` to `path` atomically; either may be local or have a scheme."""
+  if os.path.abspath(source) == os.path.abspath(path):
+    return
+  with atomic_write(path, "wb") as out:
+    if _has_scheme(source):
+      with _gfile().GFile(source, "rb") as f:
+        out.write(f.read())
+    else:
+      with open(source, "rb") as f:
+        shutil.copyfileobj(f, out)
+
+
+def makedirs(path: str) -> None:
+  if _has_scheme(path):
+    _gfile().makedirs(path)
+  else:
+    os.makedirs(path, exist_ok=True)
+
+
+def remove_tree(path: str) -> None:
+  """Deletes a directory and what it holds; nothing when it does not exist."""
+  if _has_scheme(path):
+    if _gfile().exists(path):
+      _gfile().rmtree(path)
+  else:
+    shutil.rmtree(path, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def atomic_directory(final_dir: str):
   """Yields a temp dir beside `final_dir`; on success it replaces `final_dir` whole.
@@ -86,7 +189,32 @@ def atomic_directory(final_dir: str):
   Readers see either the old complete directory or the new complete one: a directory
   cannot be replaced in one rename, so the old one is first moved aside (two renames),
   then deleted. On error the temp dir is removed and `final_dir` is left untouched.
+  On file systems with a scheme (gs://, ram://), which rename object by object, the
+  files are moved into place one by one after all of them are complete; a reader that
+  must not see a partial directory checks for the file written last (e.g. export_info.json).
   """
+  if _has_scheme(final_dir):
+    gfile = _gfile()
+    final_dir = final_dir.rstrip("/")
+    tmp_dir = _sibling(final_dir, "tmp")
+    gfile.makedirs(tmp_dir)
+    try:
+      yield tmp_dir
+      # Object stores (and ram://) rename file by file, not directories: the new files
+      # are moved in one by one once all are written; the old ones are deleted first.
+      if gfile.exists(final_dir):
+        gfile.rmtree(final_dir)
+      for directory, _, files in gfile.walk(tmp_dir):
+        target_dir = final_dir + directory[len(tmp_dir):]
+        gfile.makedirs(target_dir)
+        for name in files:
+          gfile.rename(f"{directory}/{name}", f"{target_dir}/{name}", overwrite=True)
+      gfile.rmtree(tmp_dir)
+    except BaseException:
+      if gfile.exists(tmp_dir):
+        gfile.rmtree(tmp_dir)
+      raise
+    return
   final_dir = os.path.abspath(final_dir)
   parent, base = os.path.split(final_dir)
   os.makedirs(parent, exist_ok=True)
@@ -139,11 +267,10 @@ def expand_input_patterns(patterns: Sequence[str], flag_name: str = "input_files
       for match in matches:
         if match in seen:
           continue
-        if remote:
-          pass  # object stores have no local permission bits to check
-        elif not os.path.isfile(match):
+        # Object stores have no local permission bits to check.
+        if not remote and not os.path.isfile(match):
           raise InputError(f"--{flag_name}: {match!r} is not a regular file")
-        if not os.access(match, os.R_OK):
+        if not remote and not os.access(match, os.R_OK):
           raise InputError(f"--{flag_name}: {match!r} is not readable")
         seen.add(match)
         files.append(match)
@@ -162,7 +289,7 @@ def read_lines_checked(path: str) -> Iterator[Tuple[int, str]]:
     InputError: the file cannot be opened, or a line is not valid UTF-8.
   """
   try:
-    f = open(path, "rb")
+    f = open_file(path, "rb")
   except OSError as e:
     raise InputError(f"cannot read input file {path!r}: {e.strerror or e}") from e
   with f:
@@ -179,7 +306,7 @@ def read_lines_checked(path: str) -> Iterator[Tuple[int, str]]:
 def read_metrics_log(model_dir: str) -> dict:
   """{step: record} of a training run's metrics.jsonl; later lines win (a resumed run
   replays steps); a line cut by a kill is skipped. TensorFlow-free, for reports."""
-  path = os.path.join(model_dir, "metrics.jsonl")
+  path = os.path.join(model_dir, METRICS_LOG_FILE)
   records = {}
   if not os.path.exists(path):
     return records
@@ -191,3 +318,43 @@ def read_metrics_log(model_dir: str) -> dict:
         continue
       records[int(record["step"])] = record
   return records
+
+
+def truncate_metrics_log(model_dir: str, last_step: int) -> int:
+  """Makes model_dir/metrics.jsonl hold one row per step 1..last_step, in step order.
+
+  A run resumed from the checkpoint of `last_step` would otherwise log the steps after it
+  twice (a run killed at step 60 with a checkpoint at 50 re-runs 51..60). Rows after
+  `last_step` and lines cut by a kill are dropped; of repeated steps (logs of older
+  versions) the last row is kept, as `read_metrics_log` reads them. The file is replaced
+  atomically (`atomic_write_text`, gs:// and ram:// too) and only when a row goes.
+
+  Returns:
+    The number of lines dropped.
+  """
+  path = os.path.join(model_dir, METRICS_LOG_FILE)
+  if _has_scheme(path):
+    gfile = _gfile()
+    if not gfile.exists(path):
+      return 0
+    with gfile.GFile(path, "r") as f:
+      text = f.read()
+  else:
+    if not os.path.exists(path):
+      return 0
+    with open(path, encoding="utf-8", newline="\n") as f:
+      text = f.read()
+  lines = text.splitlines(keepends=True)
+  rows = {}
+  for line in lines:
+    try:
+      record = json.loads(line)
+      step = int(record["step"])
+    except (ValueError, KeyError, TypeError):  # a line cut by a kill
+      continue
+    if line.endswith("\n") and 1 <= step <= last_step:
+      rows[step] = line
+  kept = [rows[step] for step in sorted(rows)]
+  if kept != lines:
+    atomic_write_text(path, "".join(kept))
+  return len(lines) - len(kept)

@@ -35,6 +35,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from recurrent_bert.data import tokenization
+from recurrent_bert.data import io_utils
 from recurrent_bert.data.io_utils import InputError
 from recurrent_bert.data.task_features import Features
 from recurrent_bert.data.task_features import SplitData
@@ -157,7 +158,7 @@ def read_squad(path: str) -> SplitData:
       the message names file:line and the JSON path (data[i].paragraphs[j].qas[k]...).
   """
   try:
-    with open(path, "rb") as f:
+    with io_utils.open_file(path, "rb") as f:
       text = f.read().decode("utf-8")
   except OSError as e:
     raise InputError(f"cannot read SQuAD file {path!r}: {e.strerror or e}") from e

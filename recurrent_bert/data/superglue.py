@@ -22,6 +22,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 
 from recurrent_bert.data.glue import TaskSpec
 from recurrent_bert.data.glue import get_task
+from recurrent_bert.data import io_utils
 from recurrent_bert.data.io_utils import InputError
 from recurrent_bert.data.io_utils import read_lines_checked
 from recurrent_bert.data.task_features import PairExample
@@ -81,7 +82,7 @@ def _type_names(types) -> str:
 
 
 def _read_jsonl(path: str) -> Iterator[_Record]:
-  if not os.path.isfile(path):
+  if not io_utils.isfile(path):
     raise InputError(f"{path!r} does not exist; expected the official SuperGLUE layout")
   for line_number, line in read_lines_checked(path):
     if not line.strip():

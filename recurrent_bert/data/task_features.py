@@ -20,7 +20,6 @@ valid cache. `load_feature_dataset` streams a cache back as a `tf.data.Dataset`.
 import dataclasses
 import hashlib
 import json
-import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from absl import logging
@@ -220,7 +219,7 @@ def fingerprint(*parts: Any) -> str:
 def file_fingerprint(path: str) -> str:
   """sha256 of a file's bytes (e.g. the vocabulary, so a new vocab invalidates a cache)."""
   digest = hashlib.sha256()
-  with open(path, "rb") as f:
+  with tf.io.gfile.GFile(path, "rb") as f:
     for block in iter(lambda: f.read(1 << 20), b""):
       digest.update(block)
   return digest.hexdigest()
@@ -255,16 +254,10 @@ def write_feature_cache(cache_path: str, features: Features, fingerprint_value: 
     raise ValueError(f"feature arrays disagree on the number of rows: {sizes}")
   num_rows = next(iter(sizes.values()), 0)
   # Invalidate first: an old sidecar must never describe the new records.
-  io_utils.discard_temp(_metadata_path(cache_path))
-  tmp = io_utils.temp_path_for(cache_path)  # also creates the directory
-  try:
-    with tf.io.TFRecordWriter(tmp) as writer:
-      for row in range(num_rows):
-        writer.write(_serialize_row(features, row))
-    io_utils.commit_temp(tmp, cache_path)
-  except BaseException:
-    io_utils.discard_temp(tmp)
-    raise
+  io_utils.remove_file(_metadata_path(cache_path))
+  with io_utils.atomic_output(cache_path) as tmp, tf.io.TFRecordWriter(tmp) as writer:
+    for row in range(num_rows):
+      writer.write(_serialize_row(features, row))
   metadata = {
       "format_version": _CACHE_FORMAT_VERSION,
       "fingerprint": fingerprint_value,
@@ -280,12 +273,12 @@ def write_feature_cache(cache_path: str, features: Features, fingerprint_value: 
 def read_cache_metadata(cache_path: str) -> Optional[Dict[str, Any]]:
   """The sidecar of a complete cache, or None if there is no (valid) cache at the path."""
   try:
-    with open(_metadata_path(cache_path), encoding="utf-8") as f:
+    with tf.io.gfile.GFile(_metadata_path(cache_path)) as f:
       metadata = json.load(f)
-  except (OSError, ValueError):
+  except (OSError, ValueError, tf.errors.OpError):
     return None
   if (metadata.get("format_version") != _CACHE_FORMAT_VERSION
-      or not os.path.isfile(cache_path)):
+      or not tf.io.gfile.exists(cache_path)):
     return None
   return metadata
 

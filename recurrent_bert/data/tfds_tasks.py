@@ -73,7 +73,7 @@ def _load_numpy(name: str, split: str, data_dir: Optional[str], download: bool
         f"on a machine with network access: `tfds build {name} "
         f"--data_dir={data_dir or '~/tensorflow_datasets'}` (some GLUE/SuperGLUE/SQuAD "
         f"sources need manual steps, see the TFDS catalog page of {name}), then copy the "
-        f"directory here; or allow downloading (download=True). TFDS said: {e}") from None
+        f"directory here; or let TFDS download it (--tfds_download). TFDS said: {e}") from None
   return tfds.as_numpy(dataset), info
 
 

@@ -23,12 +23,12 @@ UTF-8 bytes (tensorflow-text) instead of characters; it only matters for words o
 ~50 non-ASCII characters, which become `[UNK]` a little earlier.
 """
 
-import os
 from typing import Dict, List, Sequence, Union
 
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from recurrent_bert.data import io_utils
 from recurrent_bert.data.io_utils import InputError
 
 PAD_TOKEN = "[PAD]"
@@ -77,12 +77,12 @@ def load_vocab(vocab_file: str) -> List[str]:
     InputError: unreadable file, invalid UTF-8, an empty or duplicate token, or a missing
       reserved token; the message names the file (and the line).
   """
-  if not os.path.isfile(vocab_file):
+  if not io_utils.isfile(vocab_file):
     raise InputError(f"vocab file {vocab_file!r} does not exist")
   tokens: List[str] = []
   first_line_of: Dict[str, int] = {}
   try:
-    with open(vocab_file, "rb") as f:
+    with io_utils.open_file(vocab_file, "rb") as f:
       raw_lines = f.read().split(b"\n")
   except OSError as e:
     raise InputError(f"cannot read vocab file {vocab_file!r}: {e.strerror or e}") from e

@@ -1,37 +1,27 @@
-"""Where pretraining writes its state, and how the encoder is loaded back.
+"""Where training writes its state, and how any model dir the package wrote is read back.
 
-Layout of a pretraining `--model_dir`:
-
-  model_dir/
-    model_config.json          the encoder's ModelConfig (vocab_size as trained)
-    checkpoint, ckpt-N.*       training checkpoints (tf.train.CheckpointManager):
-                               model (Pretrainer weights keyed by variable path: encoder
-                               + heads), optimizer, global_step
-                               and, with the default strategy, the input iterator
-    train/                     TensorBoard event files
-    metrics.jsonl              one JSON line per step: {"step", "loss", "mlm_loss"}
-    encoder/                   the final export (written to a temp dir, then renamed):
-      model_config.json
-      encoder.index, encoder.data-*   tf.train.Checkpoint(encoder={path: variable})
-      vocab.txt                copy of --vocab_file, when given
-      export_info.json         {"global_step", "source_checkpoint"}
-
-`load_encoder(path)` accepts any of: the export directory, a model_dir (its latest
-training checkpoint, else its export), or a training checkpoint prefix (`.../ckpt-N`).
+File names and layouts: `recurrent_bert/model_dir.py` (the contract). `resolve_model(path)`
+is the one place that turns a path into weights, config and tokenizer, for every kind of
+directory the package writes: a pretraining model_dir, its `encoder/` export, a
+`tools/convert_checkpoint.py` output, a fine-tuning model_dir (its best/ checkpoint), or a
+checkpoint prefix (`.../ckpt-N`). `--init_checkpoint`, `export --model_dir` and sweeps all
+go through it.
 """
 
-import json
+import dataclasses
 import os
 from typing import Optional, Tuple
 
 import tensorflow as tf
 
+from recurrent_bert import model_dir as layout
 from recurrent_bert.config import ModelConfig
 from recurrent_bert.data import io_utils
 
-MODEL_CONFIG_FILE = "model_config.json"
-EXPORT_DIR = "encoder"
-EXPORT_PREFIX = "encoder"
+# Re-exported for callers that name them through this module.
+MODEL_CONFIG_FILE = layout.MODEL_CONFIG_FILE
+EXPORT_DIR = layout.EXPORT_DIR
+EXPORT_PREFIX = layout.EXPORT_PREFIX
 
 
 class CheckpointNotFoundError(FileNotFoundError):
@@ -60,45 +50,137 @@ def variables_by_path(layer, include_rng_state: bool = False) -> dict:
 
 
 def write_model_config(directory: str, config: ModelConfig) -> None:
-  tf.io.gfile.makedirs(directory)
-  path = os.path.join(directory, MODEL_CONFIG_FILE)
-  if "://" in directory:  # object stores write whole objects: atomic already
-    with tf.io.gfile.GFile(path, "w") as f:
-      f.write(config.to_json())
-  else:
-    io_utils.atomic_write_text(path, config.to_json())
+  io_utils.atomic_write_text(os.path.join(directory, MODEL_CONFIG_FILE), config.to_json())
+
+
+def write_tokenizer_files(directory: str, vocab_file: Optional[str],
+                          do_lower_case: Optional[bool]) -> None:
+  """vocab.txt (a copy of `vocab_file`) and tokenizer.json, what a reader tokenizes with.
+
+  Without a vocabulary nothing is written; with an unknown casing (None: a converted
+  checkpoint that does not say) only vocab.txt.
+  """
+  if not vocab_file:
+    return
+  io_utils.atomic_copy(vocab_file, os.path.join(directory, layout.VOCAB_FILE))
+  if do_lower_case is not None:
+    io_utils.atomic_write_text(os.path.join(directory, layout.TOKENIZER_FILE),
+                               layout.TokenizerInfo(do_lower_case=do_lower_case).to_json())
 
 
 def _is_checkpoint_prefix(path: str) -> bool:
   return tf.io.gfile.exists(path + ".index")
 
 
-def resolve_checkpoint(path: str) -> Tuple[str, str, bool]:
-  """Finds the checkpoint behind `path`.
+@dataclasses.dataclass(frozen=True)
+class ModelSource:
+  """What a path given as a model resolves to.
 
-  Returns:
-    (checkpoint prefix, directory holding model_config.json, is_encoder_export).
+  Attributes:
+    kind: what the path is, in words ("pretraining model_dir", "encoder export",
+      "converted model dir", "fine-tuning model_dir", "checkpoint prefix").
+    prefix: the checkpoint prefix holding the weights.
+    config_dir: the directory holding model_config.json.
+    is_export: the checkpoint holds the encoder alone, keyed "encoder" (else a whole
+      model, keyed "model": Pretrainer or task model).
+    vocab_file: the recorded vocabulary, or None.
+    do_lower_case: the recorded casing, or None.
+  """
+  kind: str
+  prefix: str
+  config_dir: str
+  is_export: bool
+  vocab_file: Optional[str] = None
+  do_lower_case: Optional[bool] = None
+
+
+def _with_tokenizer(source: ModelSource, search: Tuple[str, ...]) -> ModelSource:
+  """Fills the vocabulary and casing from the first of `search` that records them."""
+  vocab_file = do_lower_case = None
+  for directory in search:
+    info = layout.read_tokenizer_info(directory)
+    if vocab_file is None:
+      name = info.vocab_file if info else layout.VOCAB_FILE
+      if layout.isfile(os.path.join(directory, name)):
+        vocab_file = os.path.join(directory, name)
+    if do_lower_case is None and info is not None:
+      do_lower_case = info.do_lower_case
+  return dataclasses.replace(source, vocab_file=vocab_file, do_lower_case=do_lower_case)
+
+
+def _checkpoint_kind(directory: str) -> str:
+  if layout.is_finetuning_dir(directory):
+    return "fine-tuning model_dir"
+  return "pretraining model_dir"
+
+
+def resolve_model(path: str) -> ModelSource:
+  """Finds weights, config and tokenizer behind any directory the package writes.
+
+  In order: a checkpoint prefix; an encoder export (`encoder.index` inside); a
+  fine-tuning model_dir (its best/ checkpoint, else its latest); a pretraining model_dir
+  with training checkpoints (they also hold the heads, which phase 2 wants); a converted
+  or finished pretraining dir's `encoder/` export. The vocabulary and casing are looked
+  up in the config dir, then the path itself, then its `encoder/`.
+
+  Raises:
+    CheckpointNotFoundError: naming `path`, what it is, and what would serve.
+  """
+  path = path.rstrip("/")
+  export_dir = os.path.join(path, layout.EXPORT_DIR)
+  if _is_checkpoint_prefix(path):
+    directory = os.path.dirname(path)
+    is_export = os.path.basename(path) == layout.EXPORT_PREFIX
+    kind = "encoder export" if is_export else "checkpoint prefix"
+    search = (directory, os.path.dirname(directory)) if is_export else (
+        directory, os.path.join(directory, layout.EXPORT_DIR))
+    return _with_tokenizer(ModelSource(kind, path, directory, is_export), search)
+  export_prefix = os.path.join(path, layout.EXPORT_PREFIX)
+  if _is_checkpoint_prefix(export_prefix):
+    return _with_tokenizer(ModelSource("encoder export", export_prefix, path, True),
+                           (path, os.path.dirname(path)))
+  is_dir = tf.io.gfile.isdir(path)
+  if is_dir and layout.is_finetuning_dir(path):
+    best = os.path.join(path, layout.BEST_DIR)
+    latest = tf.train.latest_checkpoint(best) or tf.train.latest_checkpoint(path)
+    if latest:
+      config_dir = os.path.dirname(latest)
+      return _with_tokenizer(ModelSource("fine-tuning model_dir", latest, config_dir, False),
+                             (config_dir, path))
+  latest = tf.train.latest_checkpoint(path) if is_dir else None
+  if latest:
+    return _with_tokenizer(ModelSource(_checkpoint_kind(path), latest, path, False),
+                           (path, export_dir))
+  nested_export = os.path.join(export_dir, layout.EXPORT_PREFIX)
+  if _is_checkpoint_prefix(nested_export):
+    kind = ("converted model dir" if layout.exists(os.path.join(
+        path, layout.CONVERSION_REPORT_FILE)) else "pretraining model_dir")
+    return _with_tokenizer(ModelSource(kind, nested_export, export_dir, True),
+                           (export_dir, path))
+  if is_dir and layout.is_saved_model(path):
+    raise CheckpointNotFoundError(
+        f"{path!r} is a SavedModel export (for serving): give the model dir it was "
+        "exported from")
+  if is_dir and layout.exists(os.path.join(path, MODEL_CONFIG_FILE)):
+    raise CheckpointNotFoundError(
+        f"{path!r} has a {MODEL_CONFIG_FILE} but no checkpoint yet (a run that has not "
+        "saved one): wait for its first checkpoint, or give a checkpoint prefix")
+  what = "a directory without checkpoints" if is_dir else (
+      "not a file or directory" if not layout.exists(path) else "a file, not a checkpoint")
+  raise CheckpointNotFoundError(
+      f"{path!r} is {what}; a model is a pretraining or fine-tuning model_dir, an "
+      "encoder/ export, a tools/convert_checkpoint.py output dir, or a checkpoint prefix "
+      "(…/ckpt-N)")
+
+
+def resolve_checkpoint(path: str) -> Tuple[str, str, bool]:
+  """(checkpoint prefix, directory holding model_config.json, is_encoder_export).
 
   Raises:
     CheckpointNotFoundError: naming `path`.
   """
-  path = path.rstrip("/")
-  if _is_checkpoint_prefix(path):
-    return path, os.path.dirname(path), os.path.basename(path) == EXPORT_PREFIX
-  export_prefix = os.path.join(path, EXPORT_PREFIX)
-  if _is_checkpoint_prefix(export_prefix):
-    return export_prefix, path, True
-  # A model_dir: its latest training checkpoint (it also holds the heads, which phase 2
-  # wants), else its export.
-  latest = tf.train.latest_checkpoint(path) if tf.io.gfile.isdir(path) else None
-  if latest:
-    return latest, path, False
-  nested_export = os.path.join(path, EXPORT_DIR, EXPORT_PREFIX)
-  if _is_checkpoint_prefix(nested_export):
-    return nested_export, os.path.join(path, EXPORT_DIR), True
-  raise CheckpointNotFoundError(
-      f"{path!r} is neither an encoder export, a model_dir with checkpoints, nor a "
-      "checkpoint prefix (…/ckpt-N)")
+  source = resolve_model(path)
+  return source.prefix, source.config_dir, source.is_export
 
 
 def read_model_config(config_dir: str) -> ModelConfig:
@@ -161,29 +243,25 @@ def restore_pretrainer_weights(pretrainer, path: str) -> str:
 
 
 def export_encoder(encoder, model_dir: str, *, vocab_file: Optional[str] = None,
-                   info: Optional[dict] = None) -> str:
+                   do_lower_case: Optional[bool] = None, info: Optional[dict] = None
+                   ) -> str:
   """Writes model_dir/encoder atomically (temp dir, then rename); returns its path.
 
-  On object stores (gs://...), which cannot rename directories, the files are written
-  in place, the weights last but one and export_info.json last: a reader should treat
-  an export without export_info.json as incomplete.
+  `do_lower_case` defaults to `info["do_lower_case"]` (None: not known).
+
+  export_info.json is written last: on object stores, which rename object by object, an
+  export without it is incomplete.
   """
+  info = dict(info or {})
+  if do_lower_case is None:
+    do_lower_case = info.get("do_lower_case")
+  info["do_lower_case"] = do_lower_case
   final_dir = os.path.join(model_dir, EXPORT_DIR)
-  if "://" in model_dir:
-    tf.io.gfile.makedirs(final_dir)
-    write_model_config(final_dir, encoder.config)
-    if vocab_file:
-      tf.io.gfile.copy(vocab_file, os.path.join(final_dir, "vocab.txt"), overwrite=True)
-    tf.train.Checkpoint(encoder=variables_by_path(encoder)).write(
-        os.path.join(final_dir, EXPORT_PREFIX))
-    with tf.io.gfile.GFile(os.path.join(final_dir, "export_info.json"), "w") as f:
-      f.write(json.dumps(info or {}, indent=2, sort_keys=True) + "\n")
-    return final_dir
   with io_utils.atomic_directory(final_dir) as tmp_dir:
     tf.train.Checkpoint(encoder=variables_by_path(encoder)).write(
         os.path.join(tmp_dir, EXPORT_PREFIX))
     write_model_config(tmp_dir, encoder.config)
-    if vocab_file:
-      tf.io.gfile.copy(vocab_file, os.path.join(tmp_dir, "vocab.txt"), overwrite=True)
-    io_utils.atomic_write_json(os.path.join(tmp_dir, "export_info.json"), info or {})
+    write_tokenizer_files(tmp_dir, vocab_file, do_lower_case)
+    io_utils.atomic_write_json(os.path.join(tmp_dir, layout.EXPORT_INFO_FILE),
+                               info)
   return final_dir

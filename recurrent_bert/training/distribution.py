@@ -60,11 +60,17 @@ def get_distribution_strategy(name: str, tpu_address: Optional[str] = None,
   if not tpu_address:
     raise ValueError("--distribution_strategy=tpu needs --tpu (a TPU name, grpc:// "
                      "address, or 'local' on a TPU VM)")
-  resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_address)
-  if tpu_address not in ("", "local"):
-    tf.config.experimental_connect_to_cluster(resolver)
-  tf.tpu.experimental.initialize_tpu_system(resolver)
-  logging.info("TPU devices: %s", tf.config.list_logical_devices("TPU"))
+  try:
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_address)
+    if tpu_address not in ("", "local"):
+      tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    logging.info("TPU devices: %s", tf.config.list_logical_devices("TPU"))
+  except (ValueError, RuntimeError, tf.errors.OpError) as e:
+    # No TPU at that address, or none attached: one line, not TensorFlow's op dump.
+    first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    raise ValueError(f"--distribution_strategy=tpu: no TPU reachable at --tpu="
+                     f"{tpu_address} ({first_line})") from None
   return tf.distribute.TPUStrategy(resolver)
 
 

@@ -1,17 +1,22 @@
 """The flags finetune_glue and finetune_squad share, and how they become a run's parts.
 
 Where the encoder comes from, in order: the model_dir itself (a resumed run, or
---mode=eval/predict), else --init_checkpoint (a pretraining model_dir or its encoder/
-export, a converted model dir, a checkpoint prefix) with its model_config.json, vocab.txt
-and recorded casing, else --model_config (random initialisation: tests, ablations).
+--mode=eval/predict), else --init_checkpoint (any model dir the package writes, resolved by
+`training/checkpoints.resolve_model`, with its model_config.json, vocabulary and recorded
+casing), else --model_config (random initialisation: tests, ablations). A model_dir that
+already holds a fine-tuned model fixes the settings it was trained with (sequence length,
+casing, vocabulary, SQuAD window settings): they are read back, and a flag that
+contradicts them is refused naming both values.
 """
 
 import dataclasses
 import os
 import sys
-from typing import Optional
+from typing import Optional, Sequence
 
 from absl import flags
+
+from recurrent_bert import model_dir as layout
 
 from recurrent_bert.training import run_flags
 from recurrent_bert.training.run_flags import fail
@@ -62,6 +67,7 @@ def define_flags(*, learning_rate: float, train_batch_size: int, max_seq_length:
   flags.DEFINE_integer("log_steps", 100, "Progress line every N steps.")
   flags.DEFINE_integer("steps_per_loop", 100, "Steps per tf.function call.")
   run_flags.define_execution_flags()
+  run_flags.define_run_dir_flag()
   flags.mark_flags_as_required(["model_dir"])
   for name in ("max_seq_length", "train_batch_size", "eval_batch_size",
                "save_checkpoints_steps", "keep_checkpoint_max", "log_steps",
@@ -90,46 +96,102 @@ class RunParts:
   cache_dir: str
 
 
-def resolve_run(worker_id: int = 0) -> RunParts:
+def help_groups(task_flags):
+  """--help groups of a fine-tuning command whose own flags are `task_flags`."""
+  return {
+      "task and data": ("run_dir", *task_flags, "max_seq_length", "cache_dir",
+                        "shuffle_buffer_size"),
+      "model": ("init_checkpoint", "model_config", "vocab_file", "do_lower_case"),
+      "mode and output": ("mode", "model_dir", "checkpoint", "eval_every_steps",
+                          "save_checkpoints_steps", "keep_checkpoint_max", "log_steps"),
+      "optimisation": run_flags.OPTIMIZATION_HELP + ("seed",),
+      "execution": run_flags.EXECUTION_HELP + ("steps_per_loop",),
+  }
+
+
+# Path flags every fine-tuning command has; --run_dir applies to these and the command's
+# own (data files).
+PATH_FLAGS = ("model_dir", "init_checkpoint", "checkpoint", "vocab_file", "cache_dir")
+# Settings a fine-tuned model was trained with (task_info.json). eval, predict and a
+# resumed run use the recorded value; a flag that contradicts it is refused.
+RECORDED_SETTINGS = ("max_seq_length", "do_lower_case", "doc_stride", "max_query_length",
+                     "max_answer_length")
+
+
+def _use_recorded_settings(info, model_dir: str) -> None:
+  for name in RECORDED_SETTINGS:
+    if name not in FLAGS:
+      continue
+    recorded = getattr(info, name)
+    if FLAGS[name].present and FLAGS[name].value != recorded:
+      fail(f"--{name}={FLAGS[name].value} differs from {name}={recorded} recorded in "
+           f"{os.path.join(model_dir, layout.TASK_INFO_FILE)} when the model was trained; "
+           "drop the flag (the recorded value is used) or give a new --model_dir")
+    FLAGS[name].value = recorded
+
+
+def _same_file(path_a: str, path_b: str) -> bool:
+  from recurrent_bert.data import task_features  # pylint: disable=g-import-not-at-top
+  return task_features.file_fingerprint(path_a) == task_features.file_fingerprint(path_b)
+
+
+def resolve_run(worker_id: int = 0, path_flags: Sequence[str] = ()) -> RunParts:
   """Model config, vocabulary and casing from the flags (module docstring), checked.
 
+  `path_flags`: the command's own path flags, taken relative to --run_dir too.
   Each MultiWorkerMirrored worker converts the data itself, into its own feature cache
   (worker 0 into --cache_dir), so no worker reads a cache another is rewriting.
   """
   # pylint: disable=g-import-not-at-top
   from recurrent_bert.config import ConfigError, resolve_config
   from recurrent_bert.data import tokenization
-  from recurrent_bert.training import checkpoints, finetuning
+  from recurrent_bert.training import checkpoints
   # pylint: enable=g-import-not-at-top
+  run_flags.apply_run_dir(PATH_FLAGS + tuple(path_flags))
   model_dir = FLAGS.model_dir
-  resumed = os.path.exists(os.path.join(model_dir, checkpoints.MODEL_CONFIG_FILE))
+  resumed = layout.exists(os.path.join(model_dir, layout.MODEL_CONFIG_FILE))
   init = FLAGS.init_checkpoint
-  source_dir = None
+  recorded_vocab = recorded_casing = None
   try:
     if resumed:
       config = checkpoints.read_model_config(model_dir)
-      source_dir = model_dir
+      if layout.is_finetuning_dir(model_dir):
+        _use_recorded_settings(layout.TaskInfo.read(model_dir), model_dir)
+      tokenizer_info = layout.read_tokenizer_info(model_dir)
+      recorded_casing = tokenizer_info and tokenizer_info.do_lower_case
+      if layout.exists(os.path.join(model_dir, layout.VOCAB_FILE)):
+        recorded_vocab = os.path.join(model_dir, layout.VOCAB_FILE)
     elif init:
-      _, source_dir, _ = checkpoints.resolve_checkpoint(init)
-      config = checkpoints.read_model_config(source_dir)
+      source = checkpoints.resolve_model(init)
+      config = checkpoints.read_model_config(source.config_dir)
+      recorded_vocab, recorded_casing = source.vocab_file, source.do_lower_case
     elif FLAGS.model_config:
       config = resolve_config(FLAGS.model_config)
     else:
       fail("give --init_checkpoint (a pretrained encoder) or --model_config")
-  except (ConfigError, checkpoints.CheckpointNotFoundError) as e:
+  except (ConfigError, checkpoints.CheckpointNotFoundError, ValueError) as e:
     fail(f"--init_checkpoint: {e}" if init and not resumed else str(e))
   if FLAGS.mode in ("eval", "predict") and not resumed and not FLAGS.checkpoint:
     fail(f"--mode={FLAGS.mode} needs a trained --model_dir or --checkpoint")
 
   vocab_file = FLAGS.vocab_file
-  candidates = [d for d in (model_dir, source_dir, init) if d]
+  if vocab_file is not None and not layout.exists(vocab_file):
+    fail(f"--vocab_file: {vocab_file!r} does not exist")
   if vocab_file is None:
-    vocab_file = next((os.path.join(d, "vocab.txt") for d in candidates
-                       if os.path.isfile(os.path.join(d, "vocab.txt"))), None)
-  if vocab_file is None or not os.path.isfile(vocab_file):
-    fail(f"--vocab_file: {vocab_file!r} does not exist" if vocab_file else
-         "no vocab.txt beside --init_checkpoint or in --model_dir; pass --vocab_file")
-  vocab_size = len(tokenization.load_vocab(vocab_file))
+    vocab_file = recorded_vocab
+  elif resumed and recorded_vocab and not _same_file(vocab_file, recorded_vocab):
+    fail(f"--vocab_file={vocab_file} differs from {recorded_vocab}, the vocabulary "
+         "the model in --model_dir was trained with; drop the flag or give a new "
+         "--model_dir")
+  if vocab_file is None:
+    where = model_dir if resumed else init
+    fail(f"{where!r} records no vocabulary ({layout.VOCAB_FILE}); pass --vocab_file (the "
+         "vocabulary the encoder was pretrained with)" if where else
+         "--model_config starts from random weights: pass --vocab_file")
+  try:
+    vocab_size = len(tokenization.load_vocab(vocab_file))
+  except ValueError as e:
+    fail(str(e))
   if vocab_size > config.vocab_size:
     fail(f"--vocab_file {vocab_file} has {vocab_size} tokens, the model only "
          f"{config.vocab_size} embeddings")
@@ -141,14 +203,9 @@ def resolve_run(worker_id: int = 0) -> RunParts:
          f"max_position_embeddings={config.max_position_embeddings}")
 
   do_lower_case = FLAGS.do_lower_case
-  if do_lower_case is None and resumed and finetuning.is_finetuning_dir(model_dir):
-    do_lower_case = finetuning.TaskInfo.read(model_dir).do_lower_case
-  if do_lower_case is None and source_dir:
-    from recurrent_bert.serving import recorded_lower_case  # pylint: disable=g-import-not-at-top
-    do_lower_case = recorded_lower_case(source_dir)
   if do_lower_case is None:
-    do_lower_case = True
-  cache_dir = FLAGS.cache_dir or os.path.join(model_dir, "features")
+    do_lower_case = True if recorded_casing is None else recorded_casing
+  cache_dir = FLAGS.cache_dir or os.path.join(model_dir, layout.FEATURES_DIR)
   if worker_id:
     cache_dir = os.path.join(cache_dir, f"worker_{worker_id}")
   return RunParts(config, vocab_file, do_lower_case, None if resumed else init, cache_dir)
@@ -161,7 +218,8 @@ def settings_from_flags():
 
 
 def run_task(strategy, task, parts: RunParts, is_chief: bool, worker_id: int):
-  """Builds the Finetuner and runs --mode; a non-finite loss exits with status 1.
+  """Builds the Finetuner and runs --mode; a non-finite loss exits with status 1, Ctrl-C
+  with 130 (`cli.run`: the loop has saved the last completed step).
 
   Returns:
     The evaluation results ({} for train / predict).

@@ -4,38 +4,28 @@ A task adapter (`FinetuneTask`, defined by each entry point) supplies the data a
 feature caches, the objective, and how predictions become metrics and files; this module
 owns the model, the optimizer, the training loop, best-checkpoint keeping and the files.
 
-Layout of a fine-tuning `--model_dir`:
-
-  model_dir/
-    model_config.json, task_info.json, vocab.txt   what `load_task_model` rebuilds from
-    checkpoint, ckpt-N.*      training checkpoints (model by variable path, optimizer, step)
-    best/                     the best checkpoint so far by the task's main metric:
-      checkpoint, ckpt-N.*    tf.train.Checkpoint(model={path: variable}), no optimizer
-      model_config.json, task_info.json, vocab.txt, best_metrics.json
-    train/, eval/             TensorBoard events (eval/: every metric of every eval split)
-    metrics.jsonl             per training step {"step", "loss"}
-    eval_results.json         the last evaluation: {"global_step", "checkpoint",
-                              "main_metric", "main_metric_value" (of the first eval
-                              split), "eval_splits", "<split>": {"<metric>": value, ...},
-                              after training also "seconds_per_train_step"}
-    predictions/              leaderboard / official-format prediction files
-    features/                 TFRecord caches of the converted features
+The fine-tuning `--model_dir` layout is in `recurrent_bert/model_dir.py` (the contract):
+model_config.json, task_info.json, vocab.txt and tokenizer.json (what `load_task_model`
+rebuilds from), training checkpoints, best/ (the best checkpoint by the task's main
+metric, with the same files and best_metrics.json), train/ and eval/ TensorBoard events,
+metrics.jsonl, eval_results.json ({"global_step", "checkpoint", "main_metric",
+"main_metric_value" (of the first eval split), "eval_splits", "<split>": {"<metric>":
+value}, after training also "seconds_per_train_step"}), predictions/ and features/.
 
 `recurrent_bert.export` accepts such a model_dir (best/ when present) and writes a
 SavedModel with the task's signature (classify / regress / answer_question) and encode.
 """
 
 import dataclasses
-import json
 import math
 import os
-import shutil
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from recurrent_bert import model_dir as layout
 from recurrent_bert.config import ModelConfig
 from recurrent_bert.data import io_utils
 from recurrent_bert.data import task_features
@@ -43,57 +33,12 @@ from recurrent_bert.training import checkpoints
 from recurrent_bert.training import evaluation
 from recurrent_bert.training import loop as loop_lib
 from recurrent_bert.training import optimization
+# Re-exported: fine-tuning code names these through this module.
+from recurrent_bert.model_dir import BEST_DIR, EVAL_RESULTS_FILE, TaskInfo  # pylint: disable=unused-import
 
-TASK_INFO_FILE = "task_info.json"
-BEST_DIR = "best"
-BEST_METRICS_FILE = "best_metrics.json"
-EVAL_RESULTS_FILE = "eval_results.json"
+BEST_METRICS_FILE = layout.BEST_METRICS_FILE
+
 MODES = ("train", "eval", "predict", "train_and_eval")
-
-
-@dataclasses.dataclass(frozen=True)
-class TaskInfo:
-  """What rebuilds and serves a fine-tuned model (task_info.json).
-
-  Attributes:
-    task: task name ("mrpc", "squad", "custom", ...).
-    kind: "classifier" (K >= 2 labels), "regressor" (K = 1) or "span".
-    label_names: the K label names of a classifier (empty otherwise).
-    use_blstm_decoder: span models: the "+ BLSTM decoder" head.
-    do_lower_case: the tokenizer's casing.
-    max_seq_length: T of the training features.
-    main_metric: the metric that picks the best checkpoint (higher is better).
-    max_query_length, max_answer_length: span models: question pieces kept, longest
-      answer in pieces.
-    doc_stride: span models: pieces between the starts of context windows.
-    text_pair: sentence-pair task (the default serving signature takes two texts).
-  """
-  task: str
-  kind: str
-  label_names: Sequence[str] = ()
-  use_blstm_decoder: bool = False
-  do_lower_case: bool = True
-  max_seq_length: int = 128
-  main_metric: str = "accuracy"
-  max_query_length: int = 64
-  max_answer_length: int = 30
-  doc_stride: int = 128
-  text_pair: bool = False
-
-  def to_json(self) -> str:
-    return json.dumps({**dataclasses.asdict(self), "label_names": list(self.label_names)},
-                      indent=2, sort_keys=True) + "\n"
-
-  @classmethod
-  def read(cls, directory: str) -> "TaskInfo":
-    path = os.path.join(directory, TASK_INFO_FILE)
-    with tf.io.gfile.GFile(path) as f:
-      values = json.load(f)
-    values["label_names"] = tuple(values.get("label_names", ()))
-    try:
-      return cls(**values)
-    except TypeError as e:
-      raise ValueError(f"{path}: {e}") from None
 
 
 def build_task_model(encoder, info: TaskInfo):
@@ -127,8 +72,7 @@ def task_model_dir(model_dir: str) -> str:
   return best if tf.train.latest_checkpoint(best) else model_dir
 
 
-def is_finetuning_dir(path: str) -> bool:
-  return tf.io.gfile.exists(os.path.join(path.rstrip("/"), TASK_INFO_FILE))
+is_finetuning_dir = layout.is_finetuning_dir
 
 
 def load_task_model(model_dir: str, checkpoint: Optional[str] = None):
@@ -278,27 +222,22 @@ class Finetuner:
       self.model = build_task_model(build_encoder(model_config), task.info)
     self.predictor = evaluation.Predictor(strategy, self.model, task.objective.model_inputs,
                                           task.output_keys)
-    self.eval_writer = (tf.summary.create_file_writer(os.path.join(self.model_dir, "eval"))
+    self.eval_writer = (tf.summary.create_file_writer(
+        os.path.join(self.model_dir, layout.EVAL_EVENTS_DIR))
                         if is_chief else tf.summary.create_noop_writer())
 
   # -- files ---------------------------------------------------------------------
 
   def _write_model_files(self, directory: str) -> None:
     checkpoints.write_model_config(directory, self.model_config)
-    io_utils.atomic_write_text(os.path.join(directory, TASK_INFO_FILE),
+    io_utils.atomic_write_text(os.path.join(directory, layout.TASK_INFO_FILE),
                                self.task.info.to_json())
-    if self.vocab_file:
-      target = os.path.join(directory, "vocab.txt")
-      if os.path.abspath(self.vocab_file) != os.path.abspath(target):
-        shutil.copyfile(self.vocab_file, target + ".tmp")
-        os.replace(target + ".tmp", target)
+    checkpoints.write_tokenizer_files(directory, self.vocab_file,
+                                      self.task.info.do_lower_case)
 
   def _best_value(self) -> float:
-    path = os.path.join(self.model_dir, BEST_DIR, BEST_METRICS_FILE)
-    if not os.path.exists(path):
-      return -math.inf
-    with open(path, encoding="utf-8") as f:
-      return float(json.load(f)["main_metric_value"])
+    best = layout.read_best_metrics(self.model_dir)
+    return -math.inf if best is None else float(best["main_metric_value"])
 
   # -- evaluation ----------------------------------------------------------------
 
@@ -334,7 +273,7 @@ class Finetuner:
 
   def write_predictions(self) -> List[str]:
     paths = []
-    output_dir = os.path.join(self.model_dir, "predictions")
+    output_dir = os.path.join(self.model_dir, layout.PREDICTIONS_DIR)
     for split in self.task.predict_splits:
       outputs = self.predict_split(split)
       if self.is_chief:
@@ -404,9 +343,9 @@ class Finetuner:
     # the others to a scratch copy that they restore at the end themselves. Reading the
     # chief's best/ instead would race with its writes of the same step.
     own_best_dir = best_dir if self.is_chief else os.path.join(
-        self.model_dir, ".scratch", f"best_{self.worker_id}")
+        self.model_dir, layout.SCRATCH_DIR, f"best_{self.worker_id}")
     if not self.is_chief:
-      shutil.rmtree(own_best_dir, ignore_errors=True)  # left by a killed run
+      io_utils.remove_tree(own_best_dir)  # left by a killed run
     best_manager = tf.train.CheckpointManager(
         tf.train.Checkpoint(model=checkpoints.variables_by_path(self.model)),
         own_best_dir, max_to_keep=1)
@@ -444,11 +383,10 @@ class Finetuner:
       best_step = best["step"]
     else:  # kept from an earlier run: the chief's files are complete
       prefix = restore_model_weights(self.model, best_dir)
-      with open(os.path.join(best_dir, BEST_METRICS_FILE), encoding="utf-8") as f:
-        best_step = json.load(f)["global_step"]
+      best_step = layout.read_best_metrics(self.model_dir)["global_step"]
     results = self.evaluate(best_step, prefix, extra=timing)
     if not self.is_chief:
-      shutil.rmtree(own_best_dir, ignore_errors=True)
+      io_utils.remove_tree(own_best_dir)
     return results
 
   def restore_for_inference(self, checkpoint: Optional[str]) -> str:

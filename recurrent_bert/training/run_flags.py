@@ -1,17 +1,26 @@
 """Flags and helpers every training entry point shares: execution (strategy, precision,
 XLA) and the one-line error exit for bad input."""
 
-import sys
+import os
+from typing import Sequence
 
 from absl import flags
+
+from recurrent_bert import cli
 
 FLAGS = flags.FLAGS
 
 
-def fail(message: str) -> None:
-  """Bad input: one line on stderr, exit status 2, no work done."""
-  print(f"error: {message}", file=sys.stderr)
-  sys.exit(2)
+fail = cli.fail
+
+
+# --help groups of the flags every training command has (see recurrent_bert/cli.py).
+EXECUTION_HELP = ("distribution_strategy", "num_cpu_devices", "tpu", "mixed_precision",
+                  "jit_compile")
+OPTIMIZATION_HELP = ("train_batch_size", "eval_batch_size", "num_train_steps",
+                     "num_train_epochs", "max_train_steps", "learning_rate", "warmup_steps",
+                     "warmup_proportion", "end_learning_rate", "weight_decay", "adam_beta1",
+                     "adam_beta2", "adam_epsilon", "clip_norm")
 
 
 def define_execution_flags() -> None:
@@ -49,3 +58,31 @@ def make_strategy():
   except ValueError as e:
     fail(str(e))
   return strategy, distribution.is_chief(strategy), distribution.worker_id(strategy)
+
+
+def define_run_dir_flag() -> None:
+  """--run_dir: the one folder a flagfile's relative paths live in."""
+  flags.DEFINE_string(
+      "run_dir", None,
+      "Folder that relative paths in the other path flags (data, vocabulary, model "
+      "dirs, checkpoints) are taken from; default: the working directory. Flagfiles "
+      "name their run folder here once.")
+
+
+def _under(run_dir: str, path: str) -> str:
+  if not path or os.path.isabs(path) or "://" in path or path == "builtin":
+    return path
+  return os.path.join(run_dir, path)
+
+
+def apply_run_dir(path_flags: Sequence[str]) -> None:
+  """Joins --run_dir before every relative value of `path_flags` (lists item by item)."""
+  run_dir = FLAGS.run_dir
+  if not run_dir:
+    return
+  for name in path_flags:
+    value = FLAGS[name].value
+    if isinstance(value, list):
+      FLAGS[name].value = [_under(run_dir, item) for item in value]
+    elif value is not None:
+      FLAGS[name].value = _under(run_dir, value)

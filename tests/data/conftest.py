@@ -6,7 +6,6 @@ the WordPiece learner, which tests/tools covers.
 """
 
 import collections
-import os
 import re
 
 import pytest

@@ -117,3 +117,9 @@ def losses_by_step(model_dir, key="loss"):
 def read_json(path):
   with open(path, encoding="utf-8") as f:
     return json.load(f)
+
+
+def metrics_rows(model_dir):
+  """model_dir/metrics.jsonl's rows in file order, every line (no later-wins merging)."""
+  with open(os.path.join(str(model_dir), "metrics.jsonl"), encoding="utf-8") as f:
+    return [json.loads(line) for line in f]

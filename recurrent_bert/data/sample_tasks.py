@@ -1,5 +1,12 @@
-"""Small generated tasks that a tiny model can learn in a few hundred steps, written in
-the official file formats (GLUE TSV, custom TSV, SQuAD JSON). No network, seeded.
+"""Small generated tasks that a tiny model learns in a few hundred steps, written in the
+official file formats (GLUE RTE TSV, SQuAD JSON): data to try the fine-tuning commands on
+without downloading a benchmark (`python -m tools.make_sample_tasks`), and for the tests.
+No network, seeded.
+
+  rte/    {train,dev,test}.tsv: sentence pairs; the label (entailment / not_entailment)
+          is a marker word ("yes" / "no") hidden in sentence 2.
+  squad/  {train,dev}-v1.1.json: "which fruit is it ?" over a paragraph of filler words
+          with one fruit in it, the answer.
 
 The word lists are plain English words, so the tokenizer splits them into one piece each
 with the vocabulary of `write_vocab`.
@@ -9,6 +16,8 @@ import json
 import os
 
 import numpy as np
+
+from recurrent_bert.data import io_utils
 
 FILLER = ("the cat dog bird fish tree house road river stone cloud rain wind green blue "
           "small large quick slow bright dark warm cold happy quiet loud old new red "
@@ -21,8 +30,7 @@ FRUITS = ("apple", "banana", "cherry", "grape", "lemon", "mango", "melon", "peac
 def write_vocab(path):
   words = sorted(set(FILLER) | set(MARKERS.values()) | set(FRUITS) |
                  {"which", "fruit", "is", "it", "?", "."})
-  with open(path, "w", encoding="utf-8") as f:
-    f.write("\n".join(SPECIAL + words) + "\n")
+  io_utils.atomic_write_text(str(path), "\n".join(SPECIAL + words) + "\n")
   return str(path)
 
 
@@ -44,7 +52,6 @@ def marker_pairs(num_examples, seed):
 
 def write_rte_folder(directory, num_train=400, num_dev=100, num_test=20, seed=0):
   """An RTE-format GLUE folder (index, sentence1, sentence2[, label]) of marker pairs."""
-  os.makedirs(directory, exist_ok=True)
   for split, count, offset in (("train", num_train, 0), ("dev", num_dev, 1),
                                ("test", num_test, 2)):
     rows = marker_pairs(count, seed * 10 + offset)
@@ -52,8 +59,8 @@ def write_rte_folder(directory, num_train=400, num_dev=100, num_test=20, seed=0)
     lines = [header]
     for i, (a, b, label) in enumerate(rows):
       lines.append(f"{i}\t{a}\t{b}" + ("" if split == "test" else f"\t{label}"))
-    with open(os.path.join(directory, f"{split}.tsv"), "w", encoding="utf-8") as f:
-      f.write("\n".join(lines) + "\n")
+    io_utils.atomic_write_text(os.path.join(directory, f"{split}.tsv"),
+                               "\n".join(lines) + "\n")
   return str(directory)
 
 
@@ -73,10 +80,9 @@ def squad_examples(num_examples, seed):
 
 
 def write_squad_files(directory, num_train=300, num_dev=60, seed=0):
-  os.makedirs(directory, exist_ok=True)
   paths = {}
   for split, count, offset in (("train", num_train, 0), ("dev", num_dev, 1)):
     paths[split] = os.path.join(directory, f"{split}-v1.1.json")
-    with open(paths[split], "w", encoding="utf-8") as f:
-      json.dump(squad_examples(count, seed * 10 + offset), f)
+    io_utils.atomic_write_text(paths[split],
+                               json.dumps(squad_examples(count, seed * 10 + offset)))
   return paths

@@ -1,0 +1,80 @@
+"""What every command shares on the command line: the error exit and a readable --help.
+
+`run(main, groups)` is `absl.app.run` with a `--help` that lists the command's own flags
+(those defined by this package, its tools and the command itself) in the groups the
+command names (data, model, optimisation, execution, output ...), then any of its own
+flags no group names under "other", so nothing a user must set is hidden. `--helpfull`
+stays absl's: every flag of every loaded module, TensorFlow's included. Ctrl-C ends a
+command with one line and exit status 130: the training loop's own line
+(`training.loop.TrainingInterrupted`: what was saved, how to resume) or, outside
+training, that nothing was saved.
+"""
+
+import sys
+import textwrap
+from typing import Mapping, Optional, Sequence
+
+from absl import app
+from absl import flags
+
+FLAGS = flags.FLAGS
+HELP_ARGUMENTS = ("--help", "-help", "-?", "--helpshort", "-helpshort")
+_OWN_MODULE_PREFIXES = ("recurrent_bert", "tools")
+
+
+def fail(message: str) -> None:
+  """Bad input: one line on stderr, exit status 2, no work done."""
+  print(f"error: {message}", file=sys.stderr)
+  sys.exit(2)
+
+
+def _own_flag_names() -> list:
+  main_path = sys.argv[0]
+  names = []
+  for module, module_flags in FLAGS.flags_by_module_dict().items():
+    if module == main_path or module.startswith(_OWN_MODULE_PREFIXES) or (
+        "/recurrent_bert/" in module or "/tools/" in module):
+      names += [flag.name for flag in module_flags]
+  return sorted(set(names))
+
+
+def _describe(flag) -> str:
+  name = f"--[no]{flag.name}" if flag.boolean else f"--{flag.name}"
+  default = flag.default_as_str if flag.default is not None else "none"
+  text = f"{flag.help} (default: {default})"
+  return "  " + name + "\n" + textwrap.fill(text, width=88, initial_indent="      ",
+                                            subsequent_indent="      ")
+
+
+def grouped_help(groups: Mapping[str, Sequence[str]]) -> str:
+  """The command's own flags, group by group (names not defined are skipped)."""
+  own = _own_flag_names()
+  listed, sections = set(), []
+  for title, names in list(groups.items()) + [("other" if groups else "flags", own)]:
+    names = [n for n in names if n in FLAGS and n in own and n not in listed]
+    if names:
+      listed.update(names)
+      sections.append(f"{title}:\n" + "\n".join(_describe(FLAGS[n]) for n in names))
+  return "\n\n".join(sections)
+
+
+def run(main, groups: Optional[Mapping[str, Sequence[str]]] = None) -> None:
+  """`app.run(main)` with the grouped --help of the module docstring."""
+
+  def parse(argv):
+    if any(arg.split("=")[0] in HELP_ARGUMENTS for arg in argv[1:]):
+      doc = sys.modules["__main__"].__doc__ or ""
+      print(doc.strip() + "\n\n" + grouped_help(groups or {}) +
+            "\n\n--helpfull lists every flag, TensorFlow's included.")
+      sys.exit(0)
+    return app.parse_flags_with_usage(argv)
+
+  def main_without_traceback_on_ctrl_c(argv):
+    try:
+      return main(argv)
+    except KeyboardInterrupt as e:
+      print(str(e) or "interrupted: nothing was being trained, nothing to save; run the "
+            "same command again", file=sys.stderr)
+      sys.exit(130)
+
+  app.run(main_without_traceback_on_ctrl_c, flags_parser=parse)

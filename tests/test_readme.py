@@ -1,0 +1,317 @@
+"""README.md is the manual: its walkthrough runs as written, and its commands exist.
+
+The walkthrough block (raw text -> vocabulary -> records -> pretraining -> fine-tuning
+-> export -> serving) is read from README.md and run by bash as it stands, with two kinds
+of change only, both documented: RUN points at a temp dir, and tiny sizes are appended
+to command lines as flags (a later flag overrides an earlier one). The model dirs it
+leaves behind then serve the hand-off tests: every kind of directory the package writes
+is accepted wherever a model is expected, with the same weights, vocabulary and casing;
+and `ram://` model dirs work for pretraining, fine-tuning and export.
+"""
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+README = os.path.join(REPO, "README.md")
+
+# Documented flags that make the walkthrough CI-sized, appended per command.
+TINY_FLAGS = {
+    "tools.build_vocab": "--builtin_max_bytes=300000 --vocab_size=2000",
+    "tools.create_pretraining_data": "--builtin_max_bytes=300000 --dupe_factor=1",
+    "recurrent_bert.pretrain": ("--num_train_steps=6 --warmup_steps=1 --train_batch_size=8 "
+                                "--steps_per_loop=3 --log_steps=3 --save_checkpoints_steps=3"),
+    "tools.make_sample_tasks": "--num_train=48 --num_dev=16",
+    "recurrent_bert.finetune_glue": "--max_train_steps=4 --steps_per_loop=2 --log_steps=2",
+    "recurrent_bert.finetune_squad": "--max_train_steps=4 --steps_per_loop=2 --log_steps=2",
+}
+
+
+def _env(**extra):
+  return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **extra)
+
+
+def readme_section(title: str) -> str:
+  with open(README, encoding="utf-8") as f:
+    text = f.read()
+  match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## )", text, re.S | re.M)
+  assert match, f"README.md has no section '## {title}'"
+  return match.group(1)
+
+
+def shell_blocks(markdown: str) -> list:
+  return re.findall(r"^```sh\n(.*?)^```", markdown, re.S | re.M)
+
+
+def commands(block: str) -> list:
+  """The block's command lines, continuation lines joined (comments dropped)."""
+  joined = block.replace("\\\n", " ")
+  return [line.strip() for line in joined.splitlines()
+          if line.strip() and not line.lstrip().startswith("#")]
+
+
+def tiny(block: str) -> str:
+  """The block with TINY_FLAGS appended to the first line of each matching command."""
+  lines = block.replace("\\\n", " ").splitlines()
+  for i, line in enumerate(lines):
+    match = re.match(r"\s*\.venv/bin/python -m (\S+)", line)
+    if match and match.group(1) in TINY_FLAGS:
+      lines[i] = line.rstrip() + " " + TINY_FLAGS[match.group(1)]
+  return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def walkthrough(tmp_path_factory):
+  """(RUN dir, completed bash process) of README's walkthrough."""
+  blocks = shell_blocks(readme_section("Walkthrough: raw text to a served model"))
+  assert len(blocks) == 1
+  root = tmp_path_factory.mktemp("walkthrough")
+  run_dir = root / "run"
+  script = "set -euo pipefail\n" + tiny(blocks[0])
+  result = subprocess.run(["bash", "-c", script], cwd=REPO, capture_output=True, text=True,
+                          timeout=1200, env=_env(RUN=str(run_dir),
+                                                 RECURRENT_BERT_CACHE=str(root / "cache")))
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
+  return run_dir, result
+
+
+def test_walkthrough_runs_as_written_and_serves(walkthrough):
+  run_dir, result = walkthrough
+  served = result.stdout.strip().splitlines()[-2:]
+  assert re.fullmatch(r"\[b'(entailment|not_entailment)'\]", served[0]), served
+  assert re.fullmatch(r"\[b'.*'\]", served[1]), served
+  pretraining = run_dir / "models" / "tiny_bert"
+  for name in ("model_config.json", "vocab.txt", "tokenizer.json", "metrics.jsonl",
+               "encoder/encoder.index", "encoder/tokenizer.json"):
+    assert (pretraining / name).exists(), name
+  info = json.loads((run_dir / "finetune" / "rte" / "task_info.json").read_text())
+  assert info["max_seq_length"] == 64 and info["text_pair"] is True
+  squad = json.loads((run_dir / "finetune" / "squad" / "task_info.json").read_text())
+  assert (squad["doc_stride"], squad["max_query_length"]) == (32, 16)
+
+
+def test_model_dirs_of_every_kind_resolve_to_the_same_model(walkthrough):
+  """Pretraining model_dir, its encoder/ export and its checkpoint prefix give the same
+  weights, vocabulary and casing; a fine-tuning dir gives its best/ checkpoint's."""
+  import tensorflow as tf
+  from recurrent_bert.training import checkpoints, finetuning
+  run_dir, _ = walkthrough
+  pretraining = str(run_dir / "models" / "tiny_bert")
+  prefix = tf.train.latest_checkpoint(pretraining)
+  inputs = {"input_ids": tf.constant([[2, 7, 9, 11, 3]]),
+            "input_mask": tf.ones([1, 5], tf.int32), "segment_ids": tf.zeros([1, 5], tf.int32)}
+  outputs, vocabularies = [], []
+  for path in (pretraining, os.path.join(pretraining, "encoder"), prefix):
+    source = checkpoints.resolve_model(path)
+    with open(source.vocab_file, encoding="utf-8") as f:
+      vocabularies.append((f.read(), source.do_lower_case))
+    outputs.append(checkpoints.load_encoder(path)(inputs)["pooled_output"].numpy())
+  assert vocabularies[0] == vocabularies[1] == vocabularies[2]
+  assert vocabularies[0][1] is True
+  # The run ends with the export of the last checkpoint's weights: all three agree.
+  np.testing.assert_array_equal(outputs[0], outputs[1])
+  np.testing.assert_array_equal(outputs[0], outputs[2])
+
+  rte = str(run_dir / "finetune" / "rte")
+  source = checkpoints.resolve_model(rte)
+  assert source.kind == "fine-tuning model_dir"
+  assert os.path.dirname(source.prefix).endswith("best")
+  model, _, _, _ = finetuning.load_task_model(rte)
+  np.testing.assert_array_equal(checkpoints.load_encoder(rte)(inputs)["pooled_output"],
+                                model.encoder(inputs)["pooled_output"])
+
+
+@pytest.mark.parametrize("path, says", [
+    ("export/rte", "SavedModel export"),
+    ("tasks", "directory without checkpoints"),
+    ("nowhere", "not a file or directory"),
+])
+def test_a_path_that_is_no_model_says_what_it_is(walkthrough, path, says):
+  from recurrent_bert.training import checkpoints
+  run_dir, _ = walkthrough
+  with pytest.raises(checkpoints.CheckpointNotFoundError, match=says):
+    checkpoints.resolve_model(str(run_dir / path))
+
+
+def _run_module(*args, **env):
+  return subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True,
+                        text=True, timeout=600, env=_env(**env))
+
+
+def test_eval_reads_back_the_training_settings(walkthrough):
+  run_dir, _ = walkthrough
+  common = ["recurrent_bert.finetune_glue", "--task=rte", f"--data_dir={run_dir}/tasks/rte",
+            f"--model_dir={run_dir}/finetune/rte", "--mode=eval"]
+  refused = _run_module(*common, "--max_seq_length=128")
+  assert refused.returncode == 2
+  assert refused.stderr.strip().splitlines()[-1] == (
+      "error: --max_seq_length=128 differs from max_seq_length=64 recorded in "
+      f"{run_dir}/finetune/rte/task_info.json when the model was trained; drop the flag "
+      "(the recorded value is used) or give a new --model_dir")
+  assert "Traceback" not in refused.stderr
+  evaluated = _run_module(*common, "--eval_batch_size=8")
+  assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+  results = json.loads((run_dir / "finetune" / "rte" / "eval_results.json").read_text())
+  # Features rebuilt at the recorded length, not the flag default (128).
+  meta = json.loads((run_dir / "finetune" / "rte" / "features" /
+                     "rte_dev.tfrecord.json").read_text())
+  assert meta["features"]["input_ids"]["shape"] == [64]
+  assert results["dev"]["num_examples"] == 16
+
+
+# A driver in a fresh process: ram:// lives in one process's memory, so the command runs
+# in-process (its main through cli.run) and the checks run after it in the same process.
+RAM_DRIVER = textwrap.dedent("""
+    import json, os, sys
+    import tensorflow as tf
+    from recurrent_bert import cli
+
+    def copy_tree(source, target):
+      if not tf.io.gfile.isdir(source):
+        tf.io.gfile.makedirs(os.path.dirname(target))
+        tf.io.gfile.copy(source, target, overwrite=True)
+        return
+      for root, _, files in tf.io.gfile.walk(source):
+        relative = os.path.relpath(root, source)
+        for name in files:
+          out = os.path.join(target, relative, name) if relative != "." else os.path.join(target, name)
+          tf.io.gfile.makedirs(os.path.dirname(out))
+          tf.io.gfile.copy(os.path.join(root, name), out, overwrite=True)
+
+    command, copies, argv = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3:]
+    for source, target in copies:
+      copy_tree(source, target)
+    module = __import__(command, fromlist=["main"])
+    sys.argv = [command] + argv
+    try:
+      cli.run(module.main)
+    except SystemExit as e:
+      if e.code not in (0, None):
+        raise
+    from recurrent_bert import serving
+    model_dir = [a.split("=", 1)[1] for a in argv if a.startswith("--model_dir=")][0]
+    signatures = serving.export_model_dir(model_dir, "ram://export")
+    served = tf.saved_model.load("ram://export")
+    out = served.signatures["serving_default"](
+        **{name: tf.constant(["the cat walks home"]) for name in
+           served.signatures["serving_default"].structured_input_signature[1]})
+    print(json.dumps({"files": sorted(tf.io.gfile.listdir(model_dir)),
+                      "signatures": sorted(signatures),
+                      "outputs": sorted(out)}))
+""")
+
+
+def _ram_run(command, copies, *argv):
+  result = subprocess.run([sys.executable, "-c", RAM_DRIVER, command, json.dumps(copies),
+                           *argv], cwd=REPO, capture_output=True, text=True, timeout=600,
+                          env=_env())
+  assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-5000:]
+  return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_pretraining_and_export_on_ram_filesystem(walkthrough):
+  run_dir, _ = walkthrough
+  report = _ram_run(
+      "recurrent_bert.pretrain",
+      [[str(run_dir / "tiny_data"), "ram://data"], [str(run_dir / "vocab.txt"),
+                                                     "ram://vocab/vocab.txt"]],
+      f"--flagfile={REPO}/configs/pretrain/tiny_bert.flags", "--run_dir=ram://",
+      "--vocab_file=ram://vocab/vocab.txt", "--input_files=ram://data/*.tfrecord",
+      "--model_dir=ram://pretrain", *shlex.split(TINY_FLAGS["recurrent_bert.pretrain"]))
+  for name in ("checkpoint", "encoder", "metrics.jsonl", "model_config.json",
+               "tokenizer.json", "train", "vocab.txt"):
+    assert name in report["files"], report
+  assert "encode" in report["signatures"] and "pooled_output" in report["outputs"]
+
+
+def test_finetuning_and_export_on_ram_filesystem(walkthrough):
+  run_dir, _ = walkthrough
+  report = _ram_run(
+      "recurrent_bert.finetune_glue",
+      [[str(run_dir / "models" / "tiny_bert"), "ram://pretrained"],
+       [str(run_dir / "tasks" / "rte"), "ram://tasks/rte"]],
+      "--task=rte", "--data_dir=ram://tasks/rte", "--init_checkpoint=ram://pretrained",
+      "--model_dir=ram://finetune", "--max_seq_length=32", "--learning_rate=1e-3",
+      *shlex.split(TINY_FLAGS["recurrent_bert.finetune_glue"]))
+  for name in ("best", "eval_results.json", "features", "predictions", "task_info.json",
+               "tokenizer.json", "vocab.txt"):
+    assert name in report["files"], report
+  assert "classify_pair" in report["signatures"]
+  assert {"label", "probabilities"} <= set(report["outputs"])
+
+
+# ------------------------------------------------------------ the rest of README
+
+
+def _readme_commands():
+  with open(README, encoding="utf-8") as f:
+    text = f.read()
+  found = []
+  for block in shell_blocks(text):
+    for line in commands(block):
+      match = re.search(r"\.venv/bin/python (?:-m )?(\S+)(.*)", line)
+      if match and not match.group(1).startswith("-"):
+        # After a lone "--" come a pipeline's own options (Beam's), not the command's.
+        found.append((match.group(1), match.group(2).split(" -- ")[0]))
+  return found
+
+
+def test_readme_commands_name_existing_commands_and_flags():
+  """Every `.venv/bin/python -m X --flag ...` in README: X runs, and each flag is one of
+  X's (checked against `X --helpfull` in a fresh process); flagfiles exist."""
+  by_command = {}
+  for module, rest in _readme_commands():
+    module = module.replace("/", ".").removesuffix(".py")
+    by_command.setdefault(module, set()).update(re.findall(r"\s--(?:no)?([a-z_0-9]+)", rest))
+    for flagfile in re.findall(r"--flagfile=(configs/\S+)", rest):
+      assert os.path.isfile(os.path.join(REPO, flagfile)), flagfile
+  assert {"recurrent_bert.pretrain", "recurrent_bert.finetune_glue",
+          "recurrent_bert.export", "tools.create_pretraining_data"} <= set(by_command)
+  for module, used in sorted(by_command.items()):
+    if module.startswith("benchmarks."):
+      path = os.path.join(REPO, *module.split(".")) + ".py"
+      assert os.path.isfile(path), module
+      continue
+    result = _run_module(module, "--helpfull")
+    assert result.returncode in (0, 1), (module, result.stderr[-2000:])
+    defined = set(re.findall(r"--(?:\[no\])?([a-z_0-9]+)", result.stdout))
+    unknown = {flag for flag in used if flag not in defined} - {"flagfile"}
+    assert not unknown, f"README uses {sorted(unknown)} which {module} does not define"
+
+
+def test_help_lists_the_commands_own_flags_by_group():
+  result = _run_module("recurrent_bert.finetune_glue", "--help")
+  assert result.returncode == 0, result.stderr[-2000:]
+  out = result.stdout
+  groups = re.findall(r"^([a-z][a-z ]+):$", out, re.M)
+  assert groups[:5] == ["task and data", "model", "mode and output", "optimisation",
+                        "execution"]
+  for flag in ("--mode", "--model_dir", "--learning_rate", "--init_checkpoint", "--task",
+               "--distribution_strategy", "--run_dir"):
+    assert f"\n  {flag}\n" in out, flag
+  assert "--test_srcdir" not in out and "--xla_" not in out  # not absl's or TF's
+
+
+def test_flagfile_without_its_data_names_the_tool_that_makes_it(tmp_path):
+  flagfile = f"--flagfile={REPO}/configs/pretrain/tiny_bert.flags"
+  missing_vocab = _run_module("recurrent_bert.pretrain", flagfile, f"--run_dir={tmp_path}")
+  assert missing_vocab.returncode == 2 and "Traceback" not in missing_vocab.stderr
+  line = missing_vocab.stderr.strip().splitlines()[-1]
+  assert line.startswith(f"error: --vocab_file: '{tmp_path}/vocab.txt' does not exist")
+  assert "tools.build_vocab" in line and f"--output_file={tmp_path}/vocab.txt" in line
+
+  (tmp_path / "vocab.txt").write_text("\n".join(
+      ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]) + "\n")
+  missing_data = _run_module("recurrent_bert.pretrain", flagfile, f"--run_dir={tmp_path}")
+  assert missing_data.returncode == 2 and "Traceback" not in missing_data.stderr
+  line = missing_data.stderr.strip().splitlines()[-1]
+  assert f"no file matches '{tmp_path}/tiny_data/*.tfrecord'" in line
+  assert "tools.create_pretraining_data" in line and f"--output_dir={tmp_path}/tiny_data" in line
