@@ -33,10 +33,8 @@ from recurrent_bert.training import checkpoints
 from recurrent_bert.training import evaluation
 from recurrent_bert.training import loop as loop_lib
 from recurrent_bert.training import optimization
-# Re-exported: fine-tuning code names these through this module.
-from recurrent_bert.model_dir import BEST_DIR, EVAL_RESULTS_FILE, TaskInfo  # pylint: disable=unused-import
-
-BEST_METRICS_FILE = layout.BEST_METRICS_FILE
+# TaskInfo and the file names are also named through this module by its callers.
+from recurrent_bert.model_dir import BEST_DIR, EVAL_RESULTS_FILE, TaskInfo
 
 MODES = ("train", "eval", "predict", "train_and_eval")
 
@@ -353,7 +351,7 @@ class Finetuner:
     # Every worker must make the same keep-or-not decision, so the best value lives in
     # memory, read once from the chief's file before training.
     best = {"value": self._best_value(), "step": None,
-            "saved": tf.io.gfile.exists(os.path.join(best_dir, BEST_METRICS_FILE))}
+            "saved": tf.io.gfile.exists(os.path.join(best_dir, layout.BEST_METRICS_FILE))}
 
     def evaluate_and_keep_best(step: int) -> None:
       results = self.evaluate(step, tf.train.latest_checkpoint(self.model_dir) or "")
@@ -364,7 +362,7 @@ class Finetuner:
         if not self.is_chief:
           return
         self._write_model_files(best_dir)
-        io_utils.atomic_write_json(os.path.join(best_dir, BEST_METRICS_FILE),
+        io_utils.atomic_write_json(os.path.join(best_dir, layout.BEST_METRICS_FILE),
                                    {"main_metric_value": value, **results})
         logging.info("new best %s=%.4f at step %d", self.task.info.main_metric, value,
                      step)
