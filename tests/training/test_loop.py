@@ -39,13 +39,17 @@ def test_every_family_learns(tmp_path, masked_records, vocab_file):
     assert "step 30/30 loss=" in stderr and "ETA" in stderr
 
 
-def start_pretrain(model_dir, vocab, records, *flags, kill_after_step=None, env=None):
-  """Popen of pretrain; with kill_after_step it SIGKILLs itself after logging that step."""
+def start_pretrain(model_dir, vocab, records, *flags, kill_after_step=None,
+                   kill_at_micro_batch=None, env=None):
+  """Popen of pretrain; with kill_after_step it SIGKILLs itself after logging that step,
+  with kill_at_micro_batch after that many micro-batches (kill_after_step.py)."""
   entry = ("-m", "recurrent_bert.pretrain")
   env = dict(env or subprocess_env())
-  if kill_after_step is not None:
+  kill = {"KILL_AFTER_STEP": kill_after_step, "KILL_AT_MICRO_BATCH": kill_at_micro_batch}
+  kill = {name: str(value) for name, value in kill.items() if value is not None}
+  if kill:
     entry = (os.path.join(REPO, "tests", "training", "kill_after_step.py"),)
-    env["KILL_AFTER_STEP"] = str(kill_after_step)
+    env.update(kill)
   return subprocess.Popen(pretrain_command(model_dir, vocab, records, *flags, entry=entry),
                           cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True)
