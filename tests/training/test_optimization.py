@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from recurrent_bert.models import Pretrainer, build_encoder
 from recurrent_bert.training import optimization
+from recurrent_bert.training import optimizer_flags
 from tests import references
 
 
@@ -197,3 +198,9 @@ def test_lamb_slots_checkpoint_and_restore(tmp_path, rng):
     np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
   config = optimizer.get_config()
   assert isinstance(optimization.Lamb.from_config(config), optimization.Lamb)
+
+
+def test_flag_choices_are_the_optimizers_and_schedules():
+  """The flags module names them without importing TensorFlow: the lists must agree."""
+  assert optimizer_flags.OPTIMIZERS == optimization.OPTIMIZERS
+  assert optimizer_flags.DECAY_SCHEDULES == optimization.DECAY_SCHEDULES
