@@ -131,14 +131,22 @@ def test_mirrored_and_multi_worker_match_single_device(
   assert not os.listdir(tmp_path / "multi_worker" / ".scratch")
 
 
+@pytest.mark.parametrize("accumulation", [1, 2])
 def test_mirrored_resume_skips_consumed_batches(tmp_path, single_shard_records, vocab_file,
-                                                no_dropout_config, single_device_run):
+                                                no_dropout_config, single_device_run,
+                                                accumulation):
   """Distributed iterators are not checkpointable: the restarted mirrored run rebuilds
-  the dataset and skips 4 steps x 2 replicas of batches, then continues exactly."""
+  the dataset and skips 4 steps x N micro-batches x 2 replicas of batches, then continues
+  exactly. With N = 2 micro-batches the kill comes inside update 7 (after 6 updates x 2
+  micro-batches x 2 replicas and one more replica's micro-batch), and the trajectory is
+  still the single-device one of whole batches."""
   flags = [f"--model_config={no_dropout_config}", *STRATEGY_FLAGS,
-           "--distribution_strategy=mirrored", "--num_cpu_devices=2"]
+           "--distribution_strategy=mirrored", "--num_cpu_devices=2",
+           f"--gradient_accumulation_steps={accumulation}"]
+  kill = (dict(kill_after_step=6) if accumulation == 1 else
+          dict(kill_at_micro_batch=6 * accumulation * 2 + 1))
   (outcome,) = wait_all([start_pretrain(tmp_path / "run", vocab_file, single_shard_records,
-                                        *flags, kill_after_step=6)], timeout=300)
+                                        *flags, **kill)], timeout=300)
   assert_killed_after(6, tmp_path / "run", *outcome)
   run_pretrain(tmp_path / "run", vocab_file, single_shard_records, *flags)
   assert_same_losses(losses_by_step(tmp_path / "run"), single_device_run, 1e-4, "resumed")
