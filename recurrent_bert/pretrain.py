@@ -15,6 +15,7 @@ from absl import flags
 from absl import logging
 
 from recurrent_bert import cli
+from recurrent_bert.training import optimizer_flags
 from recurrent_bert.training import run_flags
 
 FLAGS = flags.FLAGS
@@ -44,14 +45,7 @@ flags.DEFINE_integer("shuffle_buffer_size", 10000, "Examples in the shuffle buff
 # Optimisation.
 flags.DEFINE_integer("train_batch_size", 256, "Global batch size (all replicas).")
 flags.DEFINE_integer("num_train_steps", 1000000, "Total training steps.")
-flags.DEFINE_float("learning_rate", 1e-4, "Peak learning rate.")
-flags.DEFINE_integer("warmup_steps", 10000, "Linear warmup steps.")
-flags.DEFINE_float("end_learning_rate", 0.0, "Learning rate reached (linearly) at the end.")
-flags.DEFINE_float("weight_decay", 0.01, "Decoupled weight decay (not on LayerNorm/bias).")
-flags.DEFINE_float("adam_beta1", 0.9, "Adam beta_1.")
-flags.DEFINE_float("adam_beta2", 0.999, "Adam beta_2.")
-flags.DEFINE_float("adam_epsilon", 1e-6, "Adam epsilon.")
-flags.DEFINE_float("clip_norm", 1.0, "Global-norm gradient clipping (0 = off).")
+optimizer_flags.define_optimizer_flags(learning_rate=1e-4, warmup_steps=10000)
 # Execution.
 flags.DEFINE_integer("steps_per_loop", 100, "Steps per tf.function call (host round trip).")
 run_flags.define_execution_flags()
@@ -72,14 +66,6 @@ for _name in ("max_seq_length", "max_predictions_per_seq", "train_batch_size",
               "keep_checkpoint_max", "log_steps", "shuffle_buffer_size"):
   flags.register_validator(_name, lambda v: v is not None and v >= 1,
                            f"--{_name} must be >= 1")
-for _name in ("warmup_steps",):
-  flags.register_validator(_name, lambda v: v >= 0, f"--{_name} must be >= 0")
-for _name in ("learning_rate", "adam_epsilon"):
-  flags.register_validator(_name, lambda v: v > 0, f"--{_name} must be > 0")
-for _name in ("end_learning_rate", "weight_decay", "clip_norm"):
-  flags.register_validator(_name, lambda v: v >= 0, f"--{_name} must be >= 0")
-for _name in ("adam_beta1", "adam_beta2"):
-  flags.register_validator(_name, lambda v: 0 <= v < 1, f"--{_name} must be in [0, 1)")
 flags.register_multi_flags_validator(
     ["warmup_steps", "num_train_steps"], lambda f: f["warmup_steps"] < f["num_train_steps"],
     "--warmup_steps must be < --num_train_steps")
@@ -97,7 +83,7 @@ HELP_GROUPS = {
              "mask_token_prob", "random_token_prob", "do_whole_word_mask",
              "shuffle_buffer_size"),
     "model": ("model_config", "vocab_size", "init_checkpoint"),
-    "optimisation": run_flags.OPTIMIZATION_HELP + ("seed",),
+    "optimisation": optimizer_flags.OPTIMIZATION_HELP + ("seed",),
     "execution": run_flags.EXECUTION_HELP + ("steps_per_loop",),
     "output": ("model_dir", "save_checkpoints_steps", "keep_checkpoint_max", "log_steps"),
 }
@@ -188,9 +174,7 @@ def main(argv):
   from recurrent_bert.training import checkpoints, loop, optimization  # pylint: disable=g-import-not-at-top
 
   num_replicas = strategy.num_replicas_in_sync
-  if FLAGS.train_batch_size % num_replicas:
-    fail(f"--train_batch_size={FLAGS.train_batch_size} must divide by the "
-         f"{num_replicas} replicas of --distribution_strategy={FLAGS.distribution_strategy}")
+  optimizer_flags.check_optimizer_flags(num_replicas)
   logging.info("strategy %s: %d replica(s); model %s (V=%d)", FLAGS.distribution_strategy,
                num_replicas, FLAGS.model_config, model_config.vocab_size)
 
@@ -206,12 +190,13 @@ def main(argv):
     encoder = build_encoder(model_config)
     model = Pretrainer(encoder, use_nsp=FLAGS.use_nsp)
     optimizer = optimization.create_optimizer(
-        model.trainable_variables, learning_rate=FLAGS.learning_rate,
-        num_train_steps=FLAGS.num_train_steps, warmup_steps=FLAGS.warmup_steps,
-        end_learning_rate=FLAGS.end_learning_rate, weight_decay=FLAGS.weight_decay,
-        beta_1=FLAGS.adam_beta1, beta_2=FLAGS.adam_beta2, epsilon=FLAGS.adam_epsilon,
-        loss_scaling=FLAGS.mixed_precision == "mixed_float16")
-  per_replica_batch = FLAGS.train_batch_size // num_replicas
+        model.trainable_variables, num_train_steps=FLAGS.num_train_steps,
+        warmup_steps=FLAGS.warmup_steps,
+        loss_scaling=FLAGS.mixed_precision == "mixed_float16",
+        **optimizer_flags.optimizer_kwargs())
+  # The dataset yields micro-batches: N of them per replica make one update.
+  per_replica_batch = FLAGS.train_batch_size // (
+      num_replicas * FLAGS.gradient_accumulation_steps)
 
   def dataset_fn(input_context, skip_batches):
     return pretraining_dataset.make_pretraining_dataset(
@@ -225,7 +210,7 @@ def main(argv):
       keep_checkpoint_max=FLAGS.keep_checkpoint_max, log_steps=FLAGS.log_steps,
       clip_norm=FLAGS.clip_norm, jit_compile=FLAGS.jit_compile,
       loss_scaling=FLAGS.mixed_precision == "mixed_float16", is_chief=is_chief,
-      worker_id=worker_id)
+      worker_id=worker_id, gradient_accumulation_steps=FLAGS.gradient_accumulation_steps)
   if FLAGS.init_checkpoint and tf_latest_checkpoint(FLAGS.model_dir) is None:
     # Only for a fresh run: a resumed run continues from its own checkpoint.
     source = checkpoints.restore_pretrainer_weights(model, FLAGS.init_checkpoint)

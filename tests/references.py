@@ -143,3 +143,32 @@ def numpy_bert(w, ids, segments, mask, num_heads, approximate_gelu, eps=1e-12,
     out["nsp_logits"] = (pooled @ w["cls/seq_relationship/output_weights"].T +
                          w["cls/seq_relationship/output_bias"])
   return out
+
+
+def lamb(params, gradient_steps, learning_rate, beta_1, beta_2, epsilon, weight_decay,
+         excluded):
+  """LAMB, You et al. 2019 Algorithm 2 (φ = identity), in float64, one update per entry
+  of `gradient_steps` ({name: gradient}). `excluded` names get neither weight decay nor
+  the trust ratio. Returns the parameters after each update: [{name: array}]."""
+  x = {name: np.array(value, np.float64) for name, value in params.items()}
+  m = {name: np.zeros_like(value) for name, value in x.items()}
+  v = {name: np.zeros_like(value) for name, value in x.items()}
+  history = []
+  for t, grads in enumerate(gradient_steps, start=1):
+    for name in x:
+      g = np.array(grads[name], np.float64)
+      m[name] = beta_1 * m[name] + (1 - beta_1) * g
+      v[name] = beta_2 * v[name] + (1 - beta_2) * g * g
+      m_hat = m[name] / (1 - beta_1 ** t)
+      v_hat = v[name] / (1 - beta_2 ** t)
+      r = m_hat / (np.sqrt(v_hat) + epsilon)
+      if name in excluded:
+        x[name] = x[name] - learning_rate * r
+        continue
+      u = r + weight_decay * x[name]
+      weight_norm = np.sqrt(np.sum(x[name] ** 2))
+      update_norm = np.sqrt(np.sum(u ** 2))
+      ratio = weight_norm / update_norm if weight_norm > 0 and update_norm > 0 else 1.0
+      x[name] = x[name] - learning_rate * ratio * u
+    history.append({name: value.copy() for name, value in x.items()})
+  return history

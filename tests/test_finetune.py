@@ -251,7 +251,9 @@ def test_regression_task_writes_scores(tmp_path, task_files):
   run_entry("recurrent_bert.finetune_glue", "--task=STS-B", f"--data_dir={folder}",
             f"--vocab_file={task_files['vocab']}", f"--model_dir={model_dir}",
             "--model_config=bert_tiny", f"--max_seq_length={SEQ_LEN}",
-            "--train_batch_size=8", "--learning_rate=1e-3", "--max_train_steps=12")
+            "--train_batch_size=8", "--learning_rate=1e-3", "--max_train_steps=12",
+            # The large-batch options through fine-tuning's flags: 2 micro-batches of 4.
+            "--optimizer=lamb", "--gradient_accumulation_steps=2", "--decay_schedule=cosine")
   results = read_json(os.path.join(model_dir, "eval_results.json"))
   assert results["main_metric"] == "spearman"
   assert set(results["dev"]) == {"pearson", "spearman", "num_examples"}
@@ -261,7 +263,8 @@ def test_regression_task_writes_scores(tmp_path, task_files):
   assert len(rows) == 5 and all(np.isfinite(float(r[1])) for r in rows)
 
 
-@pytest.mark.parametrize("case", ["bad_row", "no_model", "eval_untrained", "bad_flag"])
+@pytest.mark.parametrize("case", ["bad_row", "no_model", "eval_untrained", "bad_flag",
+                                  "bad_accumulation"])
 def test_bad_input_fails_naming_the_culprit(case, task_files, tmp_path):
   data_dir = task_files["rte"]
   flags = ["--task=rte", f"--data_dir={data_dir}", f"--vocab_file={task_files['vocab']}",
@@ -284,9 +287,12 @@ def test_bad_input_fails_naming_the_culprit(case, task_files, tmp_path):
   elif case == "eval_untrained":
     flags.append("--mode=eval")
     expected = "--mode=eval needs a trained --model_dir"
-  else:
+  elif case == "bad_flag":
     flags.append("--learning_rate=-1")
     expected = "--learning_rate"
+  else:  # the default batch of 32 does not split into 3 micro-batches
+    flags.append("--gradient_accumulation_steps=3")
+    expected = "--train_batch_size=32 must divide by --gradient_accumulation_steps=3"
   result = run_entry("recurrent_bert.finetune_glue", *flags, check=False, timeout=120)
   assert result.returncode != 0
   assert expected in result.stderr, result.stderr[-2000:]

@@ -53,7 +53,12 @@ RECIPES = {
     "swishrnn_large.flags": ("swishrnn_large", 512, 4096, 300000, 2e-4, 20000, 0.98, False),
     "bert_rab_base.flags": ("bert_rab_base", 512, 1024, 300000, 3e-4, 20000, 0.98, False),
     "bert_rab_large.flags": ("bert_rab_large", 512, 4096, 300000, 2e-4, 20000, 0.98, False),
+    # You et al. 2019 (LAMB), Table 1, 64K/32K mixed batch: 7037 + 1562 = 8599 updates;
+    # lr and warmup as NVIDIA's LAMB recipe gives them (see the flagfiles' headers).
+    "bert_large_lamb_phase1.flags": ("bert_large", 128, 65536, 7037, 6e-3, 2000, 0.999, True),
+    "bert_large_lamb_phase2.flags": ("bert_large", 512, 32768, 1562, 4e-3, 200, 0.999, True),
 }
+LAMB_RECIPES = ("bert_large_lamb_phase1.flags", "bert_large_lamb_phase2.flags")
 
 
 @pytest.mark.parametrize("name", sorted(RECIPES))
@@ -71,6 +76,9 @@ def test_recipe_flagfiles_carry_the_papers_hyperparameters(name):
   assert ("use_nsp" in flags) == nsp and ("nouse_nsp" in flags) == (not nsp)
   # max_predictions_per_seq ~ 15% of the sequence, as the data tool is told to write.
   assert abs(int(flags["max_predictions_per_seq"]) - 0.15 * seq_len) <= 0.15 * seq_len / 2
+  assert flags.get("optimizer", "adamw") == ("lamb" if name in LAMB_RECIPES else "adamw")
+  # The global batch splits into micro-batches on 8 replicas.
+  assert batch % (int(flags.get("gradient_accumulation_steps", 1)) * 8) == 0
 
 
 def test_every_flagfile_parses_and_validates():

@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 from absl import flags
 
 from recurrent_bert import model_dir as layout
-
+from recurrent_bert.training import optimizer_flags
 from recurrent_bert.training import run_flags
 from recurrent_bert.training.run_flags import fail
 
@@ -48,15 +48,10 @@ def define_flags(*, learning_rate: float, train_batch_size: int, max_seq_length:
   flags.DEFINE_integer("max_seq_length", max_seq_length, "Tokens per packed input.")
   flags.DEFINE_integer("train_batch_size", train_batch_size, "Global training batch.")
   flags.DEFINE_integer("eval_batch_size", 32, "Global evaluation batch.")
-  flags.DEFINE_float("learning_rate", learning_rate, "Peak learning rate.")
   flags.DEFINE_float("num_train_epochs", num_train_epochs, "Epochs (unless max steps).")
   flags.DEFINE_integer("max_train_steps", None, "Training steps; overrides epochs.")
-  flags.DEFINE_integer("warmup_steps", None, "Warmup steps; overrides the proportion.")
-  flags.DEFINE_float("warmup_proportion", 0.1, "Warmup as a fraction of the steps.")
-  flags.DEFINE_float("weight_decay", 0.01, "Decoupled weight decay.")
-  flags.DEFINE_float("adam_beta2", 0.999, "Adam beta_2.")
-  flags.DEFINE_float("adam_epsilon", 1e-6, "Adam epsilon.")
-  flags.DEFINE_float("clip_norm", 1.0, "Global-norm gradient clipping (0 = off).")
+  optimizer_flags.define_optimizer_flags(learning_rate=learning_rate, warmup_steps=None,
+                                         warmup_proportion=0.1)
   flags.DEFINE_integer("seed", 0, "Seeds the head's weights, dropout and data order.")
   flags.DEFINE_integer("shuffle_buffer_size", 100000, "Training examples shuffled together.")
   flags.DEFINE_integer("eval_every_steps", 0,
@@ -75,13 +70,8 @@ def define_flags(*, learning_rate: float, train_batch_size: int, max_seq_length:
     flags.register_validator(name, lambda v: v >= 1, f"--{name} must be >= 1")
   flags.register_validator("max_train_steps", lambda v: v is None or v >= 1,
                            "--max_train_steps must be >= 1")
-  flags.register_validator("warmup_steps", lambda v: v is None or v >= 0,
-                           "--warmup_steps must be >= 0")
-  flags.register_validator("learning_rate", lambda v: v > 0, "--learning_rate must be > 0")
   flags.register_validator("num_train_epochs", lambda v: v > 0,
                            "--num_train_epochs must be > 0")
-  flags.register_validator("warmup_proportion", lambda v: 0 <= v < 1,
-                           "--warmup_proportion must be in [0, 1)")
   flags.register_validator("eval_every_steps", lambda v: v >= 0,
                            "--eval_every_steps must be >= 0")
 
@@ -104,7 +94,7 @@ def help_groups(task_flags):
       "model": ("init_checkpoint", "model_config", "vocab_file", "do_lower_case"),
       "mode and output": ("mode", "model_dir", "checkpoint", "eval_every_steps",
                           "save_checkpoints_steps", "keep_checkpoint_max", "log_steps"),
-      "optimisation": run_flags.OPTIMIZATION_HELP + ("seed",),
+      "optimisation": optimizer_flags.OPTIMIZATION_HELP + ("seed",),
       "execution": run_flags.EXECUTION_HELP + ("steps_per_loop",),
   }
 
@@ -228,6 +218,8 @@ def run_task(strategy, task, parts: RunParts, is_chief: bool, worker_id: int):
   from absl import logging
   from recurrent_bert.training import finetuning, loop
   # pylint: enable=g-import-not-at-top
+  if FLAGS.mode in ("train", "train_and_eval"):
+    optimizer_flags.check_optimizer_flags(strategy.num_replicas_in_sync)
   finetuner = finetuning.Finetuner(strategy, task, settings_from_flags(), parts.model_config,
                                    parts.init_checkpoint, parts.vocab_file, is_chief,
                                    worker_id)

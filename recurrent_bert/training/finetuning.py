@@ -171,10 +171,16 @@ class FinetuneSettings:
   max_train_steps: Optional[int] = None
   warmup_steps: Optional[int] = None
   warmup_proportion: float = 0.1
+  optimizer: str = "adamw"
+  decay_schedule: str = "linear"
+  decay_power: float = 1.0
+  end_learning_rate: float = 0.0
   weight_decay: float = 0.01
+  adam_beta1: float = 0.9
   adam_beta2: float = 0.999
   adam_epsilon: float = 1e-6
   clip_norm: float = 1.0
+  gradient_accumulation_steps: int = 1
   seed: int = 0
   shuffle_buffer_size: int = 100000
   eval_every_steps: int = 0
@@ -291,7 +297,9 @@ class Finetuner:
 
   def _train_dataset_fn(self, input_context, skip_batches):
     s = self.settings
-    per_replica = input_context.get_per_replica_batch_size(s.train_batch_size)
+    # Micro-batches: gradient_accumulation_steps of them per replica make one update.
+    per_replica = input_context.get_per_replica_batch_size(
+        s.train_batch_size // s.gradient_accumulation_steps)
     rows = task_features.load_feature_dataset(self.task.feature_cache("train"))
     rows = rows.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
     rows = rows.shuffle(s.shuffle_buffer_size, seed=s.seed + input_context.input_pipeline_id,
@@ -306,9 +314,10 @@ class Finetuner:
       The final evaluation results of the best checkpoint ({} without evaluation).
     """
     s = self.settings
-    if s.train_batch_size % self.strategy.num_replicas_in_sync:
-      raise ValueError(f"--train_batch_size={s.train_batch_size} must divide by the "
-                       f"{self.strategy.num_replicas_in_sync} replicas")
+    split = s.gradient_accumulation_steps * self.strategy.num_replicas_in_sync
+    if s.train_batch_size % split:
+      raise ValueError(f"--train_batch_size={s.train_batch_size} must divide by "
+                       f"--gradient_accumulation_steps x replicas = {split}")
     num_steps = self.num_train_steps()
     warmup = (s.warmup_steps if s.warmup_steps is not None
               else int(s.warmup_proportion * num_steps))
@@ -320,8 +329,10 @@ class Finetuner:
       optimizer = optimization.create_optimizer(
           self.model.trainable_variables, learning_rate=s.learning_rate,
           num_train_steps=num_steps, warmup_steps=warmup, weight_decay=s.weight_decay,
-          beta_2=s.adam_beta2, epsilon=s.adam_epsilon,
-          loss_scaling=s.mixed_precision == "mixed_float16")
+          beta_1=s.adam_beta1, beta_2=s.adam_beta2, epsilon=s.adam_epsilon,
+          loss_scaling=s.mixed_precision == "mixed_float16", optimizer=s.optimizer,
+          decay_schedule=s.decay_schedule, decay_power=s.decay_power,
+          end_learning_rate=s.end_learning_rate)
     trainer = loop_lib.TrainingLoop(
         self.strategy, self.model, optimizer, self._train_dataset_fn, self.task.objective,
         model_dir=self.model_dir, global_batch_size=s.train_batch_size,
@@ -330,7 +341,7 @@ class Finetuner:
         keep_checkpoint_max=s.keep_checkpoint_max, log_steps=s.log_steps,
         clip_norm=s.clip_norm, jit_compile=s.jit_compile,
         loss_scaling=s.mixed_precision == "mixed_float16", is_chief=self.is_chief,
-        worker_id=self.worker_id)
+        worker_id=self.worker_id, gradient_accumulation_steps=s.gradient_accumulation_steps)
     if self.is_chief:
       self._write_model_files(self.model_dir)
     if self.init_checkpoint and tf.train.latest_checkpoint(self.model_dir) is None:

@@ -18,13 +18,24 @@ loops: for logging, checkpoints and the non-finite check. Per step, on each repl
      the single-device gradient;
   2. gradients are all-reduced, clipped to `clip_norm` by their global norm, divided by
      the replica count (Keras' optimizer all-reduces again, summing identical copies)
-     and applied by AdamW.
+     and applied by the optimizer (AdamW or LAMB).
+
+Gradient accumulation (`gradient_accumulation_steps` N > 1): a step is one update made
+of N micro-batches per replica (global batch / (N x replicas) examples each). The
+normalizers of all N are summed and all-reduced first, so each micro-batch's loss share
+is already normalised by the whole batch; summing the N shares' gradients (one
+micro-batch at a time, in a `tf.while_loop` without parallel iterations, so only one
+micro-batch's activations are alive) gives the gradient of the batch, which step 2 then
+clips and applies once. Stats are sums, so they add up across micro-batches too. The
+step counter, the schedule and checkpoints count updates; a checkpoint is only written
+between updates, so a run killed inside an accumulation cycle resumes at the last
+update boundary with the input position of that boundary.
 
 Resuming. Checkpoints hold the model, the optimizer, `global_step` and — where the
 iterator is trackable (the default strategy's tf.data iterator) — the input position.
 Distributed iterators are not checkpointable in TF 2.21, so under other strategies a
 restarted run rebuilds the (seeded, deterministic) dataset and skips the batches it had
-consumed: global_step x (replicas per input pipeline). A resumed run first cuts
+consumed: global_step x N x (replicas per input pipeline). A resumed run first cuts
 metrics.jsonl back to the restored step, so the log reads as one run.
 
 Ctrl-C (SIGINT) or SIGTERM stops training between two loop calls: the loop saves a
@@ -189,8 +200,9 @@ class TrainingLoop:
     loop.run()
 
   `dataset_fn(input_context, skip_batches)` returns the per-replica-batched dataset of
-  one input pipeline (see data/pretraining_dataset.py); `objective` is one of
-  training/objectives.py.
+  one input pipeline (see data/pretraining_dataset.py), in micro-batches of
+  global_batch_size / (gradient_accumulation_steps x replicas) examples; `objective` is
+  one of training/objectives.py.
   """
 
   def __init__(self, strategy: tf.distribute.Strategy, model, optimizer,
@@ -199,7 +211,8 @@ class TrainingLoop:
                steps_per_loop: int = 100, save_checkpoints_steps: int = 1000,
                keep_checkpoint_max: int = 5, log_steps: int = 100, clip_norm: float = 1.0,
                jit_compile: bool = False, loss_scaling: bool = False,
-               is_chief: bool = True, worker_id: int = 0):
+               is_chief: bool = True, worker_id: int = 0,
+               gradient_accumulation_steps: int = 1):
     self.strategy = strategy
     self.model = model
     self.optimizer = optimizer
@@ -215,6 +228,10 @@ class TrainingLoop:
     self.loss_scaling = loss_scaling
     self.is_chief = is_chief
     self.objective = objective
+    if gradient_accumulation_steps < 1:
+      raise ValueError(f"gradient_accumulation_steps must be >= 1, got "
+                       f"{gradient_accumulation_steps}")
+    self.accumulation_steps = gradient_accumulation_steps
     with strategy.scope():
       self.global_step = tf.Variable(
           0, dtype=tf.int64, trainable=False, name="global_step",
@@ -254,10 +271,11 @@ class TrainingLoop:
 
   def _make_iterator(self, skip_steps: int):
     def dataset_fn(input_context):
-      # Each step takes one batch per replica; a pipeline feeds this many replicas.
+      # Each step takes N micro-batches per replica; a pipeline feeds this many replicas.
       replicas_per_pipeline = max(1, self.strategy.num_replicas_in_sync //
                                   input_context.num_input_pipelines)
-      return self.dataset_fn(input_context, skip_steps * replicas_per_pipeline)
+      return self.dataset_fn(input_context,
+                             skip_steps * self.accumulation_steps * replicas_per_pipeline)
 
     options = tf.distribute.InputOptions(experimental_fetch_to_device=True)
     return iter(self.strategy.distribute_datasets_from_function(dataset_fn, options))
@@ -279,11 +297,47 @@ class TrainingLoop:
     grads = [None if g is None else tf.convert_to_tensor(g) for g in grads]
     return loss, sums, grads
 
-  def _replica_step(self, batch):
+  def _accumulate(self, micro_batches, global_normalizers):
+    """Loss share, stats and gradients of one replica's micro-batches, summed.
+
+    Args:
+      micro_batches: N >= 1 batches of this replica (dicts of [b, ...] tensors).
+      global_normalizers: the objective's normalizers of the whole update (all
+        micro-batches, all replicas).
+
+    Returns:
+      (loss share, {stat: sum}, gradients: None where a variable has none), as
+      `_forward_backward_fn` returns them for one batch.
+    """
+    loss, sums, grads = self._forward_backward(micro_batches[0], global_normalizers)
+    if len(micro_batches) == 1:
+      return loss, sums, grads
+    present = [i for i, g in enumerate(grads) if g is not None]
+    rest = tf.nest.map_structure(lambda *xs: tf.stack(xs), *micro_batches[1:])
+
+    def body(i, loss, sums, accumulated):
+      batch = tf.nest.map_structure(lambda x: x[i], rest)
+      micro_loss, micro_sums, micro_grads = self._forward_backward(batch, global_normalizers)
+      return (i + 1, loss + micro_loss,
+              {k: sums[k] + micro_sums[k] for k in sums},
+              [a + micro_grads[j] for a, j in zip(accumulated, present)])
+
+    # parallel_iterations=1: the next micro-batch starts when this one's gradients are
+    # summed, which bounds memory to one micro-batch's activations.
+    _, loss, sums, accumulated = tf.while_loop(
+        lambda i, *_: i < len(micro_batches) - 1, body,
+        (tf.constant(0), loss, sums, [grads[j] for j in present]), parallel_iterations=1)
+    grads = list(grads)
+    for j, g in zip(present, accumulated):
+      grads[j] = g
+    return loss, sums, grads
+
+  def _replica_step(self, micro_batches):
     context = tf.distribute.get_replica_context()
-    global_normalizers = context.all_reduce(tf.distribute.ReduceOp.SUM,
-                                            self.objective.normalizers(batch))
-    loss, sums, grads = self._forward_backward(batch, global_normalizers)
+    normalizers = [self.objective.normalizers(batch) for batch in micro_batches]
+    normalizers = {k: tf.add_n([n[k] for n in normalizers]) for k in normalizers[0]}
+    global_normalizers = context.all_reduce(tf.distribute.ReduceOp.SUM, normalizers)
+    loss, sums, grads = self._accumulate(micro_batches, global_normalizers)
     # Variables outside the loss (the pooler without NSP) have no gradient: leave them
     # out of the update entirely, weight decay included.
     pairs = [(g, v) for g, v in zip(grads, self.model.trainable_variables) if g is not None]
@@ -312,7 +366,8 @@ class TrainingLoop:
     step_values = {k: tf.TensorArray(tf.float32, size=num_steps)
                    for k in ("loss", *self.objective.step_value_names)}
     for i in tf.range(num_steps):
-      per_replica = self.strategy.run(self._replica_step, args=(next(iterator),))
+      micro_batches = [next(iterator) for _ in range(self.accumulation_steps)]
+      per_replica = self.strategy.run(self._replica_step, args=(micro_batches,))
       reduced = {k: self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
                  for k, v in per_replica.items()}
       step_values = {k: array.write(i, reduced[k]) for k, array in step_values.items()}

@@ -14,13 +14,9 @@ FLAGS = flags.FLAGS
 fail = cli.fail
 
 
-# --help groups of the flags every training command has (see recurrent_bert/cli.py).
+# --help group of the execution flags (see recurrent_bert/cli.py).
 EXECUTION_HELP = ("distribution_strategy", "num_cpu_devices", "tpu", "mixed_precision",
                   "jit_compile")
-OPTIMIZATION_HELP = ("train_batch_size", "eval_batch_size", "num_train_steps",
-                     "num_train_epochs", "max_train_steps", "learning_rate", "warmup_steps",
-                     "warmup_proportion", "end_learning_rate", "weight_decay", "adam_beta1",
-                     "adam_beta2", "adam_epsilon", "clip_norm")
 
 
 def define_execution_flags() -> None:

@@ -43,16 +43,20 @@ def test_every_family_learns(tmp_path, masked_records, vocab_file):
     assert "step 30/30 loss=" in stderr and "ETA" in stderr
 
 
-def start_pretrain(model_dir, vocab, records, *flags, kill_after_step=None, env=None,
-                   wait_for_sigint_after_step=None, stderr=subprocess.PIPE):
+def start_pretrain(model_dir, vocab, records, *flags, kill_after_step=None,
+                   kill_at_micro_batch=None, wait_for_sigint_after_step=None, env=None,
+                   stderr=subprocess.PIPE):
   """Popen of pretrain; with kill_after_step it SIGKILLs itself after logging that step,
-  with wait_for_sigint_after_step it says so on stdout and waits for a SIGINT there."""
+  with kill_at_micro_batch after that many micro-batches, with wait_for_sigint_after_step
+  it says so on stdout and waits for a SIGINT there (kill_after_step.py)."""
   entry = ("-m", "recurrent_bert.pretrain")
   env = dict(env or subprocess_env())
-  if kill_after_step is not None or wait_for_sigint_after_step is not None:
+  stops = {"KILL_AFTER_STEP": kill_after_step, "KILL_AT_MICRO_BATCH": kill_at_micro_batch,
+           "WAIT_FOR_SIGINT_AFTER_STEP": wait_for_sigint_after_step}
+  stops = {name: str(value) for name, value in stops.items() if value is not None}
+  if stops:
     entry = (os.path.join(REPO, "tests", "training", "kill_after_step.py"),)
-    env["KILL_AFTER_STEP"] = str(kill_after_step or 0)
-    env["WAIT_FOR_SIGINT_AFTER_STEP"] = str(wait_for_sigint_after_step or 0)
+    env.update(stops)
   return subprocess.Popen(pretrain_command(model_dir, vocab, records, *flags, entry=entry),
                           cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=stderr,
                           text=True)
@@ -218,14 +222,22 @@ def test_mirrored_and_multi_worker_match_single_device(
   assert not os.listdir(tmp_path / "multi_worker" / ".scratch")
 
 
+@pytest.mark.parametrize("accumulation", [1, 2])
 def test_mirrored_resume_skips_consumed_batches(tmp_path, single_shard_records, vocab_file,
-                                                no_dropout_config, single_device_run):
+                                                no_dropout_config, single_device_run,
+                                                accumulation):
   """Distributed iterators are not checkpointable: the restarted mirrored run rebuilds
-  the dataset and skips 4 steps x 2 replicas of batches, then continues exactly."""
+  the dataset and skips 4 steps x N micro-batches x 2 replicas of batches, then continues
+  exactly. With N = 2 micro-batches the kill comes inside update 7 (after 6 updates x 2
+  micro-batches x 2 replicas and one more replica's micro-batch), and the trajectory is
+  still the single-device one of whole batches."""
   flags = [f"--model_config={no_dropout_config}", *STRATEGY_FLAGS,
-           "--distribution_strategy=mirrored", "--num_cpu_devices=2"]
+           "--distribution_strategy=mirrored", "--num_cpu_devices=2",
+           f"--gradient_accumulation_steps={accumulation}"]
+  kill = (dict(kill_after_step=6) if accumulation == 1 else
+          dict(kill_at_micro_batch=6 * accumulation * 2 + 1))
   (outcome,) = wait_all([start_pretrain(tmp_path / "run", vocab_file, single_shard_records,
-                                        *flags, kill_after_step=6)], timeout=300)
+                                        *flags, **kill)], timeout=300)
   assert_killed_after(6, tmp_path / "run", *outcome)
   run_pretrain(tmp_path / "run", vocab_file, single_shard_records, *flags)
   assert_same_losses(losses_by_step(tmp_path / "run"), single_device_run, 1e-4, "resumed")
