@@ -24,21 +24,23 @@ record lands in and the order within a shard are not: `WriteToTFRecord` deals re
 shards round-robin from a random start. Training shuffles across shards anyway.
 
 Output: `pretraining-SSSSS-of-NNNNN.tfrecord` shards and `stats.json` (the local tool's
-report, from counters summed in the pipeline). A local --output_dir is written as a temp
-dir beside it and renamed into place after success (`io_utils.atomic_directory`); object
-stores (gs://) cannot rename directories, so there the shards are written in place and
-stats.json, written last, marks a finished run.
+report, from counters summed in the pipeline). As with the local tool, --output_dir is
+replaced as a unit (`pretraining_data.prepare_output_dir`, `io_utils.atomic_directory`):
+the pipeline writes a temp dir beside it, swapped in after success; a folder holding files
+the tool did not make is refused, and temp dirs of killed runs are removed on the next
+start. Object stores (gs://) cannot rename directories: there the finished files are moved
+in one by one and stats.json, written last, marks a finished run.
 
 Needs the `beam` extra: pip install -c constraints.txt -e '.[beam]'.
 """
 
 import collections
-import contextlib
 import dataclasses
 import hashlib
 import json
 import os
 import re
+import sys
 import tempfile
 import time
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
@@ -58,9 +60,8 @@ from recurrent_bert.data import pretraining_data
 from recurrent_bert.data.pretraining_data import GeneratorOptions
 
 SHARD_PREFIX = "pretraining"
-SHARD_TEMPLATE = "-SSSSS-of-NNNNN"
+SHARD_TEMPLATE = "-SSSSS-of-NNNNN"  # WriteToTFRecord's: pretraining_data.shard_names()
 SHARD_SUFFIX = ".tfrecord"
-_SHARD_NAME = re.compile(r"pretraining-\d{5}-of-\d{5}\.tfrecord")
 _COUNTERS = "counters"  # the summed counters, read back by the driver, then deleted
 _DIRECT_RUNNERS = ("direct", "directrunner")
 
@@ -69,10 +70,7 @@ def _is_remote(path: str) -> bool:
   return "://" in path
 
 
-def shard_names(num_shards: int) -> List[str]:
-  """The shard file names WriteToTFRecord produces (the local tool's names)."""
-  return [f"{SHARD_PREFIX}-{i:05d}-of-{num_shards:05d}{SHARD_SUFFIX}"
-          for i in range(num_shards)]
+shard_names = pretraining_data.shard_names
 
 
 # ------------------------------------------------------------------------------ stages
@@ -191,22 +189,6 @@ def _input_size(input_files: Sequence[str]) -> int:
   return total
 
 
-def _check_output_dir(output_dir: str) -> None:
-  # The staged directory replaces --output_dir whole: never swallow someone's other files.
-  if _is_remote(output_dir):
-    if FileSystems.match([os.path.join(output_dir, "*")])[0].metadata_list:
-      raise io_utils.InputError(f"--output_dir {output_dir!r} is not empty: give a new one")
-  elif os.path.exists(output_dir):
-    if not os.path.isdir(output_dir):
-      raise io_utils.InputError(f"--output_dir {output_dir!r} is not a directory")
-    foreign = sorted(n for n in os.listdir(output_dir)
-                     if not (_SHARD_NAME.fullmatch(n) or n == "stats.json"))
-    if foreign:
-      raise io_utils.InputError(
-          f"--output_dir {output_dir!r} holds other files ({', '.join(foreign[:3])}); the "
-          "Beam runner replaces the directory whole: give a new or empty one")
-
-
 def pipeline_options(beam_runner: str, pipeline_args: Sequence[str], num_workers: int
                      ) -> Tuple[PipelineOptions, object]:
   """Beam options from pass-through args, and the runner (name or instance).
@@ -301,14 +283,13 @@ def create_pretraining_data_beam(options: GeneratorOptions, output_dir: str,
   finally:
     if vocab != options.vocab_file:
       os.remove(vocab)
-  _check_output_dir(output_dir)
+  for cleaned in pretraining_data.prepare_output_dir(output_dir):
+    print(f"removed the leftover of a killed run: {cleaned}", file=sys.stderr)
   num_pools = max(1, round(total_bytes / options.chunk_bytes))
   beam_options, runner = pipeline_options(beam_runner, pipeline_args, options.num_workers)
 
   start = time.time()
-  staging = (io_utils.atomic_directory(output_dir) if not _is_remote(output_dir)
-             else contextlib.nullcontext(output_dir))
-  with staging as work_dir:
+  with io_utils.atomic_directory(output_dir) as work_dir:
     pipeline = beam.Pipeline(runner=runner, options=beam_options)
     build_pipeline(pipeline, options, work_dir, num_pools)
     try:

@@ -13,8 +13,17 @@ Instance building follows BERT's generator:
 - the longer segment is truncated, one token at a time from a random end, to fit;
 - [CLS] A [SEP] B [SEP], segment ids 0 for [CLS] A [SEP] and 1 for B [SEP].
 Without NSP (`use_nsp=False`, the SwishRNN recipe): [CLS] text [SEP], one segment packed
-with consecutive whole sentences of one document up to the target length (a sentence longer
-than the whole sequence is split, never dropped), segment ids 0, next_sentence_labels 0.
+with consecutive whole sentences of one document up to the target length, segment ids 0,
+next_sentence_labels 0.
+
+Long lines. A line with more tokens than fit in a sequence (max_seq_length - 3 with NSP,
+- 2 without) is cut, after tokenization, into sentence-sized pieces of at most a quarter of
+that (`LONG_LINE_PIECES_PER_SEQUENCE`; 31 tokens at max_seq_length 128), which then count
+as sentences: each cut goes after the last ".", "!" or "?" in the second half of the
+piece, else before the last word start, else (one word longer than a piece) at the
+piece's end. So a corpus that is one line per paragraph, or a whole book on one line,
+yields as many instances as the same text one sentence per line, in linear time. The
+stats report `long_lines_split` and `long_line_pieces`.
 Masking is `dynamic_masking.mask_input_ids` — the same function the read-time path uses.
 
 Streaming and parallelism. The main process reads the input once, line by line, and cuts
@@ -34,9 +43,12 @@ BERT, the segment comes from the same document and the stats report it).
 """
 
 import collections
+import contextlib
 import dataclasses
 import os
 import random
+import re
+import sys
 import time
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -46,6 +58,12 @@ from recurrent_bert.data import io_utils
 from recurrent_bert.data.dynamic_masking import MaskingConfig, mask_input_ids
 
 DEFAULT_CHUNK_BYTES = 1 << 20
+STATS_FILE = "stats.json"
+SHARD_PATTERN = re.compile(r"pretraining-\d{5}-of-\d{5}\.tfrecord")
+# Per-file temp names of earlier versions of this tool (io_utils.temp_path_for).
+_OLD_TEMP_PATTERN = re.compile(r"\.(pretraining-\d{5}-of-\d{5}\.tfrecord|stats\.json)\..*\.tmp")
+# A line longer than a sequence is cut into pieces of at most this fraction of it.
+LONG_LINE_PIECES_PER_SEQUENCE = 4
 _TOKENIZE_BATCH_SIZE = 2048
 _MASK_BATCH_SIZE = 1024
 
@@ -90,6 +108,9 @@ class GeneratorOptions:
   chunk_bytes: int = DEFAULT_CHUNK_BYTES
   stats_file: Optional[str] = None
   show_progress: bool = True
+  # Set: output_files are output_dir/shard_names(n) and stats_file output_dir/stats.json,
+  # and the folder is replaced as a unit (built beside it, swapped in at the end).
+  output_dir: Optional[str] = None
 
   def validate(self) -> None:
     if self.max_seq_length < (5 if self.use_nsp else 3):
@@ -104,6 +125,55 @@ class GeneratorOptions:
       raise ValueError("no output files")
     if self.masking.max_predictions_per_seq > self.max_seq_length:
       raise ValueError("max_predictions_per_seq must be <= max_seq_length")
+    if self.output_dir and (
+        [os.path.basename(p) for p in self.output_files] != shard_names(
+            len(self.output_files)) or os.path.basename(self.stats_file or "") != STATS_FILE):
+      raise ValueError("with output_dir, output_files must be its shard_names() and "
+                       "stats_file its stats.json")
+
+
+# ---------------------------------------------------------------------- the output folder
+
+
+def shard_names(num_shards: int) -> List[str]:
+  """pretraining-SSSSS-of-NNNNN.tfrecord, the names of --output_dir shards."""
+  return [f"pretraining-{i:05d}-of-{num_shards:05d}.tfrecord" for i in range(num_shards)]
+
+
+def foreign_output_files(names: Sequence[str]) -> List[str]:
+  """The names in an output folder this tool did not make (it replaces the folder whole)."""
+  return sorted(n for n in names if not (SHARD_PATTERN.fullmatch(n) or n == STATS_FILE or
+                                         _OLD_TEMP_PATTERN.fullmatch(n)))
+
+
+def check_output_dir(output_dir: str, names: Sequence[str]) -> None:
+  """Raises InputError naming the files of `names` (output_dir's listing) not made here."""
+  foreign = foreign_output_files(names)
+  if foreign:
+    shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5
+                                      else "")
+    raise io_utils.InputError(
+        f"--output_dir {output_dir!r} holds files this tool did not make ({shown}); it "
+        "replaces the folder as a unit: move them or give another --output_dir")
+
+
+def prepare_output_dir(output_dir: str) -> List[str]:
+  """Checks a local or scheme (gs://) --output_dir and cleans leftovers of killed runs.
+
+  Returns:
+    What was cleaned (io_utils.clean_atomic_directory_leftovers), for a log line.
+  """
+  if "://" in output_dir:
+    gfile = io_utils._gfile()  # pylint: disable=protected-access
+    if gfile.exists(output_dir):
+      if not gfile.isdir(output_dir):
+        raise io_utils.InputError(f"--output_dir {output_dir!r} is not a directory")
+      check_output_dir(output_dir, [n.rstrip("/") for n in gfile.listdir(output_dir)])
+  elif os.path.exists(output_dir):
+    if not os.path.isdir(output_dir):
+      raise io_utils.InputError(f"--output_dir {output_dir!r} is not a directory")
+    check_output_dir(output_dir, os.listdir(output_dir))
+  return io_utils.clean_atomic_directory_leftovers(output_dir)
 
 
 # ----------------------------------------------------------------------------- reading
@@ -176,22 +246,67 @@ def iter_chunks(documents: Iterator[Document], chunk_bytes: int
 # ----------------------------------------------------------------------- instance rules
 
 
-def truncate_seq_pair(tokens_a: Sentence, tokens_b: Sentence, max_num_tokens: int,
-                      rng: random.Random) -> int:
-  """Truncates the longer segment, one token at a time from a random end, in place.
+def split_long_sentence(ids: Sequence[int], starts: Sequence[bool], piece_length: int,
+                        end_ids: Sequence[int]) -> List[Sentence]:
+  """Cuts a sentence into pieces of at most `piece_length` tokens, in O(len(ids)).
+
+  Each cut is after the last sentence end (`end_ids`: ".", "!", "?") in the second half of
+  the piece's window, else before the last word start in it, else at the window's end.
+
+  Args:
+    ids: piece ids [n]; starts: per piece, whether it starts a word [n].
+    piece_length: the longest piece, >= 1.
+    end_ids: ids that end a sentence.
 
   Returns:
-    the number of tokens removed.
+    The pieces, in order; their concatenation is (ids, starts).
   """
+  ids_array = np.asarray(ids)
+  cut_after_end = np.flatnonzero(np.isin(ids_array, list(end_ids))) + 1
+  cut_before_word = np.flatnonzero(np.asarray(starts, bool))
+  pieces = []
+  begin, n = 0, len(ids_array)
+  while n - begin > piece_length:
+    limit = begin + piece_length
+    k = np.searchsorted(cut_after_end, limit, side="right") - 1
+    if k >= 0 and cut_after_end[k] > begin + piece_length // 2:
+      cut = int(cut_after_end[k])
+    else:
+      k = np.searchsorted(cut_before_word, limit, side="right") - 1
+      cut = int(cut_before_word[k]) if k >= 0 and cut_before_word[k] > begin else limit
+    pieces.append((list(ids[begin:cut]), list(starts[begin:cut])))
+    begin = cut
+  pieces.append((list(ids[begin:]), list(starts[begin:])))
+  return pieces
+
+
+def truncate_seq_pair(tokens_a: Sentence, tokens_b: Sentence, max_num_tokens: int,
+                      rng: random.Random) -> Tuple[Sentence, Sentence, int]:
+  """Truncates the longer segment, one token at a time from a random end.
+
+  BERT's rule and random draws, but the cuts are counted first and applied as one slice
+  per end, so the cost is linear in the segment lengths (deleting list heads one at a
+  time was quadratic).
+
+  Returns:
+    (truncated a, truncated b, number of tokens removed).
+  """
+  lengths = [len(tokens_a[0]), len(tokens_b[0])]
+  cut = [[0, 0], [0, 0]]  # [segment][front, back]
   removed = 0
-  while len(tokens_a[0]) + len(tokens_b[0]) > max_num_tokens:
-    longer = tokens_a if len(tokens_a[0]) > len(tokens_b[0]) else tokens_b
+  while lengths[0] + lengths[1] > max_num_tokens:
+    longer = 0 if lengths[0] > lengths[1] else 1
     # Random end: avoids always cutting the same side, as BERT does.
-    index = 0 if rng.random() < 0.5 else -1
-    del longer[0][index]
-    del longer[1][index]
+    cut[longer][0 if rng.random() < 0.5 else 1] += 1
+    lengths[longer] -= 1
     removed += 1
-  return removed
+
+  def sliced(tokens, front_back):
+    front, back = front_back
+    end = len(tokens[0]) - back
+    return tokens[0][front:end], tokens[1][front:end]
+
+  return sliced(tokens_a, cut[0]), sliced(tokens_b, cut[1]), removed
 
 
 def _concat(sentences: Sequence[Sentence]) -> Sentence:
@@ -213,6 +328,32 @@ class InstanceBuilder:
     self.use_nsp = use_nsp
     self.cls_id = cls_id
     self.sep_id = sep_id
+
+  @property
+  def max_num_tokens(self) -> int:
+    """Tokens of text per sequence: [CLS] A [SEP] B [SEP], or [CLS] text [SEP]."""
+    return self.max_seq_length - (3 if self.use_nsp else 2)
+
+  @property
+  def piece_length(self) -> int:
+    """The longest piece of a split long line (module docstring): about a sentence."""
+    return max(1, self.max_num_tokens // LONG_LINE_PIECES_PER_SEQUENCE)
+
+  def split_long_sentences(self, document: List[Sentence], end_ids: Sequence[int],
+                           stats: collections.Counter) -> List[Sentence]:
+    """The document with every sentence longer than a sequence split (module docstring)."""
+    if all(len(ids) <= self.max_num_tokens for ids, _ in document):
+      return document
+    split = []
+    for ids, starts in document:
+      if len(ids) <= self.max_num_tokens:
+        split.append((ids, starts))
+        continue
+      pieces = split_long_sentence(ids, starts, self.piece_length, end_ids)
+      stats["long_lines_split"] += 1
+      stats["long_line_pieces"] += len(pieces)
+      split.extend(pieces)
+    return split
 
   def _target_length(self, max_num_tokens: int, rng: random.Random) -> int:
     # Short sequences now and then so the model also sees lengths it meets in fine-tuning.
@@ -257,20 +398,20 @@ class InstanceBuilder:
           random_document = documents[self._other_document(len(documents), document_index,
                                                            rng)]
           start = rng.randint(0, len(random_document) - 1)
-          taken = []
-          taken_length = 0
-          for sentence in random_document[start:]:
-            taken.append(sentence)
-            taken_length += len(sentence[0])
-            if taken_length >= target_b_length:
-              break
-          segment_b = _concat(taken)
+          # At least one sentence, then up to the target. By index, not by copying
+          # random_document[start:] per instance, which made long documents quadratic.
+          end, taken_length = start + 1, len(random_document[start][0])
+          while end < len(random_document) and taken_length < target_b_length:
+            taken_length += len(random_document[end][0])
+            end += 1
+          segment_b = _concat(random_document[start:end])
           # The sentences after A were not used: they start the next instance.
           i -= len(current) - a_end
         else:
           is_random_next = False
           segment_b = _concat(current[a_end:])
-        truncated = truncate_seq_pair(segment_a, segment_b, max_num_tokens, rng)
+        segment_a, segment_b, truncated = truncate_seq_pair(segment_a, segment_b,
+                                                            max_num_tokens, rng)
         instances.append(self._make(segment_a, segment_b, is_random_next, truncated))
         current, current_length = [], 0
       i += 1
@@ -294,18 +435,12 @@ class InstanceBuilder:
       if current:
         instances.append(self._make(_concat(current), None, False, 0))
 
-    for ids, starts in document:
+    for ids, starts in document:  # no longer than a sequence: see split_long_sentences
       if current_length + len(ids) > target_length:
         flush()
         current, current_length = [], 0
-      # A sentence longer than the sequence is split into full-length pieces.
-      while len(ids) > max_num_tokens:
-        instances.append(self._make((ids[:max_num_tokens], starts[:max_num_tokens]), None,
-                                    False, 0))
-        ids, starts = ids[max_num_tokens:], starts[max_num_tokens:]
-      if ids:
-        current.append((ids, starts))
-        current_length += len(ids)
+      current.append((ids, starts))
+      current_length += len(ids)
     flush()
     return instances
 
@@ -327,6 +462,9 @@ class ChunkProcessor:
                                    options.use_nsp, self.tokenizer.cls_id,
                                    self.tokenizer.sep_id)
     tokenizer = self.tokenizer
+    # Sentence ends, where a long line is preferably cut (ids absent from the vocab: none).
+    self._end_ids = [i for i in tokenizer.convert_tokens_to_ids([".", "!", "?"])
+                     if i != tokenizer.unk_id]
     masking = options.masking
     self._tokenize = tf.function(tokenizer.tokenize, input_signature=[
         tf.TensorSpec([None], tf.string)])
@@ -370,7 +508,8 @@ class ChunkProcessor:
     """Returns (serialized examples in output order, counters for the stats report)."""
     options = self.options
     stats = collections.Counter()
-    tokenized = self.tokenize_documents(documents)
+    tokenized = [self.builder.split_long_sentences(d, self._end_ids, stats)
+                 for d in self.tokenize_documents(documents)]
     stats["documents"] += len(documents)
     stats["documents_without_tokens"] += len(documents) - len(tokenized)
     stats["sentences"] += sum(len(d) for d in documents)
@@ -472,6 +611,8 @@ def _summarize(counters: collections.Counter, options: GeneratorOptions, seconds
       "truncated_instances": counters["truncated_instances"],
       "truncation_rate": ratio("truncated_instances", "instances"),
       "truncated_tokens": counters["truncated_tokens"],
+      "long_lines_split": counters["long_lines_split"],
+      "long_line_pieces": counters["long_line_pieces"],
       "masked_positions": counters["masked_positions"],
       "masked_fraction": ratio("masked_positions", "instance_tokens"),
       "masked_as_mask_token": ratio("masked_as_mask_token", "masked_positions"),
@@ -515,21 +656,48 @@ def create_pretraining_data(options: GeneratorOptions) -> Dict:
     io_utils.InputError: unreadable or non-UTF-8 input (file and line named), a vocabulary
       without the reserved tokens, or an input without any document.
   """
-  import multiprocessing  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from recurrent_bert.data.tokenization import load_vocab  # pylint: disable=g-import-not-at-top
 
   options.validate()
   load_vocab(options.vocab_file)  # fail before any work on a bad vocabulary
   total_bytes = sum(os.path.getsize(p) for p in options.input_files)
-  num_shards = len(options.output_files)
-  temp_paths = [io_utils.temp_path_for(p) for p in options.output_files]
-  writers = [tf.io.TFRecordWriter(p) for p in temp_paths]
+  if options.output_dir:
+    for cleaned in prepare_output_dir(options.output_dir):
+      print(f"removed the leftover of a killed run: {cleaned}", file=sys.stderr)
+    staging = io_utils.atomic_directory(options.output_dir)
+  else:
+    staging = contextlib.nullcontext(None)
+  start = time.time()
+  with staging as stage_dir:
+    if stage_dir is None:  # explicit --output_files: each file is replaced atomically
+      with contextlib.ExitStack() as stack:
+        temp_paths = [stack.enter_context(io_utils.atomic_output(p))
+                      for p in options.output_files]
+        counters, text_bytes = _generate(options, temp_paths, total_bytes, start)
+    else:  # the whole folder is staged: nobody reads it before the swap
+      counters, text_bytes = _generate(
+          options, [os.path.join(stage_dir, os.path.basename(p)) for p in options.output_files],
+          total_bytes, start)
+    stats = _summarize(counters, options, time.time() - start, text_bytes)
+    if stage_dir is not None:
+      io_utils.atomic_write_json(os.path.join(stage_dir, STATS_FILE), stats)
+  if stage_dir is None and options.stats_file:
+    io_utils.atomic_write_json(options.stats_file, stats)
+  return stats
+
+
+def _generate(options: GeneratorOptions, paths: Sequence[str], total_bytes: int,
+              start: float) -> Tuple[collections.Counter, int]:
+  """Writes the shards to `paths`; returns (counters, text bytes read)."""
+  import multiprocessing  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  num_shards = len(paths)
   counters: collections.Counter = collections.Counter()
   pool = None
   progress = None
-  start = time.time()
   text_bytes = 0
+  writers = [tf.io.TFRecordWriter(p) for p in paths]
   try:
     if options.show_progress:
       from tqdm import tqdm  # pylint: disable=g-import-not-at-top
@@ -561,26 +729,15 @@ def create_pretraining_data(options: GeneratorOptions) -> Dict:
       raise io_utils.InputError(
           "the input has no document with any text: " + ", ".join(options.input_files) +
           " (expected one sentence per line, a blank line between documents)")
-    for writer in writers:
-      writer.close()
-    for tmp, path in zip(temp_paths, options.output_files):
-      io_utils.commit_temp(tmp, path)
-  except BaseException:
-    for writer in writers:
-      writer.close()
-    for tmp in temp_paths:
-      io_utils.discard_temp(tmp)
-    raise
   finally:
+    for writer in writers:
+      writer.close()
     if progress is not None:
       progress.close()
     if pool is not None:
       pool.terminate()
       pool.join()
-  stats = _summarize(counters, options, time.time() - start, text_bytes)
-  if options.stats_file:
-    io_utils.atomic_write_json(options.stats_file, stats)
-  return stats
+  return counters, text_bytes
 
 
 def _bounded_imap(pool, chunks, max_in_flight: int):
