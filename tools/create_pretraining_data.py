@@ -105,12 +105,12 @@ def shard_paths(output_dir: str, num_shards: int):
 
 def options_from_flags():
   """Builds GeneratorOptions from FLAGS, checking files before any work."""
-  from recurrent_bert.data import builtin_corpus, tokenization  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.data import builtin_corpus, vocab  # pylint: disable=g-import-not-at-top
   from recurrent_bert.data.pretraining_data import GeneratorOptions, MaskingConfig  # pylint: disable=g-import-not-at-top
 
   beam = FLAGS.runner == "beam"
   if not beam:  # the Beam pipeline checks the vocabulary itself, gs:// paths included
-    tokenization.load_vocab(FLAGS.vocab_file)
+    vocab.load_vocab(FLAGS.vocab_file)
   if FLAGS.output_dir:  # built beside it and swapped in at the end, by both runners
     outputs = shard_paths(FLAGS.output_dir, FLAGS.num_output_shards)
   else:

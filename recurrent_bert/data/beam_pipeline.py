@@ -2,7 +2,7 @@
 
 Same input, output and instances as `pretraining_data.create_pretraining_data` — it calls
 the same code (`iter_documents`, `ChunkProcessor`: tokenizer, `InstanceBuilder`, masking,
-`schema.serialize_example`) — but the work is spread by a Beam runner: the DirectRunner
+`example_codec`) — but the work is spread by a Beam runner: the DirectRunner
 on this machine, or Dataflow, Flink or Spark. Stages and the elements between them:
 
   input file paths                      str
@@ -136,12 +136,17 @@ class BuildPoolDoFn(beam.DoFn):
     pool_index, documents = keyed_pool
     # A GroupByKey's order is the runner's: sort so the pool (and its seed) fully decide.
     documents = [sentences for _, sentences in sorted(documents, key=lambda d: d[0])]
-    serialized, stats = self._processor.process(pool_index, documents)
+    data, offsets, stats = self._processor.process(pool_index, documents, frame=False)
+    self._processor.stage_seconds.clear()  # the local tool's profile; Beam has its own
+    stats = {k: v for k, v in stats.items() if not k.startswith("seconds ")}
     stats = dict(stats, chunks=1,
                  text_bytes=sum(map(pretraining_data.document_text_size, documents)))
     self._documents.inc(stats["documents"])
-    self._instances.inc(len(serialized))
-    yield from serialized
+    self._instances.inc(len(offsets) - 1)
+    view = memoryview(data)
+    bounds = offsets.tolist()
+    for begin, end in zip(bounds[:-1], bounds[1:]):
+      yield bytes(view[begin:end])
     yield beam.pvalue.TaggedOutput("stats", stats)
 
 

@@ -79,6 +79,13 @@ def open_file(path: str, mode: str = "rb"):
   return open(path, mode) if "b" in mode else open(path, mode, encoding="utf-8")
 
 
+def open_for_write(path: str):
+  """Opens `path` for writing bytes, local or on a TensorFlow file system (gs://, ram://)."""
+  if _has_scheme(path):
+    return _gfile().GFile(path, "wb")
+  return open(path, "wb")
+
+
 def isfile(path: str) -> bool:
   if _has_scheme(path):
     return _gfile().exists(path) and not _gfile().isdir(path)
@@ -222,6 +229,10 @@ def atomic_directory(final_dir: str):
   tmp_dir = tempfile.mkdtemp(prefix=f".{base}.tmp-", dir=parent)
   try:
     yield tmp_dir
+    # mkdtemp makes it 0700; the swapped-in folder gets the usual umask-based mode.
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp_dir, 0o777 & ~umask)
     if os.path.exists(final_dir):
       old_dir = tempfile.mkdtemp(prefix=f".{base}.old-", dir=parent)
       os.replace(final_dir, os.path.join(old_dir, base))

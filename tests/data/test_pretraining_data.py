@@ -270,16 +270,16 @@ def test_split_long_sentence_cuts_at_sentence_ends_then_word_starts():
   # 3-token words (start, ##, ##); a sentence end after 15 tokens, none after that.
   ids = [1, 5, 5] * 5 + [end] + [1, 5, 5] * 10 + [7] * 25
   starts = [True, False, False] * 5 + [True] + [True, False, False] * 10 + [False] * 25
-  pieces = pretraining_data.split_long_sentence(ids, starts, 20, [end])
-  assert [t for p in pieces for t in p[0]] == ids
-  assert [t for p in pieces for t in p[1]] == starts
-  lengths = [len(p[0]) for p in pieces]
+  pieces = pretraining_data.split_long_sentence(np.array(ids), np.array(starts), 20, [end])
+  assert pieces[0][0] == 0 and pieces[-1][1] == len(ids)
+  assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:]))  # adjacent spans
+  lengths = [b - a for a, b in pieces]
   assert max(lengths) <= 20
   # After the "." (in the second half of the first 20-token window); then no "." in
   # reach: before the last word start of each window (16 + 18 = 34, 34 + 9 = 43, the
   # last word); then one 28-token word is cut at the window's end (43 + 20) and the rest.
   assert lengths == [16, 18, 9, 20, 8]
-  assert all(p[1][0] for p in pieces[:4])
+  assert all(starts[a] for a, _ in pieces[:4])
 
 
 def test_truncation_follows_berts_rule():
@@ -295,9 +295,11 @@ def test_truncation_follows_berts_rule():
   for seed in range(20):
     a, b = list(range(100 + seed)), list(range(1000, 1000 + 3 * seed + 1))
     expected = reference(a, b, 50, pretraining_data.random.Random(seed))
+    # Spans of a flat token array holding a then b.
+    flat = a + b
     got_a, got_b, removed = pretraining_data.truncate_seq_pair(
-        (a, [True] * len(a)), (b, [True] * len(b)), 50, pretraining_data.random.Random(seed))
-    assert (got_a[0], got_b[0]) == expected
+        (0, len(a)), (len(a), len(flat)), 50, pretraining_data.random.Random(seed))
+    assert (flat[slice(*got_a)], flat[slice(*got_b)]) == expected
     assert removed == len(a) + len(b) - 50
 
 
