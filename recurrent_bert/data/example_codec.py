@@ -94,6 +94,8 @@ def serialize_examples(int_features: Dict[str, np.ndarray],
     list_length = 1 + _varint_length(payload[1]) + payload[1]
     feature_length = 1 + _varint_length(list_length) + list_length
     key = name.encode("utf-8")
+    if len(key) >= 128:  # its length is written as a one-byte varint
+      raise ValueError(f"feature name too long: {name!r}")
     head = b"\x0a" + bytes([len(key)]) + key + b"\x12"
     entry_length = len(head) + _varint_length(feature_length) + feature_length
     entries.append([

@@ -120,16 +120,19 @@ def mask_batch(input_ids: np.ndarray, input_mask: np.ndarray, is_word_start: np.
       action < config.mask_token_prob + config.random_token_prob)
   masked_ids = np.where(use_mask, mask_id, np.where(use_random, random_ids, input_ids))
 
-  # Chosen positions first, ascending (stable sort of "not chosen").
-  k = min(num_predictions, length)
-  positions = np.argsort(~chosen, axis=1, kind="stable")[:, :k]
-  is_real = np.take_along_axis(chosen, positions, axis=1)
-  positions = np.where(is_real, positions, 0)
-  masked_lm_ids = np.where(is_real, np.take_along_axis(input_ids, positions, axis=1), 0)
-  pad = [[0, 0], [0, num_predictions - k]]
+  # Chosen positions ascending, each at its rank among its row's chosen ones (no sort:
+  # np.nonzero walks rows in order; at most `budget` <= num_predictions per row).
+  row, column = np.nonzero(chosen)
+  rank = (np.cumsum(chosen, axis=1) - 1)[row, column]
+  positions = np.zeros((batch, num_predictions), np.int64)
+  positions[row, rank] = column
+  masked_lm_ids = np.zeros((batch, num_predictions), input_ids.dtype)
+  masked_lm_ids[row, rank] = input_ids[row, column]
+  weights = np.zeros((batch, num_predictions), np.float32)
+  weights[row, rank] = 1.0
   return {
       "input_ids": masked_ids.astype(input_ids.dtype),
-      "masked_lm_positions": np.pad(positions, pad).astype(np.int64),
-      "masked_lm_ids": np.pad(masked_lm_ids, pad).astype(input_ids.dtype),
-      "masked_lm_weights": np.pad(is_real.astype(np.float32), pad),
+      "masked_lm_positions": positions,
+      "masked_lm_ids": masked_lm_ids,
+      "masked_lm_weights": weights,
   }

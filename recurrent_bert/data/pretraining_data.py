@@ -270,25 +270,37 @@ def split_long_sentence(ids: np.ndarray, starts: np.ndarray, piece_length: int,
 
 def truncate_seq_pair(span_a: Span, span_b: Span, max_num_tokens: int,
                       rng: random.Random) -> Tuple[Span, Span, int]:
-  """Truncates the longer segment, one token at a time from a random end.
+  """Truncates the longer segment, one token at a time from a random end, in O(1).
 
-  BERT's rule and random draws, but the cuts are counted and applied to the spans at once,
-  so the cost does not depend on list copies (deleting list heads was quadratic).
+  BERT's loop removes a token from the longer segment (from b on a tie) until the pair
+  fits, each from the front or the back with probability 1/2. Which segment loses how
+  many tokens does not depend on the coin flips, so it is computed directly; the number
+  taken from the front of a segment losing k tokens is then Binomial(k, 1/2), drawn as the
+  number of set bits of k random bits: the same distribution as the loop's, without a
+  Python step (and a random draw) per token.
 
   Returns:
     (truncated span a, truncated span b, number of tokens removed).
   """
-  spans = [list(span_a), list(span_b)]
-  removed = 0
-  while (spans[0][1] - spans[0][0]) + (spans[1][1] - spans[1][0]) > max_num_tokens:
-    longer = 0 if spans[0][1] - spans[0][0] > spans[1][1] - spans[1][0] else 1
-    # Random end: avoids always cutting the same side, as BERT does.
-    if rng.random() < 0.5:
-      spans[longer][0] += 1
-    else:
-      spans[longer][1] -= 1
-    removed += 1
-  return tuple(spans[0]), tuple(spans[1]), removed
+  length_a, length_b = span_a[1] - span_a[0], span_b[1] - span_b[0]
+  excess = length_a + length_b - max_num_tokens
+  if excess <= 0:
+    return span_a, span_b, 0
+  gap = abs(length_a - length_b)
+  if gap >= excess:  # the longer one loses it all
+    cut_a, cut_b = (excess, 0) if length_a > length_b else (0, excess)
+  else:  # the longer one comes down to a tie, then they alternate, b first
+    rest = excess - gap
+    cut_a = rest // 2 + (gap if length_a > length_b else 0)
+    cut_b = rest - rest // 2 + (gap if length_b > length_a else 0)
+
+  def cut(span, count):
+    if count == 0:
+      return span
+    front = bin(rng.getrandbits(count)).count("1")
+    return span[0] + front, span[1] - (count - front)
+
+  return cut(span_a, cut_a), cut(span_b, cut_b), excess
 
 
 class InstanceBuilder:
@@ -551,7 +563,7 @@ class ChunkProcessor:
     if not options.dynamic_masking:
       chunk_index, batch_index = seed_parts
       # Seeded by (seed, chunk, batch): independent of the number of workers.
-      rng = np.random.default_rng([options.random_seed, chunk_index, batch_index])
+      rng = np.random.default_rng([options.random_seed % 2**64, chunk_index, batch_index])
       masked = masking.mask_batch(
           rows["input_ids"], rows["input_mask"], rows["word_starts"], rng, options.masking,
           vocab_size=self.tokenizer.vocab_size, mask_id=self.tokenizer.mask_id,

@@ -292,15 +292,26 @@ def test_truncation_follows_berts_rule():
       else:
         longer.pop()
     return a, b
-  for seed in range(20):
-    a, b = list(range(100 + seed)), list(range(1000, 1000 + 3 * seed + 1))
-    expected = reference(a, b, 50, pretraining_data.random.Random(seed))
-    # Spans of a flat token array holding a then b.
-    flat = a + b
+
+  fronts = collections.Counter()
+  for seed in range(400):
+    rng = np.random.default_rng(seed)
+    a = list(range(int(rng.integers(1, 120))))
+    b = list(range(1000, 1000 + int(rng.integers(1, 120))))
+    expected = reference(a, b, 61, pretraining_data.random.Random(seed))
+    flat = a + b  # spans of a flat token array holding a then b
     got_a, got_b, removed = pretraining_data.truncate_seq_pair(
-        (0, len(a)), (len(a), len(flat)), 50, pretraining_data.random.Random(seed))
-    assert (flat[slice(*got_a)], flat[slice(*got_b)]) == expected
-    assert removed == len(a) + len(b) - 50
+        (0, len(a)), (len(a), len(flat)), 61, pretraining_data.random.Random(seed))
+    # The same lengths as BERT's loop; each segment keeps a contiguous run of its tokens.
+    assert (got_a[1] - got_a[0], got_b[1] - got_b[0]) == (len(expected[0]),
+                                                          len(expected[1]))
+    assert removed == max(0, len(a) + len(b) - 61)
+    assert 0 <= got_a[0] <= got_a[1] <= len(a) <= got_b[0] <= got_b[1] <= len(flat)
+    fronts["front"] += got_a[0] + (got_b[0] - len(a))
+    fronts["removed"] += removed
+  # Each removed token comes from the front with probability 1/2, as in the loop.
+  assert fronts["removed"] > 5000
+  assert abs(fronts["front"] / fronts["removed"] - 0.5) < 0.02
 
 
 def test_one_long_line_yields_its_fair_share_of_instances(tmp_path, corpus_file, vocab_file):
