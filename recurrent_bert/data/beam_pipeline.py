@@ -29,7 +29,7 @@ replaced as a unit (`pretraining_data.prepare_output_dir`, `io_utils.atomic_dire
 the pipeline writes a temp dir beside it, swapped in after success; a folder holding files
 the tool did not make is refused, and temp dirs of killed runs are removed on the next
 start. Object stores (gs://) cannot rename directories: there the finished files are moved
-in one by one and stats.json, written last, marks a finished run.
+in one by one after all are written (a reader can see a partial folder during the move).
 
 Needs the `beam` extra: pip install -c constraints.txt -e '.[beam]'.
 """
