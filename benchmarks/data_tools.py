@@ -1,43 +1,53 @@
-r"""Throughput and memory of the data tools on the built-in corpus.
+r"""Throughput, memory and scaling of the pretraining-data generator, against Model Garden's.
 
-Prints a table: tokenizer MB/s; generator instances/s and MB of text/s with 1 and 2
-workers, and as a Beam pipeline on the DirectRunner with 2 worker processes (when the
-`beam` extra is installed); peak RSS of the generator at two corpus sizes (it streams, so
-it should be flat).
+Whole processes, start-up included, run side by side and round-robin (ours, then the Model
+Garden tool, repeated), each row with the 1-minute load average at its start: on a shared
+machine the ratio of neighbouring rows is the number to read. Settings are the issue's:
+seq 128, 20 predictions, 15% masking, whole-word masking, lower-casing, dupe_factor 10;
+ours with --num_workers=2. Peak memory is the summed RSS of the process and its children,
+sampled every 50 ms, at two corpus sizes. Then the long-line check: one line of N words
+against the same words as 20-word lines (time and instances).
 
-  python benchmarks/data_tools.py --quick       # < 2 minutes
-  python benchmarks/data_tools.py               # full built-in corpus
+The Model Garden tool (`official/nlp/data/create_pretraining_data.py`) runs when importable;
+install it outside the project's environment:
+  pip install --no-deps --target /tmp/mg tf-models-official==2.20.0 tf-keras==2.21.0 \
+      sentencepiece six
+  MODEL_GARDEN_PATH=/tmp/mg python benchmarks/data_tools.py --vocab_file=vocab.txt
+
+  python benchmarks/data_tools.py --quick       # small corpus and lines, no repeats
 """
 
+import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
 
 from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_boolean("quick", False, "Small corpus slices; finishes in under 2 minutes.")
+flags.DEFINE_boolean("quick", False, "Small corpus and lines, one repeat.")
 flags.DEFINE_string("work_dir", None, "Scratch directory (default: a temporary one).")
-flags.DEFINE_integer("max_seq_length", 128, "Generator sequence length.")
+flags.DEFINE_string("vocab_file", None,
+                    "vocab.txt; default: built from the built-in corpus (30522 tokens).")
+flags.DEFINE_list("corpus_bytes", ["3700000", "1850000"],
+                  "Corpus sizes (built-in corpus slices) for throughput and memory.")
+flags.DEFINE_integer("repeats", 2, "Round-robin repeats per corpus size.")
+flags.DEFINE_integer("dupe_factor", 10, "Passes over the input.")
+flags.DEFINE_list("long_line_words", ["100000", "200000", "400000", "800000"],
+                  "Words of the single long line of the scaling check.")
+flags.DEFINE_string("model_garden_path", os.environ.get("MODEL_GARDEN_PATH", ""),
+                    "Where tf-models-official is installed (PYTHONPATH for it).")
 
-_RSS_CHILD = r"""
-import os, resource, sys
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-from recurrent_bert.data import pretraining_data
-from recurrent_bert.data.dynamic_masking import MaskingConfig
-corpus, vocab, out, seq = sys.argv[1:5]
-options = pretraining_data.GeneratorOptions(
-    input_files=[corpus], output_files=[out], vocab_file=vocab, max_seq_length=int(seq),
-    masking=MaskingConfig(max_predictions_per_seq=20), dupe_factor=1, show_progress=False)
-stats = pretraining_data.create_pretraining_data(options)
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, stats["instances"])
-"""
+SETTINGS = ["--max_seq_length=128", "--max_predictions_per_seq=20", "--masked_lm_prob=0.15",
+            "--do_lower_case=true", "--do_whole_word_mask=true", "--random_seed=12345"]
 
 
 def slice_corpus(source, target, num_bytes):
@@ -56,94 +66,130 @@ def slice_corpus(source, target, num_bytes):
   return target
 
 
+def run_measured(command, env):
+  """Runs a command; returns (wall seconds, peak summed RSS MB of its tree, output)."""
+  import psutil  # pylint: disable=g-import-not-at-top
+  start = time.time()
+  with tempfile.TemporaryFile("w+") as log:
+    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=log,
+                               stderr=subprocess.STDOUT, text=True)
+    peak = 0
+    parent = psutil.Process(process.pid)
+    while process.poll() is None:
+      try:
+        tree = [parent] + parent.children(recursive=True)
+        peak = max(peak, sum(p.memory_info().rss for p in tree))
+      except psutil.Error:
+        pass
+      time.sleep(0.05)
+    seconds = time.time() - start
+    log.seek(0)
+    output = log.read()
+  if process.returncode != 0:
+    raise RuntimeError(f"{command[:4]} failed:\n{output[-3000:]}")
+  return seconds, peak / 2**20, output
+
+
+def ours(corpus, vocab, out_dir, workers, dupe, extra=()):
+  env = dict(os.environ, PYTHONPATH=REPO)
+  seconds, peak, _ = run_measured(
+      [sys.executable, "-m", "tools.create_pretraining_data", f"--input_files={corpus}",
+       f"--vocab_file={vocab}", f"--output_dir={out_dir}", f"--dupe_factor={dupe}",
+       f"--num_workers={workers}", "--noprogress", *SETTINGS, *extra], env)
+  with open(os.path.join(out_dir, "stats.json"), encoding="utf-8") as f:
+    stats = json.load(f)
+  return seconds, peak, stats["instances"], stats
+
+
+def model_garden(corpus, vocab, out_file, dupe):
+  env = dict(os.environ, PYTHONPATH=FLAGS.model_garden_path)
+  seconds, peak, output = run_measured(
+      [sys.executable, "-m", "official.nlp.data.create_pretraining_data",
+       f"--input_file={corpus}", f"--output_file={out_file}", f"--vocab_file={vocab}",
+       f"--dupe_factor={dupe}", *SETTINGS], env)
+  found = re.findall(r"Wrote (\d+) total instances", output)
+  return seconds, peak, int(found[-1]) if found else -1
+
+
+def load():
+  return f"{os.getloadavg()[0]:.1f}"
+
+
 def main(argv):
   del argv
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from recurrent_bert.data import builtin_corpus, pretraining_data, tokenization  # pylint: disable=g-import-not-at-top
-  from recurrent_bert.data.dynamic_masking import MaskingConfig  # pylint: disable=g-import-not-at-top
-  from tools import build_vocab  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.data import builtin_corpus  # pylint: disable=g-import-not-at-top
 
   work = FLAGS.work_dir or tempfile.mkdtemp(prefix="data_tools_bench_")
   os.makedirs(work, exist_ok=True)
   full = builtin_corpus.ensure_builtin_corpus()
-  full_mb = os.path.getsize(full) / 1e6
-  mb = 1_000_000
-  gen_bytes = 2 * mb if FLAGS.quick else 8 * mb
-  rss_sizes = (1 * mb, 4 * mb) if FLAGS.quick else (2 * mb, 16 * mb)
-  corpus = slice_corpus(full, os.path.join(work, "gen.txt"), gen_bytes)
+  sizes = [int(b) for b in FLAGS.corpus_bytes]
+  repeats, dupe = FLAGS.repeats, FLAGS.dupe_factor
+  long_words = [int(w) for w in FLAGS.long_line_words]
+  if FLAGS.quick:
+    sizes, repeats, long_words = [400_000, 200_000], 1, [20_000, 40_000]
+  vocab = FLAGS.vocab_file
+  if not vocab:
+    vocab = os.path.join(work, "vocab.txt")
+    subprocess.run([sys.executable, "-m", "tools.build_vocab", "--input_files=builtin",
+                    f"--builtin_max_bytes={max(sizes)}", "--vocab_size=30522",
+                    f"--output_file={vocab}"], cwd=REPO, check=True, capture_output=True)
+  have_mg = bool(FLAGS.model_garden_path) and subprocess.run(
+      [sys.executable, "-c", "import official.nlp.data.create_pretraining_data"],
+      env=dict(os.environ, PYTHONPATH=FLAGS.model_garden_path),
+      capture_output=True).returncode == 0
 
-  vocab_file = os.path.join(work, "vocab.txt")
-  start = time.time()
-  counts = build_vocab.count_words([slice_corpus(full, os.path.join(work, "v.txt"), mb)], True)
-  vocab = build_vocab.learn_vocab(counts, 8000)
-  with open(vocab_file, "w", encoding="utf-8") as f:
-    f.write("\n".join(vocab) + "\n")
-  vocab_seconds = time.time() - start
+  print(f"\nthroughput, whole process, dupe_factor {dupe}, seq 128, whole-word masking "
+        f"(cores: {os.cpu_count()})")
+  print(f"{'corpus':>8} | {'tool':<22} | {'load':>5} | {'seconds':>7} | {'instances':>9} | "
+        f"{'inst/s':>7} | {'peak MB':>7} | ratio")
+  last_stats = None
+  for size in sizes:
+    corpus = slice_corpus(full, os.path.join(work, f"corpus{size}.txt"), size)
+    for repeat in range(repeats):
+      row_load = load()
+      seconds, peak, instances, last_stats = ours(
+          corpus, vocab, os.path.join(work, f"ours{size}"), 2, dupe)
+      ours_rate = instances / seconds
+      print(f"{size / 1e6:>6.2f}MB | {'ours, 2 workers':<22} | {row_load:>5} | {seconds:7.1f} | "
+            f"{instances:9,} | {ours_rate:7.0f} | {peak:7.0f} |", flush=True)
+      if not have_mg:
+        if repeat == 0 and size == sizes[0]:
+          print("  (Model Garden tool not importable: set --model_garden_path)")
+        continue
+      row_load = load()
+      seconds, peak, instances = model_garden(corpus, vocab,
+                                              os.path.join(work, f"mg{size}.tfrecord"), dupe)
+      rate = instances / seconds
+      print(f"{size / 1e6:>6.2f}MB | {'Model Garden 2.20.0':<22} | {row_load:>5} | "
+            f"{seconds:7.1f} | {instances:9,} | {rate:7.0f} | {peak:7.0f} | "
+            f"{ours_rate / rate:.1f}x", flush=True)
+  if last_stats:
+    print("\nour stages (last run; worker stages summed over both workers), seconds:")
+    for stage, seconds in sorted(last_stats["stage_seconds"].items(), key=lambda kv: -kv[1]):
+      print(f"  {stage:<42} {seconds:7.2f}")
+    print(f"  masked {last_stats['masked_fraction']:.2%}: "
+          f"{last_stats['masked_as_mask_token']:.1%} [MASK], "
+          f"{last_stats['masked_as_random_token']:.1%} random, {last_stats['masked_kept']:.1%} kept")
 
-  rows = [("built-in corpus (this environment)", f"{full_mb:.1f} MB")]
-  rows.append(("build_vocab, 1 MB -> 8000 tokens", f"{vocab_seconds:.1f} s"))
-
-  tokenizer = tokenization.BertWordpieceTokenizer(vocab_file, do_lower_case=True)
-  tokenize = tf.function(tokenizer.tokenize_flat,
-                         input_signature=[tf.TensorSpec([None], tf.string)])
-  with open(corpus, encoding="utf-8") as f:
-    lines = [line for line in f.read().splitlines() if line]
-  text_mb = sum(len(line.encode("utf-8")) + 1 for line in lines) / 1e6
-  tokenize(tf.constant(lines[:64]))  # trace
-  start = time.time()
-  num_pieces = 0
-  for begin in range(0, len(lines), 2048):
-    num_pieces += int(tokenize(tf.constant(lines[begin:begin + 2048])).flat_values.shape[0])
-  seconds = time.time() - start
-  rows.append(("tokenizer (in-graph, batches of 2048 lines)",
-               f"{text_mb / seconds:.2f} MB/s, {num_pieces / seconds / 1e3:.0f}k pieces/s"))
-
-  for workers in (1, 2):
-    options = pretraining_data.GeneratorOptions(
-        input_files=[corpus], vocab_file=vocab_file,
-        output_files=[os.path.join(work, f"w{workers}-{i}.tfrecord") for i in range(2)],
-        max_seq_length=FLAGS.max_seq_length, masking=MaskingConfig(max_predictions_per_seq=20),
-        dupe_factor=1, num_workers=workers, show_progress=False)
-    stats = pretraining_data.create_pretraining_data(options)
-    rows.append((f"generator, {workers} worker(s), {gen_bytes / mb:.0f} MB, dupe 1",
-                 f"{stats['instances_per_second']:.0f} instances/s, "
-                 f"{stats['text_megabytes_per_second']:.2f} MB/s "
-                 f"({stats['seconds']:.1f} s incl. start-up)"))
-
-  try:
-    from recurrent_bert.data import beam_pipeline  # pylint: disable=g-import-not-at-top
-  except ImportError:
-    rows.append(("Beam DirectRunner, 2 workers", "skipped: pip install '.[beam]'"))
-  else:
-    options = pretraining_data.GeneratorOptions(
-        input_files=[corpus], vocab_file=vocab_file, output_files=[],
-        max_seq_length=FLAGS.max_seq_length, masking=MaskingConfig(max_predictions_per_seq=20),
-        dupe_factor=1, num_workers=2, show_progress=False)
-    stats = beam_pipeline.create_pretraining_data_beam(
-        options, os.path.join(work, "beam"), 2, "DirectRunner",
-        ["--direct_running_mode=multi_processing"])
-    rows.append((f"Beam DirectRunner, 2 worker processes, {gen_bytes / mb:.0f} MB, dupe 1",
-                 f"{stats['instances_per_second']:.0f} instances/s, "
-                 f"{stats['text_megabytes_per_second']:.2f} MB/s "
-                 f"({stats['seconds']:.1f} s incl. start-up)"))
-
-  for size in rss_sizes:
-    sliced = slice_corpus(full, os.path.join(work, f"rss{size}.txt"), size)
-    result = subprocess.run(
-        [sys.executable, "-c", _RSS_CHILD, sliced, vocab_file,
-         os.path.join(work, f"rss{size}.tfrecord"), str(FLAGS.max_seq_length)],
-        capture_output=True, text=True, check=True,
-        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    peak_kb, instances = result.stdout.split()[-2:]
-    rows.append((f"generator peak RSS, {size / mb:.0f} MB corpus",
-                 f"{int(peak_kb) / 1024:.0f} MB ({int(instances):,} instances)"))
-
-  width = max(len(name) for name, _ in rows)
-  print(f"\n{'measurement'.ljust(width)} | result")
-  print(f"{'-' * width}-|-{'-' * 50}")
-  for name, value in rows:
-    print(f"{name.ljust(width)} | {value}")
-  print(f"\n(cores: {os.cpu_count()}, work dir: {work})")
+  print("\nlong line: one line of N words vs the same words as 20-word lines "
+        f"(ours, 1 worker, dupe_factor 1)")
+  print(f"{'words':>8} | {'layout':<14} | {'load':>5} | {'seconds':>7} | {'instances':>9}")
+  with open(full, encoding="utf-8") as f:
+    words = f.read().split()
+  for count in long_words:
+    chosen = (words * (count // len(words) + 1))[:count]
+    one = os.path.join(work, f"line{count}.txt")
+    with open(one, "w", encoding="utf-8") as f:
+      f.write(" ".join(chosen) + "\n")
+    short = os.path.join(work, f"lines{count}.txt")
+    with open(short, "w", encoding="utf-8") as f:
+      f.write("\n".join(" ".join(chosen[i:i + 20]) for i in range(0, count, 20)) + "\n")
+    for layout, path in (("one line", one), ("20-word lines", short)):
+      row_load = load()
+      seconds, _, instances, _ = ours(path, vocab, os.path.join(work, f"long{count}"), 1, 1)
+      print(f"{count:>8,} | {layout:<14} | {row_load:>5} | {seconds:7.1f} | {instances:9,}",
+            flush=True)
+  print(f"\n(work dir: {work}, vocab: {vocab})")
 
 
 if __name__ == "__main__":

@@ -37,7 +37,8 @@ flags.DEFINE_list("input_files", None,
                   "Input text files or globs, comma-separated; `builtin` = built-in corpus.")
 flags.DEFINE_string("output_dir", None,
                     "Directory for the shards (pretraining-SSSSS-of-NNNNN.tfrecord) and "
-                    "stats.json. Exclusive with --output_files.")
+                    "stats.json, replaced as a unit: built beside it, swapped in at the end; "
+                    "a folder holding other files is refused. Exclusive with --output_files.")
 flags.DEFINE_list("output_files", None,
                   "Explicit shard paths (one shard each); stats.json goes next to the first.")
 flags.DEFINE_string("vocab_file", None, "vocab.txt (ours or google-research/bert's).")
@@ -98,21 +99,19 @@ flags.register_multi_flags_validator(
 
 
 def shard_paths(output_dir: str, num_shards: int):
-  return [os.path.join(output_dir, f"pretraining-{i:05d}-of-{num_shards:05d}.tfrecord")
-          for i in range(num_shards)]
+  from recurrent_bert.data import pretraining_data  # pylint: disable=g-import-not-at-top
+  return [os.path.join(output_dir, n) for n in pretraining_data.shard_names(num_shards)]
 
 
 def options_from_flags():
   """Builds GeneratorOptions from FLAGS, checking files before any work."""
-  from recurrent_bert.data import builtin_corpus, tokenization  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.data import builtin_corpus, vocab  # pylint: disable=g-import-not-at-top
   from recurrent_bert.data.pretraining_data import GeneratorOptions, MaskingConfig  # pylint: disable=g-import-not-at-top
 
   beam = FLAGS.runner == "beam"
   if not beam:  # the Beam pipeline checks the vocabulary itself, gs:// paths included
-    tokenization.load_vocab(FLAGS.vocab_file)
-  if FLAGS.output_dir:
-    if not beam:  # Beam writes a temp dir beside it and renames it into place
-      os.makedirs(FLAGS.output_dir, exist_ok=True)
+    vocab.load_vocab(FLAGS.vocab_file)
+  if FLAGS.output_dir:  # built beside it and swapped in at the end, by both runners
     outputs = shard_paths(FLAGS.output_dir, FLAGS.num_output_shards)
   else:
     outputs = list(FLAGS.output_files)
@@ -132,7 +131,8 @@ def options_from_flags():
       dupe_factor=FLAGS.dupe_factor, short_seq_prob=FLAGS.short_seq_prob,
       random_seed=FLAGS.random_seed, use_nsp=FLAGS.use_nsp,
       dynamic_masking=FLAGS.dynamic_masking, num_workers=FLAGS.num_workers,
-      chunk_bytes=FLAGS.chunk_bytes, stats_file=stats_file, show_progress=FLAGS.progress)
+      chunk_bytes=FLAGS.chunk_bytes, stats_file=stats_file, show_progress=FLAGS.progress,
+      output_dir=FLAGS.output_dir or None)
   options.validate()
   return options
 

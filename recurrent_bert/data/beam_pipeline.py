@@ -2,7 +2,7 @@
 
 Same input, output and instances as `pretraining_data.create_pretraining_data` — it calls
 the same code (`iter_documents`, `ChunkProcessor`: tokenizer, `InstanceBuilder`, masking,
-`schema.serialize_example`) — but the work is spread by a Beam runner: the DirectRunner
+`example_codec`) — but the work is spread by a Beam runner: the DirectRunner
 on this machine, or Dataflow, Flink or Spark. Stages and the elements between them:
 
   input file paths                      str
@@ -24,21 +24,23 @@ record lands in and the order within a shard are not: `WriteToTFRecord` deals re
 shards round-robin from a random start. Training shuffles across shards anyway.
 
 Output: `pretraining-SSSSS-of-NNNNN.tfrecord` shards and `stats.json` (the local tool's
-report, from counters summed in the pipeline). A local --output_dir is written as a temp
-dir beside it and renamed into place after success (`io_utils.atomic_directory`); object
-stores (gs://) cannot rename directories, so there the shards are written in place and
-stats.json, written last, marks a finished run.
+report, from counters summed in the pipeline). As with the local tool, --output_dir is
+replaced as a unit (`pretraining_data.prepare_output_dir`, `io_utils.atomic_directory`):
+the pipeline writes a temp dir beside it, swapped in after success; a folder holding files
+the tool did not make is refused, and temp dirs of killed runs are removed on the next
+start. Object stores (gs://) cannot rename directories: there the finished files are moved
+in one by one after all are written (a reader can see a partial folder during the move).
 
 Needs the `beam` extra: pip install -c constraints.txt -e '.[beam]'.
 """
 
 import collections
-import contextlib
 import dataclasses
 import hashlib
 import json
 import os
 import re
+import sys
 import tempfile
 import time
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
@@ -58,9 +60,8 @@ from recurrent_bert.data import pretraining_data
 from recurrent_bert.data.pretraining_data import GeneratorOptions
 
 SHARD_PREFIX = "pretraining"
-SHARD_TEMPLATE = "-SSSSS-of-NNNNN"
+SHARD_TEMPLATE = "-SSSSS-of-NNNNN"  # WriteToTFRecord's: pretraining_data.shard_names()
 SHARD_SUFFIX = ".tfrecord"
-_SHARD_NAME = re.compile(r"pretraining-\d{5}-of-\d{5}\.tfrecord")
 _COUNTERS = "counters"  # the summed counters, read back by the driver, then deleted
 _DIRECT_RUNNERS = ("direct", "directrunner")
 
@@ -69,10 +70,7 @@ def _is_remote(path: str) -> bool:
   return "://" in path
 
 
-def shard_names(num_shards: int) -> List[str]:
-  """The shard file names WriteToTFRecord produces (the local tool's names)."""
-  return [f"{SHARD_PREFIX}-{i:05d}-of-{num_shards:05d}{SHARD_SUFFIX}"
-          for i in range(num_shards)]
+shard_names = pretraining_data.shard_names
 
 
 # ------------------------------------------------------------------------------ stages
@@ -138,12 +136,17 @@ class BuildPoolDoFn(beam.DoFn):
     pool_index, documents = keyed_pool
     # A GroupByKey's order is the runner's: sort so the pool (and its seed) fully decide.
     documents = [sentences for _, sentences in sorted(documents, key=lambda d: d[0])]
-    serialized, stats = self._processor.process(pool_index, documents)
+    data, offsets, stats = self._processor.process(pool_index, documents, frame=False)
+    self._processor.stage_seconds.clear()  # the local tool's profile; Beam has its own
+    stats = {k: v for k, v in stats.items() if not k.startswith("seconds ")}
     stats = dict(stats, chunks=1,
                  text_bytes=sum(map(pretraining_data.document_text_size, documents)))
     self._documents.inc(stats["documents"])
-    self._instances.inc(len(serialized))
-    yield from serialized
+    self._instances.inc(len(offsets) - 1)
+    view = memoryview(data)
+    bounds = offsets.tolist()
+    for begin, end in zip(bounds[:-1], bounds[1:]):
+      yield bytes(view[begin:end])
     yield beam.pvalue.TaggedOutput("stats", stats)
 
 
@@ -189,22 +192,6 @@ def _input_size(input_files: Sequence[str]) -> int:
       raise io_utils.InputError(f"input file {path!r} does not exist")
     total += sum(m.size_in_bytes for m in found)
   return total
-
-
-def _check_output_dir(output_dir: str) -> None:
-  # The staged directory replaces --output_dir whole: never swallow someone's other files.
-  if _is_remote(output_dir):
-    if FileSystems.match([os.path.join(output_dir, "*")])[0].metadata_list:
-      raise io_utils.InputError(f"--output_dir {output_dir!r} is not empty: give a new one")
-  elif os.path.exists(output_dir):
-    if not os.path.isdir(output_dir):
-      raise io_utils.InputError(f"--output_dir {output_dir!r} is not a directory")
-    foreign = sorted(n for n in os.listdir(output_dir)
-                     if not (_SHARD_NAME.fullmatch(n) or n == "stats.json"))
-    if foreign:
-      raise io_utils.InputError(
-          f"--output_dir {output_dir!r} holds other files ({', '.join(foreign[:3])}); the "
-          "Beam runner replaces the directory whole: give a new or empty one")
 
 
 def pipeline_options(beam_runner: str, pipeline_args: Sequence[str], num_workers: int
@@ -301,14 +288,13 @@ def create_pretraining_data_beam(options: GeneratorOptions, output_dir: str,
   finally:
     if vocab != options.vocab_file:
       os.remove(vocab)
-  _check_output_dir(output_dir)
+  for cleaned in pretraining_data.prepare_output_dir(output_dir):
+    print(f"removed the leftover of a killed run: {cleaned}", file=sys.stderr)
   num_pools = max(1, round(total_bytes / options.chunk_bytes))
   beam_options, runner = pipeline_options(beam_runner, pipeline_args, options.num_workers)
 
   start = time.time()
-  staging = (io_utils.atomic_directory(output_dir) if not _is_remote(output_dir)
-             else contextlib.nullcontext(output_dir))
-  with staging as work_dir:
+  with io_utils.atomic_directory(output_dir) as work_dir:
     pipeline = beam.Pipeline(runner=runner, options=beam_options)
     build_pipeline(pipeline, options, work_dir, num_pools)
     try:

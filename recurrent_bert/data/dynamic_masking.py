@@ -1,7 +1,9 @@
 """BERT's masked-LM masking rules, as one in-graph function.
 
-The same function masks instances offline (tools/create_pretraining_data.py) and at read
-time in tf.data (fresh masks every epoch), so both paths follow one set of rules:
+This function masks at read time in tf.data (fresh masks every epoch);
+`masking.mask_batch` is its numpy twin for the offline tool (tools/create_pretraining_data.py,
+whose workers run without TensorFlow). Both follow one set of rules, and
+tests/data/test_masking.py checks both against them:
 
 - candidates are the real tokens other than [CLS] and [SEP];
 - num_to_predict = min(max_predictions_per_seq, max(1, round(seq_len * masked_lm_prob)))
@@ -23,50 +25,11 @@ the randomness is stateless (an explicit [2] seed), so the function runs under X
 the offline tool is deterministic.
 """
 
-import dataclasses
 from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
 
-
-@dataclasses.dataclass(frozen=True)
-class MaskingConfig:
-  """The masked-LM recipe.
-
-  Attributes:
-    max_predictions_per_seq: cap on masked positions per sequence (the schema length).
-    masked_lm_prob: fraction of tokens to predict.
-    mask_token_prob: probability a chosen position becomes [MASK].
-    random_token_prob: probability it becomes a random vocabulary id (else it is kept).
-    whole_word_mask: choose all pieces of a word together.
-  """
-  max_predictions_per_seq: int = 20
-  masked_lm_prob: float = 0.15
-  mask_token_prob: float = 0.8
-  random_token_prob: float = 0.1
-  whole_word_mask: bool = False
-
-  def __post_init__(self):
-    if self.max_predictions_per_seq < 1:
-      raise ValueError(f"max_predictions_per_seq must be >= 1, got {self.max_predictions_per_seq}")
-    if not 0.0 < self.masked_lm_prob < 1.0:
-      raise ValueError(f"masked_lm_prob must be in (0, 1), got {self.masked_lm_prob}")
-    for name in ("mask_token_prob", "random_token_prob"):
-      value = getattr(self, name)
-      if not 0.0 <= value <= 1.0:
-        raise ValueError(f"{name} must be in [0, 1], got {value}")
-    if self.mask_token_prob + self.random_token_prob > 1.0 + 1e-9:
-      raise ValueError("mask_token_prob + random_token_prob must be <= 1, got "
-                       f"{self.mask_token_prob} + {self.random_token_prob}")
-
-  @property
-  def keep_token_prob(self) -> float:
-    return max(0.0, 1.0 - self.mask_token_prob - self.random_token_prob)
-
-
-def num_to_predict(seq_len: int, config: MaskingConfig) -> int:
-  """Python twin of the in-graph formula, for documentation and tests."""
-  return min(config.max_predictions_per_seq, max(1, int(round(seq_len * config.masked_lm_prob))))
+from recurrent_bert.data.masking import MaskingConfig, num_to_predict  # noqa: F401  (re-exported)
 
 
 def mask_input_ids(input_ids: tf.Tensor, input_mask: tf.Tensor, is_word_start: tf.Tensor,

@@ -10,6 +10,7 @@ import contextlib
 import glob
 import json
 import os
+import re
 import shutil
 import tempfile
 import uuid
@@ -76,6 +77,13 @@ def open_file(path: str, mode: str = "rb"):
   if _has_scheme(path):
     return _gfile().GFile(path, mode)
   return open(path, mode) if "b" in mode else open(path, mode, encoding="utf-8")
+
+
+def open_for_write(path: str):
+  """Opens `path` for writing bytes, local or on a TensorFlow file system (gs://, ram://)."""
+  if _has_scheme(path):
+    return _gfile().GFile(path, "wb")
+  return open(path, "wb")
 
 
 def isfile(path: str) -> bool:
@@ -221,6 +229,10 @@ def atomic_directory(final_dir: str):
   tmp_dir = tempfile.mkdtemp(prefix=f".{base}.tmp-", dir=parent)
   try:
     yield tmp_dir
+    # mkdtemp makes it 0700; the swapped-in folder gets the usual umask-based mode.
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp_dir, 0o777 & ~umask)
     if os.path.exists(final_dir):
       old_dir = tempfile.mkdtemp(prefix=f".{base}.old-", dir=parent)
       os.replace(final_dir, os.path.join(old_dir, base))
@@ -231,6 +243,49 @@ def atomic_directory(final_dir: str):
   except BaseException:
     shutil.rmtree(tmp_dir, ignore_errors=True)
     raise
+
+
+def clean_atomic_directory_leftovers(final_dir: str) -> List[str]:
+  """Removes what killed `atomic_directory` runs for `final_dir` left beside it.
+
+  A run killed while writing leaves its temp dir; one killed between the two renames of
+  the swap leaves `final_dir` missing and the old complete copy in its `.old-` dir, which
+  is moved back (the old complete folder wins over a half-finished swap). Call it before
+  a new `atomic_directory(final_dir)`; two runs writing the same `final_dir` at once are
+  not supported (each would see the other's temp dir as a leftover).
+
+  Returns:
+    The names removed (or restored, marked "restored ..."), for a log line.
+  """
+  cleaned = []
+  if _has_scheme(final_dir):
+    gfile = _gfile()
+    final_dir = final_dir.rstrip("/")
+    parent, base = _parent(final_dir), final_dir.rsplit("/", 1)[1]
+    if not gfile.isdir(parent):
+      return cleaned
+    pattern = re.compile(r"\.tmp-[0-9a-f]{32}-" + re.escape(base))
+    for name in gfile.listdir(parent):
+      name = name.rstrip("/")
+      if pattern.fullmatch(name):
+        gfile.rmtree(f"{parent.rstrip('/')}/{name}")
+        cleaned.append(name)
+    return cleaned
+  final_dir = os.path.abspath(final_dir)
+  parent, base = os.path.split(final_dir)
+  if not os.path.isdir(parent):
+    return cleaned
+  for name in sorted(os.listdir(parent)):
+    if name.startswith(f".{base}.old-"):
+      old_copy = os.path.join(parent, name, base)
+      if not os.path.exists(final_dir) and os.path.isdir(old_copy):
+        os.replace(old_copy, final_dir)
+        cleaned.append(f"restored {base} from {name}")
+    elif not name.startswith(f".{base}.tmp-"):
+      continue
+    shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+    cleaned.append(name)
+  return cleaned
 
 
 def expand_input_patterns(patterns: Sequence[str], flag_name: str = "input_files") -> List[str]:

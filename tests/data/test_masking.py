@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from recurrent_bert.data import schema
+from recurrent_bert.data import masking, schema
 from recurrent_bert.data.dynamic_masking import DynamicMasker, MaskingConfig, mask_input_ids
 
 VOCAB_SIZE, PAD, CLS, SEP, MASK = 1000, 0, 2, 3, 4
@@ -24,19 +24,28 @@ def random_batch(rng, batch=512, length=64):
   return ids, mask
 
 
-def run(config, ids, mask, seed=(1, 2)):
+# Both implementations of the rules: the in-graph one (read time) and the numpy twin (the
+# offline tool's workers); every rule test below runs on each.
+IMPLEMENTATIONS = ("graph", "numpy")
+
+
+def run(config, ids, mask, seed=(1, 2), implementation="graph"):
   starts = ids < FIRST_CONTINUATION
+  if implementation == "numpy":
+    return masking.mask_batch(ids, mask, starts, np.random.default_rng(seed), config,
+                              vocab_size=VOCAB_SIZE, mask_id=MASK, cls_id=CLS, sep_id=SEP)
   out = mask_input_ids(tf.constant(ids), tf.constant(mask), tf.constant(starts),
                        tf.constant(seed, tf.int64), config, vocab_size=VOCAB_SIZE,
                        mask_id=MASK, cls_id=CLS, sep_id=SEP)
   return {k: v.numpy() for k, v in out.items()}
 
 
-def test_counts_positions_and_80_10_10():
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_counts_positions_and_80_10_10(implementation):
   rng = np.random.default_rng(0)
   ids, mask = random_batch(rng)
   config = MaskingConfig(max_predictions_per_seq=8)
-  out = run(config, ids, mask)
+  out = run(config, ids, mask, implementation=implementation)
   replaced = {"mask": 0, "random": 0, "keep": 0}
   for row in range(len(ids)):
     size = int(mask[row].sum())
@@ -65,22 +74,25 @@ def test_counts_positions_and_80_10_10():
   assert 0.08 < replaced["keep"] / total < 0.12
 
 
-def test_swishrnn_recipe_masks_everything_with_mask_token():
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_swishrnn_recipe_masks_everything_with_mask_token(implementation):
   ids, mask = random_batch(np.random.default_rng(1), batch=64)
-  out = run(MaskingConfig(mask_token_prob=1.0, random_token_prob=0.0), ids, mask)
+  out = run(MaskingConfig(mask_token_prob=1.0, random_token_prob=0.0), ids, mask,
+            implementation=implementation)
   positions, weights = out["masked_lm_positions"], out["masked_lm_weights"] > 0
   new = np.take_along_axis(out["input_ids"], positions, axis=1)[weights]
   assert np.all(new == MASK)
 
 
-def test_whole_word_masking_takes_words_whole():
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_whole_word_masking_takes_words_whole(implementation):
   rng = np.random.default_rng(2)
   ids, mask = random_batch(rng)
   # Make about half the body tokens continuation pieces.
   body = (ids >= 10) & (rng.random(ids.shape) < 0.5)
   ids = np.where(body, rng.integers(FIRST_CONTINUATION, VOCAB_SIZE, ids.shape), ids)
   config = MaskingConfig(max_predictions_per_seq=12, whole_word_mask=True)
-  out = run(config, ids, mask)
+  out = run(config, ids, mask, implementation=implementation)
   total_masked = 0
   for row in range(len(ids)):
     chosen = np.zeros(ids.shape[1], bool)

@@ -241,3 +241,98 @@ def test_bad_inputs_name_file_and_line(tmp_path, vocab_file, corpus_file):
   no_reserved = write_vocab(tmp_path / "v.txt", ["[PAD]", "[UNK]", "hello"])
   with pytest.raises(InputError, match=r"v\.txt.*\[CLS\]"):
     generate(tmp_path, [corpus_file], no_reserved, name="vocab")
+
+
+def test_leftovers_of_killed_swaps_are_cleaned_and_a_half_swap_is_undone(tmp_path):
+  # Written by hand as atomic_directory names them: a temp dir of a run killed while
+  # writing, and an old copy of a run killed between the two renames of its swap.
+  (tmp_path / ".out.tmp-abc").mkdir()
+  (tmp_path / ".out.tmp-abc" / "pretraining-00000-of-00001.tfrecord").write_bytes(b"half")
+  (tmp_path / ".out.old-def" / "out").mkdir(parents=True)
+  (tmp_path / ".out.old-def" / "out" / "stats.json").write_text("{}")
+  (tmp_path / ".other.tmp-x").mkdir()  # another folder's: not ours to touch
+  cleaned = pretraining_data.prepare_output_dir(str(tmp_path / "out"))
+  assert sorted(os.listdir(tmp_path)) == [".other.tmp-x", "out"]
+  assert os.listdir(tmp_path / "out") == ["stats.json"]  # the old complete folder is back
+  assert any(".out.tmp-abc" in c for c in cleaned) and any("restored" in c for c in cleaned)
+
+
+def test_foreign_files_are_named():
+  names = ["pretraining-00000-of-00002.tfrecord", "stats.json", "x.tfrecord",
+           ".pretraining-00001-of-00002.tfrecord.k2j3.tmp", "notes.txt"]
+  assert pretraining_data.foreign_output_files(names) == ["notes.txt", "x.tfrecord"]
+  with pytest.raises(InputError, match=r"'d'.*notes\.txt, x\.tfrecord"):
+    pretraining_data.check_output_dir("d", names)
+
+
+def test_split_long_sentence_cuts_at_sentence_ends_then_word_starts():
+  end = 9  # plays "."
+  # 3-token words (start, ##, ##); a sentence end after 15 tokens, none after that.
+  ids = [1, 5, 5] * 5 + [end] + [1, 5, 5] * 10 + [7] * 25
+  starts = [True, False, False] * 5 + [True] + [True, False, False] * 10 + [False] * 25
+  pieces = pretraining_data.split_long_sentence(np.array(ids), np.array(starts), 20, [end])
+  assert pieces[0][0] == 0 and pieces[-1][1] == len(ids)
+  assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:]))  # adjacent spans
+  lengths = [b - a for a, b in pieces]
+  assert max(lengths) <= 20
+  # After the "." (in the second half of the first 20-token window); then no "." in
+  # reach: before the last word start of each window (16 + 18 = 34, 34 + 9 = 43, the
+  # last word); then one 28-token word is cut at the window's end (43 + 20) and the rest.
+  assert lengths == [16, 18, 9, 20, 8]
+  assert all(starts[a] for a, _ in pieces[:4])
+
+
+def test_truncation_follows_berts_rule():
+  def reference(a, b, limit, rng):  # google-research/bert's loop, on copies
+    a, b = list(a), list(b)
+    while len(a) + len(b) > limit:
+      longer = a if len(a) > len(b) else b
+      if rng.random() < 0.5:
+        del longer[0]
+      else:
+        longer.pop()
+    return a, b
+
+  fronts = collections.Counter()
+  for seed in range(400):
+    rng = np.random.default_rng(seed)
+    a = list(range(int(rng.integers(1, 120))))
+    b = list(range(1000, 1000 + int(rng.integers(1, 120))))
+    expected = reference(a, b, 61, pretraining_data.random.Random(seed))
+    flat = a + b  # spans of a flat token array holding a then b
+    got_a, got_b, removed = pretraining_data.truncate_seq_pair(
+        (0, len(a)), (len(a), len(flat)), 61, pretraining_data.random.Random(seed))
+    # The same lengths as BERT's loop; each segment keeps a contiguous run of its tokens.
+    assert (got_a[1] - got_a[0], got_b[1] - got_b[0]) == (len(expected[0]),
+                                                          len(expected[1]))
+    assert removed == max(0, len(a) + len(b) - 61)
+    assert 0 <= got_a[0] <= got_a[1] <= len(a) <= got_b[0] <= got_b[1] <= len(flat)
+    fronts["front"] += got_a[0] + (got_b[0] - len(a))
+    fronts["removed"] += removed
+  # Each removed token comes from the front with probability 1/2, as in the loop.
+  assert fronts["removed"] > 5000
+  assert abs(fronts["front"] / fronts["removed"] - 0.5) < 0.02
+
+
+def test_one_long_line_yields_its_fair_share_of_instances(tmp_path, corpus_file, vocab_file):
+  with open(corpus_file, encoding="utf-8") as f:
+    words = f.read().split()[:12_000]
+  one_line = tmp_path / "one_line.txt"
+  one_line.write_text(" ".join(words) + "\n", encoding="utf-8")
+  short_lines = tmp_path / "short_lines.txt"
+  short_lines.write_text("\n".join(" ".join(words[i:i + 20])
+                                   for i in range(0, len(words), 20)) + "\n",
+                         encoding="utf-8")
+  counts = {}
+  for use_nsp in (True, False):
+    _, long_stats = generate(tmp_path, [str(one_line)], vocab_file, name=f"l{use_nsp}",
+                             use_nsp=use_nsp, chunk_bytes=1 << 20)
+    _, short_stats = generate(tmp_path, [str(short_lines)], vocab_file,
+                              name=f"s{use_nsp}", use_nsp=use_nsp, chunk_bytes=1 << 20)
+    assert long_stats["input_tokens"] == short_stats["input_tokens"]
+    assert long_stats["long_lines_split"] == 1
+    assert long_stats["long_line_pieces"] > long_stats["input_tokens"] / (SEQ // 4)
+    counts[use_nsp] = long_stats["instances"], short_stats["instances"]
+    # ~2 * tokens / SEQ instances: not 2 (one per duplication), as before the split.
+    assert long_stats["instances"] == pytest.approx(short_stats["instances"], rel=0.15)
+  assert all(long > 500 for long, _ in counts.values())

@@ -218,3 +218,26 @@ def test_vocab_errors_name_the_file_and_line(tmp_path):
     tokenization.load_vocab(str(bad))
   with pytest.raises(InputError, match="does not exist"):
     tokenization.load_vocab(str(tmp_path / "nope.txt"))
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_native_tokenizer_gives_the_in_graph_ids_on_real_text(corpus_file, vocab_file, lower):
+  # The generator's workers tokenize with the native tokenizer, the served model with the
+  # in-graph one: on real text (the corpus slice, ~4k lines) and a few non-ASCII lines
+  # they must agree id for id.
+  from recurrent_bert.data import native_tokenizer  # pylint: disable=g-import-not-at-top
+  with open(corpus_file, encoding="utf-8") as f:
+    lines = [line for line in f.read().splitlines() if line]
+  lines += ["Café déjà vu — naïve façade, Ångström.", "東京は日本の首都です。",
+            "tab\there, nbsp\u00a0there; zero\u200bwidth", "“Quotes” and ‘others’ … ¿Qué?"]
+  graph = tokenization.BertWordpieceTokenizer(vocab_file, do_lower_case=lower)
+  native = native_tokenizer.NativeWordpieceTokenizer(vocab_file, do_lower_case=lower)
+  expected = graph.tokenize_flat(lines).to_list()
+  got = native.tokenize_lists(lines)
+  assert len(lines) > 3000
+  mismatches = [(line, a, b) for line, a, b in zip(lines, got, expected) if a != b]
+  assert not mismatches, mismatches[:3]
+  ids = native.tokenize(lines)[0]
+  starts = ~native.is_continuation[ids]
+  expected_starts = graph.is_word_start(graph.tokenize_flat(lines)).flat_values.numpy()
+  assert (starts == expected_starts).all()

@@ -2,8 +2,10 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import tensorflow as tf
 
@@ -97,3 +99,80 @@ def test_bad_flags_fail_before_work_naming_the_problem(tmp_path, corpus_file, vo
   for flag in ("--input_files", "--output_dir", "--[no]do_whole_word_mask", "--[no]use_nsp",
                "--mask_token_prob", "--num_workers", "--num_output_shards"):
     assert flag in helpfull.stdout + helpfull.stderr
+
+
+def _generate_into(out, corpus_file, vocab_file, *flags, check=True):
+  return run_tool("tools.create_pretraining_data", f"--input_files={corpus_file}",
+                  f"--vocab_file={vocab_file}", f"--output_dir={out}", "--max_seq_length=32",
+                  "--max_predictions_per_seq=5", "--dupe_factor=1", "--noprogress", *flags,
+                  check=check)
+
+
+def _folder_state(out):
+  """{name: bytes} of the folder, and whether stats.json agrees with the shards in it."""
+  files = {name: (out / name).read_bytes() for name in sorted(os.listdir(out))}
+  stats = json.loads(files["stats.json"])
+  shards = [n for n in files if n.endswith(".tfrecord")]
+  records = sum(1 for n in shards for _ in tf.compat.v1.io.tf_record_iterator(str(out / n)))
+  consistent = (len(shards) == stats["num_output_shards"] and records == stats["instances"])
+  return files, consistent
+
+
+def test_output_dir_is_replaced_as_a_unit(tmp_path, corpus_file, vocab_file):
+  out = tmp_path / "out"
+  _generate_into(out, corpus_file, vocab_file, "--num_output_shards=4")
+  _generate_into(out, corpus_file, vocab_file, "--num_output_shards=2", "--random_seed=7")
+  # Exactly the new set: the README's `dir/*.tfrecord` recipe cannot mix in old shards.
+  assert sorted(os.listdir(out)) == ["pretraining-00000-of-00002.tfrecord",
+                                     "pretraining-00001-of-00002.tfrecord", "stats.json"]
+  assert _folder_state(out)[1]
+  assert os.listdir(tmp_path) == ["out"]  # no temp or old folder beside it
+
+
+def test_output_dir_with_foreign_shards_is_refused(tmp_path, corpus_file, vocab_file):
+  out = tmp_path / "out"
+  out.mkdir()
+  (out / "mine.tfrecord").write_bytes(b"someone else's data")
+  result = _generate_into(out, corpus_file, vocab_file, check=False)
+  assert result.returncode == 2
+  error_lines = [line for line in result.stderr.splitlines() if "mine.tfrecord" in line]
+  assert len(error_lines) == 1 and "Traceback" not in result.stderr
+  assert os.listdir(out) == ["mine.tfrecord"]
+  assert (out / "mine.tfrecord").read_bytes() == b"someone else's data"
+
+
+def test_kill_mid_write_keeps_the_old_folder_and_next_start_cleans_up(
+    tmp_path, corpus_file, vocab_file):
+  out = tmp_path / "out"
+  _generate_into(out, corpus_file, vocab_file, "--num_output_shards=2")
+  before, consistent = _folder_state(out)
+  assert consistent
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+  process = subprocess.Popen(
+      [sys.executable, "-m", "tools.create_pretraining_data", f"--input_files={corpus_file}",
+       f"--vocab_file={vocab_file}", f"--output_dir={out}", "--max_seq_length=32",
+       "--max_predictions_per_seq=5", "--dupe_factor=40", "--chunk_bytes=20000",
+       "--num_output_shards=3", "--random_seed=5", "--noprogress"],
+      cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  try:
+    # Kill it once the new shards hold data, i.e. mid-write.
+    deadline = time.time() + 240
+    while time.time() < deadline and process.poll() is None:
+      staged = [tmp_path / n / s for n in os.listdir(tmp_path) if n != "out"
+                for s in (os.listdir(tmp_path / n) if (tmp_path / n).is_dir() else [])]
+      if any(p.suffix == ".tfrecord" and p.exists() and p.stat().st_size > 0
+             for p in staged):
+        break
+      time.sleep(0.01)
+    assert process.poll() is None, "the run ended before it could be killed mid-write"
+    process.send_signal(signal.SIGKILL)
+  finally:
+    process.kill()
+    process.wait()
+  assert _folder_state(out) == (before, True)  # old folder complete and intact
+  leftovers = [n for n in os.listdir(tmp_path) if n != "out"]
+  assert leftovers
+  result = _generate_into(out, corpus_file, vocab_file, "--num_output_shards=3")
+  assert all(n in result.stderr for n in leftovers)  # said what it removed
+  assert os.listdir(tmp_path) == ["out"]
+  assert _folder_state(out)[1] and len(os.listdir(out)) == 4
