@@ -172,7 +172,7 @@ def main(argv):
           f"{last_stats['masked_as_random_token']:.1%} random, {last_stats['masked_kept']:.1%} kept")
 
   print("\nlong line: one line of N words vs the same words as 20-word lines "
-        f"(ours, 1 worker, dupe_factor 1)")
+        "(ours, 1 worker, dupe_factor 1)")
   print(f"{'words':>8} | {'layout':<14} | {'load':>5} | {'seconds':>7} | {'instances':>9}")
   with open(full, encoding="utf-8") as f:
     words = f.read().split()
