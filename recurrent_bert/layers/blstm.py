@@ -40,114 +40,172 @@ def lstm_scan(x, kernel, recurrent_kernel, bias):
   return tf.transpose(h, [1, 0, 2])
 
 
-def _split_gates(z):
-  """[..., 4u] pre-activations -> the activated (i, f, g, o), each [..., u]."""
-  i, f, g, o = tf.split(z, 4, axis=-1)
-  return tf.sigmoid(i), tf.sigmoid(f), tf.tanh(g), tf.sigmoid(o)
+def _reversed(positions, lengths):
+  """Positions (any shape, broadcast with lengths) in a sequence reversed within its
+  real prefix, as `tf.reverse_sequence` maps them (its own inverse)."""
+  return tf.where(positions < lengths, lengths - 1 - positions, positions)
 
 
-def _fused_forward(gate_inputs, recurrent_kernel):
-  """The LSTM recurrence of N directions at once, one XLA loop (no autodiff state).
+def _direction_indices(positions):
+  """[B, 2, 3] gather/scatter indices (b, position, direction) of one loop step, from
+  its positions [B, 2] in each direction."""
+  batch = tf.shape(positions)[0]
+  b = tf.broadcast_to(tf.range(batch)[:, None], tf.shape(positions))
+  n = tf.broadcast_to(tf.range(2)[None, :], tf.shape(positions))
+  return tf.stack([b, positions, n], -1)
 
-  Each step is one batched [N, B, u] x [N, u, 4u] matmul: all directions advance together,
-  so the loop runs T times, not N T times. Outputs are written in place into [T, ...]
-  buffers.
+
+def _fused_forward(forward_inputs, backward_inputs, forward_kernel, backward_kernel,
+                   lengths):
+  """Both LSTM directions in one XLA loop; returns the outputs and what the gradient
+  needs (no autodiff state).
+
+  Step t advances the forward direction at position t and the backward one at the
+  reversed position (`_reversed`), reading the gate inputs and writing the outputs at
+  those positions: no reversed or time-major copies outside the loop. Each step is one
+  batched [2, B, u] x [2, u, 4u] matmul, so the loop runs T times, not 2T. Each
+  direction's tensors stay separate outside the program (stacking [u, 4u] kernels or
+  [B, T, 4u] inputs there would hold extra copies until the backward pass).
 
   Args:
-    gate_inputs: [T, N, B, 4u], x W + b of each direction (time-major, each direction in
-      its own time order).
-    recurrent_kernel: [N, u, 4u].
+    forward_inputs, backward_inputs: [B, T, 4u], x W + b of each direction at each
+      position, gates ordered (i, f, g, o) as in Keras.
+    forward_kernel, backward_kernel: [u, 4u], the recurrent kernels.
+    lengths: [B] int32, real tokens per sequence (right padding).
   Returns:
-    h, c: [T, N, B, u], hidden and cell states after each step; gates: [T, N, B, 4u], the
-    activated (i, f, g, o), saved for the backward pass (recomputing them would redo the
-    recurrent matmul).
+    h: [B, T, 2, u], each direction's output at each position, 0 at padded positions
+    (the state still runs through them, as in the other implementations, but nothing
+    reads it: an output zeroed here needs no mask product, nor its copy, outside);
+    c: [T, 2, B, u] and
+    gates: [T, 2, B, 4u] (the activated i, f, g, o), in loop order, saved for
+    `_fused_backward` (recomputing the gates would redo the recurrent matmul).
   """
-  length = tf.shape(gate_inputs)[0]
-  state_shape = tf.concat([tf.shape(gate_inputs)[1:3], tf.shape(recurrent_kernel)[1:2]], 0)
-  zeros = tf.zeros(state_shape, gate_inputs.dtype)
+  batch, length = tf.shape(forward_inputs)[0], tf.shape(forward_inputs)[1]
+  units = forward_kernel.shape[0]
+  kernels = tf.stack([forward_kernel, backward_kernel])  # [2, u, 4u]
+  reversed_positions = _reversed(tf.range(length)[:, None], lengths)  # [T, B]
+  zeros = tf.zeros([2, batch, units], forward_inputs.dtype)
 
-  def body(t, h, c, hs, cs, gates):
-    z = tf.gather(gate_inputs, t) + tf.matmul(h, recurrent_kernel)
-    i, f, g, o = _split_gates(z)
+  def body(t, h, c, h_out, c_all, gates_all):
+    z = tf.stack([tf.gather(forward_inputs, t, axis=1),
+                  tf.gather(backward_inputs, reversed_positions[t], axis=1, batch_dims=1)])
+    z += tf.matmul(h, kernels)
+    i, f, g, o = tf.split(z, 4, axis=-1)
+    i, f, g, o = tf.sigmoid(i), tf.sigmoid(f), tf.tanh(g), tf.sigmoid(o)
     c = f * c + i * g
     h = o * tf.tanh(c)
-    update = lambda buffer, value: xla.dynamic_update_slice(
-        buffer, value[None], tf.stack([t, 0, 0, 0]))
-    return (t + 1, h, c, update(hs, h), update(cs, c),
-            update(gates, tf.concat([i, f, g, o], -1)))
+    at_t = tf.stack([t, 0, 0, 0])
+    index = _direction_indices(tf.stack([tf.fill([batch], t), reversed_positions[t]], 1))
+    # In both directions, loop step t is a padded position exactly when t >= length.
+    real = tf.cast(t < lengths, h.dtype)[None, :, None]
+    return (t + 1, h, c,
+            tf.tensor_scatter_nd_update(h_out, index, tf.transpose(h * real, [1, 0, 2])),
+            xla.dynamic_update_slice(c_all, c[None], at_t),
+            xla.dynamic_update_slice(gates_all, tf.concat([i, f, g, o], -1)[None], at_t))
 
-  buffers = (tf.zeros_like(gate_inputs[..., :tf.shape(zeros)[-1]]),) * 2 + (
-      tf.zeros_like(gate_inputs),)
+  dtype = forward_inputs.dtype
   _, _, _, h, c, gates = tf.while_loop(
-      lambda t, *_: t < length, body, (tf.constant(0), zeros, zeros) + buffers,
+      lambda t, *_: t < length, body,
+      (tf.constant(0), zeros, zeros, tf.zeros([batch, length, 2, units], dtype),
+       tf.zeros([length, 2, batch, units], dtype),
+       tf.zeros([length, 2, batch, 4 * units], dtype)),
       maximum_iterations=length)
   return h, c, gates
 
 
-def _fused_backward(dh, h, c, gates, recurrent_kernel):
-  """Gradients on (gate_inputs, recurrent_kernel) of `_fused_forward` (XLA program).
+def _fused_backward(dh_out, h, c, gates, forward_kernel, backward_kernel, lengths):
+  """Gradients on the inputs of `_fused_forward` but the lengths (XLA program).
 
-  The reverse loop carries dh and dc of the state to the previous step:
-    dc[t] = dc[t+1] f[t+1] + dh[t] o tanh'(c[t]),  dz[t] = (di, df, dg, do) * act'(z[t]),
-    dh[t-1] += dz[t] R^T,
-  with di = dc g, df = dc c[t-1], dg = dc i, do = dh tanh(c). The recurrent kernel's
-  gradient sum_t h[t-1]^T dz[t] is one [N, u, T B] x [N, T B, 4u] matmul after the loop,
-  not a rank-B update per step.
+  The reverse loop carries the state gradients dh, dc to the previous step:
+    dh[t] = dh_out[t] + dz[t+1] R^T,   dc[t] = dc[t+1] f[t+1] + dh[t] o[t] tanh'(c[t]),
+    dz[t] = (dc g i', dc c[t-1] f', dc i g', dh tanh(c[t]) o') (act' the derivatives),
+  writing dz (the gradient on the gate inputs) at each direction's position. Padded
+  positions (loop steps t >= length in both directions) get no output gradient, so
+  their dz is 0 and h there (zeroed) never enters the kernel's gradient. Each
+  recurrent kernel's gradient sum_t h[t-1]^T dz[t] is one [u, B T] x [B T, 4u] matmul
+  after the loop, not a rank-B update per step.
 
   Args:
-    dh: [T, N, B, u], the loss gradient on the outputs h.
-    h, c: [T, N, B, u]; gates: [T, N, B, 4u] (from `_fused_forward`).
-    recurrent_kernel: [N, u, 4u].
+    dh_out: [B, T, 2, u], the loss gradient on h.
+    h: [B, T, 2, u]; c: [T, 2, B, u]; gates: [T, 2, B, 4u] (from `_fused_forward`).
+    forward_kernel, backward_kernel: [u, 4u]; lengths: [B].
   Returns:
-    dgate_inputs: [T, N, B, 4u]; drecurrent_kernel: [N, u, 4u].
+    dforward_inputs, dbackward_inputs: [B, T, 4u]; dforward_kernel, dbackward_kernel:
+    [u, 4u].
   """
-  length = tf.shape(dh)[0]
-  zeros = tf.zeros_like(dh[0])
+  batch, length = tf.shape(h)[0], tf.shape(h)[1]
+  kernels = tf.stack([forward_kernel, backward_kernel])
+  reversed_positions = _reversed(tf.range(length)[:, None], lengths)  # [T, B]
+  zeros = tf.zeros_like(c[0])
 
-  def body(s, dh_next, dc_next, dz_all):
+  def body(s, dh_next, dc_next, dforward, dbackward):
     t = length - 1 - s
+    index = _direction_indices(tf.stack([tf.fill([batch], t), reversed_positions[t]], 1))
     i, f, g, o = tf.split(tf.gather(gates, t), 4, axis=-1)
     c_t = tf.gather(c, t)
     c_prev = tf.where(t > 0, tf.gather(c, tf.maximum(t - 1, 0)), zeros)
-    dh_t = tf.gather(dh, t) + dh_next
+    real = tf.cast(t < lengths, dh_next.dtype)[None, :, None]  # padded outputs are 0
+    dh = tf.transpose(tf.gather_nd(dh_out, index), [1, 0, 2]) * real + dh_next
     tanh_c = tf.tanh(c_t)
-    dc = dc_next + dh_t * o * (1 - tanh_c * tanh_c)
+    dc = dc_next + dh * o * (1 - tanh_c * tanh_c)
     dz = tf.concat([dc * g * i * (1 - i), dc * c_prev * f * (1 - f),
-                    dc * i * (1 - g * g), dh_t * tanh_c * o * (1 - o)], -1)
-    dz_all = xla.dynamic_update_slice(dz_all, dz[None], tf.stack([t, 0, 0, 0]))
-    return s + 1, tf.matmul(dz, recurrent_kernel, transpose_b=True), dc * f, dz_all
+                    dc * i * (1 - g * g), dh * tanh_c * o * (1 - o)], -1)
+    dforward = xla.dynamic_update_slice(dforward, dz[0][:, None], tf.stack([0, t, 0]))
+    dbackward = tf.tensor_scatter_nd_update(dbackward, index[:, 1, :2], dz[1])
+    return (s + 1, tf.matmul(dz, kernels, transpose_b=True), dc * f, dforward,
+            dbackward)
 
-  _, _, _, dz = tf.while_loop(
-      lambda s, *_: s < length, body, (tf.constant(0), zeros, zeros, tf.zeros_like(gates)),
+  dinputs = tf.zeros([batch, length, gates.shape[-1]], h.dtype)
+  _, _, _, dforward, dbackward = tf.while_loop(
+      lambda s, *_: s < length, body, (tf.constant(0), zeros, zeros, dinputs, dinputs),
       maximum_iterations=length)
-  h_prev = tf.concat([zeros[None], h[:-1]], 0)  # [T, N, B, u], h[t-1], zero at t = 0
-  drecurrent = tf.einsum("tnbu,tnbg->nug", h_prev, dz)
-  return dz, drecurrent
+  # h[t-1] of each position's own direction, in h's layout (zero at each direction's
+  # first step): forward, position p - 1; backward, the position of loop step
+  # reversed(p) - 1.
+  positions = tf.broadcast_to(tf.range(length)[None, :], [batch, length])
+  steps = _reversed(positions, lengths[:, None])  # [B, T], backward: loop step of each
+  previous = tf.stack([positions - 1, _reversed(steps - 1, lengths[:, None])], -1)
+  previous = tf.where(tf.stack([positions, steps], -1) > 0, previous, -1)  # -1: none
+  padded = tf.pad(h, [[0, 0], [1, 0], [0, 0], [0, 0]])  # a zero row for "none"
+  b = tf.broadcast_to(tf.range(batch)[:, None, None], tf.shape(previous))
+  n = tf.broadcast_to(tf.range(2)[None, None, :], tf.shape(previous))
+  h_prev = tf.gather_nd(padded, tf.stack([b, previous + 1, n], -1))  # [B, T, 2, u]
+  return (dforward, dbackward, tf.einsum("btu,btg->ug", h_prev[:, :, 0], dforward),
+          tf.einsum("btu,btg->ug", h_prev[:, :, 1], dbackward))
 
 
 _fused_forward_xla = tf.function(_fused_forward, jit_compile=True, autograph=False)
 _fused_backward_xla = tf.function(_fused_backward, jit_compile=True, autograph=False)
 
 
-@tf.custom_gradient
-def lstm_recurrence(gate_inputs, recurrent_kernel):
-  """h[t] of N LSTM directions from their gate inputs, with a hand-written gradient.
+def bidirectional_lstm_recurrence(forward_inputs, backward_inputs, forward_kernel,
+                                  backward_kernel, lengths):
+  """h of a forward and a backward (within each real prefix) LSTM from their gate inputs,
+  with a hand-written gradient.
 
   Forward and backward are each one XLA program (also inside a model that is not
   compiled with XLA); the backward uses the saved gates and states instead of autodiff
   through the loop.
 
   Args:
-    gate_inputs: [T, N, B, 4u], x W + b per direction, gates ordered (i, f, g, o).
-    recurrent_kernel: [N, u, 4u].
+    forward_inputs, backward_inputs: [B, T, 4u], x W + b of each direction, gates
+      ordered (i, f, g, o); both at the original positions.
+    forward_kernel, backward_kernel: [u, 4u], the recurrent kernels.
+    lengths: [B] int, real tokens per sequence (right padding).
   Returns:
-    h: [T, N, B, u].
+    h: [B, T, 2, u], (forward, backward) at the original positions, 0 at padded ones;
+    the backward direction starts at each sequence's last real token.
   """
-  # stop_gradient: no enclosing tape may differentiate through the loop itself.
-  gate_inputs, recurrent_kernel = (tf.stop_gradient(t)
-                                   for t in (gate_inputs, recurrent_kernel))
-  h, c, gates = _fused_forward_xla(gate_inputs, recurrent_kernel)
-  return h, lambda dh: _fused_backward_xla(dh, h, c, gates, recurrent_kernel)
+  lengths = tf.cast(lengths, tf.int32)
+
+  @tf.custom_gradient
+  def recurrence(*args):
+    # stop_gradient: no enclosing tape may differentiate through the loop itself.
+    args = [tf.stop_gradient(t) for t in args]
+    h, c, gates = _fused_forward_xla(*args, lengths)
+    return h, lambda dh: _fused_backward_xla(dh, h, c, gates, *args[2:], lengths)
+
+  return recurrence(forward_inputs, backward_inputs, forward_kernel, backward_kernel)
 
 
 @tf.custom_gradient
@@ -201,7 +259,7 @@ class BidirectionalLSTM(keras.layers.Layer):
     "keras": Keras' LSTM with the mask. Its defaults (tanh/sigmoid, no recurrent
       dropout, not unrolled, use_bias, use_cudnn="auto") with right padding are what make
       it run the fused cuDNN kernel on GPU.
-    "fused": `lstm_recurrence`: the input projection of both directions as one matmul,
+    "fused": `bidirectional_lstm_recurrence`: the input projection of both directions as one matmul,
       then both directions in one XLA loop (one batched [2, B, u] x [2, u, 4u] matmul per
       step) and a hand-written backward loop over the saved gates; its own XLA programs
       in graph mode, inlined in a whole-model XLA program.
@@ -293,21 +351,19 @@ class BidirectionalLSTM(keras.layers.Layer):
     return tf.concat([forward, backward], axis=-1) * mask[:, :, None]
 
   def _fused_directions(self, x, attention_mask):
-    """Both directions with `lstm_recurrence`: [B, T, H_in] -> [B, T, 2u]."""
-    mask = tf.cast(attention_mask, x.dtype)
+    """Both directions with `bidirectional_lstm_recurrence`: [B, T, H_in] -> [B, T, 2u]."""
     lengths = tf.reduce_sum(tf.cast(attention_mask, tf.int32), axis=1)
     cells = (self.bilstm.forward_layer.cell, self.bilstm.backward_layer.cell)
-    cast = lambda name: [ops.cast(getattr(cell, name), x.dtype) for cell in cells]
-    # One [B T, H_in] x [H_in, 8u] matmul (+ bias) for both directions' input projection.
-    gates = _dense_2d(x, tf.concat(cast("kernel"), 1), tf.concat(cast("bias"), 0))
-    reverse = lambda t: tf.reverse_sequence(t, lengths, seq_axis=1, batch_axis=0)
-    forward, backward = tf.split(gates, 2, axis=-1)
-    # Projection commutes with the per-sequence reversal (position-wise): reverse the
-    # 4u gate inputs, not the input.
-    gate_inputs = tf.transpose(tf.stack([forward, reverse(backward)]), [2, 0, 1, 3])
-    h = lstm_recurrence(gate_inputs, tf.stack(cast("recurrent_kernel")))  # [T, 2, B, u]
-    h = tf.transpose(h, [1, 2, 0, 3])  # [2, B, T, u]
-    return tf.concat([h[0], reverse(h[1])], axis=-1) * mask[:, :, None]
+    # One input projection per direction: concatenating the two [H_in, 4u] kernels into
+    # one matmul holds a copy of both (and of their gradient) until the backward pass;
+    # with that and stacked [T, 2, B, .] copies outside the loop, one full-size block
+    # peaked at 2.3x the FFN's memory, 1.7x without (graph mode), and ran no faster.
+    inputs = [_dense_2d(x, ops.cast(cell.kernel, x.dtype), ops.cast(cell.bias, x.dtype))
+              for cell in cells]
+    h = bidirectional_lstm_recurrence(
+        *inputs, *(ops.cast(cell.recurrent_kernel, x.dtype) for cell in cells), lengths)
+    batch, length = tf.shape(x)[0], tf.shape(x)[1]
+    return tf.reshape(h, [batch, length, 2 * self.units])  # already 0 at padding
 
   def _block_directions(self, x, attention_mask):
     """Both directions with `block_lstm`: [B, T, H_in] -> [B, T, 2u]."""
