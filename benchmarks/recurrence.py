@@ -11,7 +11,10 @@ FeedForward block of the same shape, for
 in graph mode (`tf.function`) and under XLA (`jit_compile=True`). Rows: SwishRNN at step
 sizes 1, 2, 4 for each `--implementations` (`scan` is the plain `tf.scan` recurrence the
 layer started from; `fused` is what the default `auto` runs), and the TRANS-BLSTM mixers
-(SMALL: u = H/2, no projection; full: u = H, 2H -> H projection). `floor` rows time the
+(SMALL: u = H/2, no projection; full: u = H, 2H -> H projection) for each
+`--blstm_implementations` (multiply-adds per token vs the FFN's 8H²: SMALL 0.75×, full
+2.25×; `--no-blstm` leaves them out, `--implementations` with no value leaves SwishRNN
+out). `floor` rows time the
 block with no recurrence at all (same memory traffic): how far a faster loop could go.
 Every candidate of one (regime, mode) is timed in the same run: each repetition times the
 FFN right before every candidate, and the table gives the median over repetitions of those
@@ -22,6 +25,8 @@ relative to the FFN's (TF's CPU BFC allocator statistics; set before TensorFlow 
 
   .venv/bin/python benchmarks/recurrence.py                       # full table
   .venv/bin/python benchmarks/recurrence.py --regimes latency --modes xla --reps 5
+  .venv/bin/python benchmarks/recurrence.py --regimes base --implementations \
+      --blstm_implementations scan fused block --memory   # the BLSTM blocks only
 """
 
 import argparse
@@ -163,9 +168,7 @@ def main(argv=None):
                            "(default: the layer's)")
   parser.add_argument("--blstm_implementations", nargs="*", default=["auto"],
                       choices=BLSTM_IMPLEMENTATIONS,
-                      help="BLSTM rows (SMALL and full) for each; none: no BLSTM rows "
-                           "(block, fused, scan, keras; auto is block in graph mode on "
-                           "CPU, fused under XLA)")
+                      help="BLSTM rows (SMALL and full) for each; none: no BLSTM rows")
   parser.add_argument("--no-blstm", dest="blstm_implementations", action="store_const",
                       const=[])
   parser.add_argument("--dropout", type=float, default=0.0,

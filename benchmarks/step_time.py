@@ -3,7 +3,7 @@
   python benchmarks/step_time.py            # base presets, batch 8, seq 128
   python benchmarks/step_time.py --quick    # tiny presets, for a smoke check
   python benchmarks/step_time.py --families=bert,bert_rab,swishrnn --no_xla
-  python benchmarks/step_time.py --families=trans_blstm_2 --blstm_implementations scan fused
+  python benchmarks/step_time.py --families=blstm --blstm_implementations scan fused
 
 Each step is the pretraining loss (MLM at 20 positions + NSP, or MLM only with
 `--no_nsp`) and its gradients for every weight, no optimizer update. Models are timed
@@ -165,7 +165,8 @@ def main():
         "blstm", "parallel_blstm") else ["auto"])
     for impl in implementations:
       name = f"{family}_{size}" + (f" [{impl}]" if len(implementations) > 1 else "")
-      configs[name] = config.replace(blstm_implementation=impl) if impl != "auto" else config
+      configs[name] = (config if impl == "auto"
+                       else config.replace(blstm_implementation=impl))
 
   modes = [("graph", False)] + ([] if args.no_xla else [("xla", True)])
   for mode, jit in modes:

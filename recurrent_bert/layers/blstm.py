@@ -87,8 +87,9 @@ def _fused_forward(forward_inputs, backward_inputs, forward_kernel, backward_ker
   zeros = tf.zeros([2, batch, units], forward_inputs.dtype)
 
   def body(t, h, c, h_out, c_all, gates_all):
+    backward_positions = reversed_positions[t]  # [B]
     z = tf.stack([tf.gather(forward_inputs, t, axis=1),
-                  tf.gather(backward_inputs, reversed_positions[t], axis=1, batch_dims=1)])
+                  tf.gather(backward_inputs, backward_positions, axis=1, batch_dims=1)])
     z += tf.matmul(h, kernels)
     i, f, g, o = tf.split(z, 4, axis=-1)
     i, f, g, o = tf.sigmoid(i), tf.sigmoid(f), tf.tanh(g), tf.sigmoid(o)
@@ -259,10 +260,11 @@ class BidirectionalLSTM(keras.layers.Layer):
     "keras": Keras' LSTM with the mask. Its defaults (tanh/sigmoid, no recurrent
       dropout, not unrolled, use_bias, use_cudnn="auto") with right padding are what make
       it run the fused cuDNN kernel on GPU.
-    "fused": `bidirectional_lstm_recurrence`: the input projection of both directions as one matmul,
-      then both directions in one XLA loop (one batched [2, B, u] x [2, u, 4u] matmul per
-      step) and a hand-written backward loop over the saved gates; its own XLA programs
-      in graph mode, inlined in a whole-model XLA program.
+    "fused": `bidirectional_lstm_recurrence`: both directions in one XLA loop (one
+      batched [2, B, u] x [2, u, 4u] matmul per step, the backward direction read and
+      written at reversed positions in place) and a hand-written backward loop over the
+      saved gates; its own XLA programs in graph mode, inlined in a whole-model XLA
+      program. The input projections stay outside, one big matmul per direction.
     "block": `block_lstm`, TensorFlow's fused C++ kernel per direction. Has no XLA
       kernel: inside an XLA program it runs "fused".
     "scan": `lstm_scan`, a `tf.scan` with the input projection hoisted out of the loop and
@@ -351,7 +353,8 @@ class BidirectionalLSTM(keras.layers.Layer):
     return tf.concat([forward, backward], axis=-1) * mask[:, :, None]
 
   def _fused_directions(self, x, attention_mask):
-    """Both directions with `bidirectional_lstm_recurrence`: [B, T, H_in] -> [B, T, 2u]."""
+    """Both directions with `bidirectional_lstm_recurrence`: [B, T, H_in] -> [B, T, 2u].
+    """
     lengths = tf.reduce_sum(tf.cast(attention_mask, tf.int32), axis=1)
     cells = (self.bilstm.forward_layer.cell, self.bilstm.backward_layer.cell)
     # One input projection per direction: concatenating the two [H_in, 4u] kernels into
