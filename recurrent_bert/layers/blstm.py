@@ -46,6 +46,30 @@ def _reversed(positions, lengths):
   return tf.where(positions < lengths, lengths - 1 - positions, positions)
 
 
+def _cell(z, c):
+  """One LSTM step from its pre-activations z [..., 4u] (i, f, g, o) and the previous
+  cell state c [..., u]: (h, c, activated gates [..., 4u])."""
+  i, f, g, o = tf.split(z, 4, axis=-1)
+  i, f, g, o = tf.sigmoid(i), tf.sigmoid(f), tf.tanh(g), tf.sigmoid(o)
+  c = f * c + i * g
+  return o * tf.tanh(c), c, tf.concat([i, f, g, o], -1)
+
+
+def _cell_gradient(dh, dc_next, gates, c, c_prev):
+  """Reverse of `_cell`: from the gradients on its h and (through later steps) its c,
+  the gradient on z, and the part of the gradient on c_prev that flows through c.
+
+    dc = dc_next + dh o tanh'(c),  dz = (dc g i', dc c_prev f', dc i g', dh tanh(c) o')
+  with act' the activations' derivatives written from their outputs.
+  """
+  i, f, g, o = tf.split(gates, 4, axis=-1)
+  tanh_c = tf.tanh(c)
+  dc = dc_next + dh * o * (1 - tanh_c * tanh_c)
+  dz = tf.concat([dc * g * i * (1 - i), dc * c_prev * f * (1 - f),
+                  dc * i * (1 - g * g), dh * tanh_c * o * (1 - o)], -1)
+  return dz, dc * f
+
+
 def _direction_indices(positions):
   """[B, 2, 3] gather/scatter indices (b, position, direction) of one loop step, from
   its positions [B, 2] in each direction."""
@@ -90,11 +114,7 @@ def _fused_forward(forward_inputs, backward_inputs, forward_kernel, backward_ker
     backward_positions = reversed_positions[t]  # [B]
     z = tf.stack([tf.gather(forward_inputs, t, axis=1),
                   tf.gather(backward_inputs, backward_positions, axis=1, batch_dims=1)])
-    z += tf.matmul(h, kernels)
-    i, f, g, o = tf.split(z, 4, axis=-1)
-    i, f, g, o = tf.sigmoid(i), tf.sigmoid(f), tf.tanh(g), tf.sigmoid(o)
-    c = f * c + i * g
-    h = o * tf.tanh(c)
+    h, c, gates = _cell(z + tf.matmul(h, kernels), c)
     at_t = tf.stack([t, 0, 0, 0])
     index = _direction_indices(tf.stack([tf.fill([batch], t), reversed_positions[t]], 1))
     # In both directions, loop step t is a padded position exactly when t >= length.
@@ -102,7 +122,7 @@ def _fused_forward(forward_inputs, backward_inputs, forward_kernel, backward_ker
     return (t + 1, h, c,
             tf.tensor_scatter_nd_update(h_out, index, tf.transpose(h * real, [1, 0, 2])),
             xla.dynamic_update_slice(c_all, c[None], at_t),
-            xla.dynamic_update_slice(gates_all, tf.concat([i, f, g, o], -1)[None], at_t))
+            xla.dynamic_update_slice(gates_all, gates[None], at_t))
 
   dtype = forward_inputs.dtype
   _, _, _, h, c, gates = tf.while_loop(
@@ -142,19 +162,13 @@ def _fused_backward(dh_out, h, c, gates, forward_kernel, backward_kernel, length
   def body(s, dh_next, dc_next, dforward, dbackward):
     t = length - 1 - s
     index = _direction_indices(tf.stack([tf.fill([batch], t), reversed_positions[t]], 1))
-    i, f, g, o = tf.split(tf.gather(gates, t), 4, axis=-1)
-    c_t = tf.gather(c, t)
     c_prev = tf.where(t > 0, tf.gather(c, tf.maximum(t - 1, 0)), zeros)
     real = tf.cast(t < lengths, dh_next.dtype)[None, :, None]  # padded outputs are 0
     dh = tf.transpose(tf.gather_nd(dh_out, index), [1, 0, 2]) * real + dh_next
-    tanh_c = tf.tanh(c_t)
-    dc = dc_next + dh * o * (1 - tanh_c * tanh_c)
-    dz = tf.concat([dc * g * i * (1 - i), dc * c_prev * f * (1 - f),
-                    dc * i * (1 - g * g), dh * tanh_c * o * (1 - o)], -1)
+    dz, dc = _cell_gradient(dh, dc_next, tf.gather(gates, t), tf.gather(c, t), c_prev)
     dforward = xla.dynamic_update_slice(dforward, dz[0][:, None], tf.stack([0, t, 0]))
     dbackward = tf.tensor_scatter_nd_update(dbackward, index[:, 1, :2], dz[1])
-    return (s + 1, tf.matmul(dz, kernels, transpose_b=True), dc * f, dforward,
-            dbackward)
+    return s + 1, tf.matmul(dz, kernels, transpose_b=True), dc, dforward, dbackward
 
   dinputs = tf.zeros([batch, length, gates.shape[-1]], h.dtype)
   _, _, _, dforward, dbackward = tf.while_loop(
