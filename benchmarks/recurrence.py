@@ -11,7 +11,10 @@ FeedForward block of the same shape, for
 in graph mode (`tf.function`) and under XLA (`jit_compile=True`). Rows: SwishRNN at step
 sizes 1, 2, 4 for each `--implementations` (`scan` is the plain `tf.scan` recurrence the
 layer started from; `fused` is what the default `auto` runs), and the TRANS-BLSTM mixers
-(SMALL: u = H/2, no projection; full: u = H, 2H -> H projection). `floor` rows time the
+(SMALL: u = H/2, no projection; full: u = H, 2H -> H projection) for each
+`--blstm_implementations` (multiply-adds per token vs the FFN's 8H²: SMALL 0.75×, full
+2.25×; `--no-blstm` leaves them out, `--implementations` with no value leaves SwishRNN
+out). `floor` rows time the
 block with no recurrence at all (same memory traffic): how far a faster loop could go.
 Every candidate of one (regime, mode) is timed in the same run: each repetition times the
 FFN right before every candidate, and the table gives the median over repetitions of those
@@ -22,6 +25,8 @@ relative to the FFN's (TF's CPU BFC allocator statistics; set before TensorFlow 
 
   .venv/bin/python benchmarks/recurrence.py                       # full table
   .venv/bin/python benchmarks/recurrence.py --regimes latency --modes xla --reps 5
+  .venv/bin/python benchmarks/recurrence.py --regimes base --implementations \
+      --blstm_implementations scan fused block --memory   # the BLSTM blocks only
 """
 
 import argparse
@@ -43,6 +48,7 @@ from recurrent_bert.layers import BidirectionalLSTM  # noqa: E402
 from recurrent_bert.layers import FeedForward  # noqa: E402
 from recurrent_bert.layers import SwishRNN  # noqa: E402
 from recurrent_bert.layers import swish_rnn  # noqa: E402
+from recurrent_bert.layers.blstm import IMPLEMENTATIONS as BLSTM_IMPLEMENTATIONS  # noqa: E402
 
 REGIMES = {
     "base": dict(batch=8, length=128, hidden=768, inner=2048),
@@ -51,7 +57,7 @@ REGIMES = {
 STEP_SIZES = (1, 2, 4)
 
 
-def _candidates(regime, implementations, blstm, unroll):
+def _candidates(regime, implementations, blstm_implementations, unroll):
   h, d = regime["hidden"], regime["inner"]
   out = {"ffn": lambda: FeedForward(h, 4 * h)}
   for impl in implementations:
@@ -61,9 +67,11 @@ def _candidates(regime, implementations, blstm, unroll):
         kwargs["unroll"] = unroll
       out[f"swishrnn {impl} k={k}"] = (
           lambda k=k, kwargs=kwargs: SwishRNN(h, d, step_size=k, **kwargs))
-  if blstm:
-    out["blstm SMALL"] = lambda: BidirectionalLSTM(h // 2)
-    out["blstm full"] = lambda: BidirectionalLSTM(h, projection_size=h)
+  for impl in blstm_implementations:
+    out[f"blstm {impl} SMALL"] = lambda impl=impl: BidirectionalLSTM(
+        h // 2, implementation=impl)
+    out[f"blstm {impl} full"] = lambda impl=impl: BidirectionalLSTM(
+        h, projection_size=h, implementation=impl)
   return out
 
 
@@ -103,8 +111,8 @@ def _train_step(layer, xla, dropout_rate):
   return tf.function(step, jit_compile=xla)
 
 
-def measure(regime_name, mode, implementations, reps, blstm=True, unroll=None,
-            memory=False, dropout_rate=0.0):
+def measure(regime_name, mode, implementations, reps, blstm_implementations=("auto",),
+            unroll=None, memory=False, dropout_rate=0.0):
   regime = REGIMES[regime_name]
   shape = (regime["batch"], regime["length"], regime["hidden"])
   rng = np.random.default_rng(0)
@@ -112,7 +120,8 @@ def measure(regime_name, mode, implementations, reps, blstm=True, unroll=None,
   upstream = tf.constant(rng.normal(size=shape).astype("float32"))
   mask = tf.ones(shape[:2], tf.int32)
   steps = {}
-  for name, make in _candidates(regime, implementations, blstm, unroll).items():
+  candidates = _candidates(regime, implementations, blstm_implementations, unroll)
+  for name, make in candidates.items():
     layer = make()
     layer.build(shape)
     steps[name] = _train_step(layer, mode == "xla", dropout_rate)
@@ -149,7 +158,7 @@ def main(argv=None):
   parser.add_argument("--regimes", nargs="+", default=list(REGIMES), choices=REGIMES)
   parser.add_argument("--modes", nargs="+", default=["graph", "xla"],
                       choices=["graph", "xla"])
-  parser.add_argument("--implementations", nargs="+", default=["scan", "fused"],
+  parser.add_argument("--implementations", nargs="*", default=["scan", "fused"],
                       choices=["scan", "loop", "fused", "auto", "floor"],
                       help="floor: the block with its recurrence replaced by position-wise "
                            "work of the same memory traffic (not a real implementation)")
@@ -157,7 +166,11 @@ def main(argv=None):
   parser.add_argument("--unroll", type=int, default=None,
                       help="blocks of k positions per loop iteration, implementation loop "
                            "(default: the layer's)")
-  parser.add_argument("--no-blstm", dest="blstm", action="store_false")
+  parser.add_argument("--blstm_implementations", nargs="*", default=["auto"],
+                      choices=BLSTM_IMPLEMENTATIONS,
+                      help="BLSTM rows (SMALL and full) for each; none: no BLSTM rows")
+  parser.add_argument("--no-blstm", dest="blstm_implementations", action="store_const",
+                      const=[])
   parser.add_argument("--dropout", type=float, default=0.0,
                       help="dropout rate on every block's output (training mode)")
   parser.add_argument("--memory", action="store_true",
@@ -172,7 +185,8 @@ def main(argv=None):
     r = REGIMES[regime]
     for mode in args.modes:
       medians, peaks = measure(regime, mode, args.implementations, args.reps,
-                               blstm=args.blstm, unroll=args.unroll, memory=args.memory,
+                               blstm_implementations=args.blstm_implementations,
+                               unroll=args.unroll, memory=args.memory,
                                dropout_rate=args.dropout)
       print(f"\n{regime} (batch {r['batch']}, T {r['length']}, H {r['hidden']}, "
             f"d' {r['inner']}) — {mode}: ffn {medians['ffn'] * 1e3:.1f} ms")

@@ -23,7 +23,8 @@ ATTENTION_BIASES = ("none", "relative")
 SWISH_RNN_RESIDUALS = ("x1", "x2")
 SWISH_RNN_GATES = ("gelu", "sigmoid")
 SWISH_RNN_DIRECTIONS = ("forward", "backward", "bidirectional")
-BLSTM_IMPLEMENTATIONS = ("auto", "keras", "scan")
+# How a BLSTM runs (never what it computes; see layers/blstm.py, which imports this).
+BLSTM_IMPLEMENTATIONS = ("auto", "keras", "scan", "fused", "block")
 SWISH_RNN_IMPLEMENTATIONS = ("auto", "fused", "loop", "scan")
 
 
@@ -52,8 +53,10 @@ class ModelConfig:
     blstm_units: units u of each LSTM direction; None means H (full size).
     blstm_projection: project the 2u BLSTM output back to H with a dense layer. Without
       it 2u must equal H (the SMALL variant, u = H/2).
-    blstm_implementation: "keras" (Keras LSTM, cuDNN on GPU), "scan" (tf.scan; XLA and
-      TPU) or "auto" (keras with a GPU, else scan). Same weights either way.
+    blstm_implementation: how the BLSTM runs, never what it computes: "keras" (Keras
+      LSTM, cuDNN on GPU), "fused" (both directions in one XLA loop + analytic
+      gradient), "block" (TensorFlow's BlockLSTMV2 kernel), "scan" (tf.scan) or "auto"
+      (keras with a GPU, else fused). Same weights either way.
     swish_rnn_size: d', inner size of SwishRNN; None picks round(8H/3) to a multiple of 16.
     swish_rnn_step_sizes: step size k per layer, cycled across layers ((1, 2, 4) default).
     swish_rnn_residual: "x1" (default, soft max-pooling reading) or "x2" (paper's eq. 3).

@@ -3,40 +3,121 @@ import pytest
 import tensorflow as tf
 
 from recurrent_bert.layers import BidirectionalLSTM
+from recurrent_bert.layers.blstm import IMPLEMENTATIONS
+from recurrent_bert.training.checkpoints import variables_by_path
 from tests import references as ref
 
+# (x, right-padding mask): three lengths, and T = 1.
+CASES = {
+    "padded": ((3, 7, 8), [[1] * 7, [1] * 4 + [0] * 3, [1] + [0] * 6]),
+    "T=1": ((2, 1, 8), [[1], [1]]),
+}
 
-def _reference(layer, x, mask):
-  """Forward LSTM over each real prefix, backward LSTM from its last real token."""
-  lengths = mask.sum(1)
-  directions = []
-  for lstm, reverse in ((layer.bilstm.forward_layer, False),
-                        (layer.bilstm.backward_layer, True)):
-    cell = lstm.cell
-    directions.append(ref.lstm_direction(
-        x.astype(np.float64), cell.kernel.numpy(), cell.recurrent_kernel.numpy(),
-        cell.bias.numpy(), lengths, reverse))
-  y = np.concatenate(directions, -1)
-  if layer.projection is not None:
-    y = y @ layer.projection.kernel.numpy() + layer.projection.bias.numpy()
+
+def _numpy_blstm(arrays, lengths):
+  """Forward LSTM over each real prefix, backward LSTM from its last real token.
+
+  arrays: [x [B, T, D], then kernel, recurrent_kernel, bias of the forward and of the
+  backward direction, then (optionally) the projection's kernel and bias].
+  Returns [B, T, 2u] (or [B, T, P] projected), zero at padded positions before the
+  projection.
+  """
+  x, directions, projection = arrays[0], arrays[1:7], arrays[7:]
+  y = np.concatenate([ref.lstm_direction(x, *directions[3 * d:3 * d + 3], lengths,
+                                         reverse=bool(d)) for d in (0, 1)], -1)
+  if projection:
+    y = y @ projection[0] + projection[1]
   return y
 
 
-@pytest.mark.parametrize("implementation", ["keras", "scan"])
-@pytest.mark.parametrize("units,projection", [(4, None), (8, 8)])  # SMALL, full (H = 8)
-def test_matches_numpy_lstm_loops_and_ignores_padding(rng, units, projection,
-                                                      implementation):
+def _layer_arrays(layer, x):
+  """The layer's weights in `_numpy_blstm`'s order, float64, after x."""
+  weights = [x]
+  for lstm in (layer.bilstm.forward_layer, layer.bilstm.backward_layer):
+    cell = lstm.cell
+    weights += [cell.kernel, cell.recurrent_kernel, cell.bias]
+  if layer.projection is not None:
+    weights += [layer.projection.kernel, layer.projection.bias]
+  return [np.asarray(w, np.float64) for w in weights]
+
+
+def _finite_difference_gradients(arrays, lengths, upstream, eps=1e-6):
+  """d sum(_numpy_blstm * upstream) / d each array, central differences in float64."""
+  grads = []
+  for which, array in enumerate(arrays):
+    grad = np.zeros_like(array)
+    for idx in np.ndindex(array.shape):
+      values = []
+      for sign in (1, -1):
+        moved = list(arrays)
+        moved[which] = array.copy()
+        moved[which][idx] += sign * eps
+        values.append((_numpy_blstm(moved, lengths) * upstream).sum())
+      grad[idx] = (values[0] - values[1]) / (2 * eps)
+    grads.append(grad)
+  return grads
+
+
+def _random_layer(rng, case, units, projection, implementation):
+  shape, mask = CASES[case]
   layer = BidirectionalLSTM(units, projection, implementation=implementation)
-  x = rng.normal(size=(3, 7, 8)).astype("float32")
-  mask = np.array([[1] * 7, [1] * 4 + [0] * 3, [1] + [0] * 6], "int32")
-  layer.build(x.shape)
+  layer.build(shape)
   for v in layer.weights:
     v.assign(rng.normal(scale=0.4, size=v.shape).astype("float32"))
-  got = layer(x, mask).numpy()
-  assert got.shape == (3, 7, 8)
-  want = _reference(layer, x, mask)
+  x = rng.normal(size=shape).astype("float32")
+  return layer, x, np.array(mask, "int32")
+
+
+_NUMERIC = {}  # finite differences per (case, size), shared by the implementations
+
+
+def _trainable_in_order(layer):
+  """The layer's variables in `_layer_arrays`' order."""
+  weights = []
+  for lstm in (layer.bilstm.forward_layer, layer.bilstm.backward_layer):
+    weights += [lstm.cell.kernel, lstm.cell.recurrent_kernel, lstm.cell.bias]
+  if layer.projection is not None:
+    weights += [layer.projection.kernel, layer.projection.bias]
+  return weights
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+@pytest.mark.parametrize("units,projection", [(4, None), (8, 8)])  # SMALL, full (H = 8)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_outputs_and_gradients_match_numpy_lstm_loops(units, projection, case,
+                                                      implementation):
+  """Every implementation, eagerly, in graph mode and XLA-compiled, against the numpy
+  loop (outputs) and central differences of it (gradients on x and every weight)."""
+  rng = np.random.default_rng(0)  # the same layer and data for every implementation
+  layer, x, mask = _random_layer(rng, case, units, projection, implementation)
   real = mask.astype(bool)
-  np.testing.assert_allclose(got[real], want[real], atol=1e-5, rtol=1e-4)
+  # The loss reads real positions only (what a model's loss sees through the mask).
+  upstream = rng.normal(size=x.shape[:2] + (projection or 2 * units,)) * real[:, :, None]
+  lengths = mask.sum(1)
+  arrays = _layer_arrays(layer, x)
+  want = _numpy_blstm(arrays, lengths)
+  key = (case, units, projection)
+  if key not in _NUMERIC:
+    _NUMERIC[key] = _finite_difference_gradients(arrays, lengths, upstream)
+
+  def run():
+    inputs = tf.constant(x)
+    with tf.GradientTape() as tape:
+      tape.watch(inputs)
+      y = layer(inputs, mask)
+      loss = tf.reduce_sum(y * tf.constant(upstream, tf.float32))
+    return y, tape.gradient(loss, [inputs] + _trainable_in_order(layer))
+
+  for mode, fn in (("eager", run), ("graph", tf.function(run)),
+                   ("xla", tf.function(run, jit_compile=True))):
+    y, grads = fn()
+    np.testing.assert_allclose(y.numpy()[real], want[real], atol=1e-5, rtol=1e-5,
+                               err_msg=mode)
+    if projection is None:  # padded positions are exactly zero
+      np.testing.assert_array_equal(y.numpy()[~real], 0, err_msg=mode)
+    for i, (g, w) in enumerate(zip(grads, _NUMERIC[key])):
+      np.testing.assert_allclose(g.numpy(), w, atol=1e-5, rtol=1e-5,
+                                 err_msg=f"{mode}, array {i}")
 
 
 def test_scan_gradients_equal_keras_lstm_gradients_under_xla(rng):
@@ -70,9 +151,45 @@ def test_scan_gradients_equal_keras_lstm_gradients_under_xla(rng):
 def test_lstm_settings_stay_cudnn_eligible():
   # Keras uses the fused cuDNN kernel only with these settings (and a right-padded mask).
   layer = BidirectionalLSTM(4, None)
-  assert layer.resolved_implementation == "scan"  # no GPU here; "keras" where there is
+  assert layer.resolved_implementation == "fused"  # no GPU here; "keras" where there is
   for lstm in (layer.bilstm.forward_layer, layer.bilstm.backward_layer):
     assert lstm.activation.__name__ == "tanh"
     assert lstm.recurrent_activation.__name__ == "sigmoid"
     assert lstm.recurrent_dropout == 0 and not lstm.unroll and lstm.use_bias
     assert lstm.use_cudnn in ("auto", True)
+
+
+@pytest.mark.parametrize("saved,loaded", [("scan", "fused"), ("fused", "block"),
+                                          ("keras", "fused"), ("fused", "scan")])
+def test_weights_saved_under_one_implementation_load_under_another(rng, tmp_path, saved,
+                                                                   loaded):
+  """Same variables and paths (the Keras Bidirectional LSTM layout) for every
+  implementation, so a checkpoint written with one restores into another."""
+  x = rng.normal(size=(2, 5, 8)).astype("float32")
+  mask = np.array([[1] * 5, [1] * 3 + [0] * 2], "int32")
+  before, after = (BidirectionalLSTM(6, 8, implementation=i, name="blstm")
+                   for i in (saved, loaded))
+  for layer in (before, after):
+    layer.build(x.shape)
+  for v in before.weights:
+    v.assign(rng.normal(scale=0.4, size=v.shape).astype("float32"))
+  assert [v.path for v in after.weights] == [v.path for v in before.weights]
+  assert [v.path for v in before.weights] == [
+      f"blstm/bilstm/{d}/lstm_cell/{n}" for d in ("forward_lstm", "backward_lstm")
+      for n in ("kernel", "recurrent_kernel", "bias")] + [
+          "blstm/projection/kernel", "blstm/projection/bias"]
+  # The training checkpoints' format: tf.train.Checkpoint of {variable path: variable}.
+  prefix = tf.train.Checkpoint(model=variables_by_path(before)).write(
+      str(tmp_path / "ckpt"))
+  tf.train.Checkpoint(model=variables_by_path(after)).read(
+      prefix).assert_existing_objects_matched()
+  np.testing.assert_allclose(after(x, mask), before(x, mask), atol=1e-5)
+
+
+def test_config_round_trip_and_unknown_implementation():
+  layer = BidirectionalLSTM(4, 8, initializer_range=0.1, implementation="fused")
+  clone = BidirectionalLSTM.from_config(layer.get_config())
+  assert (clone.units, clone.projection_size, clone.initializer_range,
+          clone.implementation) == (4, 8, 0.1, "fused")
+  with pytest.raises(ValueError, match="implementation"):
+    BidirectionalLSTM(4, implementation="cudnn")

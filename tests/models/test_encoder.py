@@ -6,6 +6,7 @@ import tensorflow as tf
 from recurrent_bert.config import FAMILIES
 from recurrent_bert.models import Encoder
 from recurrent_bert.models import build_encoder
+from recurrent_bert.training.checkpoints import variables_by_path
 
 FAMILY_NAMES = sorted(FAMILIES)
 
@@ -139,3 +140,23 @@ def test_swishrnn_implementations_give_the_same_model(rng):
   inputs = _batch(rng, fused.config.vocab_size, [9, 6], total=9)
   np.testing.assert_allclose(scan(inputs, training=False)["sequence_output"],
                              fused(inputs, training=False)["sequence_output"], atol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["trans_blstm_2", "trans_blstm_small_1"])
+def test_blstm_checkpoint_restores_under_another_implementation(rng, tmp_path, family):
+  """A checkpoint written by a scan-BLSTM encoder (the format of the existing ones)
+  restores into the default (fused) one, variable for variable, same outputs."""
+  fused = build_encoder(f"{family}_tiny")
+  scan = Encoder(fused.config.replace(blstm_implementation="scan"))
+  inputs = _batch(rng, fused.config.vocab_size, [9, 6], total=9)
+  for encoder in (fused, scan):
+    encoder(inputs, training=False)  # builds the weights
+  scan.set_weights([rng.normal(scale=0.1, size=w.shape).astype("float32")
+                    for w in scan.get_weights()])
+  prefix = tf.train.Checkpoint(encoder=variables_by_path(scan)).write(
+      str(tmp_path / "ckpt"))
+  tf.train.Checkpoint(encoder=variables_by_path(fused)).read(
+      prefix).assert_existing_objects_matched()
+  assert sorted(variables_by_path(fused)) == sorted(variables_by_path(scan))
+  np.testing.assert_allclose(fused(inputs, training=False)["sequence_output"],
+                             scan(inputs, training=False)["sequence_output"], atol=1e-5)
