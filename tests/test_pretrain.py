@@ -175,7 +175,7 @@ def test_load_encoder_from_export_model_dir_and_checkpoint(phase1_dir, vocab_fil
   export_dir = os.path.join(phase1_dir, "encoder")
   assert sorted(os.listdir(export_dir)) == sorted([
       "encoder.index", "encoder.data-00000-of-00001", "model_config.json", "vocab.txt",
-      "export_info.json"])
+      "tokenizer.json", "export_info.json"])
   assert read_json(os.path.join(export_dir, "export_info.json"))["global_step"] == 4
   raw = tf.train.load_checkpoint(os.path.join(phase1_dir, "ckpt-4"))
   token_key = "model/embeddings.Stoken_embedding.Sembeddings/.ATTRIBUTES/VARIABLE_VALUE"

@@ -19,8 +19,7 @@ import signal
 import time
 
 import tensorflow as tf
-from absl import app
-
+from recurrent_bert import cli
 from recurrent_bert import pretrain
 from recurrent_bert.training import loop
 
@@ -70,4 +69,4 @@ if "KILL_AT_MICRO_BATCH" in os.environ:
   loop.TrainingLoop._forward_backward_fn = _forward_backward_then_count  # pylint: disable=protected-access
 
 if __name__ == "__main__":
-  app.run(pretrain.main)
+  cli.run(pretrain.main, pretrain.HELP_GROUPS)  # as `python -m recurrent_bert.pretrain` runs
