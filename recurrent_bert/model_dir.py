@@ -75,33 +75,34 @@ SWEEP_RUNS_DIR = "runs"
 WORDPIECE = "wordpiece"
 
 
-def has_scheme(path: str) -> bool:
+def has_scheme(path) -> bool:
   """True for gs://, ram://, hdfs://...: paths only TensorFlow's file systems reach."""
-  return "://" in path
+  return "://" in os.fspath(path)
 
 
-def _gfile():
+def gfile():
+  """tf.io.gfile, imported on first use (this module must load without TensorFlow)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   return tf.io.gfile
 
 
 def exists(path: str) -> bool:
-  return _gfile().exists(path) if has_scheme(path) else os.path.exists(path)
+  return gfile().exists(path) if has_scheme(path) else os.path.exists(path)
 
 
 def isdir(path: str) -> bool:
-  return _gfile().isdir(path) if has_scheme(path) else os.path.isdir(path)
+  return gfile().isdir(path) if has_scheme(path) else os.path.isdir(path)
 
 
 def isfile(path: str) -> bool:
   if has_scheme(path):
-    return _gfile().exists(path) and not _gfile().isdir(path)
+    return gfile().exists(path) and not gfile().isdir(path)
   return os.path.isfile(path)
 
 
 def read_text(path: str) -> str:
   if has_scheme(path):
-    with _gfile().GFile(path, "r") as f:
+    with gfile().GFile(path, "r") as f:
       return f.read()
   with open(path, encoding="utf-8") as f:
     return f.read()

@@ -17,6 +17,9 @@ import uuid
 from typing import Iterator, List, Sequence, Tuple
 
 from recurrent_bert.model_dir import METRICS_LOG_FILE
+from recurrent_bert.model_dir import gfile as _gfile
+from recurrent_bert.model_dir import has_scheme as _has_scheme
+from recurrent_bert.model_dir import isfile  # noqa: F401  (io_utils.isfile for readers)
 
 
 class InputError(ValueError):
@@ -50,15 +53,6 @@ def discard_temp(tmp: str) -> None:
     os.remove(tmp)
 
 
-def _gfile():
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  return tf.io.gfile
-
-
-def _has_scheme(path) -> bool:
-  return "://" in os.fspath(path)
-
-
 def _sibling(path: str, kind: str) -> str:
   """A fresh hidden name beside `path`. It must not start with `path`'s own name: the
   ram:// file system answers exists() and listdir() by name prefix."""
@@ -84,12 +78,6 @@ def open_for_write(path: str):
   if _has_scheme(path):
     return _gfile().GFile(path, "wb")
   return open(path, "wb")
-
-
-def isfile(path: str) -> bool:
-  if _has_scheme(path):
-    return _gfile().exists(path) and not _gfile().isdir(path)
-  return os.path.isfile(path)
 
 
 @contextlib.contextmanager

@@ -58,6 +58,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from recurrent_bert import model_dir as layout
 from recurrent_bert.data import io_utils
 from recurrent_bert.data.masking import MaskingConfig
 
@@ -144,8 +145,8 @@ def prepare_output_dir(output_dir: str) -> List[str]:
   Returns:
     What was cleaned (io_utils.clean_atomic_directory_leftovers), for a log line.
   """
-  if "://" in output_dir:
-    gfile = io_utils._gfile()  # pylint: disable=protected-access
+  if layout.has_scheme(output_dir):
+    gfile = layout.gfile()
     if gfile.exists(output_dir):
       if not gfile.isdir(output_dir):
         raise io_utils.InputError(f"--output_dir {output_dir!r} is not a directory")
