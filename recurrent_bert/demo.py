@@ -56,7 +56,7 @@ from absl import flags
 from recurrent_bert import cli
 from recurrent_bert import config as config_lib
 from recurrent_bert import model_dir as layout
-from recurrent_bert.data import io_utils
+from recurrent_bert import io_utils
 from recurrent_bert.demo_report import display_name, family_of, format_duration
 
 FLAGS = flags.FLAGS

@@ -16,7 +16,7 @@ import statistics
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from recurrent_bert import model_dir as layout
-from recurrent_bert.data import io_utils
+from recurrent_bert import io_utils
 
 
 DISPLAY_NAMES = {

@@ -36,7 +36,7 @@ flags.mark_flags_as_required(["model_dir", "export_dir"])
 def main(argv):
   del argv
   # Heavy imports after flag parsing: a bad flag fails fast.
-  from recurrent_bert.data.io_utils import InputError  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.io_utils import InputError  # pylint: disable=g-import-not-at-top
   from recurrent_bert.serving import ExportError, export_model_dir  # pylint: disable=g-import-not-at-top
   from recurrent_bert.training.checkpoints import CheckpointNotFoundError  # pylint: disable=g-import-not-at-top
   try:

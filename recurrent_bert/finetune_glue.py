@@ -21,15 +21,15 @@ from absl import flags
 import numpy as np
 
 from recurrent_bert import cli
-from recurrent_bert import metrics
+from recurrent_bert.tasks import metrics
 from recurrent_bert import model_dir as layout
-from recurrent_bert.data import custom_task
-from recurrent_bert.data import glue
-from recurrent_bert.data import predictions
-from recurrent_bert.data import superglue
-from recurrent_bert.data import task_features
-from recurrent_bert.data import tfds_tasks
-from recurrent_bert.data.io_utils import InputError
+from recurrent_bert.tasks import custom_task
+from recurrent_bert.tasks import glue
+from recurrent_bert.tasks import predictions
+from recurrent_bert.tasks import superglue
+from recurrent_bert.tasks import task_features
+from recurrent_bert.tasks import tfds_tasks
+from recurrent_bert.io_utils import InputError
 from recurrent_bert.data.tokenization import BertWordpieceTokenizer
 from recurrent_bert.training import finetune_flags
 from recurrent_bert.training import finetuning

@@ -119,9 +119,10 @@ def resolve_model_config():
 
 def check_inputs():
   """Everything that can fail on the user's input, before any model is built."""
-  from recurrent_bert.data import dynamic_masking, io_utils, tokenization  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.data import dynamic_masking, tokenization  # pylint: disable=g-import-not-at-top
+  from recurrent_bert import io_utils  # pylint: disable=g-import-not-at-top
   from recurrent_bert.data import pretraining_dataset  # pylint: disable=g-import-not-at-top
-  from recurrent_bert.data.io_utils import InputError  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.io_utils import InputError  # pylint: disable=g-import-not-at-top
   from recurrent_bert.training import checkpoints  # pylint: disable=g-import-not-at-top
 
   masker = None

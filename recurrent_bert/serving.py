@@ -41,7 +41,7 @@ SQuAD limitation: `answer_question` reads ONE window per question,
 `[CLS] question [SEP] context [SEP]` with the question cut to `max_query_length` pieces and
 the context cut to what is left of `max_seq_length`; answers past the cut cannot be found
 (`context_truncated` flags those rows). For long contexts, use the windowed numpy pipeline
-of `recurrent_bert.data.squad` (doc_stride windows + `postprocess_squad`). The span is the
+of `recurrent_bert.tasks.squad` (doc_stride windows + `postprocess_squad`). The span is the
 best `start_logit + end_logit` with start <= end < start + max_answer_length over the
 context pieces; a piece maps to the characters of the basic-tokenizer word it came from,
 so answers are exact substrings of the original context (as in `data/squad.py`).
@@ -70,7 +70,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from recurrent_bert import model_dir as layout
-from recurrent_bert.data import io_utils
+from recurrent_bert import io_utils
 from recurrent_bert.data import tokenization
 from recurrent_bert.data.tokenization import BertWordpieceTokenizer
 from recurrent_bert.training import checkpoints

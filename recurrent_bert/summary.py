@@ -18,7 +18,7 @@ from absl import flags
 
 from recurrent_bert import cli
 from recurrent_bert import config as config_lib
-from recurrent_bert.data import io_utils
+from recurrent_bert import io_utils
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("preset", None, "A preset name, e.g. bert_base (see --all).")

@@ -125,7 +125,7 @@ def test_task_files_are_balanced_and_test_labels_apart(demo_run):
 
 
 def test_pretraining_checkpoints_restore(demo_run):
-  from recurrent_bert.data import io_utils
+  from recurrent_bert import io_utils
   from recurrent_bert.training import checkpoints
   work_dir = demo_run[0]
   for preset in MODELS:

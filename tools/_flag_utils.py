@@ -4,7 +4,7 @@ from absl import logging
 
 from recurrent_bert import cli
 
-from recurrent_bert.data.io_utils import InputError
+from recurrent_bert.io_utils import InputError
 
 
 fail = cli.fail

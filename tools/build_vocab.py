@@ -45,7 +45,8 @@ flags.register_validator("vocab_size", lambda v: v >= 100, "--vocab_size must be
 def count_words(files, do_lower_case, max_lines=0, batch_size=4096):
   """Counter of basic-tokenized words over the files (streamed, batched in-graph)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from recurrent_bert.data import io_utils, tokenization  # pylint: disable=g-import-not-at-top
+  from recurrent_bert import io_utils  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.data import tokenization  # pylint: disable=g-import-not-at-top
 
   split = tf.function(lambda t: tokenization.basic_tokenize(t, do_lower_case),
                       input_signature=[tf.TensorSpec([None], tf.string)])
@@ -101,7 +102,8 @@ def learn_vocab(counts, vocab_size, max_unique_chars=1000, max_token_length=50, 
 
 def main(argv):
   del argv
-  from recurrent_bert.data import builtin_corpus, io_utils  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.data import builtin_corpus  # pylint: disable=g-import-not-at-top
+  from recurrent_bert import io_utils  # pylint: disable=g-import-not-at-top
 
   files = _flag_utils.run_checked(
       builtin_corpus.resolve_input_files, FLAGS.input_files, "input_files", FLAGS.cache_dir,

@@ -82,7 +82,7 @@ def _warm_start_target(imported, target_config: str):
   """
   from recurrent_bert.config import resolve_config  # pylint: disable=g-import-not-at-top
   from recurrent_bert.models import Encoder, Pretrainer  # pylint: disable=g-import-not-at-top
-  from recurrent_bert.models.checkpoint_mapping import warm_start  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.convert.checkpoint_mapping import warm_start  # pylint: disable=g-import-not-at-top
   source_config = imported.model.encoder.config
   config = resolve_config(target_config).replace(
       hidden_act=source_config.hidden_act,
@@ -100,7 +100,7 @@ def write_model_dir(pretrainer, output_dir: str, vocab_file: Optional[str], info
                     overwrite: bool = False) -> None:
   """Writes the model dir of the module docstring atomically (temp dir, then rename)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from recurrent_bert.data import io_utils  # pylint: disable=g-import-not-at-top
+  from recurrent_bert import io_utils  # pylint: disable=g-import-not-at-top
   from recurrent_bert.training import checkpoints  # pylint: disable=g-import-not-at-top
 
   output_dir = os.path.abspath(output_dir)
@@ -132,7 +132,7 @@ def convert_checkpoint(source: str, input_path: str, output_dir: str,
   Raises:
     CheckpointMappingError: a missing or mis-shaped variable, named.
   """
-  from recurrent_bert.models.checkpoint_mapping import import_bert  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.convert.checkpoint_mapping import import_bert  # pylint: disable=g-import-not-at-top
   imported = import_bert(source, input_path, bert_config_file, vocab_file)
   if target_config:
     model, copied, new, unused = _warm_start_target(imported, target_config)

@@ -31,7 +31,7 @@ def main(argv):
   if len(argv) > 1:
     print(f"error: unexpected arguments: {argv[1:]}", file=sys.stderr)
     sys.exit(2)
-  from recurrent_bert.data import sample_tasks  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.tasks import sample_tasks  # pylint: disable=g-import-not-at-top
   rte = sample_tasks.write_rte_folder(os.path.join(FLAGS.output_dir, "rte"),
                                       FLAGS.num_train, FLAGS.num_dev, seed=FLAGS.seed)
   squad = sample_tasks.write_squad_files(os.path.join(FLAGS.output_dir, "squad"),

@@ -66,7 +66,7 @@ from absl import flags
 from recurrent_bert import cli
 from recurrent_bert import config
 from recurrent_bert import model_dir as layout
-from recurrent_bert.data import io_utils
+from recurrent_bert import io_utils
 from tools import _flag_utils
 
 FLAGS = flags.FLAGS

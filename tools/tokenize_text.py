@@ -32,7 +32,7 @@ flags.mark_flags_as_required(["vocab_file", "input_file", "output_file"])
 def tokenize_file(tokenizer, input_file, output_file, output="pieces", batch_size=1024):
   """Tokenizes input_file line by line (blank lines give []); returns the line count."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from recurrent_bert.data import io_utils  # pylint: disable=g-import-not-at-top
+  from recurrent_bert import io_utils  # pylint: disable=g-import-not-at-top
 
   tokenize = tf.function(tokenizer.tokenize_flat,
                          input_signature=[tf.TensorSpec([None], tf.string)])

@@ -55,7 +55,7 @@ except ImportError as e:  # the base install stays lean: Beam is an extra
       f"the Beam runner needs Apache Beam ({e}): "
       "pip install -c constraints.txt -e '.[beam]'") from e
 
-from recurrent_bert.data import io_utils
+from recurrent_bert import io_utils
 from recurrent_bert.data import pretraining_data
 from recurrent_bert.data.pretraining_data import GeneratorOptions
 

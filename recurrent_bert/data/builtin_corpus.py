@@ -26,7 +26,7 @@ import sysconfig
 import warnings
 from typing import Iterator, List, Optional, Sequence, Tuple
 
-from recurrent_bert.data import io_utils
+from recurrent_bert import io_utils
 
 BUILTIN_NAMES = ("builtin", "builtin:", "@builtin")
 # Bumped whenever extraction changes, so stale caches are rebuilt.

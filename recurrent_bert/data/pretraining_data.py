@@ -59,7 +59,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 
 from recurrent_bert import model_dir as layout
-from recurrent_bert.data import io_utils
+from recurrent_bert import io_utils
 from recurrent_bert.data.masking import MaskingConfig
 
 DEFAULT_CHUNK_BYTES = 1 << 20

@@ -21,7 +21,7 @@ from typing import Optional, Sequence
 import tensorflow as tf
 
 from recurrent_bert.data import schema
-from recurrent_bert.data.io_utils import InputError
+from recurrent_bert.io_utils import InputError
 
 
 @dataclasses.dataclass(frozen=True)

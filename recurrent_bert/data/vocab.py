@@ -3,8 +3,8 @@ import it without paying TensorFlow's start-up)."""
 
 from typing import Dict, List
 
-from recurrent_bert.data import io_utils
-from recurrent_bert.data.io_utils import InputError
+from recurrent_bert import io_utils
+from recurrent_bert.io_utils import InputError
 
 PAD_TOKEN = "[PAD]"
 UNK_TOKEN = "[UNK]"

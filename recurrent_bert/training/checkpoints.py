@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from recurrent_bert import model_dir as layout
 from recurrent_bert.config import ModelConfig
-from recurrent_bert.data import io_utils
+from recurrent_bert import io_utils
 
 # Re-exported for callers that name them through this module.
 MODEL_CONFIG_FILE = layout.MODEL_CONFIG_FILE

@@ -13,7 +13,7 @@ from typing import Callable, Dict, Sequence
 import numpy as np
 import tensorflow as tf
 
-from recurrent_bert.data import task_features
+from recurrent_bert.tasks import task_features
 
 ROW_ID = "row_id"
 

@@ -121,7 +121,7 @@ def _use_recorded_settings(info, model_dir: str) -> None:
 
 
 def _same_file(path_a: str, path_b: str) -> bool:
-  from recurrent_bert.data import task_features  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.tasks import task_features  # pylint: disable=g-import-not-at-top
   return task_features.file_fingerprint(path_a) == task_features.file_fingerprint(path_b)
 
 

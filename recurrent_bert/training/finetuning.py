@@ -27,8 +27,8 @@ from absl import logging
 
 from recurrent_bert import model_dir as layout
 from recurrent_bert.config import ModelConfig
-from recurrent_bert.data import io_utils
-from recurrent_bert.data import task_features
+from recurrent_bert import io_utils
+from recurrent_bert.tasks import task_features
 from recurrent_bert.training import checkpoints
 from recurrent_bert.training import evaluation
 from recurrent_bert.training import loop as loop_lib

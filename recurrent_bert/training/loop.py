@@ -57,7 +57,7 @@ import tensorflow as tf
 from absl import logging
 
 from recurrent_bert import model_dir as layout
-from recurrent_bert.data import io_utils
+from recurrent_bert import io_utils
 from recurrent_bert.training import checkpoints
 from recurrent_bert.training import objectives
 

@@ -23,7 +23,7 @@ from typing import Dict, List
 import tensorflow as tf
 
 from recurrent_bert.models.encoder import ENCODER_INPUT_NAMES
-from recurrent_bert.training import metrics as metrics_lib
+from recurrent_bert.training import metric_sums
 
 Tensors = Dict[str, tf.Tensor]
 
@@ -39,7 +39,7 @@ def _num_examples(batch: Tensors) -> tf.Tensor:
 class PretrainingObjective:
   """Masked LM (+ NSP): weighted-mean MLM cross-entropy + mean NSP cross-entropy."""
 
-  stat_names = metrics_lib.STAT_NAMES
+  stat_names = metric_sums.STAT_NAMES
   step_value_names = ("mlm_loss",)
 
   def __init__(self, use_nsp: bool):
@@ -53,7 +53,7 @@ class PretrainingObjective:
             "examples": _num_examples(batch)}
 
   def sums(self, batch: Tensors, outputs: Tensors) -> Tensors:
-    return metrics_lib.pretraining_sums(batch, outputs)
+    return metric_sums.pretraining_sums(batch, outputs)
 
   def loss(self, sums: Tensors, normalizers: Tensors) -> tf.Tensor:
     loss = sums["mlm_loss_sum"] / tf.maximum(normalizers["mlm_weight"], 1.0)
@@ -65,7 +65,7 @@ class PretrainingObjective:
     return {"mlm_loss": sums["mlm_loss_sum"] / tf.maximum(normalizers["mlm_weight"], 1.0)}
 
   def summarize(self, sums: Dict[str, float], num_steps: int) -> Dict[str, float]:
-    return metrics_lib.summarize(sums, num_steps, self.use_nsp)
+    return metric_sums.summarize(sums, num_steps, self.use_nsp)
 
   def progress_fields(self, summary: Dict[str, float]) -> List[str]:
     fields = [f"loss={summary['loss']:.3f}", f"mlm_acc={summary['mlm_accuracy']:.2f}"]

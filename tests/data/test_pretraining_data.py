@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from recurrent_bert.data import pretraining_data
 from recurrent_bert.data.dynamic_masking import DynamicMasker, MaskingConfig
-from recurrent_bert.data.io_utils import InputError
+from recurrent_bert.io_utils import InputError
 from recurrent_bert.data.tokenization import load_vocab
 from tests.data.conftest import RESERVED, write_vocab
 

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from recurrent_bert.data import tokenization
-from recurrent_bert.data.io_utils import InputError
+from recurrent_bert.io_utils import InputError
 from tests.data.conftest import RESERVED, vocab_from_text, write_vocab
 
 HAND_VOCAB = RESERVED + [

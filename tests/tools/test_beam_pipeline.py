@@ -20,7 +20,7 @@ pytest.importorskip("apache_beam", reason="needs the beam extra: pip install '.[
 from recurrent_bert.data import beam_pipeline  # noqa: E402  pylint: disable=g-import-not-at-top
 from recurrent_bert.data import pretraining_data, schema  # noqa: E402  pylint: disable=g-import-not-at-top
 from recurrent_bert.data.dynamic_masking import MaskingConfig  # noqa: E402  pylint: disable=g-import-not-at-top
-from recurrent_bert.data.io_utils import InputError  # noqa: E402  pylint: disable=g-import-not-at-top
+from recurrent_bert.io_utils import InputError  # noqa: E402  pylint: disable=g-import-not-at-top
 from tools import create_pretraining_data  # noqa: E402  pylint: disable=g-import-not-at-top
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

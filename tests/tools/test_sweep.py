@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from recurrent_bert.data import sample_tasks as generated_tasks
+from recurrent_bert.tasks import sample_tasks as generated_tasks
 from tools import sweep
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

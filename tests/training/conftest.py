@@ -110,7 +110,7 @@ def assert_all_succeeded(names, outputs):
 
 def losses_by_step(model_dir, key="loss"):
   """{step: loss} from model_dir/metrics.jsonl (later lines win after a resume)."""
-  from recurrent_bert.data.io_utils import read_metrics_log
+  from recurrent_bert.io_utils import read_metrics_log
   return {step: record[key] for step, record in read_metrics_log(str(model_dir)).items()}
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from recurrent_bert.data import task_features
+from recurrent_bert.tasks import task_features
 from recurrent_bert.training import evaluation
 
 

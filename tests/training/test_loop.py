@@ -14,7 +14,8 @@ import types
 import numpy as np
 import pytest
 
-from recurrent_bert.data import io_utils, tokenization
+from recurrent_bert import io_utils
+from recurrent_bert.data import tokenization
 from tests.training.conftest import (REPO, assert_all_succeeded, losses_by_step,
                                      metrics_rows, pretrain_command, run_pretrain,
                                      subprocess_env, wait_all)

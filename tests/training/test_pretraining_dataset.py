@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from recurrent_bert.data import dynamic_masking, io_utils, pretraining_dataset, tokenization
-from recurrent_bert.data.io_utils import InputError
+from recurrent_bert.data import dynamic_masking, pretraining_dataset, tokenization
+from recurrent_bert import io_utils
+from recurrent_bert.io_utils import InputError
 from tests.training.conftest import MAX_PREDICTIONS, SEQ_LEN
 
 

@@ -6,10 +6,10 @@ import os
 import numpy as np
 import pytest
 
-from recurrent_bert import metrics
-from recurrent_bert.data import predictions as prediction_files
-from recurrent_bert.data import squad
-from recurrent_bert.data.io_utils import InputError
+from recurrent_bert.tasks import metrics
+from recurrent_bert.tasks import predictions as prediction_files
+from recurrent_bert.tasks import squad
+from recurrent_bert.io_utils import InputError
 from recurrent_bert.data.tokenization import BertWordpieceTokenizer
 
 CONTEXTS = [

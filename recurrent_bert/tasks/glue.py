@@ -24,11 +24,11 @@ import dataclasses
 import os
 from typing import Dict, Optional, Tuple
 
-from recurrent_bert.data import io_utils
-from recurrent_bert.data.io_utils import InputError
-from recurrent_bert.data.io_utils import read_lines_checked
-from recurrent_bert.data.task_features import PairExample
-from recurrent_bert.data.task_features import SplitData
+from recurrent_bert import io_utils
+from recurrent_bert.io_utils import InputError
+from recurrent_bert.io_utils import read_lines_checked
+from recurrent_bert.tasks.task_features import PairExample
+from recurrent_bert.tasks.task_features import SplitData
 
 _BYTE_ORDER_MARK = "\ufeff"
 
@@ -175,7 +175,7 @@ def canonical_task_name(name: str) -> str:
 def get_task(name: str) -> TaskSpec:
   """The TaskSpec of a GLUE or SuperGLUE task (case, '-' and '_' are ignored)."""
   # Imported here, not at the top: superglue builds its specs with this module's TaskSpec.
-  from recurrent_bert.data.superglue import SUPERGLUE_TASKS  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.tasks.superglue import SUPERGLUE_TASKS  # pylint: disable=g-import-not-at-top
   registry = {**GLUE_TASKS, **SUPERGLUE_TASKS}
   key = canonical_task_name(name)
   if key not in registry:

@@ -2,8 +2,8 @@
 
 import pytest
 
-from recurrent_bert.data import custom_task
-from recurrent_bert.data.io_utils import InputError
+from recurrent_bert.tasks import custom_task
+from recurrent_bert.io_utils import InputError
 
 
 def _write(path, lines):

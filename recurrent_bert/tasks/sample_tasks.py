@@ -17,7 +17,7 @@ import os
 
 import numpy as np
 
-from recurrent_bert.data import io_utils
+from recurrent_bert import io_utils
 
 FILLER = ("the cat dog bird fish tree house road river stone cloud rain wind green blue "
           "small large quick slow bright dark warm cold happy quiet loud old new red "

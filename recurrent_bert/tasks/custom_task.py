@@ -15,12 +15,12 @@ train labels unless given (`--label_list`), so label ids are stable across runs.
 import os
 from typing import List, Optional, Sequence
 
-from recurrent_bert.data import glue
-from recurrent_bert.data import io_utils
-from recurrent_bert.data.io_utils import InputError
-from recurrent_bert.data.io_utils import atomic_write_text
-from recurrent_bert.data.task_features import PairExample
-from recurrent_bert.data.task_features import SplitData
+from recurrent_bert.tasks import glue
+from recurrent_bert import io_utils
+from recurrent_bert.io_utils import InputError
+from recurrent_bert.io_utils import atomic_write_text
+from recurrent_bert.tasks.task_features import PairExample
+from recurrent_bert.tasks.task_features import SplitData
 
 TASK_NAME = "custom"
 SPLITS = ("train", "dev", "test")

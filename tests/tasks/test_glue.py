@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from recurrent_bert.data import glue
-from recurrent_bert.data.io_utils import InputError
+from recurrent_bert.tasks import glue
+from recurrent_bert.io_utils import InputError
 
 QUOTED = 'He said "hello, world" and left'  # quotes are literal text (QUOTE_NONE)
 UNBALANCED = '"Unbalanced quote, then a tab-free tail'
@@ -235,7 +235,7 @@ def test_invalid_utf8_and_missing_files(tmp_path):
 
 
 def test_leaderboard_tsv_uses_index_and_label_names(glue_root, tmp_path):
-  from recurrent_bert.data import predictions  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.tasks import predictions  # pylint: disable=g-import-not-at-top
   test = glue.read_glue(os.path.join(glue_root, "MNLI"), "mnli", "test_matched").examples
   path = predictions.write_glue_submission(str(tmp_path), "mnli", "test_matched", test, [1])
   assert os.path.basename(path) == "MNLI-m.tsv"

@@ -20,13 +20,13 @@ import json
 import os
 from typing import Any, Dict, Iterator, List, Tuple
 
-from recurrent_bert.data.glue import TaskSpec
-from recurrent_bert.data.glue import get_task
-from recurrent_bert.data import io_utils
-from recurrent_bert.data.io_utils import InputError
-from recurrent_bert.data.io_utils import read_lines_checked
-from recurrent_bert.data.task_features import PairExample
-from recurrent_bert.data.task_features import SplitData
+from recurrent_bert.tasks.glue import TaskSpec
+from recurrent_bert.tasks.glue import get_task
+from recurrent_bert import io_utils
+from recurrent_bert.io_utils import InputError
+from recurrent_bert.io_utils import read_lines_checked
+from recurrent_bert.tasks.task_features import PairExample
+from recurrent_bert.tasks.task_features import SplitData
 
 _JSONL_FILES = {"train": "train.jsonl", "dev": "val.jsonl", "test": "test.jsonl"}
 

@@ -26,7 +26,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from recurrent_bert.data import io_utils
+from recurrent_bert import io_utils
 
 Label = Union[str, float]
 Features = Dict[str, np.ndarray]

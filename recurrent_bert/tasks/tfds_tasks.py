@@ -14,13 +14,13 @@ data came from. TFDS marks unlabeled (test) examples with label -1; they get lab
 import dataclasses
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from recurrent_bert.data.glue import TaskSpec
-from recurrent_bert.data.glue import get_task
-from recurrent_bert.data.io_utils import InputError
-from recurrent_bert.data.squad import SquadAnswer
-from recurrent_bert.data.squad import SquadExample
-from recurrent_bert.data.task_features import PairExample
-from recurrent_bert.data.task_features import SplitData
+from recurrent_bert.tasks.glue import TaskSpec
+from recurrent_bert.tasks.glue import get_task
+from recurrent_bert.io_utils import InputError
+from recurrent_bert.tasks.squad import SquadAnswer
+from recurrent_bert.tasks.squad import SquadExample
+from recurrent_bert.tasks.task_features import PairExample
+from recurrent_bert.tasks.task_features import SplitData
 
 # Our split names → TFDS's.
 _TFDS_SPLITS = {"train": "train", "dev": "validation", "test": "test",

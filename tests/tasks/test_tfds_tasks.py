@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
-from recurrent_bert.data import glue
-from recurrent_bert.data import squad
-from recurrent_bert.data import task_features
-from recurrent_bert.data import tfds_tasks
-from recurrent_bert.data.io_utils import InputError
+from recurrent_bert.tasks import glue
+from recurrent_bert.tasks import squad
+from recurrent_bert.tasks import task_features
+from recurrent_bert.tasks import tfds_tasks
+from recurrent_bert.io_utils import InputError
 from recurrent_bert.data.tokenization import BertWordpieceTokenizer
 
 NUM_EXAMPLES = 4

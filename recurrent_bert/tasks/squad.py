@@ -35,12 +35,12 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from recurrent_bert.data import tokenization
-from recurrent_bert.data import io_utils
-from recurrent_bert.data.io_utils import InputError
-from recurrent_bert.data.task_features import Features
-from recurrent_bert.data.task_features import SplitData
-from recurrent_bert.data.task_features import pack_pair
-from recurrent_bert.data.task_features import tokenize_texts
+from recurrent_bert import io_utils
+from recurrent_bert.io_utils import InputError
+from recurrent_bert.tasks.task_features import Features
+from recurrent_bert.tasks.task_features import SplitData
+from recurrent_bert.tasks.task_features import pack_pair
+from recurrent_bert.tasks.task_features import tokenize_texts
 
 _TOKENIZE_BATCH_SIZE = 4096
 # The basic tokenizer's own word-splitting rules (one definition, in tokenization.py).

@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 from sklearn import metrics as sk_metrics
 
-from recurrent_bert import metrics
+from recurrent_bert.tasks import metrics
 
 
 @pytest.mark.parametrize("seed", range(5))

@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from recurrent_bert.data import superglue
-from recurrent_bert.data.io_utils import InputError
+from recurrent_bert.tasks import superglue
+from recurrent_bert.io_utils import InputError
 
 PASSAGE = 'The "Zürich" passage — naïve café, 東京.\nSecond line.'
 
@@ -91,7 +91,7 @@ def test_missing_file_and_wrong_task(tmp_path):
 
 
 def test_submission_jsonl(tmp_path):
-  from recurrent_bert.data import predictions  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.tasks import predictions  # pylint: disable=g-import-not-at-top
   task_dir = str(tmp_path / "MultiRC")
   write_jsonl(task_dir, "test.jsonl", [_multirc_record(4, with_labels=False),
                                        _multirc_record(5, with_labels=False)])

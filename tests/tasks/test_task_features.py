@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from recurrent_bert.data import task_features
-from recurrent_bert.data.io_utils import InputError
-from recurrent_bert.data.task_features import PairExample
+from recurrent_bert.tasks import task_features
+from recurrent_bert.io_utils import InputError
+from recurrent_bert.tasks.task_features import PairExample
 from recurrent_bert.data.tokenization import BertWordpieceTokenizer
 from tests.data.conftest import RESERVED
 from tests.data.conftest import write_vocab

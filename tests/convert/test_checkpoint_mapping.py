@@ -7,10 +7,10 @@ import pytest
 from recurrent_bert.config import get_preset
 from recurrent_bert.models import Encoder
 from recurrent_bert.models import Pretrainer
-from recurrent_bert.models.checkpoint_mapping import CheckpointMappingError
-from recurrent_bert.models.checkpoint_mapping import load_hf_bert
-from recurrent_bert.models.checkpoint_mapping import load_keras_hub_preset
-from recurrent_bert.models.checkpoint_mapping import warm_start
+from recurrent_bert.convert.checkpoint_mapping import CheckpointMappingError
+from recurrent_bert.convert.checkpoint_mapping import load_hf_bert
+from recurrent_bert.convert.checkpoint_mapping import load_keras_hub_preset
+from recurrent_bert.convert.checkpoint_mapping import warm_start
 from tests import checkpoint_files
 from tests import references as ref
 
