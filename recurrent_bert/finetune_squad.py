@@ -25,10 +25,10 @@ from recurrent_bert.tasks import task_features
 from recurrent_bert.tasks import tfds_tasks
 from recurrent_bert.io_utils import InputError
 from recurrent_bert.data.tokenization import BertWordpieceTokenizer
-from recurrent_bert.training import finetune_flags
+from recurrent_bert.flags import finetuning as finetune_flags
 from recurrent_bert.training import finetuning
 from recurrent_bert.training import objectives
-from recurrent_bert.training import run_flags
+from recurrent_bert.flags import execution as run_flags
 
 FLAGS = flags.FLAGS
 finetune_flags.define_flags(learning_rate=5e-5, train_batch_size=32, max_seq_length=384,

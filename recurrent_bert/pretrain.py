@@ -15,8 +15,8 @@ from absl import flags
 from absl import logging
 
 from recurrent_bert import cli
-from recurrent_bert.training import optimizer_flags
-from recurrent_bert.training import run_flags
+from recurrent_bert.flags import optimization as optimizer_flags
+from recurrent_bert.flags import execution as run_flags
 
 FLAGS = flags.FLAGS
 

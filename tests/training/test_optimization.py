@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from recurrent_bert.models import Pretrainer, build_encoder
 from recurrent_bert.training import optimization
-from recurrent_bert.training import optimizer_flags
+from recurrent_bert.flags import optimization as optimizer_flags
 from tests import references
 
 

@@ -11,7 +11,7 @@ from typing import Optional
 
 from absl import flags
 
-from recurrent_bert.training.run_flags import fail
+from recurrent_bert.flags.execution import fail
 
 FLAGS = flags.FLAGS
 

@@ -17,9 +17,9 @@ from typing import Optional, Sequence
 from absl import flags
 
 from recurrent_bert import model_dir as layout
-from recurrent_bert.training import optimizer_flags
-from recurrent_bert.training import run_flags
-from recurrent_bert.training.run_flags import fail
+from recurrent_bert.flags import optimization as optimizer_flags
+from recurrent_bert.flags import execution as run_flags
+from recurrent_bert.flags.execution import fail
 
 FLAGS = flags.FLAGS
 
