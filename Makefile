@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # Quieter TensorFlow start-up; numerics unaffected.
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv demo smoke test bench clean-venv
+.PHONY: venv demo smoke test lint format bench clean-venv
 
 venv: $(STAMP)
 
@@ -15,7 +15,7 @@ $(STAMP): setup.cfg pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] >= (3, 11), "Python >= 3.11 needed, found " + sys.version' 
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,beam]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,beam,lint]'
 	$(PY) -m pip check
 	touch $(STAMP)
 
@@ -31,6 +31,16 @@ smoke: $(STAMP)
 # The test suite: tiny configs, no network.
 test: $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadfile -q $(PYTEST_ARGS)
+
+# House style, checked (CI runs it): pyink formats, ruff lints (pyproject.toml).
+LINTED := recurrent_bert tools tests benchmarks
+lint: $(STAMP)
+	$(VENV)/bin/pyink --check --quiet $(LINTED)
+	$(VENV)/bin/ruff check --quiet $(LINTED)
+
+format: $(STAMP)
+	$(VENV)/bin/ruff check --quiet --fix --select I,RUF100 $(LINTED)
+	$(VENV)/bin/pyink --quiet $(LINTED)
 
 bench: $(STAMP)
 	$(PY) benchmarks/step_time.py --quick

@@ -1,0 +1,157 @@
+"""The package's layering, read from the code's own imports (function-local ones too).
+
+Each module belongs to one layer. A module may import from its own folder and from lower
+layers only; two folders on the same layer (training/ and tasks/, say) never import each
+other. No two files import each other, directly or around a longer circle. A new module must
+be placed in LAYERS below before this test passes, which is the point: its place is decided,
+not drifted into.
+"""
+
+import ast
+import pathlib
+from typing import Dict, List, Set
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+# (module prefix, layer, group). Longest matching prefix wins; a higher layer may import a
+# lower one; the same group may import itself; nothing else.
+LAYERS = [
+  ("recurrent_bert", 0, "base"),  # __init__, config, model_dir, io_utils, cli
+  ("recurrent_bert.layers", 1, "layers"),
+  ("recurrent_bert.data", 1, "data"),
+  ("recurrent_bert.models", 2, "models"),
+  ("recurrent_bert.training", 3, "training"),
+  ("recurrent_bert.tasks", 4, "tasks"),
+  ("recurrent_bert.convert", 4, "convert"),
+  ("recurrent_bert.serving", 5, "serving"),
+  ("recurrent_bert.jobs", 5, "jobs"),
+  ("recurrent_bert.flags", 6, "flags"),
+  ("recurrent_bert.pretrain", 7, "commands"),
+  ("recurrent_bert.finetune_glue", 7, "commands"),
+  ("recurrent_bert.finetune_squad", 7, "commands"),
+  ("recurrent_bert.export", 7, "commands"),
+  ("recurrent_bert.summary", 7, "commands"),
+  ("recurrent_bert.smoke", 7, "commands"),
+  ("recurrent_bert.demo", 7, "demo"),
+  ("recurrent_bert.demo_report", 7, "demo"),
+  ("tools", 8, "tools"),
+]
+BASE_MODULES = {"recurrent_bert", "recurrent_bert.config", "recurrent_bert.model_dir",
+                "recurrent_bert.io_utils", "recurrent_bert.cli"}
+
+
+def _module_name(path: pathlib.Path) -> str:
+  parts = list(path.relative_to(REPO).with_suffix("").parts)
+  if parts[-1] == "__init__":
+    parts.pop()
+  return ".".join(parts)
+
+
+def _modules() -> Dict[str, pathlib.Path]:
+  files = list((REPO / "recurrent_bert").rglob("*.py")) + list((REPO / "tools").rglob("*.py"))
+  return {_module_name(p): p for p in files}
+
+
+def _imports(path: pathlib.Path, name: str, known: Set[str]) -> Set[str]:
+  """Project modules `path` imports anywhere in its body, resolved to files."""
+  is_package = path.name == "__init__.py"
+  found = set()
+  for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    if isinstance(node, ast.Import):
+      targets = [alias.name for alias in node.names]
+    elif isinstance(node, ast.ImportFrom):
+      if node.level:
+        base = name.split(".")
+        base = base[:len(base) - node.level + (1 if is_package else 0)]
+        module = ".".join(base + ([node.module] if node.module else []))
+      else:
+        module = node.module
+      # `from pkg import mod` imports pkg/mod.py; `from mod import name` imports mod.py.
+      targets = [f"{module}.{alias.name}" if f"{module}.{alias.name}" in known else module
+                 for alias in node.names]
+    else:
+      continue
+    for target in targets:
+      while target and target not in known:
+        target = target.rpartition(".")[0]
+      if target and target != name:
+        found.add(target)
+  return found
+
+
+def _layer(module: str):
+  if module in BASE_MODULES:
+    return 0, "base"
+  matches = [(prefix, layer, group) for prefix, layer, group in LAYERS
+             if module == prefix or module.startswith(prefix + ".")]
+  prefix, layer, group = max(matches, key=lambda m: len(m[0]))
+  assert prefix != "recurrent_bert", (
+      f"{module} is in no layer: add it to LAYERS in tests/test_architecture.py")
+  return layer, group
+
+
+def _graph() -> Dict[str, Set[str]]:
+  modules = _modules()
+  return {name: _imports(path, name, set(modules)) for name, path in modules.items()}
+
+
+def test_every_import_goes_down_or_stays_in_its_folder():
+  upward = []
+  for module, targets in _graph().items():
+    layer, group = _layer(module)
+    for target in targets:
+      target_layer, target_group = _layer(target)
+      if target_group != group and target_layer >= layer:
+        upward.append(f"{module} ({group}, layer {layer}) imports {target} "
+                      f"({target_group}, layer {target_layer})")
+  assert not upward, "\n".join(sorted(upward))
+
+
+def _cycles(graph: Dict[str, Set[str]]) -> List[List[str]]:
+  """Strongly connected components with more than one file (Tarjan)."""
+  index: Dict[str, int] = {}
+  low: Dict[str, int] = {}
+  stack: List[str] = []
+  on_stack: Set[str] = set()
+  found = []
+
+  def visit(node):
+    index[node] = low[node] = len(index)
+    stack.append(node)
+    on_stack.add(node)
+    for succ in graph.get(node, ()):
+      if succ not in index:
+        visit(succ)
+        low[node] = min(low[node], low[succ])
+      elif succ in on_stack:
+        low[node] = min(low[node], index[succ])
+    if low[node] == index[node]:
+      component = []
+      while True:
+        member = stack.pop()
+        on_stack.discard(member)
+        component.append(member)
+        if member == node:
+          break
+      if len(component) > 1:
+        found.append(sorted(component))
+
+  for node in sorted(graph):
+    if node not in index:
+      visit(node)
+  return found
+
+
+def test_no_import_cycles_between_files():
+  cycles = _cycles(_graph())
+  assert not cycles, "files that import each other: " + "; ".join(map(" <-> ".join, cycles))
+
+
+def test_the_checks_see_an_upward_import_and_a_cycle():
+  # The reference cases: a planted upward edge and a planted circle are reported.
+  assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+  assert _layer("recurrent_bert.training.loop")[0] > _layer("recurrent_bert.models.encoder")[0]
+  assert _layer("recurrent_bert.tasks.glue")[1] != _layer("recurrent_bert.training.loop")[1]
+  graph = _graph()
+  assert "recurrent_bert.models.encoder" in graph["recurrent_bert.pretrain"] or any(
+      "recurrent_bert.models" in t for t in graph["recurrent_bert.pretrain"])
