@@ -16,6 +16,7 @@ import tempfile
 import uuid
 from typing import Iterator, List, Sequence, Tuple
 
+from recurrent_bert.model_dir import EVAL_METRICS_PREFIX
 from recurrent_bert.model_dir import METRICS_LOG_FILE
 from recurrent_bert.model_dir import gfile as _gfile
 from recurrent_bert.model_dir import has_scheme as _has_scheme
@@ -346,25 +347,36 @@ def read_lines_checked(path: str) -> Iterator[Tuple[int, str]]:
       yield line_number, line.rstrip("\r\n")
 
 
+def _metrics_row_kind(record: dict) -> str:
+  # Evaluation rows ({"step", "eval/mlm_loss", ...}) share a step with a training row.
+  return "eval" if any(key.startswith(EVAL_METRICS_PREFIX) for key in record) else "train"
+
+
 def read_metrics_log(model_dir: str) -> dict:
-  """{step: record} of a training run's metrics.jsonl; later lines win (a resumed run
-  replays steps); a line cut by a kill is skipped. TensorFlow-free, for reports."""
+  """{step: record} of a training run's metrics.jsonl, a step's training and evaluation
+  rows merged; later lines win (a resumed run replays steps); a line cut by a kill is
+  skipped. TensorFlow-free, for reports."""
   path = os.path.join(model_dir, METRICS_LOG_FILE)
   records = {}
   if not os.path.exists(path):
     return records
+  rows = {}
   with open(path, encoding="utf-8") as f:
     for line in f:
       try:
         record = json.loads(line)
-      except json.JSONDecodeError:
+        step = int(record["step"])
+      except (ValueError, KeyError, TypeError):
         continue
-      records[int(record["step"])] = record
-  return records
+      rows[(step, _metrics_row_kind(record))] = record
+  for (step, _), record in sorted(rows.items(), key=lambda item: item[0][1] != "train"):
+    records.setdefault(step, {}).update(record)
+  return dict(sorted(records.items()))
 
 
 def truncate_metrics_log(model_dir: str, last_step: int) -> int:
-  """Makes model_dir/metrics.jsonl hold one row per step 1..last_step, in step order.
+  """Makes model_dir/metrics.jsonl hold one row per step 1..last_step (and that step's
+  evaluation row, if any), in step order.
 
   A run resumed from the checkpoint of `last_step` would otherwise log the steps after it
   twice (a run killed at step 60 with a checkpoint at 50 re-runs 51..60). Rows after
@@ -396,8 +408,8 @@ def truncate_metrics_log(model_dir: str, last_step: int) -> int:
     except (ValueError, KeyError, TypeError):  # a line cut by a kill
       continue
     if line.endswith("\n") and 1 <= step <= last_step:
-      rows[step] = line
-  kept = [rows[step] for step in sorted(rows)]
+      rows[(step, _metrics_row_kind(record) != "train")] = line
+  kept = [rows[key] for key in sorted(rows)]
   if kept != lines:
     atomic_write_text(path, "".join(kept))
   return len(lines) - len(kept)

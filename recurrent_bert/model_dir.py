@@ -11,7 +11,11 @@ A pretraining model_dir (`python -m recurrent_bert.pretrain`):
   tokenizer.json          {"type", "vocab_file", "do_lower_case"}   written at start
   checkpoint, ckpt-N.*    training checkpoints (model by variable path, optimizer, step)
   train/                  TensorBoard events
-  metrics.jsonl           one JSON line per step: {"step", "loss", ...}
+  metrics.jsonl           one JSON line per step: {"step", "loss", ...}; with held-out
+                          evaluation also {"step", "eval/mlm_loss", ...} after the
+                          checkpoint of each evaluated step
+  eval/, eval_results.json  held-out evaluation (--eval_input_files): TensorBoard events,
+                          and the latest results {"global_step", "checkpoint", "eval": {...}}
   encoder/                the final export: encoder.index / .data-*,
                           model_config.json, vocab.txt, tokenizer.json, export_info.json
 
@@ -46,6 +50,8 @@ VOCAB_FILE = "vocab.txt"
 TOKENIZER_FILE = "tokenizer.json"
 CHECKPOINT_STATE_FILE = "checkpoint"
 METRICS_LOG_FILE = "metrics.jsonl"
+# Keys of evaluation rows in metrics.jsonl start with this.
+EVAL_METRICS_PREFIX = "eval/"
 TRAIN_EVENTS_DIR = "train"
 EVAL_EVENTS_DIR = "eval"
 # Encoder export inside a pretraining or converted dir.

@@ -116,6 +116,84 @@ def make_pretraining_dataset(config: PretrainingDataConfig, batch_size: int,
   dataset = dataset.shuffle(config.shuffle_buffer_size, seed=config.seed + 1,
                             reshuffle_each_iteration=True)
   dataset = dataset.batch(batch_size, drop_remainder=True)
+  dataset = _parse_batches(dataset, config, mask_seed=config.seed + 2 + input_pipeline_id)
+  if skip_batches:
+    dataset = dataset.skip(skip_batches)
+  return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def count_records(input_files: Sequence[str]) -> int:
+  """Records in the files (held-out sets are small enough to count before evaluating)."""
+  dataset = tf.data.TFRecordDataset(list(input_files))
+  return int(dataset.reduce(tf.constant(0, tf.int64), lambda count, _: count + 1))
+
+
+def eval_steps(num_records: int, global_batch_size: int, max_input_pipelines: int = 1,
+               max_eval_steps: int = 0) -> int:
+  """Steps that read every record once, however records are split between pipelines.
+
+  With n pipelines, record i going to pipeline i mod n, a pipeline holds at most
+  ceil(N / n) records and reads global_batch_size / n per step, so
+  ceil((N + n - 1) / global_batch_size) steps cover every pipeline's share for any
+  n <= `max_input_pipelines` (at most one step of padding more than n = 1 needs).
+  """
+  steps = -(-(num_records + max_input_pipelines - 1) // global_batch_size)
+  return min(steps, max_eval_steps) if max_eval_steps > 0 else steps
+
+
+def make_eval_dataset(config: PretrainingDataConfig, batch_size: int, num_batches: int,
+                      input_pipeline_id: int = 0, num_input_pipelines: int = 1
+                      ) -> tf.data.Dataset:
+  """Held-out records, each once, as exactly `num_batches` full batches of this pipeline.
+
+  Record i goes to pipeline i mod n, in file order, unshuffled. The last batches are filled
+  with padding rows (all-zero records) so that every pipeline yields the same number of
+  batches of the same static shape, as TPUs and the replicas' collectives need. The
+  batches carry, beside the training features, float32 [B] `example_weights`: 1.0 for a
+  record, 0.0 for padding (whose `masked_lm_weights` are 0 too), so sums over the
+  batches count each record once. Dynamic masks are seeded by `config.seed` alone: every
+  evaluation of the same records masks the same positions.
+
+  Args:
+    config: see PretrainingDataConfig (shuffle settings are unused).
+    batch_size: examples per batch of this pipeline (per replica).
+    num_batches: batches to yield (`eval_steps` x replicas fed by this pipeline); with
+      fewer records than that, the rest is padding; with more, the tail is not read.
+    input_pipeline_id, num_input_pipelines: from `tf.distribute.InputContext`.
+  """
+  records = tf.data.TFRecordDataset(list(config.input_files))
+  if num_input_pipelines > 1:
+    records = records.shard(num_input_pipelines, input_pipeline_id)
+  padding = tf.data.Dataset.from_tensors(_padding_record(config)).repeat()
+  dataset = records.concatenate(padding)
+  dataset = dataset.take(num_batches * batch_size).batch(batch_size, drop_remainder=True)
+  return _parse_batches(dataset, config, mask_seed=config.seed).map(
+      _weigh_examples, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
+  ).prefetch(tf.data.AUTOTUNE)
+
+
+def _weigh_examples(features):
+  # Every record starts with [CLS] (input_mask 1); a padding row's mask is all 0.
+  features = dict(features)
+  example_weights = tf.cast(features["input_mask"][:, 0], tf.float32)
+  features["example_weights"] = example_weights
+  features["masked_lm_weights"] *= example_weights[:, None]
+  return features
+
+
+def _padding_record(config: PretrainingDataConfig) -> bytes:
+  zeros = {name: [0] * config.max_seq_length
+           for name in ("input_ids", "input_mask", "segment_ids")}
+  zeros["next_sentence_labels"] = [0]
+  if config.masker is None:
+    for name in ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights"):
+      zeros[name] = [0] * config.max_predictions_per_seq
+  return schema.serialize_example(zeros)
+
+
+def _parse_batches(dataset: tf.data.Dataset, config: PretrainingDataConfig,
+                   mask_seed: int) -> tf.data.Dataset:
+  """Batches of serialized records -> the training features (masked now if dynamic)."""
   if config.masker is None:
     dataset = dataset.map(
         lambda records: schema.parse_pretraining_example(
@@ -125,11 +203,8 @@ def make_pretraining_dataset(config: PretrainingDataConfig, batch_size: int,
     dataset = dataset.map(
         lambda records: schema.parse_unmasked_example(records, config.max_seq_length),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    dataset = config.masker.mask_dataset(dataset, seed=config.seed + 2 + input_pipeline_id)
-  dataset = dataset.map(_finalize, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-  if skip_batches:
-    dataset = dataset.skip(skip_batches)
-  return dataset.prefetch(tf.data.AUTOTUNE)
+    dataset = config.masker.mask_dataset(dataset, seed=mask_seed)
+  return dataset.map(_finalize, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
 def _finalize(features):

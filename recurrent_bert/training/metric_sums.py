@@ -9,7 +9,7 @@ steps. That makes the loss of a global batch independent of how it is split:
   loss     = mlm_loss + nsp_loss
 """
 
-from typing import Dict
+from typing import Dict, Optional
 
 import tensorflow as tf
 
@@ -41,26 +41,46 @@ def masked_lm_sums(mlm_logits: tf.Tensor, masked_lm_ids: tf.Tensor,
           "mlm_correct": tf.reduce_sum(weights * correct)}
 
 
-def next_sentence_sums(nsp_logits: tf.Tensor, labels: tf.Tensor) -> Dict[str, tf.Tensor]:
-  """NSP cross-entropy and accuracy sums. nsp_logits float32 [B, 2]; labels int [B]."""
+def next_sentence_sums(nsp_logits: tf.Tensor, labels: tf.Tensor,
+                       example_weights: Optional[tf.Tensor] = None) -> Dict[str, tf.Tensor]:
+  """NSP cross-entropy and accuracy sums.
+
+  Args:
+    nsp_logits: float32 [B, 2].
+    labels: int [B].
+    example_weights: float32 [B], 1.0 for real examples and 0.0 for padding rows
+      (evaluation batches); None counts every example.
+  """
   logits = tf.cast(nsp_logits, tf.float32)
   labels = tf.cast(tf.reshape(labels, [-1]), tf.int32)
   cross_entropy = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
-  correct = tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), labels)
-  return {"nsp_loss_sum": tf.reduce_sum(cross_entropy),
-          "nsp_correct": tf.reduce_sum(tf.cast(correct, tf.float32))}
+  correct = tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), labels),
+                    tf.float32)
+  if example_weights is not None:
+    cross_entropy *= example_weights
+    correct *= example_weights
+  return {"nsp_loss_sum": tf.reduce_sum(cross_entropy), "nsp_correct": tf.reduce_sum(correct)}
 
 
 def pretraining_sums(batch: Dict[str, tf.Tensor], outputs: Dict[str, tf.Tensor]
                      ) -> Dict[str, tf.Tensor]:
-  """All STAT_NAMES sums of one (per-replica) batch; NSP terms are 0 without NSP."""
+  """All STAT_NAMES sums of one (per-replica) batch; NSP terms are 0 without NSP.
+
+  A batch with float32 [B] `example_weights` (evaluation's padded batches) counts only
+  the rows of weight 1 in num_examples and the NSP sums.
+  """
+  example_weights = batch.get("example_weights")
   sums = masked_lm_sums(outputs["mlm_logits"], batch["masked_lm_ids"],
                         batch["masked_lm_weights"])
   if "nsp_logits" in outputs:
-    sums.update(next_sentence_sums(outputs["nsp_logits"], batch["next_sentence_labels"]))
+    sums.update(next_sentence_sums(outputs["nsp_logits"], batch["next_sentence_labels"],
+                                   example_weights))
   else:
     sums.update(nsp_loss_sum=tf.constant(0.0), nsp_correct=tf.constant(0.0))
-  sums["num_examples"] = tf.cast(tf.shape(batch["input_ids"])[0], tf.float32)
+  if example_weights is None:
+    sums["num_examples"] = tf.cast(tf.shape(batch["input_ids"])[0], tf.float32)
+  else:
+    sums["num_examples"] = tf.reduce_sum(example_weights)
   sums["num_tokens"] = tf.reduce_sum(tf.cast(batch["input_mask"], tf.float32))
   return sums
 

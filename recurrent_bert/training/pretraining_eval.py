@@ -1,0 +1,135 @@
+"""Held-out pretraining evaluation: masked-LM and NSP loss and accuracy over whole eval sets.
+
+What google-research/bert's `run_pretraining.py --do_eval` reports, computed so that the
+numbers do not depend on the strategy or the batch size: every replica returns *sums*
+(`metric_sums.pretraining_sums`: Σ w·CE, Σ w, Σ w·correct over masked positions; NSP sums
+over real examples), the sums are added across replicas and steps, and only then divided:
+
+  mlm_loss       = Σ w·CE / Σ w            (masked positions of weight 1 only)
+  mlm_accuracy   = Σ w·[argmax = id] / Σ w
+  mlm_perplexity = exp(mlm_loss)
+  nsp_loss       = Σ_real CE / #real examples,   nsp_accuracy likewise
+  loss           = mlm_loss + nsp_loss
+
+The eval records are read once each, unshuffled, and padded to full static batches with
+rows of weight 0 (`pretraining_dataset.make_eval_dataset`), so every replica runs the
+same number of steps on the same shapes (XLA and TPUs need both).
+"""
+
+import json
+import math
+import os
+from typing import Dict
+
+import tensorflow as tf
+
+from recurrent_bert import io_utils
+from recurrent_bert import model_dir as layout
+from recurrent_bert.data import pretraining_dataset
+from recurrent_bert.data.pretraining_dataset import PretrainingDataConfig
+from recurrent_bert.training import loop
+from recurrent_bert.training import metric_sums
+from recurrent_bert.training import objectives
+
+EVAL_SPLIT = "eval"
+
+
+class PretrainingEvaluator:
+  """Evaluates a `Pretrainer` on held-out records under a strategy.
+
+  Args:
+    strategy: the strategy the model was built under.
+    model: a `Pretrainer` (outputs `mlm_logits` [B, P, V] and, with NSP, `nsp_logits`
+      [B, 2]).
+    data_config: the eval records and their schema (`input_files`, `max_seq_length`,
+      `max_predictions_per_seq`, `masker` for unmasked records).
+    global_batch_size: examples per step over all replicas; a multiple of the replica
+      count.
+    max_eval_steps: 0 reads every record; N > 0 stops after N steps (N x batch records).
+    jit_compile: compile the per-replica step with XLA.
+  """
+
+  def __init__(self, strategy: tf.distribute.Strategy, model,
+               data_config: PretrainingDataConfig, global_batch_size: int,
+               max_eval_steps: int = 0, jit_compile: bool = False):
+    replicas = strategy.num_replicas_in_sync
+    if global_batch_size % replicas:
+      raise ValueError(f"eval batch size {global_batch_size} is not a multiple of the "
+                       f"{replicas} replicas")
+    self.strategy = strategy
+    self.model = model
+    self.data_config = data_config
+    self.global_batch_size = global_batch_size
+    self.use_nsp = bool(getattr(model, "use_nsp", False))
+    self._objective = objectives.PretrainingObjective(self.use_nsp)
+    self.num_records = pretraining_dataset.count_records(data_config.input_files)
+    if not self.num_records:
+      raise ValueError(f"the eval files hold no records: {list(data_config.input_files)}")
+    # Input pipelines (one per worker or host) never outnumber the replicas.
+    self.num_steps = pretraining_dataset.eval_steps(
+        self.num_records, global_batch_size, replicas, max_eval_steps)
+    self._replica_step = tf.function(self._forward_sums, jit_compile=jit_compile)
+    self._eval_fn = tf.function(self._eval_loop)
+
+  def _forward_sums(self, batch):
+    outputs = self.model(self._objective.model_inputs(batch), training=False)
+    return metric_sums.pretraining_sums(batch, outputs)
+
+  def _eval_loop(self, iterator):
+    totals = {name: tf.constant(0.0) for name in metric_sums.STAT_NAMES}
+    for _ in tf.range(self.num_steps):
+      per_replica = self.strategy.run(self._replica_step, args=(next(iterator),))
+      totals = {name: totals[name] + self.strategy.reduce(
+          tf.distribute.ReduceOp.SUM, per_replica[name], axis=None) for name in totals}
+    return totals
+
+  def _dataset_fn(self, input_context: tf.distribute.InputContext) -> tf.data.Dataset:
+    batch = input_context.get_per_replica_batch_size(self.global_batch_size)
+    replicas_per_pipeline = max(1, self.strategy.num_replicas_in_sync //
+                                input_context.num_input_pipelines)
+    return pretraining_dataset.make_eval_dataset(
+        self.data_config, batch, self.num_steps * replicas_per_pipeline,
+        input_context.input_pipeline_id, input_context.num_input_pipelines)
+
+  def evaluate_sums(self) -> Dict[str, float]:
+    """The STAT_NAMES sums over the eval set (every worker must call it)."""
+    dataset = self.strategy.distribute_datasets_from_function(self._dataset_fn)
+    return {name: float(value) for name, value in self._eval_fn(iter(dataset)).items()}
+
+  def evaluate(self) -> Dict[str, float]:
+    """mlm_loss, mlm_accuracy, mlm_perplexity, (nsp_loss, nsp_accuracy,) loss, and the
+    num_examples / num_predictions they are over."""
+    sums = self.evaluate_sums()
+    results = metric_sums.summarize(sums, self.num_steps, self.use_nsp)
+    results["mlm_perplexity"] = math.exp(min(results["mlm_loss"], 700.0))
+    results["num_examples"] = sums["num_examples"]
+    results["num_predictions"] = sums["mlm_weight_sum"]
+    return results
+
+
+def record_eval_results(model_dir: str, step: int, checkpoint: str,
+                        results: Dict[str, float]) -> Dict:
+  """Writes one evaluation where fine-tuning writes its own (call on the chief only).
+
+  TensorBoard scalars `eval/<metric>` in model_dir/eval/, a metrics.jsonl row
+  {"step", "eval/<metric>": ...}, and model_dir/eval_results.json (replaced atomically):
+  {"task": "pretraining", "global_step", "checkpoint", "main_metric": "mlm_loss",
+  "eval_splits": ["eval"], "eval": results, "main_metric_value"}.
+
+  Returns:
+    The eval_results.json content.
+  """
+  writer = tf.summary.create_file_writer(os.path.join(model_dir, layout.EVAL_EVENTS_DIR))
+  with writer.as_default():
+    for name, value in results.items():
+      loop.write_scalar(f"{EVAL_SPLIT}/{name}", value, step)
+  writer.close()
+  row = {"step": step, **{layout.EVAL_METRICS_PREFIX + k: v for k, v in results.items()}}
+  metrics_path = os.path.join(model_dir, layout.METRICS_LOG_FILE)
+  with tf.io.gfile.GFile(metrics_path, "a") as f:
+    f.write(json.dumps(row) + "\n")
+  summary = {"task": "pretraining", "global_step": step, "checkpoint": checkpoint,
+             "main_metric": "mlm_loss", "eval_splits": [EVAL_SPLIT], EVAL_SPLIT: results,
+             "main_metric_value": results["mlm_loss"]}
+  io_utils.atomic_write_json(os.path.join(model_dir, layout.EVAL_RESULTS_FILE), summary)
+  return summary
