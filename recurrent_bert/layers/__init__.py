@@ -1,4 +1,7 @@
-"""Keras layers, one concept per file. They know nothing of data or training."""
+"""Keras layers, one concept per file. They know nothing of data or training.
+
+May import: the base module config (for the names of mixers and implementations).
+"""
 
 from recurrent_bert.layers.activations import get_activation
 from recurrent_bert.layers.attention import SelfAttention
