@@ -4,8 +4,9 @@ tools/create_pretraining_data writes the records (masking them, or leaving them 
 read-time masking with --dynamic_masking); recurrent_bert.pretrain reads them (and masks
 them itself under --dynamic_masking). The two must agree on the sequence length, the
 masked positions per sequence and NSP, so both take these flags, with the same names,
-defaults and checks, from here; only the help of --use_nsp and --dynamic_masking says
-which end the command is. The recipe's meaning is in recurrent_bert/data/masking.py.
+defaults and checks, from here; only the help says which end the command is (what
+--use_nsp and --dynamic_masking do there; in pretrain the recipe applies under
+--dynamic_masking only). The recipe's meaning is in recurrent_bert/data/masking.py.
 """
 
 from absl import flags
