@@ -1,5 +1,9 @@
 """What every command shares on the command line: the error exit and a readable --help.
 
+`fail(message)` is the one exit for bad user input (one line on stderr, status 2);
+`run_checked(function, ...)` routes a library's ValueError (io_utils.InputError included)
+there.
+
 `run(main, groups)` is `absl.app.run` with a `--help` that lists the command's own flags
 (those defined by this package, its tools and the command itself) in the groups the
 command names (data, model, optimisation, execution, output ...), then any of its own
@@ -12,20 +16,41 @@ training, that nothing was saved.
 
 import sys
 import textwrap
-from typing import Mapping, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence, TypeVar
 
 from absl import app
 from absl import flags
+from absl import logging
 
 FLAGS = flags.FLAGS
 HELP_ARGUMENTS = ("--help", "-help", "-?", "--helpshort", "-helpshort")
 _OWN_MODULE_PREFIXES = ("recurrent_bert", "tools")
+T = TypeVar("T")
 
 
 def fail(message: str) -> None:
   """Bad input: one line on stderr, exit status 2, no work done."""
   print(f"error: {message}", file=sys.stderr)
   sys.exit(2)
+
+
+def run_checked(function: Callable[..., T], *args, **kwargs) -> T:
+  """Calls `function`; the bad input it reports as a ValueError becomes `fail`.
+
+  Args:
+    function: a library call that raises ValueError (io_utils.InputError included) with a
+      message naming the culprit.
+    *args: its positional arguments.
+    **kwargs: its keyword arguments.
+
+  Returns:
+    What `function` returns.
+  """
+  try:
+    return function(*args, **kwargs)
+  except ValueError as e:
+    logging.debug("failed", exc_info=True)
+    fail(str(e))
 
 
 def _own_flag_names() -> list:

@@ -14,11 +14,11 @@ of them is `serving_default` (a pair task's takes both texts; a SQuAD v2.0 model
 """
 
 import os
-import sys
 
 from absl import flags
 
 from recurrent_bert import cli
+from recurrent_bert.flags import vocabulary
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", None, "Fine-tuning/pretraining/converted model dir, "
@@ -27,24 +27,25 @@ flags.DEFINE_string("export_dir", None, "Where the SavedModel goes (replaced ato
 flags.DEFINE_integer("max_seq_length", None, "Longest packed input; longer text is "
                      "truncated. Default: a fine-tuned model's training length, else the "
                      "model's max_position_embeddings (512 without absolute positions).")
-flags.DEFINE_string("vocab_file", None, "vocab.txt; default: the one in the model dir.")
-flags.DEFINE_boolean("do_lower_case", None, "Lower-case and strip accents; default: as "
-                     "recorded in the model dir (tokenizer.json), else true.")
+vocabulary.define_flags(vocab_file_note="default: the one in the model dir",
+                        do_lower_case=None,
+                        do_lower_case_note="default: as recorded in the model dir "
+                        "(tokenizer.json), else true")
 flags.mark_flags_as_required(["model_dir", "export_dir"])
 
 
 def main(argv):
   del argv
   # Heavy imports after flag parsing: a bad flag fails fast.
-  from recurrent_bert.io_utils import InputError  # pylint: disable=g-import-not-at-top
-  from recurrent_bert.serving import ExportError, export_model_dir  # pylint: disable=g-import-not-at-top
-  from recurrent_bert.training.checkpoints import CheckpointNotFoundError  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.io_utils import InputError
+  from recurrent_bert.serving import ExportError
+  from recurrent_bert.serving import export_model_dir
+  from recurrent_bert.training.checkpoints import CheckpointNotFoundError
   try:
     signatures = export_model_dir(FLAGS.model_dir, FLAGS.export_dir, FLAGS.max_seq_length,
                                   FLAGS.vocab_file, FLAGS.do_lower_case)
   except (ExportError, InputError, CheckpointNotFoundError) as e:
-    print(f"error: {e}", file=sys.stderr)  # one line naming the culprit, no traceback
-    sys.exit(2)
+    cli.fail(str(e))  # one line naming the culprit, no traceback
   where = FLAGS.export_dir if "://" in FLAGS.export_dir else os.path.abspath(FLAGS.export_dir)
   print(f"SavedModel written to {where} with signatures:")
   default = signatures.get("serving_default")

@@ -118,13 +118,13 @@ def _task_and_reader(parts):
   """(TaskSpec, split -> SplitData, default predict splits) from the flags."""
   if glue.canonical_task_name(FLAGS.task) == custom_task.TASK_NAME:
     if FLAGS.tfds:
-      run_flags.fail("--task=custom reads --data_dir, not --tfds")
+      cli.fail("--task=custom reads --data_dir, not --tfds")
     labels = FLAGS.label_list
     if layout.is_finetuning_dir(FLAGS.model_dir):
       recorded = list(layout.TaskInfo.read(FLAGS.model_dir).label_names)
       if labels and labels != recorded:
-        run_flags.fail(f"--label_list={','.join(labels)} differs from the labels "
-                       f"{','.join(recorded)} the model in --model_dir was trained with")
+        cli.fail(f"--label_list={','.join(labels)} differs from the labels "
+                 f"{','.join(recorded)} the model in --model_dir was trained with")
       labels = recorded
     spec = custom_task.task_spec(labels or custom_task.infer_label_list(FLAGS.data_dir))
     test_exists = layout.exists(os.path.join(FLAGS.data_dir, "test.tsv"))
@@ -150,7 +150,7 @@ def _task_and_reader(parts):
 
 def main(argv):
   if len(argv) > 1:
-    run_flags.fail(f"unexpected arguments: {argv[1:]}")
+    cli.fail(f"unexpected arguments: {argv[1:]}")
   strategy, is_chief, worker_id = run_flags.make_strategy()
   parts = finetune_flags.resolve_run(worker_id, path_flags=("data_dir", "tfds_data_dir"))
   try:
@@ -170,7 +170,7 @@ def main(argv):
     task.info = dataclasses.replace(task.info, text_pair=any(
         e.text_b is not None for split in needed[FLAGS.mode] for e in task.examples(split)))
   except (InputError, ValueError) as e:
-    run_flags.fail(str(e))
+    cli.fail(str(e))
   results = finetune_flags.run_task(strategy, task, parts, is_chief, worker_id)
   if results:
     print(f"eval results ({FLAGS.model_dir}/{finetuning.EVAL_RESULTS_FILE}):")

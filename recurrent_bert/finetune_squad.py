@@ -115,18 +115,18 @@ class SquadTask(finetuning.FinetuneTask):
 
 def main(argv):
   if len(argv) > 1:
-    run_flags.fail(f"unexpected arguments: {argv[1:]}")
+    cli.fail(f"unexpected arguments: {argv[1:]}")
   if not FLAGS.tfds:
     if FLAGS.mode in ("train", "train_and_eval") and not FLAGS.train_file:
-      run_flags.fail(f"--mode={FLAGS.mode} needs --train_file (or --tfds)")
+      cli.fail(f"--mode={FLAGS.mode} needs --train_file (or --tfds)")
     if FLAGS.mode != "train" and not FLAGS.predict_file:
-      run_flags.fail(f"--mode={FLAGS.mode} needs --predict_file (or --tfds)")
+      cli.fail(f"--mode={FLAGS.mode} needs --predict_file (or --tfds)")
   strategy, is_chief, worker_id = run_flags.make_strategy()
   parts = finetune_flags.resolve_run(
       worker_id, path_flags=("train_file", "predict_file", "tfds_data_dir"))
   if FLAGS.max_query_length + 4 > FLAGS.max_seq_length:
-    run_flags.fail(f"--max_query_length={FLAGS.max_query_length} leaves no room for "
-                   f"the context in --max_seq_length={FLAGS.max_seq_length}")
+    cli.fail(f"--max_query_length={FLAGS.max_query_length} leaves no room for "
+             f"the context in --max_seq_length={FLAGS.max_seq_length}")
   files = {split: path for split, path in (("train", FLAGS.train_file),
                                            ("dev", FLAGS.predict_file)) if path}
   try:
@@ -141,7 +141,7 @@ def main(argv):
         [] if FLAGS.mode == "train" else ["dev"]):
       task.feature_cache(split)
   except (InputError, ValueError) as e:
-    run_flags.fail(str(e))
+    cli.fail(str(e))
   results = finetune_flags.run_task(strategy, task, parts, is_chief, worker_id)
   if results:
     print(f"eval results ({FLAGS.model_dir}/{finetuning.EVAL_RESULTS_FILE}): " +

@@ -10,7 +10,6 @@ import gc
 import time
 
 import numpy as np
-from absl import app
 from absl import flags
 
 from recurrent_bert import cli
@@ -28,7 +27,7 @@ def _validate():
                                ("--families", FLAGS.families, config_lib.FAMILIES)):
     unknown = sorted(set(given) - set(allowed))
     if unknown:
-      raise app.UsageError(f"{flag}: unknown {unknown}; choose from {sorted(allowed)}")
+      cli.fail(f"{flag}: unknown {unknown}; choose from {sorted(allowed)}")
 
 
 def main(argv):

@@ -13,7 +13,6 @@ import json
 import os
 import sys
 
-from absl import app
 from absl import flags
 
 from recurrent_bert import cli
@@ -57,14 +56,14 @@ def write_preset_files(directory):
 
 def main(argv):
   if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    cli.fail(f"unexpected arguments: {argv[1:]}")
   if FLAGS.write_configs:
     n = write_preset_files(FLAGS.write_configs)
     print(f"wrote {n} presets to {FLAGS.write_configs}", file=sys.stderr)
     return
   chosen = [FLAGS.all, FLAGS.preset is not None, FLAGS.config is not None]
   if sum(chosen) != 1:
-    raise app.UsageError("give exactly one of --preset, --config or --all")
+    cli.fail("give exactly one of --preset, --config or --all")
   try:
     if FLAGS.all:
       targets = sorted(config_lib.PRESETS.items())
@@ -74,7 +73,7 @@ def main(argv):
       targets = [(FLAGS.config, config_lib.ModelConfig.from_file(FLAGS.config))]
   except config_lib.ConfigError as e:
     flag = "--preset" if FLAGS.preset else "--config"
-    raise app.UsageError(f"{flag}: {e}")
+    cli.fail(f"{flag}: {e}")
   for name, model_config in targets:
     print(json.dumps(summarize(name, model_config, FLAGS.layers)), flush=True)
 

@@ -24,21 +24,19 @@ from absl import flags
 from absl import logging
 
 from recurrent_bert import cli
-from tools import _flag_utils
+from recurrent_bert.flags import corpus
+from recurrent_bert.flags import vocabulary
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("input_files", None,
-                  "Text files or globs (comma-separated); `builtin` = the built-in corpus.")
+corpus.define_flags()
+vocabulary.define_flags(vocab_file_note=None)
 flags.DEFINE_string("output_file", None, "Where to write vocab.txt (atomically).")
 flags.DEFINE_integer("vocab_size", 30522, "Number of tokens in the vocabulary.")
-flags.DEFINE_boolean("do_lower_case", True, "Lower-case and strip accents (uncased model).")
 flags.DEFINE_integer("max_lines", 0, "Read at most this many lines (0 = all).")
 flags.DEFINE_integer("max_unique_chars", 1000, "Alphabet size cap for the learner.")
 flags.DEFINE_integer("max_token_length", 50, "Longer words are not counted.")
 flags.DEFINE_integer("min_count", 1, "Lower bound of the learner's frequency threshold.")
-flags.DEFINE_string("cache_dir", None, "Where `builtin` is built (default ~/.cache/recurrent_bert).")
-flags.DEFINE_integer("builtin_max_bytes", 0, "Cap of the built-in corpus size (0 = all).")
-flags.mark_flags_as_required(["input_files", "output_file"])
+flags.mark_flag_as_required("output_file")
 flags.register_validator("vocab_size", lambda v: v >= 100, "--vocab_size must be >= 100")
 
 
@@ -102,18 +100,15 @@ def learn_vocab(counts, vocab_size, max_unique_chars=1000, max_token_length=50, 
 
 def main(argv):
   del argv
-  from recurrent_bert.data import builtin_corpus  # pylint: disable=g-import-not-at-top
-  from recurrent_bert import io_utils  # pylint: disable=g-import-not-at-top
+  from recurrent_bert import io_utils
 
-  files = _flag_utils.run_checked(
-      builtin_corpus.resolve_input_files, FLAGS.input_files, "input_files", FLAGS.cache_dir,
-      FLAGS.builtin_max_bytes or None)
+  files = cli.run_checked(corpus.input_files)
   output_dir = os.path.dirname(os.path.abspath(FLAGS.output_file))
   if os.path.exists(output_dir) and not os.access(output_dir, os.W_OK):
-    _flag_utils.fail(f"--output_file: directory {output_dir!r} is not writable")
-  counts = _flag_utils.run_checked(count_words, files, FLAGS.do_lower_case, FLAGS.max_lines)
+    cli.fail(f"--output_file: directory {output_dir!r} is not writable")
+  counts = cli.run_checked(count_words, files, FLAGS.do_lower_case, FLAGS.max_lines)
   if not counts:
-    _flag_utils.fail("--input_files: no words in " + ", ".join(files))
+    cli.fail("--input_files: no words in " + ", ".join(files))
   logging.info("%d distinct words, %d in total", len(counts), sum(counts.values()))
   vocab = learn_vocab(counts, FLAGS.vocab_size, FLAGS.max_unique_chars,
                       FLAGS.max_token_length, FLAGS.min_count)

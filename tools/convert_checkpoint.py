@@ -45,29 +45,24 @@ from absl import flags  # noqa: E402
 
 from recurrent_bert import cli  # noqa: E402
 from recurrent_bert import model_dir as model_dir_layout  # noqa: E402
-from tools import _flag_utils  # noqa: E402
+from recurrent_bert.flags import vocabulary  # noqa: E402
 
 FLAGS = flags.FLAGS
-
-
-def define_flags():
-  """Defined when run, not on import: tests import the library functions below alongside
-  other entry points whose flag names (e.g. --vocab_file) would collide."""
-  flags.DEFINE_enum("source", None, ["tf1", "hf", "keras_hub"], "Kind of checkpoint.")
-  flags.DEFINE_string("input", None, "tf1: checkpoint prefix; hf: .safetensors file or its "
-                      "dir; keras_hub: preset dir.")
-  flags.DEFINE_string("output_dir", None, "The model dir to write.")
-  flags.DEFINE_string("bert_config_file", None, "tf1: bert_config.json; hf: config.json "
-                      "(default: beside --input).")
-  flags.DEFINE_string("vocab_file", None, "vocab.txt (default: the source's, if any).")
-  flags.DEFINE_boolean("do_lower_case", None, "Record the casing for export (default: the "
-                       "source's, if it says).")
-  flags.DEFINE_string("target_config", None, "Warm start: a preset name or ModelConfig JSON "
-                      "of any family (sizes as the source). Weights it shares with BERT are "
-                      "copied, the rest stay freshly initialised.")
-  flags.DEFINE_integer("seed", 0, "Seeds the fresh initialisation of new weights.")
-  flags.DEFINE_boolean("overwrite", False, "Replace an existing --output_dir.")
-  flags.mark_flags_as_required(["source", "input", "output_dir"])
+flags.DEFINE_enum("source", None, ["tf1", "hf", "keras_hub"], "Kind of checkpoint.")
+flags.DEFINE_string("input", None, "tf1: checkpoint prefix; hf: .safetensors file or its "
+                    "dir; keras_hub: preset dir.")
+flags.DEFINE_string("output_dir", None, "The model dir to write.")
+flags.DEFINE_string("bert_config_file", None, "tf1: bert_config.json; hf: config.json "
+                    "(default: beside --input).")
+vocabulary.define_flags(vocab_file_note="default: the source's, if any", do_lower_case=None,
+                        do_lower_case_note="the casing recorded for export; default: the "
+                        "source's, if it says")
+flags.DEFINE_string("target_config", None, "Warm start: a preset name or ModelConfig JSON "
+                    "of any family (sizes as the source). Weights it shares with BERT are "
+                    "copied, the rest stay freshly initialised.")
+flags.DEFINE_integer("seed", 0, "Seeds the fresh initialisation of new weights.")
+flags.DEFINE_boolean("overwrite", False, "Replace an existing --output_dir.")
+flags.mark_flags_as_required(["source", "input", "output_dir"])
 
 
 REPORT_FILE = model_dir_layout.CONVERSION_REPORT_FILE
@@ -169,7 +164,7 @@ def main(argv):
   import keras  # pylint: disable=g-import-not-at-top
   keras.utils.set_random_seed(FLAGS.seed)
   # Mapping, config and input errors are ValueErrors: one line naming the culprit, exit 2.
-  report = _flag_utils.run_checked(
+  report = cli.run_checked(
       convert_checkpoint, FLAGS.source, FLAGS.input, FLAGS.output_dir,
       FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
       FLAGS.target_config, FLAGS.overwrite)
@@ -179,5 +174,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  define_flags()
   cli.run(main)

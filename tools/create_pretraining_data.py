@@ -30,35 +30,23 @@ if __package__ in (None, ""):  # run as `python tools/NAME.py`: make `tools` imp
 from absl import flags
 
 from recurrent_bert import cli
-from tools import _flag_utils
+from recurrent_bert.flags import corpus
+from recurrent_bert.flags import masking
+from recurrent_bert.flags import vocabulary
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("input_files", None,
-                  "Input text files or globs, comma-separated; `builtin` = built-in corpus.")
+corpus.define_flags()
+vocabulary.define_flags()
+masking.define_flags(reads_records=False)
 flags.DEFINE_string("output_dir", None,
                     "Directory for the shards (pretraining-SSSSS-of-NNNNN.tfrecord) and "
                     "stats.json, replaced as a unit: built beside it, swapped in at the end; "
                     "a folder holding other files is refused. Exclusive with --output_files.")
 flags.DEFINE_list("output_files", None,
                   "Explicit shard paths (one shard each); stats.json goes next to the first.")
-flags.DEFINE_string("vocab_file", None, "vocab.txt (ours or google-research/bert's).")
-flags.DEFINE_boolean("do_lower_case", True, "Lower-case and strip accents.")
-flags.DEFINE_integer("max_seq_length", 128, "Tokens per sequence, [CLS]/[SEP] included.")
-flags.DEFINE_integer("max_predictions_per_seq", 20, "Cap of masked positions per sequence.")
-flags.DEFINE_float("masked_lm_prob", 0.15, "Fraction of tokens to mask.")
-flags.DEFINE_float("mask_token_prob", 0.8, "Chosen positions replaced by [MASK].")
-flags.DEFINE_float("random_token_prob", 0.1,
-                   "Chosen positions replaced by a random token (the rest stay unchanged).")
 flags.DEFINE_integer("dupe_factor", 10, "Passes over the input, each with fresh masks.")
 flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter target length.")
 flags.DEFINE_integer("random_seed", 12345, "Seed; output is a function of it and the shards.")
-flags.DEFINE_boolean("do_whole_word_mask", False, "Mask all pieces of a word together.")
-flags.DEFINE_boolean("use_nsp", True,
-                     "Sentence pairs with NSP labels; --nouse_nsp packs one segment of "
-                     "consecutive text per sequence (SwishRNN recipe).")
-flags.DEFINE_boolean("dynamic_masking", False,
-                     "Write unmasked records (input_ids, input_mask, segment_ids, "
-                     "next_sentence_labels) to be masked at read time.")
 flags.DEFINE_enum("runner", "local", ["local", "beam"],
                   "local: this process and --num_workers worker processes; beam: an Apache "
                   "Beam pipeline (recurrent_bert/data/beam_pipeline.py), same records, on "
@@ -71,42 +59,47 @@ flags.DEFINE_integer("num_output_shards", 1, "Number of TFRecord shards (with --
 flags.DEFINE_integer("chunk_bytes", 1 << 20,
                      "Text per unit of work; the random-next pool is one chunk. Part of "
                      "the determinism key, like the seed.")
-flags.DEFINE_string("cache_dir", None, "Where `builtin` is built (default ~/.cache/recurrent_bert).")
-flags.DEFINE_integer("builtin_max_bytes", 0, "Cap of the built-in corpus size (0 = all).")
 flags.DEFINE_boolean("progress", True, "Show a progress bar.")
-flags.mark_flags_as_required(["input_files", "vocab_file"])
+flags.mark_flag_as_required("vocab_file")
 
-for _name in ("max_seq_length", "max_predictions_per_seq", "dupe_factor", "num_workers",
-              "num_output_shards", "chunk_bytes"):
+for _name in ("dupe_factor", "num_workers", "num_output_shards", "chunk_bytes"):
   flags.register_validator(_name, lambda v: v is not None and v >= 1,
                            f"--{_name} must be >= 1")
-for _name in ("masked_lm_prob", "mask_token_prob", "random_token_prob", "short_seq_prob"):
-  flags.register_validator(_name, lambda v: 0.0 <= v <= 1.0, f"--{_name} must be in [0, 1]")
+flags.register_validator("short_seq_prob", lambda v: 0.0 <= v <= 1.0,
+                         "--short_seq_prob must be in [0, 1]")
 flags.register_multi_flags_validator(
     ["output_dir", "output_files"], lambda f: bool(f["output_dir"]) != bool(f["output_files"]),
     "give exactly one of --output_dir and --output_files")
 flags.register_multi_flags_validator(
     ["runner", "output_dir"], lambda f: f["runner"] == "local" or bool(f["output_dir"]),
     "--runner=beam writes --output_dir (shards named by Beam), not --output_files")
-flags.register_multi_flags_validator(
-    ["mask_token_prob", "random_token_prob"],
-    lambda f: f["mask_token_prob"] + f["random_token_prob"] <= 1.0 + 1e-9,
-    "--mask_token_prob + --random_token_prob must be <= 1")
-flags.register_multi_flags_validator(
-    ["max_seq_length", "max_predictions_per_seq"],
-    lambda f: f["max_predictions_per_seq"] <= f["max_seq_length"],
-    "--max_predictions_per_seq must be <= --max_seq_length")
 
 
 def shard_paths(output_dir: str, num_shards: int):
-  from recurrent_bert.data import pretraining_data  # pylint: disable=g-import-not-at-top
+  """The shard files of --output_dir, as the generator names them.
+
+  Args:
+    output_dir: the output folder.
+    num_shards: how many shards.
+
+  Returns:
+    Their paths.
+  """
+  from recurrent_bert.data import pretraining_data
   return [os.path.join(output_dir, n) for n in pretraining_data.shard_names(num_shards)]
 
 
 def options_from_flags():
-  """Builds GeneratorOptions from FLAGS, checking files before any work."""
-  from recurrent_bert.data import builtin_corpus, vocab  # pylint: disable=g-import-not-at-top
-  from recurrent_bert.data.pretraining_data import GeneratorOptions, MaskingConfig  # pylint: disable=g-import-not-at-top
+  """The generator's options from the flags, checking the files before any work.
+
+  Returns:
+    A `data.pretraining_data.GeneratorOptions`.
+
+  Raises:
+    ValueError: bad input (io_utils.InputError: a file), named.
+  """
+  from recurrent_bert.data import vocab
+  from recurrent_bert.data.pretraining_data import GeneratorOptions
 
   beam = FLAGS.runner == "beam"
   if not beam:  # the Beam pipeline checks the vocabulary itself, gs:// paths included
@@ -118,16 +111,10 @@ def options_from_flags():
     for path in outputs:
       os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   stats_file = os.path.join(os.path.dirname(os.path.abspath(outputs[0])), "stats.json")
-  input_files = builtin_corpus.resolve_input_files(
-      FLAGS.input_files, "input_files", FLAGS.cache_dir, FLAGS.builtin_max_bytes or None)
   options = GeneratorOptions(
-      input_files=input_files, output_files=outputs, vocab_file=FLAGS.vocab_file,
+      input_files=corpus.input_files(), output_files=outputs, vocab_file=FLAGS.vocab_file,
       do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length,
-      masking=MaskingConfig(
-          max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-          masked_lm_prob=FLAGS.masked_lm_prob, mask_token_prob=FLAGS.mask_token_prob,
-          random_token_prob=FLAGS.random_token_prob,
-          whole_word_mask=FLAGS.do_whole_word_mask),
+      masking=masking.masking_config(),
       dupe_factor=FLAGS.dupe_factor, short_seq_prob=FLAGS.short_seq_prob,
       random_seed=FLAGS.random_seed, use_nsp=FLAGS.use_nsp,
       dynamic_masking=FLAGS.dynamic_masking, num_workers=FLAGS.num_workers,
@@ -139,16 +126,16 @@ def options_from_flags():
 
 def main(argv):
   pipeline_args = argv[1:]  # after `--`: Beam pipeline options
-  from recurrent_bert.data import pretraining_data  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.data import pretraining_data
 
   if FLAGS.runner == "beam":
     run_beam(pipeline_args)
     return
   if pipeline_args:
-    _flag_utils.fail(f"unexpected arguments {' '.join(pipeline_args)}: only --runner=beam "
-                     "takes extra arguments (Beam pipeline options, after `--`)")
-  options = _flag_utils.run_checked(options_from_flags)
-  stats = _flag_utils.run_checked(pretraining_data.create_pretraining_data, options)
+    cli.fail(f"unexpected arguments {' '.join(pipeline_args)}: only --runner=beam "
+             "takes extra arguments (Beam pipeline options, after `--`)")
+  options = cli.run_checked(options_from_flags)
+  stats = cli.run_checked(pretraining_data.create_pretraining_data, options)
   print(pretraining_data.format_stats(stats), file=sys.stderr)
   print(f"wrote {len(options.output_files)} shard(s) and {options.stats_file}",
         file=sys.stderr)
@@ -156,14 +143,14 @@ def main(argv):
 
 def run_beam(pipeline_args):
   """--runner=beam: the same generator as a Beam pipeline on --beam_runner."""
-  from recurrent_bert.data import pretraining_data  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.data import pretraining_data
   try:  # Beam is an extra: say how to get it before any work
-    from recurrent_bert.data import beam_pipeline  # pylint: disable=g-import-not-at-top
+    from recurrent_bert.data import beam_pipeline
   except ImportError as e:
-    _flag_utils.fail(str(e))
+    cli.fail(str(e))
 
-  options = _flag_utils.run_checked(options_from_flags)
-  stats = _flag_utils.run_checked(
+  options = cli.run_checked(options_from_flags)
+  stats = cli.run_checked(
       beam_pipeline.create_pretraining_data_beam, options, FLAGS.output_dir,
       FLAGS.num_output_shards, FLAGS.beam_runner, pipeline_args)
   print(pretraining_data.format_stats(stats), file=sys.stderr)

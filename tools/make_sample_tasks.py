@@ -4,7 +4,7 @@ r"""Writes small generated fine-tuning tasks in the official formats (no downloa
 
 gives `rte/` (GLUE RTE TSVs: finetune_glue --task=rte --data_dir=.../rte) and `squad/`
 (SQuAD v1.1 JSON: finetune_squad --train_file=.../squad/train-v1.1.json
---predict_file=.../squad/dev-v1.1.json). What they contain: recurrent_bert/data/sample_tasks.py.
+--predict_file=.../squad/dev-v1.1.json). What they contain: recurrent_bert/tasks/sample_tasks.py.
 """
 
 import os
@@ -29,9 +29,8 @@ flags.register_validator("num_dev", lambda v: v >= 1, "--num_dev must be >= 1")
 
 def main(argv):
   if len(argv) > 1:
-    print(f"error: unexpected arguments: {argv[1:]}", file=sys.stderr)
-    sys.exit(2)
-  from recurrent_bert.tasks import sample_tasks  # pylint: disable=g-import-not-at-top
+    cli.fail(f"unexpected arguments: {argv[1:]}")
+  from recurrent_bert.tasks import sample_tasks
   rte = sample_tasks.write_rte_folder(os.path.join(FLAGS.output_dir, "rte"),
                                       FLAGS.num_train, FLAGS.num_dev, seed=FLAGS.seed)
   squad = sample_tasks.write_squad_files(os.path.join(FLAGS.output_dir, "squad"),

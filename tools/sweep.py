@@ -67,7 +67,6 @@ from recurrent_bert import cli
 from recurrent_bert import config
 from recurrent_bert import model_dir as layout
 from recurrent_bert import io_utils
-from tools import _flag_utils
 
 FLAGS = flags.FLAGS
 
@@ -760,30 +759,28 @@ class Sweep:
 
 def main(argv):
   if len(argv) > 1:
-    _flag_utils.fail(f"unexpected arguments: {argv[1:]}")
+    cli.fail(f"unexpected arguments: {argv[1:]}")
   if FLAGS.parallel < 1:
-    _flag_utils.fail(f"--parallel={FLAGS.parallel}: must be >= 1")
+    cli.fail(f"--parallel={FLAGS.parallel}: must be >= 1")
   if FLAGS.log_tail_lines < 0:
-    _flag_utils.fail(f"--log_tail_lines={FLAGS.log_tail_lines}: must be >= 0")
-  models = _flag_utils.run_checked(parse_models, FLAGS.models)
-  tasks = _flag_utils.run_checked(parse_tasks, FLAGS.tasks)
-  learning_rates = _flag_utils.run_checked(parse_numbers, FLAGS.learning_rates,
-                                           "learning_rates", float)
-  seeds = _flag_utils.run_checked(parse_numbers, FLAGS.seeds, "seeds", int)
-  entry_flags = _flag_utils.run_checked(parse_pass_through, FLAGS.entry_flags, "entry_flags")
+    cli.fail(f"--log_tail_lines={FLAGS.log_tail_lines}: must be >= 0")
+  models = cli.run_checked(parse_models, FLAGS.models)
+  tasks = cli.run_checked(parse_tasks, FLAGS.tasks)
+  learning_rates = cli.run_checked(parse_numbers, FLAGS.learning_rates,
+                                   "learning_rates", float)
+  seeds = cli.run_checked(parse_numbers, FLAGS.seeds, "seeds", int)
+  entry_flags = cli.run_checked(parse_pass_through, FLAGS.entry_flags, "entry_flags")
   module_flags = {
-      GLUE_MODULE: _flag_utils.run_checked(parse_pass_through, FLAGS.glue_flags,
-                                           "glue_flags"),
-      SQUAD_MODULE: _flag_utils.run_checked(parse_pass_through, FLAGS.squad_flags,
-                                            "squad_flags")}
+      GLUE_MODULE: cli.run_checked(parse_pass_through, FLAGS.glue_flags, "glue_flags"),
+      SQUAD_MODULE: cli.run_checked(parse_pass_through, FLAGS.squad_flags, "squad_flags")}
   entry_flagfile = None
   if FLAGS.entry_flagfile:
     if not os.path.isfile(FLAGS.entry_flagfile):
-      _flag_utils.fail(f"--entry_flagfile: {FLAGS.entry_flagfile!r} does not exist")
+      cli.fail(f"--entry_flagfile: {FLAGS.entry_flagfile!r} does not exist")
     entry_flagfile = os.path.abspath(FLAGS.entry_flagfile)
   output_dir = os.path.abspath(FLAGS.output_dir)
   if os.path.exists(output_dir) and not os.path.isdir(output_dir):
-    _flag_utils.fail(f"--output_dir: {output_dir!r} is not a directory")
+    cli.fail(f"--output_dir: {output_dir!r} is not a directory")
   runs = build_runs(models, tasks, learning_rates, seeds, output_dir, entry_flags,
                     module_flags, entry_flagfile)
   if FLAGS.dry_run:
@@ -792,7 +789,7 @@ def main(argv):
     return
   os.makedirs(output_dir, exist_ok=True)
   if not os.access(output_dir, os.W_OK):
-    _flag_utils.fail(f"--output_dir: {output_dir!r} is not writable")
+    cli.fail(f"--output_dir: {output_dir!r} is not writable")
 
   def on_sigterm(signum, frame):
     del signum, frame

@@ -17,11 +17,10 @@ if __package__ in (None, ""):  # run as `python tools/NAME.py`: make `tools` imp
 from absl import flags
 
 from recurrent_bert import cli
-from tools import _flag_utils
+from recurrent_bert.flags import vocabulary
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("vocab_file", None, "vocab.txt (ours or google-research/bert's).")
-flags.DEFINE_boolean("do_lower_case", True, "Lower-case and strip accents.")
+vocabulary.define_flags()
 flags.DEFINE_string("input_file", None, "UTF-8 text, one string per line; `builtin` allowed.")
 flags.DEFINE_string("output_file", None, "JSON lines output, written atomically.")
 flags.DEFINE_enum("output", "pieces", ["pieces", "ids"], "Write piece strings or ids.")
@@ -59,14 +58,15 @@ def tokenize_file(tokenizer, input_file, output_file, output="pieces", batch_siz
 
 def main(argv):
   del argv
-  from recurrent_bert.data import builtin_corpus, tokenization  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.data import builtin_corpus
+  from recurrent_bert.data import tokenization
 
-  [input_file] = _flag_utils.run_checked(builtin_corpus.resolve_input_files,
-                                         [FLAGS.input_file], "input_file")
-  tokenizer = _flag_utils.run_checked(tokenization.BertWordpieceTokenizer, FLAGS.vocab_file,
-                                      FLAGS.do_lower_case)
-  _flag_utils.run_checked(tokenize_file, tokenizer, input_file, FLAGS.output_file,
-                          FLAGS.output, FLAGS.batch_size)
+  [input_file] = cli.run_checked(builtin_corpus.resolve_input_files, [FLAGS.input_file],
+                                 "input_file")
+  tokenizer = cli.run_checked(tokenization.BertWordpieceTokenizer, FLAGS.vocab_file,
+                              FLAGS.do_lower_case)
+  cli.run_checked(tokenize_file, tokenizer, input_file, FLAGS.output_file, FLAGS.output,
+                  FLAGS.batch_size)
 
 
 if __name__ == "__main__":

@@ -9,10 +9,8 @@ sentence per line, a blank line between documents.
 
 The output depends only on the files installed (walked in sorted order) and the options, so
 it is deterministic for a given environment. `--input_files=builtin` in the data tools means
-this corpus, built once into a cache directory (atomically) and reused.
-
-Command line:
-  python -m recurrent_bert.data.builtin_corpus --output_file=corpus.txt [--max_bytes=N]
+this corpus, built once into a cache directory (atomically) and reused; `python -m
+tools.builtin_corpus --output_file=corpus.txt` writes it to a file of your choice.
 """
 
 import ast
@@ -262,21 +260,3 @@ def resolve_input_files(patterns: Sequence[str], flag_name: str = "input_files",
     raise io_utils.InputError(f"--{flag_name}: no input files given")
   return files
 
-
-def main(argv):
-  del argv
-  from absl import flags  # pylint: disable=g-import-not-at-top
-  stats = write_corpus(flags.FLAGS.output_file, max_bytes=flags.FLAGS.max_bytes or None,
-                       max_documents=flags.FLAGS.max_documents or None)
-  print(f"wrote {flags.FLAGS.output_file}: {stats['documents']:,} documents, "
-        f"{stats['sentences']:,} sentences, {stats['bytes'] / 1e6:.1f} MB")
-
-
-if __name__ == "__main__":
-  from absl import flags  # pylint: disable=g-import-not-at-top
-  from recurrent_bert import cli  # pylint: disable=g-import-not-at-top
-  flags.DEFINE_string("output_file", None, "Where to write the corpus (atomically).")
-  flags.DEFINE_integer("max_bytes", 0, "Stop after about this many bytes (0 = all).")
-  flags.DEFINE_integer("max_documents", 0, "Stop after this many documents (0 = all).")
-  flags.mark_flag_as_required("output_file")
-  cli.run(main)

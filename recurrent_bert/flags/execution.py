@@ -1,5 +1,8 @@
-"""Flags and helpers every training entry point shares: execution (strategy, precision,
-XLA) and the one-line error exit for bad input."""
+"""The execution flags every training command shares: strategy, precision, XLA, --run_dir.
+
+`define_flags()` defines them; `make_strategy()` builds the tf.distribute strategy they
+name and `apply_run_dir()` anchors the command's relative paths at --run_dir.
+"""
 
 import os
 from typing import Sequence
@@ -10,17 +13,14 @@ from recurrent_bert import cli
 
 FLAGS = flags.FLAGS
 
-
-fail = cli.fail
-
-
 # --help group of the execution flags (see recurrent_bert/cli.py).
 EXECUTION_HELP = ("distribution_strategy", "num_cpu_devices", "tpu", "mixed_precision",
                   "jit_compile")
 
 
-def define_execution_flags() -> None:
-  """--mixed_precision, --jit_compile, --distribution_strategy, --tpu, --num_cpu_devices."""
+def define_flags() -> None:
+  """--mixed_precision, --jit_compile, --distribution_strategy, --tpu, --num_cpu_devices
+  and --run_dir."""
   flags.DEFINE_enum("mixed_precision", "float32",
                     ["float32", "mixed_bfloat16", "mixed_float16"],
                     "Compute dtype policy; mixed_float16 adds dynamic loss scaling.")
@@ -38,31 +38,30 @@ def define_execution_flags() -> None:
       ["distribution_strategy", "tpu"],
       lambda f: f["distribution_strategy"] != "tpu" or f["tpu"],
       "--distribution_strategy=tpu needs --tpu")
-
-
-def make_strategy():
-  """(strategy, is_chief, worker_id) from the execution flags.
-
-  Call before any other TensorFlow op: logical CPU devices and MultiWorkerMirrored's
-  collectives must be configured at start-up.
-  """
-  from recurrent_bert.training import distribution  # pylint: disable=g-import-not-at-top
-  distribution.configure_cpu_devices(FLAGS.num_cpu_devices)
-  try:
-    strategy = distribution.get_distribution_strategy(
-        FLAGS.distribution_strategy, FLAGS.tpu, FLAGS.num_cpu_devices)
-  except ValueError as e:
-    fail(str(e))
-  return strategy, distribution.is_chief(strategy), distribution.worker_id(strategy)
-
-
-def define_run_dir_flag() -> None:
-  """--run_dir: the one folder a flagfile's relative paths live in."""
   flags.DEFINE_string(
       "run_dir", None,
       "Folder that relative paths in the other path flags (data, vocabulary, model "
       "dirs, checkpoints) are taken from; default: the working directory. Flagfiles "
       "name their run folder here once.")
+
+
+def make_strategy():
+  """The strategy the execution flags name.
+
+  Call before any other TensorFlow op: logical CPU devices and MultiWorkerMirrored's
+  collectives must be configured at start-up.
+
+  Returns:
+    (strategy: tf.distribute.Strategy, is_chief: bool, worker_id: int).
+  """
+  from recurrent_bert.training import distribution
+  distribution.configure_cpu_devices(FLAGS.num_cpu_devices)
+  try:
+    strategy = distribution.get_distribution_strategy(
+        FLAGS.distribution_strategy, FLAGS.tpu, FLAGS.num_cpu_devices)
+  except ValueError as e:
+    cli.fail(str(e))
+  return strategy, distribution.is_chief(strategy), distribution.worker_id(strategy)
 
 
 def _under(run_dir: str, path: str) -> str:
@@ -72,7 +71,11 @@ def _under(run_dir: str, path: str) -> str:
 
 
 def apply_run_dir(path_flags: Sequence[str]) -> None:
-  """Joins --run_dir before every relative value of `path_flags` (lists item by item)."""
+  """Joins --run_dir before every relative value of `path_flags` (lists item by item).
+
+  Args:
+    path_flags: names of the command's path flags.
+  """
   run_dir = FLAGS.run_dir
   if not run_dir:
     return

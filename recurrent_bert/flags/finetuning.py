@@ -19,7 +19,7 @@ from absl import flags
 from recurrent_bert import model_dir as layout
 from recurrent_bert.flags import optimization as optimizer_flags
 from recurrent_bert.flags import execution as run_flags
-from recurrent_bert.flags.execution import fail
+from recurrent_bert.cli import fail
 
 FLAGS = flags.FLAGS
 
@@ -50,8 +50,8 @@ def define_flags(*, learning_rate: float, train_batch_size: int, max_seq_length:
   flags.DEFINE_integer("eval_batch_size", 32, "Global evaluation batch.")
   flags.DEFINE_float("num_train_epochs", num_train_epochs, "Epochs (unless max steps).")
   flags.DEFINE_integer("max_train_steps", None, "Training steps; overrides epochs.")
-  optimizer_flags.define_optimizer_flags(learning_rate=learning_rate, warmup_steps=None,
-                                         warmup_proportion=0.1)
+  optimizer_flags.define_flags(learning_rate=learning_rate, warmup_steps=None,
+                               warmup_proportion=0.1)
   flags.DEFINE_integer("seed", 0, "Seeds the head's weights, dropout and data order.")
   flags.DEFINE_integer("shuffle_buffer_size", 100000, "Training examples shuffled together.")
   flags.DEFINE_integer("eval_every_steps", 0,
@@ -61,8 +61,7 @@ def define_flags(*, learning_rate: float, train_batch_size: int, max_seq_length:
   flags.DEFINE_integer("keep_checkpoint_max", 2, "Training checkpoints kept.")
   flags.DEFINE_integer("log_steps", 100, "Progress line every N steps.")
   flags.DEFINE_integer("steps_per_loop", 100, "Steps per tf.function call.")
-  run_flags.define_execution_flags()
-  run_flags.define_run_dir_flag()
+  run_flags.define_flags()
   flags.mark_flags_as_required(["model_dir"])
   for name in ("max_seq_length", "train_batch_size", "eval_batch_size",
                "save_checkpoints_steps", "keep_checkpoint_max", "log_steps",

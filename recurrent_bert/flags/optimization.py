@@ -11,7 +11,7 @@ from typing import Optional
 
 from absl import flags
 
-from recurrent_bert.flags.execution import fail
+from recurrent_bert import cli
 
 FLAGS = flags.FLAGS
 
@@ -28,9 +28,9 @@ OPTIMIZATION_HELP = ("train_batch_size", "eval_batch_size", "num_train_steps",
                      "adam_beta1", "adam_beta2", "adam_epsilon", "clip_norm")
 
 
-def define_optimizer_flags(*, learning_rate: float, warmup_steps: Optional[int],
-                           warmup_proportion: Optional[float] = None,
-                           adam_beta2: float = 0.999) -> None:
+def define_flags(*, learning_rate: float, warmup_steps: Optional[int],
+                 warmup_proportion: Optional[float] = None,
+                 adam_beta2: float = 0.999) -> None:
   """Defines --optimizer, the schedule, the optimizer's hyperparameters, --clip_norm and
   --gradient_accumulation_steps.
 
@@ -88,18 +88,21 @@ def check_optimizer_flags(num_replicas: int) -> None:
   """
   steps = FLAGS.gradient_accumulation_steps
   if steps < 1:
-    fail(f"--gradient_accumulation_steps={steps} must be >= 1")
+    cli.fail(f"--gradient_accumulation_steps={steps} must be >= 1")
   if FLAGS.decay_power <= 0:
-    fail(f"--decay_power={FLAGS.decay_power} must be > 0")
+    cli.fail(f"--decay_power={FLAGS.decay_power} must be > 0")
   if FLAGS.train_batch_size % (steps * num_replicas):
-    fail(f"--train_batch_size={FLAGS.train_batch_size} must divide by "
-         f"--gradient_accumulation_steps={steps} x {num_replicas} replica(s) of "
-         f"--distribution_strategy={FLAGS.distribution_strategy}")
+    cli.fail(f"--train_batch_size={FLAGS.train_batch_size} must divide by "
+             f"--gradient_accumulation_steps={steps} x {num_replicas} replica(s) of "
+             f"--distribution_strategy={FLAGS.distribution_strategy}")
 
 
 def optimizer_kwargs() -> dict:
-  """The keyword arguments of `optimization.create_optimizer` the flags set (all but
-  the variables, the step counts and loss scaling)."""
+  """What the flags set of `optimization.create_optimizer`.
+
+  Returns:
+    Its keyword arguments but the variables, the step counts and loss scaling.
+  """
   return dict(optimizer=FLAGS.optimizer, learning_rate=FLAGS.learning_rate,
               decay_schedule=FLAGS.decay_schedule, decay_power=FLAGS.decay_power,
               end_learning_rate=FLAGS.end_learning_rate, weight_decay=FLAGS.weight_decay,

@@ -1,0 +1,154 @@
+"""The flags of recurrent_bert.pretrain, and the checked model and data settings they give.
+
+`define_flags()` defines pretraining's own flags (model, input records, output) and the
+shared groups it uses: the records' layout and masking (flags/masking.py), the
+vocabulary, optimisation and execution. `model_config()` and `data_config()` turn the
+parsed flags into the ModelConfig and PretrainingDataConfig, refusing bad input with
+one line (`cli.fail`) before any model is built.
+"""
+
+import os
+
+from absl import flags
+
+from recurrent_bert import cli
+from recurrent_bert import model_dir as layout
+from recurrent_bert.flags import execution
+from recurrent_bert.flags import masking
+from recurrent_bert.flags import optimization
+from recurrent_bert.flags import vocabulary
+
+FLAGS = flags.FLAGS
+
+HELP_GROUPS = {
+    "data": ("run_dir", "input_files", "vocab_file", "do_lower_case", "max_seq_length",
+             "max_predictions_per_seq", "use_nsp", "dynamic_masking", "masked_lm_prob",
+             "mask_token_prob", "random_token_prob", "do_whole_word_mask",
+             "shuffle_buffer_size"),
+    "model": ("model_config", "vocab_size", "init_checkpoint"),
+    "optimisation": optimization.OPTIMIZATION_HELP + ("seed",),
+    "execution": execution.EXECUTION_HELP + ("steps_per_loop",),
+    "output": ("model_dir", "save_checkpoints_steps", "keep_checkpoint_max", "log_steps"),
+}
+# Taken relative to --run_dir.
+PATH_FLAGS = ("vocab_file", "input_files", "model_dir", "init_checkpoint")
+
+
+def define_flags() -> None:
+  """Every flag of recurrent_bert.pretrain, with its checks."""
+  flags.DEFINE_string("model_config", "bert_base",
+                      "Preset name (e.g. bert_base, swishrnn_tiny) or a ModelConfig JSON "
+                      "file.")
+  flags.DEFINE_integer("vocab_size", None,
+                       "Overrides the config's vocab_size. Default: the size of --vocab_file "
+                       "when given, else the config's.")
+  vocabulary.define_flags(
+      vocab_file_note="the data's, needed by --dynamic_masking, copied to the export",
+      do_lower_case_note="recorded in the encoder export with --vocab_file so raw-text "
+      "serving tokenizes as the data tool did")
+  flags.DEFINE_list("input_files", None,
+                    "TFRecord files or globs (comma-separated, gs:// ok).")
+  masking.define_flags(reads_records=True)
+  flags.DEFINE_integer("shuffle_buffer_size", 10000, "Examples in the shuffle buffer.")
+  flags.DEFINE_integer("train_batch_size", 256, "Global batch size (all replicas).")
+  flags.DEFINE_integer("num_train_steps", 1000000, "Total training steps.")
+  optimization.define_flags(learning_rate=1e-4, warmup_steps=10000)
+  flags.DEFINE_integer("steps_per_loop", 100,
+                       "Steps per tf.function call (host round trip).")
+  execution.define_flags()
+  flags.DEFINE_integer("seed", 0, "Seeds the weights, the input order and dynamic masks.")
+  flags.DEFINE_string("model_dir", None, "Checkpoints, summaries and the final export.")
+  flags.DEFINE_string("init_checkpoint", None,
+                      "Weights to start from (no optimizer/step): a phase 1 model_dir or "
+                      "checkpoint for phase 2, or an encoder export for a warm start.")
+  flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many steps.")
+  flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept.")
+  flags.DEFINE_integer("log_steps", 100,
+                       "Progress line and summaries every this many steps.")
+  flags.mark_flags_as_required(["input_files", "model_dir"])
+  for name in ("train_batch_size", "num_train_steps", "steps_per_loop",
+               "save_checkpoints_steps", "keep_checkpoint_max", "log_steps",
+               "shuffle_buffer_size"):
+    flags.register_validator(name, lambda v: v is not None and v >= 1,
+                             f"--{name} must be >= 1")
+  flags.register_multi_flags_validator(
+      ["warmup_steps", "num_train_steps"],
+      lambda f: f["warmup_steps"] < f["num_train_steps"],
+      "--warmup_steps must be < --num_train_steps")
+  flags.register_multi_flags_validator(
+      ["dynamic_masking", "vocab_file"],
+      lambda f: not f["dynamic_masking"] or f["vocab_file"],
+      "--dynamic_masking needs --vocab_file (for the [MASK]/[CLS]/[SEP] ids)")
+
+
+def model_config():
+  """The ModelConfig of --model_config, sized by --vocab_size or --vocab_file, checked.
+
+  Returns:
+    A `config.ModelConfig`.
+  """
+  from recurrent_bert.config import ConfigError
+  from recurrent_bert.config import resolve_config
+  from recurrent_bert.data import tokenization
+  try:
+    config = resolve_config(FLAGS.model_config)
+  except ConfigError as e:
+    cli.fail(f"--model_config: {e}")
+  vocab_size = FLAGS.vocab_size
+  if FLAGS.vocab_file and not layout.exists(FLAGS.vocab_file):
+    cli.fail(f"--vocab_file: {FLAGS.vocab_file!r} does not exist; make it with: python -m "
+             f"tools.build_vocab --input_files=<your text or builtin> --output_file="
+             f"{FLAGS.vocab_file} (or see the data commands in the flagfile's header)")
+  if vocab_size is None and FLAGS.vocab_file:
+    # A malformed vocabulary is an InputError, a ValueError: one line naming it.
+    vocab_size = cli.run_checked(lambda: len(tokenization.load_vocab(FLAGS.vocab_file)))
+  if vocab_size is not None and vocab_size != config.vocab_size:
+    config = config.replace(vocab_size=vocab_size)
+  if (config.position_embedding == "absolute" and
+      FLAGS.max_seq_length > config.max_position_embeddings):
+    cli.fail(f"--max_seq_length={FLAGS.max_seq_length} exceeds the model's "
+             f"max_position_embeddings={config.max_position_embeddings}")
+  return config
+
+
+def data_config():
+  """The input pipeline's settings, checked against the first record and the files.
+
+  Everything that can fail on the user's input fails here, before any model is built.
+
+  Returns:
+    A `data.pretraining_dataset.PretrainingDataConfig`.
+  """
+  from recurrent_bert import io_utils
+  from recurrent_bert.data import dynamic_masking
+  from recurrent_bert.data import pretraining_dataset
+  from recurrent_bert.data import tokenization
+  from recurrent_bert.training import checkpoints
+
+  def build():
+    masker = None
+    if FLAGS.dynamic_masking:
+      masker = dynamic_masking.DynamicMasker(masking.masking_config(),
+                                             tokenization.load_vocab(FLAGS.vocab_file))
+    try:
+      files = io_utils.expand_input_patterns(FLAGS.input_files, "input_files")
+    except io_utils.InputError as e:
+      data_dir = os.path.dirname(FLAGS.input_files[0]) or "."
+      raise io_utils.InputError(
+          f"{e}; make the records with: python -m tools.create_pretraining_data "
+          f"--input_files=<your text or builtin> --vocab_file=<vocab.txt> "
+          f"--output_dir={data_dir} --max_seq_length={FLAGS.max_seq_length} (or see the "
+          "data commands in the flagfile's header)") from None
+    config = pretraining_dataset.PretrainingDataConfig(
+        input_files=files, max_seq_length=FLAGS.max_seq_length,
+        max_predictions_per_seq=FLAGS.max_predictions_per_seq, seed=FLAGS.seed,
+        shuffle_buffer_size=FLAGS.shuffle_buffer_size, masker=masker)
+    pretraining_dataset.check_record_layout(files[0], config)
+    if FLAGS.init_checkpoint:
+      try:
+        checkpoints.resolve_checkpoint(FLAGS.init_checkpoint)
+      except checkpoints.CheckpointNotFoundError as e:
+        raise io_utils.InputError(f"--init_checkpoint: {e}") from None
+    return config
+
+  return cli.run_checked(build)

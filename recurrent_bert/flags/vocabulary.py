@@ -1,0 +1,33 @@
+"""--vocab_file and --do_lower_case: the WordPiece vocabulary and its casing.
+
+One definition for the commands that tokenize (the data tools, pretrain) and those that
+record or take them from a model dir (export, convert_checkpoint). Each command adds to
+the help where the default comes from or what the value is used for.
+"""
+
+from typing import Optional
+
+from absl import flags
+
+
+def _help(text: str, note: str) -> str:
+  return f"{text}; {note}." if note else f"{text}."
+
+
+def define_flags(*, vocab_file_note: Optional[str] = "",
+                 do_lower_case: Optional[bool] = True, do_lower_case_note: str = "") -> None:
+  """--vocab_file (unless `vocab_file_note` is None) and --do_lower_case.
+
+  Args:
+    vocab_file_note: appended to --vocab_file's help (where its default comes from, what
+      the command does with it); None: no --vocab_file (the command writes one).
+    do_lower_case: default of --do_lower_case; None: what the model dir or source
+      records (`do_lower_case_note` says where).
+    do_lower_case_note: appended to --do_lower_case's help.
+  """
+  if vocab_file_note is not None:
+    flags.DEFINE_string("vocab_file", None,
+                        _help("vocab.txt (ours or google-research/bert's)", vocab_file_note))
+  flags.DEFINE_boolean("do_lower_case", do_lower_case,
+                       _help("Lower-case and strip accents (an uncased vocabulary)",
+                             do_lower_case_note))
