@@ -92,7 +92,11 @@ def run(main, groups: Optional[Mapping[str, Sequence[str]]] = None) -> None:
       print(doc.strip() + "\n\n" + grouped_help(groups or {}) +
             "\n\n--helpfull lists every flag, TensorFlow's included.")
       sys.exit(0)
-    return app.parse_flags_with_usage(argv)
+    try:
+      return FLAGS(argv)
+    except flags.Error as e:
+      # absl's own message names the flag; one line and status 2, as for any bad input.
+      fail(str(e).replace("\n", " "))
 
   def main_without_traceback_on_ctrl_c(argv):
     try:

@@ -8,6 +8,7 @@ Re-running the same command resumes from the latest checkpoint in --model_dir. T
 encoder/ export) is what fine-tuning's --init_checkpoint and `recurrent_bert.export` take.
 """
 
+import json
 import sys
 
 from absl import flags
@@ -31,7 +32,8 @@ def main(argv):
   # Before any other TensorFlow op: logical CPU devices and MultiWorkerMirroredStrategy's
   # collective ops are configured at program start-up.
   strategy, is_chief, worker_id = execution.make_strategy()
-  data_config = pretraining.data_config()
+  data_config, eval_data_config = pretraining.data_config()
+  mode = pretraining.mode()
 
   # After flag parsing: --help and a bad flag do not wait for TensorFlow.
   import keras
@@ -41,6 +43,7 @@ def main(argv):
   from recurrent_bert.training import checkpoints
   from recurrent_bert.training import loop
   from recurrent_bert.training import optimization
+  from recurrent_bert.training import pretraining_eval
 
   num_replicas = strategy.num_replicas_in_sync
   optimization_flags.check_optimizer_flags(num_replicas)
@@ -49,8 +52,10 @@ def main(argv):
 
   keras.utils.set_random_seed(FLAGS.seed)
   keras.config.set_dtype_policy(FLAGS.mixed_precision)
+  if mode == "eval" and tf_latest_checkpoint(FLAGS.model_dir) is None:
+    cli.fail(f"--mode=eval: no checkpoint in --model_dir={FLAGS.model_dir}")
   tf_makedirs(FLAGS.model_dir)
-  if is_chief:
+  if is_chief and mode != "eval":
     # What fine-tuning and export read from this dir, there from the first step on.
     checkpoints.write_model_config(FLAGS.model_dir, model_config)
     checkpoints.write_tokenizer_files(FLAGS.model_dir, FLAGS.vocab_file, FLAGS.do_lower_case)
@@ -58,6 +63,30 @@ def main(argv):
   with strategy.scope():
     encoder = build_encoder(model_config)
     model = Pretrainer(encoder, use_nsp=FLAGS.use_nsp)
+
+  evaluate = None
+  if eval_data_config is not None:
+    evaluator = cli.run_checked(lambda: pretraining_eval.PretrainingEvaluator(
+        strategy, model, eval_data_config, pretraining.eval_batch_size(),
+        max_eval_steps=FLAGS.max_eval_steps, jit_compile=FLAGS.jit_compile))
+    logging.info("evaluation: %d held-out records in %d steps of %d",
+                 evaluator.num_records, evaluator.num_steps, evaluator.global_batch_size)
+
+    def evaluate(step):
+      results = evaluator.evaluate()
+      logging.info("eval step %d: %s", step,
+                   " ".join(f"{k}={v:.4f}" for k, v in results.items()))
+      if is_chief:
+        pretraining_eval.record_eval_results(
+            FLAGS.model_dir, step, tf_latest_checkpoint(FLAGS.model_dir) or "", results)
+      return results
+
+  if mode == "eval":
+    step = pretraining_eval.restore_for_eval(model, tf_latest_checkpoint(FLAGS.model_dir))
+    print(json.dumps({"global_step": step, "eval": evaluate(step)}))
+    return
+
+  with strategy.scope():
     optimizer = optimization.create_optimizer(
         model.trainable_variables, num_train_steps=FLAGS.num_train_steps,
         warmup_steps=FLAGS.warmup_steps,
@@ -85,7 +114,8 @@ def main(argv):
     source = checkpoints.restore_pretrainer_weights(model, FLAGS.init_checkpoint)
     logging.info("initialised weights from %s", source)
   try:
-    final = trainer.run()
+    final = trainer.run(evaluate if mode == "train_and_eval" else None,
+                        FLAGS.eval_every_steps)
   except loop.NonFiniteLossError as e:
     logging.error("%s", e)
     print(f"error: {e}", file=sys.stderr)

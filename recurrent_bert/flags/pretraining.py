@@ -29,9 +29,13 @@ HELP_GROUPS = {
     "optimisation": optimization.OPTIMIZATION_HELP + ("seed",),
     "execution": execution.EXECUTION_HELP + ("steps_per_loop",),
     "output": ("model_dir", "save_checkpoints_steps", "keep_checkpoint_max", "log_steps"),
+    "evaluation": ("mode", "eval_input_files", "eval_batch_size", "eval_every_steps",
+                   "max_eval_steps"),
 }
 # Taken relative to --run_dir.
-PATH_FLAGS = ("vocab_file", "input_files", "model_dir", "init_checkpoint")
+PATH_FLAGS = ("vocab_file", "input_files", "model_dir", "init_checkpoint",
+              "eval_input_files")
+MODES = ("train", "eval", "train_and_eval")
 
 
 def define_flags() -> None:
@@ -65,7 +69,34 @@ def define_flags() -> None:
   flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept.")
   flags.DEFINE_integer("log_steps", 100,
                        "Progress line and summaries every this many steps.")
-  flags.mark_flags_as_required(["input_files", "model_dir"])
+  flags.DEFINE_enum("mode", None, MODES,
+                    "train; eval (the latest checkpoint of --model_dir on "
+                    "--eval_input_files); train_and_eval. Default: train_and_eval with "
+                    "--eval_input_files, else train.")
+  flags.DEFINE_list("eval_input_files", None,
+                    "Held-out TFRecord files or globs (records of other documents than "
+                    "--input_files'), each read once per evaluation.")
+  flags.DEFINE_integer("eval_batch_size", None,
+                       "Global eval batch size. Default: --train_batch_size / "
+                       "--gradient_accumulation_steps.")
+  flags.DEFINE_integer("eval_every_steps", 0,
+                       "train_and_eval: evaluate after every this many steps (and after "
+                       "the last); 0 = after the last step only.")
+  flags.DEFINE_integer("max_eval_steps", 0,
+                       "Stop each evaluation after this many batches; 0 = every record.")
+  flags.mark_flag_as_required("model_dir")
+  flags.register_multi_flags_validator(
+      ["input_files", "mode"], lambda f: f["input_files"] or f["mode"] == "eval",
+      "--input_files is required (unless --mode=eval)")
+  flags.register_multi_flags_validator(
+      ["eval_input_files", "mode"],
+      lambda f: f["eval_input_files"] or f["mode"] in (None, "train"),
+      "--mode=eval and --mode=train_and_eval need --eval_input_files")
+  for name in ("eval_every_steps", "max_eval_steps"):
+    flags.register_validator(name, lambda v: v is not None and v >= 0,
+                             f"--{name} must be >= 0")
+  flags.register_validator("eval_batch_size", lambda v: v is None or v >= 1,
+                           "--eval_batch_size must be >= 1")
   for name in ("train_batch_size", "num_train_steps", "steps_per_loop",
                "save_checkpoints_steps", "keep_checkpoint_max", "log_steps",
                "shuffle_buffer_size"):
@@ -90,6 +121,13 @@ def model_config():
   from recurrent_bert.config import ConfigError
   from recurrent_bert.config import resolve_config
   from recurrent_bert.data import tokenization
+  recorded = os.path.join(FLAGS.model_dir, layout.MODEL_CONFIG_FILE)
+  if mode() == "eval" and layout.exists(recorded):
+    # The model the checkpoints hold, whatever --model_config says.
+    try:
+      return resolve_config(recorded)
+    except ConfigError as e:
+      cli.fail(f"{recorded}: {e}")
   try:
     config = resolve_config(FLAGS.model_config)
   except ConfigError as e:
@@ -111,13 +149,27 @@ def model_config():
   return config
 
 
+def mode() -> str:
+  """--mode, or its default: train_and_eval with --eval_input_files, else train."""
+  if FLAGS.mode:
+    return FLAGS.mode
+  return "train_and_eval" if FLAGS.eval_input_files else "train"
+
+
+def eval_batch_size() -> int:
+  """--eval_batch_size, or one micro-batch over all replicas."""
+  return FLAGS.eval_batch_size or max(
+      1, FLAGS.train_batch_size // FLAGS.gradient_accumulation_steps)
+
+
 def data_config():
   """The input pipeline's settings, checked against the first record and the files.
 
   Everything that can fail on the user's input fails here, before any model is built.
 
   Returns:
-    A `data.pretraining_dataset.PretrainingDataConfig`.
+    (training, evaluation) `data.pretraining_dataset.PretrainingDataConfig`s: the first is
+    None with --mode=eval, the second None with --mode=train.
   """
   from recurrent_bert import io_utils
   from recurrent_bert.data import dynamic_masking
@@ -125,15 +177,15 @@ def data_config():
   from recurrent_bert.data import tokenization
   from recurrent_bert.training import checkpoints
 
-  def build():
+  def build(flag_name="input_files"):
     masker = None
     if FLAGS.dynamic_masking:
       masker = dynamic_masking.DynamicMasker(masking.masking_config(),
                                              tokenization.load_vocab(FLAGS.vocab_file))
     try:
-      files = io_utils.expand_input_patterns(FLAGS.input_files, "input_files")
+      files = io_utils.expand_input_patterns(FLAGS[flag_name].value, flag_name)
     except io_utils.InputError as e:
-      data_dir = os.path.dirname(FLAGS.input_files[0]) or "."
+      data_dir = os.path.dirname(FLAGS[flag_name].value[0]) or "."
       raise io_utils.InputError(
           f"{e}; make the records with: python -m tools.create_pretraining_data "
           f"--input_files=<your text or builtin> --vocab_file=<vocab.txt> "
@@ -144,11 +196,14 @@ def data_config():
         max_predictions_per_seq=FLAGS.max_predictions_per_seq, seed=FLAGS.seed,
         shuffle_buffer_size=FLAGS.shuffle_buffer_size, masker=masker)
     pretraining_dataset.check_record_layout(files[0], config)
-    if FLAGS.init_checkpoint:
+    if flag_name == "input_files" and FLAGS.init_checkpoint:
       try:
         checkpoints.resolve_checkpoint(FLAGS.init_checkpoint)
       except checkpoints.CheckpointNotFoundError as e:
         raise io_utils.InputError(f"--init_checkpoint: {e}") from None
     return config
 
-  return cli.run_checked(build)
+  train_config = cli.run_checked(build) if mode() != "eval" else None
+  eval_config = (cli.run_checked(lambda: build("eval_input_files"))
+                 if mode() != "train" else None)
+  return train_config, eval_config

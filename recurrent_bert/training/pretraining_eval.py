@@ -27,6 +27,7 @@ from recurrent_bert import io_utils
 from recurrent_bert import model_dir as layout
 from recurrent_bert.data import pretraining_dataset
 from recurrent_bert.data.pretraining_dataset import PretrainingDataConfig
+from recurrent_bert.training import checkpoints
 from recurrent_bert.training import loop
 from recurrent_bert.training import metric_sums
 from recurrent_bert.training import objectives
@@ -105,6 +106,15 @@ class PretrainingEvaluator:
     results["num_examples"] = sums["num_examples"]
     results["num_predictions"] = sums["mlm_weight_sum"]
     return results
+
+
+def restore_for_eval(model, checkpoint: str) -> int:
+  """Loads a training checkpoint's model weights (not the optimizer); returns its step."""
+  global_step = tf.Variable(0, dtype=tf.int64, name="global_step")
+  status = tf.train.Checkpoint(model=checkpoints.variables_by_path(model),
+                               global_step=global_step).read(checkpoint)
+  status.assert_existing_objects_matched().expect_partial()
+  return int(global_step.numpy())
 
 
 def record_eval_results(model_dir: str, step: int, checkpoint: str,

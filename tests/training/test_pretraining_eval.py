@@ -8,13 +8,15 @@ padding and step cap.
 
 import glob
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from recurrent_bert import io_utils
-from recurrent_bert import model_dir
+from recurrent_bert import model_dir as model_dir_lib
 from recurrent_bert.config import get_preset
 from recurrent_bert.data import pretraining_dataset
 from recurrent_bert.data import tokenization
@@ -24,7 +26,10 @@ from recurrent_bert.models import build_encoder
 from recurrent_bert.training.pretraining_eval import PretrainingEvaluator
 from recurrent_bert.training.pretraining_eval import record_eval_results
 from tests.training.conftest import MAX_PREDICTIONS
+from tests.training.conftest import REPO
 from tests.training.conftest import SEQ_LEN
+from tests.training.conftest import run_pretrain
+from tests.training.conftest import subprocess_env
 
 NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
          "masked_lm_weights", "next_sentence_labels")
@@ -131,4 +136,47 @@ def test_eval_rows_merge_with_their_step_and_survive_a_resume(tmp_path):
   rows = (tmp_path / "metrics.jsonl").read_text().splitlines()
   assert [sorted(json.loads(r)) for r in rows] == [
       ["loss", "step"], ["loss", "step"], ["eval/loss", "eval/mlm_loss", "step"]]
-  assert model_dir.read_json(str(tmp_path / "eval_results.json"))["checkpoint"] == "ckpt-2"
+  assert model_dir_lib.read_json(str(tmp_path / "eval_results.json"))["checkpoint"] == "ckpt-2"
+
+
+def test_mode_eval_under_mirrored_reproduces_what_training_logged(
+    tmp_path, masked_records, single_shard_records, vocab_file):
+  """train_and_eval logs held-out metrics after steps 4 and 8; `--mode=eval` on the finished
+  model dir, over two replicas with another batch size, computes the same numbers."""
+  model_dir = tmp_path / "run"
+  run_pretrain(model_dir, vocab_file, masked_records, "--num_train_steps=8",
+               f"--eval_input_files={single_shard_records}", "--eval_every_steps=4",
+               "--eval_batch_size=6")
+  log = io_utils.read_metrics_log(str(model_dir))
+  assert [step for step, row in log.items() if "eval/mlm_loss" in row] == [4, 8]
+  logged = {key[len("eval/"):]: value for key, value in log[8].items()
+            if key.startswith("eval/")}
+  assert all(np.isfinite(list(logged.values())))
+  assert {"mlm_loss", "mlm_accuracy", "mlm_perplexity", "nsp_loss", "nsp_accuracy",
+          "loss"} <= set(logged)
+  results = model_dir_lib.read_eval_results(str(model_dir))
+  assert results["global_step"] == 8 and results["checkpoint"].endswith("ckpt-8")
+  assert results["eval"] == logged
+
+  result = subprocess.run(
+      [sys.executable, "-m", "recurrent_bert.pretrain", "--mode=eval",
+       f"--model_dir={model_dir}", f"--eval_input_files={single_shard_records}",
+       f"--max_seq_length={SEQ_LEN}", f"--max_predictions_per_seq={MAX_PREDICTIONS}",
+       "--eval_batch_size=4", "--distribution_strategy=mirrored", "--num_cpu_devices=2"],
+      cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  printed = json.loads(result.stdout.strip().splitlines()[-1])
+  assert printed["global_step"] == 8
+  for name, value in logged.items():
+    np.testing.assert_allclose(printed["eval"][name], value, rtol=1e-5, err_msg=name)
+
+
+def test_eval_modes_refuse_missing_inputs_in_one_line(tmp_path, masked_records, vocab_file):
+  result = run_pretrain(tmp_path / "a", vocab_file, masked_records, "--mode=train_and_eval",
+                        check=False)
+  assert result.returncode == 2 and "--eval_input_files" in result.stderr
+  assert "Traceback" not in result.stderr
+  result = run_pretrain(tmp_path / "b", vocab_file, masked_records, "--mode=eval",
+                        f"--eval_input_files={masked_records}", check=False)
+  assert result.returncode == 2 and "no checkpoint" in result.stderr
+  assert "Traceback" not in result.stderr
