@@ -81,6 +81,9 @@ SNAPSHOT = {
         "save_checkpoints_steps": 1000, "seed": 0, "shuffle_buffer_size": 10000,
         "steps_per_loop": 100, "tpu": None, "train_batch_size": 256, "use_nsp": True,
         "vocab_file": None, "vocab_size": None, "warmup_steps": 10000, "weight_decay": 0.01,
+        # Held-out evaluation (added with it).
+        "mode": None, "eval_input_files": None, "eval_batch_size": None,
+        "eval_every_steps": 0, "max_eval_steps": 0,
     },
     "recurrent_bert.smoke": {
         "batch_size": 2,
