@@ -525,9 +525,9 @@ def summary_markdown(rows: Sequence[dict], failed: Sequence[str] = (),
 
 def plot_lr_sweep(rows: Sequence[dict], path: str) -> None:
   """lr_sweep.png: per task, mean ± std of the main metric against the lr, a line per model."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  import matplotlib.pyplot as plt
 
   by_lr = summarize_by_learning_rate(rows)
   tasks = _ordered(rows, "task")
