@@ -682,6 +682,11 @@ class Sweep:
     return row
 
   def run(self) -> None:
+    """Skips the finished runs, runs the others; a failure is reported and the rest go on.
+
+    Raises:
+      KeyboardInterrupt, _Interrupted: Ctrl-C or SIGTERM (the running runs are stopped).
+    """
     pending = []
     for run in self.runs:
       mismatch = _command_mismatch(run)

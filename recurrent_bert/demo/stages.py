@@ -3,8 +3,9 @@
 A stage is run in this process (`run`) or as a command (`command`, then `after` reads its
 outputs). A finished stage leaves `<work_dir>/stages/<name>.json` (written last,
 atomically: its result, its timing and its `key`); the next run reuses it while the key is
-the same. Stages of one `parallel_group` that follow each other run side by side, `jobs` at
-a time. The first failure stops the run with a `StageError` naming the stage and its log.
+the same. Stages of one `parallel_group` that follow each other run side by side,
+`parallel` at a time. The first failure stops the run with a `StageError` naming the stage
+and its log.
 """
 
 import dataclasses
