@@ -44,7 +44,6 @@ from recurrent_bert import config as config_lib
 from recurrent_bert.demo import pipeline
 from recurrent_bert.demo import settings as settings_lib
 from recurrent_bert.demo import stages
-from recurrent_bert.demo.settings import Settings
 
 FLAGS = flags.FLAGS
 
@@ -121,7 +120,7 @@ def preset_name(model: str, size: str) -> str:
                    f"({', '.join(config_lib.FAMILIES)}) or preset names")
 
 
-def settings_from_flags() -> Settings:
+def settings_from_flags() -> settings_lib.Settings:
   """The parsed flags as Settings, checked and with their defaults resolved.
 
   Raises:
@@ -155,7 +154,7 @@ def settings_from_flags() -> Settings:
       raise ValueError(f"--seq_length={FLAGS.seq_length} exceeds {preset}'s "
                        f"max_position_embeddings={config.max_position_embeddings}")
   queries = list(FLAGS.query) if FLAGS.query else None
-  return Settings(
+  return settings_lib.Settings(
       work_dir=os.path.abspath(FLAGS.work_dir),
       input_files=[f.strip() for f in FLAGS.input_files if f.strip()],
       cache_dir=FLAGS.cache_dir, corpus_max_bytes=FLAGS.corpus_max_bytes, presets=presets,

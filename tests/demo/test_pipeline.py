@@ -97,7 +97,8 @@ def test_tfrecords_parse_with_the_schema(demo_run):
 
 def test_held_out_documents_are_not_trained_on(demo_run):
   work_dir = demo_run[0]
-  splits = {s: origin_task.load_split(str(work_dir / "corpus"), s) for s in ("train", "dev", "test")}
+  splits = {s: origin_task.load_split(str(work_dir / "corpus"), s)
+            for s in ("train", "dev", "test")}
   keys = {s: {tuple(d.sentences) for d in docs} for s, docs in splits.items()}
   assert keys["dev"] and keys["test"]
   assert not keys["train"] & keys["dev"] and not keys["train"] & keys["test"]
