@@ -44,7 +44,6 @@ Example (tiny models from scratch on a generated task):
 import collections
 import csv
 import dataclasses
-import datetime
 import io
 import json
 import math
@@ -53,10 +52,9 @@ import re
 import shlex
 import signal
 import statistics
-import subprocess
 import sys
 import time
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 if __package__ in (None, ""):  # run as `python tools/NAME.py`: make `tools` importable
   sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -65,8 +63,9 @@ from absl import flags
 
 from recurrent_bert import cli
 from recurrent_bert import config
-from recurrent_bert import model_dir as layout
 from recurrent_bert import io_utils
+from recurrent_bert import jobs
+from recurrent_bert import model_dir as layout
 
 FLAGS = flags.FLAGS
 
@@ -119,7 +118,7 @@ class ModelSpec:
 
 
 @dataclasses.dataclass(frozen=True)
-class TaskSpec:
+class SweepTask:
   name: str
   module: str
   flags: Tuple[str, ...]
@@ -176,8 +175,8 @@ def parse_models(items: Sequence[str]) -> List[ModelSpec]:
   return specs
 
 
-def parse_tasks(items: Sequence[str]) -> List[TaskSpec]:
-  """TASK=DATA_DIR / squad=TRAIN:PREDICT items → TaskSpecs, the data checked to exist."""
+def parse_tasks(items: Sequence[str]) -> List[SweepTask]:
+  """TASK=DATA_DIR / squad=TRAIN:PREDICT items → SweepTasks, the data checked to exist."""
   specs = []
   for item in items:
     name, data = _split_pair(item, "tasks", "TASK=DATA_DIR or squad=TRAIN_FILE:PREDICT_FILE")
@@ -188,14 +187,14 @@ def parse_tasks(items: Sequence[str]) -> List[TaskSpec]:
       for path in (train, predict):
         if not os.path.isfile(path):
           raise ValueError(f"--tasks: {item!r}: file {path!r} does not exist")
-      specs.append(TaskSpec(name, SQUAD_MODULE, (
+      specs.append(SweepTask(name, SQUAD_MODULE, (
           f"--train_file={os.path.abspath(train)}",
           f"--predict_file={os.path.abspath(predict)}", *SQUAD_TASKS[name.lower()])))
     else:
       if not os.path.isdir(data):
         raise ValueError(f"--tasks: {item!r}: data dir {data!r} does not exist")
-      specs.append(TaskSpec(name, GLUE_MODULE,
-                            (f"--task={name}", f"--data_dir={os.path.abspath(data)}")))
+      specs.append(SweepTask(name, GLUE_MODULE,
+                             (f"--task={name}", f"--data_dir={os.path.abspath(data)}")))
   _check_unique([s.name for s in specs], "tasks")
   return specs
 
@@ -240,7 +239,7 @@ def run_dir_name(learning_rate: float, seed: int) -> str:
   return f"lr{learning_rate!r}_seed{seed}"
 
 
-def build_runs(models: Sequence[ModelSpec], tasks: Sequence[TaskSpec],
+def build_runs(models: Sequence[ModelSpec], tasks: Sequence[SweepTask],
                learning_rates: Sequence[float], seeds: Sequence[int], output_dir: str,
                entry_flags: Sequence[str] = (), module_flags: Optional[Dict] = None,
                entry_flagfile: Optional[str] = None) -> List[Run]:
@@ -525,9 +524,9 @@ def summary_markdown(rows: Sequence[dict], failed: Sequence[str] = (),
 
 def plot_lr_sweep(rows: Sequence[dict], path: str) -> None:
   """lr_sweep.png: per task, mean ± std of the main metric against the lr, a line per model."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  import matplotlib.pyplot as plt
 
   by_lr = summarize_by_learning_rate(rows)
   tasks = _ordered(rows, "task")
@@ -589,19 +588,6 @@ class _Interrupted(Exception):
   pass
 
 
-def _hms(seconds: float) -> str:
-  return str(datetime.timedelta(seconds=int(round(seconds))))
-
-
-def _log_tail(path: str, lines: int) -> str:
-  try:
-    with open(path, encoding="utf-8", errors="replace") as f:
-      tail = collections.deque(f, maxlen=lines)
-  except FileNotFoundError:
-    return "    (no log)"
-  return "".join("    " + line for line in tail).rstrip()
-
-
 def _recorded_command(run: Run) -> Optional[List[str]]:
   try:
     with open(os.path.join(run.run_dir, COMMAND_FILE), encoding="utf-8") as f:
@@ -639,9 +625,9 @@ class Sweep:
     self.failed: List[str] = []
     self.skipped = 0
     self.done = 0
-    self.executed = 0
-    self.run_seconds = 0.0
     self.start = time.monotonic()
+    # Every run is estimated at 1: the ETA is the mean run time so far per run left.
+    self._eta = jobs.Eta()
 
   def _print(self, message: str) -> None:
     print(message, file=self.out, flush=True)
@@ -650,37 +636,30 @@ class Sweep:
     self.done += 1
     elapsed = time.monotonic() - self.start
     eta = ""
-    if self.executed and remaining_to_run:
-      # Mean run time so far, `parallel` runs at a time.
-      per_run = self.run_seconds / self.executed
-      eta = f", ETA {_hms(per_run * remaining_to_run / min(self.parallel, remaining_to_run))}"
+    seconds_left = self._eta.seconds_left([1.0] * remaining_to_run, self.parallel)
+    if remaining_to_run and seconds_left is not None:
+      eta = f", ETA {jobs.format_duration(seconds_left)}"
     width = len(str(len(self.runs)))
     self._print(f"[{self.done:{width}d}/{len(self.runs)}] {message} | elapsed "
-                f"{_hms(elapsed)}{eta}")
+                f"{jobs.format_duration(elapsed)}{eta}")
 
   def _fail(self, run: Run, reason: str, remaining: int, log: bool = True) -> None:
     self.failed.append(f"{run.label}: {reason}")
     log_path = os.path.join(run.run_dir, LOG_FILE)
     self._progress(f"FAILED {run.label}: {reason}", remaining)
     if log:
-      self._print(f"  end of {log_path}:\n{_log_tail(log_path, self.tail_lines)}")
+      self._print(f"  end of {log_path}:\n{jobs.log_tail(log_path, self.tail_lines)}")
 
-  def _launch(self, run: Run):
+  def _job(self, run: Run) -> jobs.Job:
+    """The run as a job of the pool, its flags recorded beside its log first."""
     os.makedirs(run.run_dir, exist_ok=True)
     io_utils.atomic_write_json(os.path.join(run.run_dir, COMMAND_FILE),
                                {"args": [run.module, *run.args]})
-    command = [sys.executable, "-m", run.module, *run.args]
-    log = open(os.path.join(run.run_dir, LOG_FILE), "a", encoding="utf-8")  # pylint: disable=consider-using-with
-    log.write(f"=== {datetime.datetime.now().isoformat(timespec='seconds')} "
-              f"{shlex.join(command)}\n")
-    log.flush()
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                               stdin=subprocess.DEVNULL)
-    return process, log, time.monotonic()
+    return jobs.Job(run.run_dir, jobs.python_module(run.module, *run.args),
+                    os.path.join(run.run_dir, LOG_FILE))
 
   def _finish(self, run: Run, status: int, seconds: float, remaining: int) -> None:
-    self.executed += 1
-    self.run_seconds += seconds
+    self._eta.finished(1.0, seconds)
     results = read_eval_results(run.run_dir)
     if status != 0:
       self._fail(run, f"exit status {status} after {seconds:.1f} s", remaining)
@@ -702,7 +681,12 @@ class Sweep:
     return row
 
   def run(self) -> None:
-    pending = collections.deque()
+    """Skips the finished runs, runs the others; a failure is reported and the rest go on.
+
+    Raises:
+      KeyboardInterrupt, _Interrupted: Ctrl-C or SIGTERM (the running runs are stopped).
+    """
+    pending = []
     for run in self.runs:
       mismatch = _command_mismatch(run)
       results = read_eval_results(run.run_dir)
@@ -719,40 +703,32 @@ class Sweep:
     if pending:
       self._print(f"running {len(pending)} of {len(self.runs)} runs, up to {self.parallel} "
                   f"at once (logs: <run dir>/{LOG_FILE})")
-    running = {}  # run -> (process, log file, start time)
+    by_dir = {run.run_dir: run for run in pending}
+    handled = 0  # runs finished, failed or not run, of `pending`
     bad_input = set()  # (model, task) pairs whose runs failed with bad input
+
+    def to_run() -> Iterator[jobs.Job]:
+      nonlocal handled
+      for run in pending:
+        if (run.model, run.task) in bad_input:
+          handled += 1
+          self._fail(run, f"not run: a {run.model}/{run.task} run failed with bad input "
+                     f"(exit status {BAD_INPUT_STATUS})", len(pending) - handled, log=False)
+          continue
+        yield self._job(run)
+
+    def on_exit(job: jobs.Job, status: int, seconds: float, cpu: Optional[float]) -> None:
+      del cpu
+      nonlocal handled
+      handled += 1
+      run = by_dir[job.name]
+      if status == BAD_INPUT_STATUS:
+        bad_input.add((run.model, run.task))
+      self._finish(run, status, seconds, len(pending) - handled)
+
     try:
-      while pending or running:
-        while pending and len(running) < self.parallel:
-          run = pending.popleft()
-          if (run.model, run.task) in bad_input:
-            self._fail(run, f"not run: a {run.model}/{run.task} run failed with bad input "
-                       f"(exit status {BAD_INPUT_STATUS})", len(pending) + len(running),
-                       log=False)
-            continue
-          running[run] = self._launch(run)
-        time.sleep(0.2)
-        for run in list(running):
-          process, log, started = running[run]
-          status = process.poll()
-          if status is None:
-            continue
-          log.close()
-          del running[run]
-          if status == BAD_INPUT_STATUS:
-            bad_input.add((run.model, run.task))
-          self._finish(run, status, time.monotonic() - started,
-                       len(pending) + len(running))
+      jobs.run_jobs(to_run(), self.parallel, on_exit, out=self.out)
     except (KeyboardInterrupt, _Interrupted):
-      for process, log, _ in running.values():
-        process.terminate()
-      for process, log, _ in running.values():
-        try:
-          process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-          process.kill()
-          process.wait()
-        log.close()
       self._print("interrupted: the same command resumes the sweep")
       raise
 

@@ -281,9 +281,9 @@ def test_real_sweep_orders_learning_rates_and_restarts(tmp_path):
 
   png = out / "lr_sweep.png"
   assert png.read_bytes()[:8] == PNG_MAGIC
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib
   matplotlib.use("Agg")
-  import matplotlib.image  # pylint: disable=g-import-not-at-top
+  import matplotlib.image
   image = matplotlib.image.imread(str(png))
   assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
 

@@ -1,8 +1,13 @@
 """The demo's report folder: report.md, mlm_loss.png, tensorboard/, results.json.
 
-Reads only what the entry points wrote: metrics.jsonl (per-step losses), the TensorBoard
-event files (the training loop's own step timer), eval_results.json and the test
-predictions (through the demo's stage results), model_config.json (parameter counts).
+  python -m recurrent_bert.demo.report <work_dir>/report/inputs.json
+
+Run by the demo's report stage in its own process (it imports TensorFlow and matplotlib,
+which the demo's driver never does). Reads only what the entry points wrote:
+metrics.jsonl (per-step losses), the TensorBoard event files (the training loop's own step
+timer), eval_results.json and the test predictions (through the demo's stage results),
+model_config.json (parameter counts). Also the models' display names, which the demo's
+progress lines use too.
 """
 
 import datetime
@@ -13,10 +18,13 @@ import os
 import platform
 import shutil
 import statistics
+import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from recurrent_bert import model_dir as layout
+from recurrent_bert import config
 from recurrent_bert import io_utils
+from recurrent_bert import jobs
+from recurrent_bert import model_dir as layout
 
 
 DISPLAY_NAMES = {
@@ -33,18 +41,6 @@ def family_of(preset: str) -> str:
 
 def display_name(preset: str) -> str:
   return DISPLAY_NAMES.get(family_of(preset), preset)
-
-
-def format_duration(seconds: Optional[float]) -> str:
-  """73 -> '1m13s', 4000 -> '1h06m'."""
-  if seconds is None or not math.isfinite(seconds):
-    return "?"
-  seconds = int(round(max(0.0, seconds)))
-  minutes, secs = divmod(seconds, 60)
-  hours, minutes = divmod(minutes, 60)
-  if hours:
-    return f"{hours}h{minutes:02d}m"
-  return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
 def last_n(num_steps: int) -> int:
@@ -85,8 +81,9 @@ def step_time(train_dir: str) -> Tuple[float, int, bool]:
   Returns:
     (seconds per step, steps measured, whether tracing had to be included).
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from tensorflow.core.util import event_pb2  # pylint: disable=g-import-not-at-top
+  # TensorFlow only here: the demo's driver imports this module for its names.
+  import tensorflow as tf
+  from tensorflow.core.util import event_pb2
   measured: List[float] = []
   first_intervals: List[float] = []
   steps_measured = 0
@@ -111,9 +108,10 @@ def step_time(train_dir: str) -> Tuple[float, int, bool]:
 
 
 def count_parameters(model_config_file: str) -> int:
-  from recurrent_bert.config import ModelConfig  # pylint: disable=g-import-not-at-top
-  from recurrent_bert.models import count_parameters as count  # pylint: disable=g-import-not-at-top
-  total, _ = count(ModelConfig.from_file(model_config_file))
+  """The encoder's parameters (embeddings, blocks, pooler) of a model_config.json."""
+  # The models (hence TensorFlow) only here: the driver imports this module too.
+  from recurrent_bert.models import count_parameters as count
+  total, _ = count(config.ModelConfig.from_file(model_config_file))
   return int(total)
 
 
@@ -133,9 +131,9 @@ def _pm(values: Sequence[float]) -> str:
 
 def plot_losses(curves: Dict[str, Dict[int, float]], path: str, title: str) -> None:
   """All models' MLM training loss in one figure: raw (faint) and smoothed."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  import matplotlib.pyplot as plt
 
   fig, ax = plt.subplots(figsize=(8, 5), dpi=120)
   for i, (label, points) in enumerate(curves.items()):
@@ -360,8 +358,8 @@ def _report_lines(inputs: Dict, rows: List[Dict], reference: Dict, table: str,
             "| stage | status | wall | cpu |", "|---|---|---:|---:|"]
   for t in inputs["timings"]:
     cpu = t.get("cpu_seconds")
-    lines.append(f"| {t['stage']} | {t['status']} | {format_duration(t['seconds'])} | "
-                 + (format_duration(cpu) if cpu is not None else "") + " |")
+    lines.append(f"| {t['stage']} | {t['status']} | {jobs.format_duration(t['seconds'])} | "
+                 + (jobs.format_duration(cpu) if cpu is not None else "") + " |")
   lines += ["", "## Files", "",
             f"- TensorBoard: `tensorboard --logdir {tensorboard_dir}` "
             "(`<preset>/pretrain/train`, `<preset>/finetune_seed<N>/{train,eval}`).",
@@ -428,7 +426,7 @@ def results_table(rows: List[Dict]) -> str:
 
 def main(argv):
   if len(argv) != 2:
-    raise SystemExit("usage: python -m recurrent_bert.demo_report <report inputs.json>")
+    raise SystemExit("usage: python -m recurrent_bert.demo.report <report inputs.json>")
   with open(argv[1], encoding="utf-8") as f:
     inputs = json.load(f)
   paths = write_report(inputs)
@@ -437,5 +435,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  import sys  # pylint: disable=g-import-not-at-top
   main(sys.argv)

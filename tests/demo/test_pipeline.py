@@ -3,7 +3,7 @@
 One run of the whole pipeline (tiny models, a few steps, a small slice of the built-in
 corpus) through the real entry points; then each stage's outputs are checked, and a
 second run must reuse every stage. The pure helpers (document split, task building,
-report pieces) are tested directly.
+report pieces) are tested beside this file, the subprocess pool in tests/test_jobs.py.
 """
 
 import glob
@@ -19,10 +19,11 @@ import time
 import numpy as np
 import pytest
 
-from recurrent_bert import demo
-from recurrent_bert import demo_report
+from recurrent_bert.demo import origin_task
+from recurrent_bert.demo import pipeline
+from recurrent_bert.demo import settings as settings_lib
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODELS = ("bert_tiny", "trans_blstm_small_2_tiny")
 SEQ_LENGTH = 32
 MAX_PREDICTIONS = 5  # round(32 * 0.15625)
@@ -96,7 +97,8 @@ def test_tfrecords_parse_with_the_schema(demo_run):
 
 def test_held_out_documents_are_not_trained_on(demo_run):
   work_dir = demo_run[0]
-  splits = {s: demo.load_split(str(work_dir / "corpus"), s) for s in ("train", "dev", "test")}
+  splits = {s: origin_task.load_split(str(work_dir / "corpus"), s)
+            for s in ("train", "dev", "test")}
   keys = {s: {tuple(d.sentences) for d in docs} for s, docs in splits.items()}
   assert keys["dev"] and keys["test"]
   assert not keys["train"] & keys["dev"] and not keys["train"] & keys["test"]
@@ -107,16 +109,16 @@ def test_held_out_documents_are_not_trained_on(demo_run):
   assert options["input_files"] == [str(work_dir / "corpus" / "train_documents.txt")]
   # Task passages of dev/test come from their documents, train's from train's.
   train_text = " ".join(" ".join(d.sentences) for d in splits["train"])
-  dev_rows = demo.read_tsv(str(work_dir / "task" / "dev.tsv"))
+  dev_rows = origin_task.read_tsv(str(work_dir / "task" / "dev.tsv"))
   assert dev_rows and all(r["sentence"] not in train_text for r in dev_rows)
 
 
 def test_task_files_are_balanced_and_test_labels_apart(demo_run):
   work_dir = demo_run[0]
   task = work_dir / "task"
-  train = demo.read_tsv(str(task / "train.tsv"))
-  test = demo.read_tsv(str(task / "test.tsv"))
-  labels = demo.read_tsv(str(task / "test_labels.tsv"))
+  train = origin_task.read_tsv(str(task / "train.tsv"))
+  test = origin_task.read_tsv(str(task / "test.tsv"))
+  labels = origin_task.read_tsv(str(task / "test_labels.tsv"))
   assert "label" not in test[0] and len(labels) == len(test)
   counts = {}
   for row in train:
@@ -149,32 +151,31 @@ def test_finetuning_results_and_test_accuracy(demo_run):
       with open(model_dir / "eval_results.json") as f:
         results = json.load(f)
       assert 0 <= results["dev"]["accuracy"] <= 1
-      accuracy, n = demo.test_accuracy(
+      accuracy, n = origin_task.accuracy_on_test(
           str(model_dir / "predictions" / "test_predictions.tsv"),
           str(work_dir / "task" / "test_labels.tsv"))
       assert 0 <= accuracy <= 1 and n > 0
 
 
 def test_saved_model_answers_raw_text_with_tf_and_tf_text_only(demo_run):
-  work_dir = demo_run[0]
-  export_dir = work_dir / "export" / "saved_model"
+  # The query stage ran the query program by its path in a fresh interpreter (not through
+  # this package); the program checks itself that no recurrent_bert module was loaded
+  # before it prints its last line, and writes every label's probability.
+  work_dir, result = demo_run[0], demo_run[1]
   classes = json.loads((work_dir / "stages" / "task.json").read_text())["result"]["classes"]
-  program = (
-      "import sys, tensorflow as tf, tensorflow_text\n"
-      "m = tf.saved_model.load(sys.argv[1])\n"
-      "out = m.signatures['classify'](text=tf.constant(['Return the sum of the array.']))\n"
-      "assert not [k for k in sys.modules if k.startswith('recurrent_bert')]\n"
-      "p = out['probabilities'].numpy()[0]\n"
-      "print(out['label'].numpy()[0].decode(), float(p.sum()))\n")
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-  result = subprocess.run([sys.executable, "-c", program, str(export_dir)], cwd=str(work_dir),
-                          env=env, capture_output=True, text=True, timeout=300)
-  assert result.returncode == 0, result.stderr[-3000:]
-  label, total = result.stdout.split()
-  assert label in classes and abs(float(total) - 1) < 1e-4
+  queries = json.loads((work_dir / "export" / "queries.json").read_text())
   answers = json.loads((work_dir / "export" / "answers.json").read_text())
-  assert answers and all(a["label"] in classes for a in answers)
-  assert "answer:" in demo_run[1].stdout
+  assert len(answers) == 3 and [a["text"] for a in answers] == [q["text"] for q in queries]
+  for answer in answers:
+    assert answer["label"] in classes and len(answer["probabilities"]) == len(classes)
+    assert sum(answer["probabilities"]) == pytest.approx(1, abs=1e-4)
+    assert answer["probability"] == max(answer["probabilities"])
+  command = next(line for line in (work_dir / "logs" / "query.log").read_text().splitlines()
+                 if line.startswith("=== "))
+  assert f" -P {pipeline.QUERY_PROGRAM} " in command and " -m " not in command
+  assert "answer:" in result.stdout
+  assert "(SavedModel loaded in a fresh process with tensorflow + tensorflow_text only)" in (
+      result.stdout)
 
 
 def test_report_lists_every_model_with_finite_numbers(demo_run):
@@ -229,11 +230,15 @@ def test_rerun_reuses_every_stage(demo_run):
 
 
 def test_redo_runs_the_named_stages_again(demo_run):
+  # The task stage: a stage of a moment (the report stage would start TensorFlow); the
+  # engine's --redo is the same for every stage (tests/demo/test_stages.py).
   work_dir, _, _, cache_dir = demo_run
-  result, _ = _run_demo(work_dir, cache_dir, "--redo=report", timeout=300)
+  result, _ = _run_demo(work_dir, cache_dir, "--redo=task", timeout=300)
   assert result.returncode == 0, result.stdout[-3000:]
   ran = re.findall(r"^\[\d+/13\] (.*)  \(elapsed", result.stdout, re.M)
-  assert len(ran) == 1 and ran[0].startswith("report"), ran
+  assert len(ran) == 1 and ran[0].startswith("fine-tuning task"), ran
+  reused = re.findall(r"^\[\d+/13\] .*: reused \(", result.stdout, re.M)
+  assert len(reused) == 12, result.stdout
   result, _ = _run_demo(work_dir, cache_dir, "--redo=pretrain:nope", timeout=120)
   assert result.returncode == 1 and "--redo: no stage" in result.stdout
 
@@ -274,7 +279,7 @@ def test_own_corpus_classes_are_its_files(tmp_path):
     docs = ["\n".join(" ".join(rng.choice(vocab.split()) for _ in range(12)) + "."
                       for _ in range(8)) for _ in range(15)]
     (tmp_path / f"{name}.txt").write_text("\n\n".join(docs) + "\n")
-  settings = demo.Settings(
+  settings = settings_lib.Settings(
       work_dir=str(tmp_path / "w"), input_files=[str(tmp_path / "*.txt")], cache_dir=None,
       corpus_max_bytes=0, presets=["bert_tiny"], size="tiny", vocab_size=1000,
       vocab_max_lines=0, seq_length=32, max_predictions_per_seq=5, dupe_factor=1,
@@ -282,76 +287,9 @@ def test_own_corpus_classes_are_its_files(tmp_path):
       finetune_seeds=[1], finetune_steps=2, finetune_batch_size=8,
       finetune_learning_rate=1e-4, task_train_examples=30, task_eval_examples=9,
       eval_documents_fraction=0.1, seed=1, task_classes=4)
-  runner = demo.Demo(settings)
+  runner = pipeline.Demo(settings)
   runner.results["corpus"] = runner.stage_corpus()
   assert runner.results["corpus"]["splits"]["dev"]["documents"] == 6  # 2 of each file
   task = runner.stage_task()
   assert sorted(task["classes"]) == ["cats", "ships", "stars"]
   assert task["splits"]["train"]["examples"] == 30
-
-
-# -------------------------------------------------------------------- the helpers
-
-
-def _documents(num_sources=3, per_source=10, sentences=6):
-  return [demo.Document(f"src{s}", [f"Sentence {i} of document {d} in source {s} is here."
-                                    for i in range(sentences)])
-          for s in range(num_sources) for d in range(per_source)]
-
-
-def test_split_documents_is_stratified_disjoint_and_seeded():
-  documents = _documents()
-  splits = demo.split_documents(documents, 0.1, seed=3)
-  for split in ("dev", "test"):
-    assert sorted(d.source for d in splits[split]) == ["src0", "src1", "src2"]
-  all_keys = [tuple(d.sentences) for s in splits.values() for d in s]
-  assert len(all_keys) == len(set(all_keys)) == len(documents)
-  again = demo.split_documents(documents, 0.1, seed=3)
-  assert [d.sentences for d in again["dev"]] == [d.sentences for d in splits["dev"]]
-
-
-def test_split_documents_refuses_a_tiny_corpus():
-  with pytest.raises(demo.io_utils.InputError, match="too few"):
-    demo.split_documents(_documents(1, 2), 0.1, seed=0)
-
-
-def test_passages_group_consecutive_sentences():
-  sentences = [" ".join(["word"] * 8)] * 7
-  out = demo.passages(sentences, min_words=20, max_words=40)
-  assert [len(p.split()) for p in out] == [24, 24, 8]  # 3 + 3 sentences, then the rest
-
-
-def test_task_is_balanced_and_needs_two_sources(tmp_path):
-  splits = demo.split_documents(_documents(3, 12, 12), 0.1, seed=0)
-  classes = demo.choose_classes(splits, 2)
-  assert len(classes) == 2
-  counts = demo.write_task(str(tmp_path), splits, classes, 40, 10, seed=0)
-  assert counts["train"]["examples"] == 40 and counts["train"]["per_class"] == 20
-  rows = demo.read_tsv(str(tmp_path / "dev.tsv"))
-  assert {r["label"] for r in rows} == set(classes)
-  one_source = demo.split_documents(_documents(1, 12), 0.1, seed=0)
-  with pytest.raises(demo.io_utils.InputError, match="two sources"):
-    demo.choose_classes(one_source, 6)
-
-
-def test_file_documents_label_each_file(tmp_path):
-  (tmp_path / "a.txt").write_text("One a.\nTwo a.\n\nThree a.\nFour a.\n")
-  (tmp_path / "b.txt").write_text("One b.\nTwo b.\n")
-  documents = demo.file_documents([str(tmp_path / "a.txt"), str(tmp_path / "b.txt")])
-  assert [(d.source, len(d.sentences)) for d in documents] == [("a", 2), ("a", 2), ("b", 2)]
-
-
-def test_test_accuracy_joins_predictions_and_held_out_labels(tmp_path):
-  (tmp_path / "p.tsv").write_text("index\tprediction\tprobability\nt-0\ta\t0.9\nt-1\tb\t0.6\n")
-  (tmp_path / "l.tsv").write_text("index\tlabel\nt-0\ta\nt-1\ta\n")
-  assert demo.test_accuracy(str(tmp_path / "p.tsv"), str(tmp_path / "l.tsv")) == (0.5, 2)
-
-
-def test_report_helpers():
-  assert demo_report.smooth([1.0, 3.0, 5.0, 7.0], 3) == [2.0, 3.0, 5.0, 6.0]
-  records = {s: {"mlm_loss": float(s)} for s in range(1, 101)}
-  assert demo_report.last_n(100) == 10
-  assert demo_report.final_loss(records) == pytest.approx(95.5)
-  assert demo_report.mean_std([0.5, 0.7]) == pytest.approx((0.6, 0.1414213), rel=1e-5)
-  assert demo_report.format_duration(73) == "1m13s"
-  assert demo_report.display_name("trans_blstm_small_2_mini") == "TRANS-BLSTM-SMALL-2"

@@ -1,0 +1,98 @@
+"""The demo's settings: its flags, resolved, and the check that keeps a work dir coherent.
+
+The settings that shape the stage outputs are recorded in <work_dir>/demo_settings.json
+by the first run; a later run with other ones is refused (the models, the seeds and the
+run's own choices, such as --jobs, may change between runs).
+"""
+
+import dataclasses
+import json
+import os
+from typing import Dict, List, Optional
+
+from recurrent_bert import io_utils
+
+SETTINGS_FILE = "demo_settings.json"
+
+
+class SettingsMismatch(Exception):
+  """The work dir holds a demo made with other settings: the message names them."""
+
+
+@dataclasses.dataclass
+class Settings:
+  """The flags, resolved; `fingerprint()` is what must not change within a work_dir.
+
+  Attributes mirror the demo's flags, except: presets (--models as preset names),
+  max_predictions_per_seq and warmup_steps (their defaults resolved), finetune_seeds
+  (sorted integers), queries (--query) and redo (--redo, blanks dropped).
+  """
+  work_dir: str
+  input_files: List[str]
+  cache_dir: Optional[str]
+  corpus_max_bytes: int
+  presets: List[str]
+  size: str
+  vocab_size: int
+  vocab_max_lines: int
+  seq_length: int
+  max_predictions_per_seq: int
+  dupe_factor: int
+  batch_size: int
+  pretrain_steps: int
+  learning_rate: float
+  warmup_steps: int
+  finetune_seeds: List[int]
+  finetune_steps: int
+  finetune_batch_size: int
+  finetune_learning_rate: float
+  task_train_examples: int
+  task_eval_examples: int
+  eval_documents_fraction: float
+  seed: int
+  jobs: int = 1
+  num_workers: int = 2
+  task_classes: int = 4
+  queries: Optional[List[str]] = None
+  redo: List[str] = dataclasses.field(default_factory=list)
+
+  def fingerprint(self) -> Dict:
+    """Settings that shape the stage outputs (the models and seeds may change)."""
+    skip = {"work_dir", "presets", "finetune_seeds", "jobs", "num_workers", "queries",
+            "cache_dir", "size", "redo"}
+    return {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
+
+  def path(self, *parts: str) -> str:
+    """A path inside the work dir."""
+    return os.path.join(self.work_dir, *parts)
+
+
+def check_settings(settings: Settings) -> None:
+  """Records the settings of a new work_dir; refuses to mix settings in an old one.
+
+  A work_dir where nothing has finished yet (say, the corpus stage failed on a bad
+  --input_files) takes the new settings.
+
+  Args:
+    settings: this run's settings.
+
+  Raises:
+    SettingsMismatch: the work dir holds results made with other settings.
+  """
+  path = settings.path(SETTINGS_FILE)
+  current = settings.fingerprint()
+  made = any(os.listdir(settings.path(d)) for d in ("stages", "pretrain", "finetune")
+             if os.path.isdir(settings.path(d)))
+  if os.path.exists(path) and made:
+    with open(path, encoding="utf-8") as f:
+      recorded = json.load(f)
+    changed = {k: (recorded.get(k), v) for k, v in current.items() if recorded.get(k) != v}
+    if changed:
+      lines = [f"  --{k}: {old!r} there, {new!r} now" for k, (old, new) in changed.items()]
+      raise SettingsMismatch(
+          f"{settings.work_dir} holds a demo made with other settings:\n" +
+          "\n".join(lines) + "\nRe-run with the same settings to resume it, or give "
+          "another --work_dir (or delete this one) to start afresh.")
+  else:
+    os.makedirs(settings.work_dir, exist_ok=True)
+    io_utils.atomic_write_json(path, current)
