@@ -33,7 +33,6 @@ LAYERS = [
   ("recurrent_bert.summary", 7, "commands"),
   ("recurrent_bert.smoke", 7, "commands"),
   ("recurrent_bert.demo", 7, "demo"),
-  ("recurrent_bert.demo_report", 7, "demo"),
   ("tools", 8, "tools"),
 ]
 BASE_MODULES = {"recurrent_bert", "recurrent_bert.config", "recurrent_bert.model_dir",
