@@ -355,7 +355,7 @@ class ImportedBert:
 def _load_bert(config: ModelConfig, reader, has_mlm: bool, has_nsp: bool, source: str,
                vocab_file: Optional[str], do_lower_case: Optional[bool]) -> ImportedBert:
   """Builds a Pretrainer for `config` and fills it from a TF1-named reader."""
-  from recurrent_bert.models.tasks import Pretrainer  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.models.pretrainer import Pretrainer  # pylint: disable=g-import-not-at-top
   model = Pretrainer(Encoder(config), use_nsp=has_nsp)
   pairs = tf1_bert_pairs(model if has_mlm else model.encoder, reader, source)
   assign_pairs(pairs)
@@ -452,7 +452,7 @@ def load_keras_hub_preset(preset_dir: str, vocab_file: Optional[str] = None) -> 
   The vocabulary and casing come from the preset's tokenizer when it has one.
   """
   import keras_hub  # pylint: disable=g-import-not-at-top
-  from recurrent_bert.models.tasks import Pretrainer  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.models.pretrainer import Pretrainer  # pylint: disable=g-import-not-at-top
   _check_given(vocab_file, "vocab_file")
   if not os.path.isfile(os.path.join(preset_dir, "config.json")):
     raise CheckpointMappingError(f"{preset_dir!r} is not a keras-hub preset directory "

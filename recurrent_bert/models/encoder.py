@@ -3,11 +3,18 @@
 import keras
 
 from recurrent_bert.config import ModelConfig
+from recurrent_bert.config import resolve_config
 from recurrent_bert.layers import Embeddings
 from recurrent_bert.layers import RelativePositionBias
 from recurrent_bert.layers import TransformerBlock
 
 ENCODER_INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
+
+
+def encoder_inputs():
+  """Fresh symbolic inputs for a functional model: {name: int32 [B, T]} per input name."""
+  return {name: keras.Input((None,), dtype="int32", name=name)
+          for name in ENCODER_INPUT_NAMES}
 
 
 @keras.saving.register_keras_serializable(package="recurrent_bert")
@@ -68,8 +75,7 @@ class Encoder(keras.Model):
         kernel_initializer=keras.initializers.TruncatedNormal(stddev=c.initializer_range),
         name="pooler")
 
-    inputs = {name: keras.Input((None,), dtype="int32", name=name)
-              for name in ENCODER_INPUT_NAMES}
+    inputs = encoder_inputs()
     x = self.embeddings(inputs["input_ids"], inputs["segment_ids"])
     shared_bias = self.shared_relative_bias(x) if self.shared_relative_bias else None
     encoder_outputs = []
@@ -106,6 +112,20 @@ class Encoder(keras.Model):
   @classmethod
   def from_config(cls, config):
     return cls(**config)
+
+
+def build_encoder(config_or_preset):
+  """The one place that turns a preset name, a JSON path or a ModelConfig into an Encoder.
+
+  Args:
+    config_or_preset: a `ModelConfig`, a preset name or the path of a config JSON file.
+
+  Returns:
+    A new `Encoder` with freshly initialised weights.
+  """
+  config = (config_or_preset if isinstance(config_or_preset, ModelConfig)
+            else resolve_config(config_or_preset))
+  return Encoder(config)
 
 
 def count_parameters(config):
