@@ -136,6 +136,8 @@ def count_parameters(config):
   """
   # Keras defers the initial values of variables created in a StatelessScope and
   # computes them all on exit; dropping that queue keeps counting free.
+  # keras.src: no public API drops that queue (keras.backend.clear_session would also reset
+  # every name counter and graph of the caller).
   from keras.src.backend.common import global_state
   with keras.StatelessScope():
     encoder = Encoder(config)
