@@ -55,6 +55,8 @@ FLAGS = flags.FLAGS
 def training_flops_per_token(config, seq_length: int, max_predictions: int) -> float:
   """Model FLOPs of one training step per token (module docstring)."""
   import keras  # pylint: disable=g-import-not-at-top
+  # keras.src: no public API drops the initialisations a StatelessScope defers (see
+  # models.count_parameters); keras.backend.clear_session would reset the caller's state too.
   from keras.src.backend.common import global_state  # pylint: disable=g-import-not-at-top
   from recurrent_bert.models import Encoder  # pylint: disable=g-import-not-at-top
   # Shapes only, as models.count_parameters does: no weight initialisation cost.

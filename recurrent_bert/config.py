@@ -16,6 +16,8 @@ import json
 import os
 from typing import Any, Optional, Tuple
 
+# The one source of the allowed values: the layers import them from here (config stays free
+# of TensorFlow, so a config is checked before TensorFlow loads).
 MIXERS = ("ffn", "blstm", "parallel_blstm", "swishrnn")
 ACTIVATIONS = ("gelu", "gelu_approximate", "relu")
 POSITION_EMBEDDINGS = ("absolute", "none")
@@ -23,7 +25,7 @@ ATTENTION_BIASES = ("none", "relative")
 SWISH_RNN_RESIDUALS = ("x1", "x2")
 SWISH_RNN_GATES = ("gelu", "sigmoid")
 SWISH_RNN_DIRECTIONS = ("forward", "backward", "bidirectional")
-# How a BLSTM runs (never what it computes; see layers/blstm.py, which imports this).
+# How a BLSTM or SwishRNN runs, never what it computes (layers/blstm.py, layers/swish_rnn.py).
 BLSTM_IMPLEMENTATIONS = ("auto", "keras", "scan", "fused", "block")
 SWISH_RNN_IMPLEMENTATIONS = ("auto", "fused", "loop", "scan")
 

@@ -1,6 +1,8 @@
 import glob
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -95,3 +97,13 @@ def test_file_errors_name_the_file_and_line(tmp_path):
     ModelConfig.from_file(str(tmp_path / "missing.json"))
   with pytest.raises(ConfigError, match="unknown preset 'bert_huge'.*bert_base"):
     resolve_config("bert_huge")
+
+
+def test_config_imports_no_tensorflow():
+  # The layers take their allowed values (MIXERS, *_IMPLEMENTATIONS) from config: that
+  # direction holds only while config stays light enough for the CLI and model_dir readers.
+  code = ("import sys, recurrent_bert.config\n"
+          "heavy = [m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')]\n"
+          "assert not heavy, heavy")
+  subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO,
+                 env={**os.environ, "PYTHONPATH": REPO})

@@ -77,7 +77,7 @@ def _warm_start_target(imported, target_config: str):
   """
   from recurrent_bert.config import resolve_config  # pylint: disable=g-import-not-at-top
   from recurrent_bert.models import Encoder, Pretrainer  # pylint: disable=g-import-not-at-top
-  from recurrent_bert.convert.checkpoint_mapping import warm_start  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.convert.warm_start import warm_start
   source_config = imported.model.encoder.config
   config = resolve_config(target_config).replace(
       hidden_act=source_config.hidden_act,
@@ -127,7 +127,7 @@ def convert_checkpoint(source: str, input_path: str, output_dir: str,
   Raises:
     CheckpointMappingError: a missing or mis-shaped variable, named.
   """
-  from recurrent_bert.convert.checkpoint_mapping import import_bert  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.convert.importers import import_bert
   imported = import_bert(source, input_path, bert_config_file, vocab_file)
   if target_config:
     model, copied, new, unused = _warm_start_target(imported, target_config)

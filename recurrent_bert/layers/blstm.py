@@ -2,12 +2,12 @@
 
 import keras
 import tensorflow as tf
-from tensorflow.compiler.tf2xla.python import xla
 from keras import ops
 
 from recurrent_bert.config import BLSTM_IMPLEMENTATIONS as IMPLEMENTATIONS
-from recurrent_bert.layers.swish_rnn import _dense_2d
-from recurrent_bert.layers.swish_rnn import _in_xla_program
+from recurrent_bert.layers.graph_utils import dense_2d
+from recurrent_bert.layers.graph_utils import dynamic_update_slice
+from recurrent_bert.layers.graph_utils import in_xla_program
 
 
 def lstm_scan(x, kernel, recurrent_kernel, bias):
@@ -121,8 +121,8 @@ def _fused_forward(forward_inputs, backward_inputs, forward_kernel, backward_ker
     real = tf.cast(t < lengths, h.dtype)[None, :, None]
     return (t + 1, h, c,
             tf.tensor_scatter_nd_update(h_out, index, tf.transpose(h * real, [1, 0, 2])),
-            xla.dynamic_update_slice(c_all, c[None], at_t),
-            xla.dynamic_update_slice(gates_all, gates[None], at_t))
+            dynamic_update_slice(c_all, c[None], at_t),
+            dynamic_update_slice(gates_all, gates[None], at_t))
 
   dtype = forward_inputs.dtype
   _, _, _, h, c, gates = tf.while_loop(
@@ -166,7 +166,7 @@ def _fused_backward(dh_out, h, c, gates, forward_kernel, backward_kernel, length
     real = tf.cast(t < lengths, dh_next.dtype)[None, :, None]  # padded outputs are 0
     dh = tf.transpose(tf.gather_nd(dh_out, index), [1, 0, 2]) * real + dh_next
     dz, dc = _cell_gradient(dh, dc_next, tf.gather(gates, t), tf.gather(c, t), c_prev)
-    dforward = xla.dynamic_update_slice(dforward, dz[0][:, None], tf.stack([0, t, 0]))
+    dforward = dynamic_update_slice(dforward, dz[0][:, None], tf.stack([0, t, 0]))
     dbackward = tf.tensor_scatter_nd_update(dbackward, index[:, 1, :2], dz[1])
     return s + 1, tf.matmul(dz, kernels, transpose_b=True), dc, dforward, dbackward
 
@@ -340,7 +340,7 @@ class BidirectionalLSTM(keras.layers.Layer):
 
   @property
   def resolved_implementation(self):
-    if self.implementation == "block" and _in_xla_program():
+    if self.implementation == "block" and in_xla_program():
       return "fused"  # BlockLSTMV2 has no XLA kernel
     if self.implementation != "auto":
       return self.implementation
@@ -375,7 +375,7 @@ class BidirectionalLSTM(keras.layers.Layer):
     # one matmul holds a copy of both (and of their gradient) until the backward pass;
     # with that and stacked [T, 2, B, .] copies outside the loop, one full-size block
     # peaked at 2.3x the FFN's memory, 1.7x without (graph mode), and ran no faster.
-    inputs = [_dense_2d(x, ops.cast(cell.kernel, x.dtype), ops.cast(cell.bias, x.dtype))
+    inputs = [dense_2d(x, ops.cast(cell.kernel, x.dtype), ops.cast(cell.bias, x.dtype))
               for cell in cells]
     h = bidirectional_lstm_recurrence(
         *inputs, *(ops.cast(cell.recurrent_kernel, x.dtype) for cell in cells), lengths)

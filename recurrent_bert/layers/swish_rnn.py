@@ -2,11 +2,16 @@
 
 import keras
 import tensorflow as tf
-from tensorflow.compiler.tf2xla.python import xla
-from tensorflow.python.ops import control_flow_util
 from keras import ops
 
+from recurrent_bert.config import SWISH_RNN_DIRECTIONS
+from recurrent_bert.config import SWISH_RNN_IMPLEMENTATIONS as IMPLEMENTATIONS
+from recurrent_bert.config import SWISH_RNN_RESIDUALS
 from recurrent_bert.layers.activations import get_activation
+from recurrent_bert.layers.graph_utils import dense_2d
+from recurrent_bert.layers.graph_utils import dynamic_update_slice
+from recurrent_bert.layers.graph_utils import in_xla_program
+from recurrent_bert.layers.graph_utils import with_static_shape
 
 # How the recurrence runs. All compute SPEC §4 exactly (benchmarks/recurrence.py times them).
 # "fused" and "loop" replace autodiff through the scan (which stores every step's
@@ -28,18 +33,9 @@ from recurrent_bert.layers.activations import get_activation
 #            everything but the 2-op reverse recurrence in vectorised passes.
 #   "scan":  the original plain `tf.scan` over T/k blocks, autodiff through the scan.
 #   "auto":  "fused" (the default; a config may name one of the others to compare).
-IMPLEMENTATIONS = ("auto", "fused", "loop", "scan")
+# Their names are config.SWISH_RNN_IMPLEMENTATIONS (IMPLEMENTATIONS here), so a config is
+# checked without TensorFlow.
 DEFAULT_UNROLL = 16  # "loop" only: under XLA unrolling measured slower (duplicated work)
-
-
-def _with_static_shape(t, shape):
-  """Records a shape known from the inputs on t, in place (no op).
-
-  Not tf.ensure_shape: inside a whole-model XLA program its EnsureShape ops made a
-  training step with dropout ~5x slower (measured, TF 2.21 CPU).
-  """
-  t.set_shape(shape)
-  return t
 
 
 def _shift_later(t, d):
@@ -154,7 +150,7 @@ def _xla_loop(step, elems, initial, num_outputs, k, reverse=False, previous=()):
     pieces += [tf.where(start > 0, read(t, tf.maximum(start - k, 0)), tf.zeros_like(p))
                for t, p in zip(previous, pieces)]
     state, outs = step(state, *pieces)
-    buffers = [xla.dynamic_update_slice(b, o, [0, start, 0]) for b, o in zip(buffers, outs)]
+    buffers = [dynamic_update_slice(b, o, [0, start, 0]) for b, o in zip(buffers, outs)]
     return i + 1, state, buffers
 
   buffers = [tf.zeros_like(elems[0]) for _ in range(num_outputs)]
@@ -193,9 +189,9 @@ def _fused_forward(x1, residual, alpha, beta, k, gate, state_bias, gate_in_loop)
   c, *out, _ = _xla_loop(step, [x1, x1 if residual is None else residual] +
                          ([gate] if in_loop else []),
                          tf.zeros([batch, k, depth], x1.dtype), 2 if in_loop else 1, k)
-  c = _with_static_shape(c, x1.shape)
+  c = with_static_shape(c, x1.shape)
   out = out[0] if in_loop else _gate_forward(c, gate, state_bias)
-  return _with_static_shape(out, x1.shape), c
+  return with_static_shape(out, x1.shape), c
 
 
 def _fused_backward(dout, c, x1, alpha, beta, k, shared, gate, state_bias, gate_in_loop):
@@ -235,7 +231,7 @@ def _fused_backward(dout, c, x1, alpha, beta, k, shared, gate, state_bias, gate_
       step, [dout, x1] + ([gate, c] if in_loop else []), (zeros,) * (3 + in_loop),
       (1 if shared else 2) + in_loop, k, reverse=True, previous=[c])
   totals = tuple(tf.reduce_sum(t, [0, 1]) for t in sums)  # dalpha, dbeta[, dbias]
-  dinputs = [_with_static_shape(d, x1.shape) for d in dinputs]
+  dinputs = [with_static_shape(d, x1.shape) for d in dinputs]
   if not in_loop:
     return tuple(dinputs) + totals[:2] + dgating
   return tuple(dinputs[:-1]) + totals[:2] + (dinputs[-1], totals[2])
@@ -252,7 +248,7 @@ def _loop_forward(x1, residual, alpha, beta, k, unroll):
   batch, depth = tf.shape(x1)[0], tf.shape(x1)[2]
   c, s = _chunked_loop(step, [x1, residual], tf.zeros([batch, k, depth], x1.dtype), 2, k,
                        unroll)
-  return _with_static_shape(c, x1.shape), _with_static_shape(s, x1.shape)
+  return with_static_shape(c, x1.shape), with_static_shape(s, x1.shape)
 
 
 def _loop_backward(dc, c, s, x1, alpha, k, unroll):
@@ -270,7 +266,7 @@ def _loop_backward(dc, c, s, x1, alpha, k, unroll):
   batch, depth = tf.shape(x1)[0], tf.shape(x1)[2]
   g, = _chunked_loop(step, [_shift_earlier(dswish, k), dc],
                      tf.zeros([batch, k, depth], dc.dtype), 1, k, unroll, reverse=True)
-  g = _with_static_shape(g, dc.shape)
+  g = with_static_shape(g, dc.shape)
   return -g * dswish, g, tf.reduce_sum(g * z * q, [0, 1]), tf.reduce_sum(g * q, [0, 1])
 
 
@@ -296,7 +292,7 @@ def _custom_gradient_recurrence(x1, residual, alpha, beta, gate, state_bias, k, 
       # (graph mode); inside a whole-model XLA program a separate elementwise pass that
       # XLA fuses with its neighbours wins (latency-bound block under XLA, k=1: 1.27x
       # vs 1.20x the FFN; base 1.16x vs 1.09x).
-      in_loop = not _in_xla_program()
+      in_loop = not in_xla_program()
       out, c = _fused_forward_xla(x1, residual, alpha, beta, k, gate, state_bias, in_loop)
       return out, lambda dout: _fused_backward_xla(dout, c, x1, alpha, beta, k, shared,
                                                     gate, state_bias, in_loop)
@@ -312,10 +308,6 @@ def _custom_gradient_recurrence(x1, residual, alpha, beta, gate, state_bias, k, 
     return _gate_forward(c, gate, state_bias), grad
 
   return recurrence(*given.values())
-
-
-def _in_xla_program():
-  return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
 
 
 def _scan_recurrence(x1, residual, alpha, beta, k):
@@ -376,23 +368,6 @@ def swish_rnn_recurrence(x1, residual, alpha, beta, step_size=1, implementation=
                                      fused=implementation == "fused")
 
 
-def _dense_2d(x, kernel, bias=None, activation=None):
-  """act(x W + b) as one 2-D MatMul, [B, T, H] -> [B, T, D].
-
-  A flat MatMul -> BiasAdd -> activation chain is what TensorFlow's CPU/GPU graph
-  rewriter fuses into one kernel (as it does in Dense layers of the FFN); a 3-D
-  tf.matmul would be a broadcasting BatchMatMul with a much slower kernel gradient.
-  """
-  shape = tf.shape(x)
-  y = tf.matmul(tf.reshape(x, [-1, x.shape[-1]]), kernel)
-  if bias is not None:
-    y = tf.nn.bias_add(y, bias)
-  if activation is not None:
-    y = activation(y)
-  y = tf.reshape(y, tf.concat([shape[:-1], [kernel.shape[-1]]], 0))
-  return _with_static_shape(y, x.shape[:-1] + kernel.shape[-1:])
-
-
 @keras.saving.register_keras_serializable(package="recurrent_bert")
 class SwishRNN(keras.layers.Layer):
   """The SwishRNN block: projections, Swish recurrence, gated output projection.
@@ -426,9 +401,9 @@ class SwishRNN(keras.layers.Layer):
     if implementation not in IMPLEMENTATIONS:
       raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, "
                        f"got {implementation!r}")
-    if residual not in ("x1", "x2"):
-      raise ValueError(f"residual must be 'x1' or 'x2', got {residual!r}")
-    if direction not in ("forward", "backward", "bidirectional"):
+    if residual not in SWISH_RNN_RESIDUALS:
+      raise ValueError(f"residual must be one of {SWISH_RNN_RESIDUALS}, got {residual!r}")
+    if direction not in SWISH_RNN_DIRECTIONS:
       raise ValueError(f"unknown direction {direction!r}")
     if direction == "bidirectional" and inner_size % 2:
       raise ValueError(f"bidirectional needs an even inner_size, got {inner_size}")
@@ -469,13 +444,13 @@ class SwishRNN(keras.layers.Layer):
     return tf.concat([t[..., :half], tf.reverse(t[..., half:], axis=[1])], axis=-1)
 
   def call(self, x, attention_mask=None, training=None):
-    x1 = _dense_2d(x, ops.cast(self.x1_kernel, x.dtype))  # [B, T, d']
+    x1 = dense_2d(x, ops.cast(self.x1_kernel, x.dtype))  # [B, T, d']
     gate_bias = ops.cast(self.gate_bias, x.dtype)
     if self.residual == "x1":
-      gate = _dense_2d(x, ops.cast(self.x2_kernel, x.dtype), gate_bias, self._gate_fn)
+      gate = dense_2d(x, ops.cast(self.x2_kernel, x.dtype), gate_bias, self._gate_fn)
       residual = None
     else:  # X2 itself is needed as well as its gate
-      residual = _dense_2d(x, ops.cast(self.x2_kernel, x.dtype))
+      residual = dense_2d(x, ops.cast(self.x2_kernel, x.dtype))
       gate = self._gate_fn(residual + gate_bias)
     x1, residual, gate = (None if t is None else tf.cast(t, "float32")
                           for t in (x1, residual, gate))

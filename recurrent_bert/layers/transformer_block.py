@@ -2,12 +2,11 @@
 
 import keras
 
+from recurrent_bert.config import MIXERS
 from recurrent_bert.layers.attention import SelfAttention
 from recurrent_bert.layers.blstm import BidirectionalLSTM
 from recurrent_bert.layers.feedforward import FeedForward
 from recurrent_bert.layers.swish_rnn import SwishRNN
-
-MIXERS = ("ffn", "blstm", "parallel_blstm", "swishrnn")
 
 
 @keras.saving.register_keras_serializable(package="recurrent_bert")

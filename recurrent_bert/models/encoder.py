@@ -3,11 +3,18 @@
 import keras
 
 from recurrent_bert.config import ModelConfig
+from recurrent_bert.config import resolve_config
 from recurrent_bert.layers import Embeddings
 from recurrent_bert.layers import RelativePositionBias
 from recurrent_bert.layers import TransformerBlock
 
 ENCODER_INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
+
+
+def encoder_inputs():
+  """Fresh symbolic inputs for a functional model: {name: int32 [B, T]} per input name."""
+  return {name: keras.Input((None,), dtype="int32", name=name)
+          for name in ENCODER_INPUT_NAMES}
 
 
 @keras.saving.register_keras_serializable(package="recurrent_bert")
@@ -68,8 +75,7 @@ class Encoder(keras.Model):
         kernel_initializer=keras.initializers.TruncatedNormal(stddev=c.initializer_range),
         name="pooler")
 
-    inputs = {name: keras.Input((None,), dtype="int32", name=name)
-              for name in ENCODER_INPUT_NAMES}
+    inputs = encoder_inputs()
     x = self.embeddings(inputs["input_ids"], inputs["segment_ids"])
     shared_bias = self.shared_relative_bias(x) if self.shared_relative_bias else None
     encoder_outputs = []
@@ -108,6 +114,20 @@ class Encoder(keras.Model):
     return cls(**config)
 
 
+def build_encoder(config_or_preset):
+  """The one place that turns a preset name, a JSON path or a ModelConfig into an Encoder.
+
+  Args:
+    config_or_preset: a `ModelConfig`, a preset name or the path of a config JSON file.
+
+  Returns:
+    A new `Encoder` with freshly initialised weights.
+  """
+  config = (config_or_preset if isinstance(config_or_preset, ModelConfig)
+            else resolve_config(config_or_preset))
+  return Encoder(config)
+
+
 def count_parameters(config):
   """Builds `Encoder(config)` without initialising its weights and counts them.
 
@@ -116,6 +136,8 @@ def count_parameters(config):
   """
   # Keras defers the initial values of variables created in a StatelessScope and
   # computes them all on exit; dropping that queue keeps counting free.
+  # keras.src: no public API drops that queue (keras.backend.clear_session would also reset
+  # every name counter and graph of the caller).
   from keras.src.backend.common import global_state
   with keras.StatelessScope():
     encoder = Encoder(config)

@@ -23,7 +23,7 @@ class MaskedLMHead(keras.layers.Layer):
   Output: logits [B, P, V], float32.
 
   `embeddings` is the encoder's `Embeddings` layer; the tie is not serialised by this
-  layer, the task model that owns both rebuilds it.
+  layer, the `Pretrainer` that owns both rebuilds it.
   """
 
   def __init__(self, embeddings, hidden_act="gelu", layer_norm_epsilon=1e-12,

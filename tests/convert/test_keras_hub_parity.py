@@ -4,8 +4,8 @@ import keras_hub
 import numpy as np
 
 from recurrent_bert.config import get_preset
+from recurrent_bert.convert.mapping import load_from_keras_hub_bert
 from recurrent_bert.models import Encoder
-from recurrent_bert.convert.checkpoint_mapping import load_from_keras_hub_bert
 
 
 def test_same_outputs_as_keras_hub_bert_backbone(rng):

@@ -5,11 +5,11 @@ import pytest
 import tensorflow as tf
 
 from recurrent_bert.config import get_preset
+from recurrent_bert.convert.mapping import CheckpointMappingError
+from recurrent_bert.convert.mapping import assign_pairs
+from recurrent_bert.convert.mapping import tf1_bert_pairs
 from recurrent_bert.models import Encoder
 from recurrent_bert.models import Pretrainer
-from recurrent_bert.convert.checkpoint_mapping import CheckpointMappingError
-from recurrent_bert.convert.checkpoint_mapping import assign_pairs
-from recurrent_bert.convert.checkpoint_mapping import tf1_bert_pairs
 from tests import checkpoint_files
 from tests import references as ref
 
