@@ -44,7 +44,7 @@ the context cut to what is left of `max_seq_length`; answers past the cut cannot
 of `recurrent_bert.tasks.squad` (doc_stride windows + `postprocess_squad`). The span is the
 best `start_logit + end_logit` with start <= end < start + max_answer_length over the
 context pieces; a piece maps to the characters of the basic-tokenizer word it came from,
-so answers are exact substrings of the original context (as in `data/squad.py`).
+so answers are exact substrings of the original context (as in `tasks/squad.py`).
 
 SQuAD v2.0 "no answer": null_score_diff is `postprocess_squad`'s null odds of the window,
 null score minus best span score; a row is answered "no answer" when it exceeds the
