@@ -9,26 +9,21 @@ r"""Fine-tunes and evaluates a span extractor on SQuAD v1.1 / v2.0.
 Evaluation scores the predict file with the official definitions (exact_match and f1 in
 percent; v2.0 adds HasAns_/NoAns_ and the best no-answer threshold) and writes
 predictions.json, nbest_predictions.json (and null_odds.json for v2.0) under
-model_dir/predictions. Modes and model_dir layout: recurrent_bert/training/finetuning.py.
+model_dir/predictions. The task adapter: recurrent_bert/tasks/span_extraction.py. Modes
+and model_dir layout: recurrent_bert/training/finetuning.py.
 """
 
-from typing import Dict, List
+import dataclasses
 
 from absl import flags
-from absl import logging
 
 from recurrent_bert import cli
-from recurrent_bert.tasks import metrics
-from recurrent_bert.tasks import predictions
-from recurrent_bert.tasks import squad
-from recurrent_bert.tasks import task_features
-from recurrent_bert.tasks import tfds_tasks
-from recurrent_bert.io_utils import InputError
 from recurrent_bert.data.tokenization import BertWordpieceTokenizer
-from recurrent_bert.flags import finetuning as finetune_flags
-from recurrent_bert.training import finetuning
-from recurrent_bert.training import objectives
 from recurrent_bert.flags import execution as run_flags
+from recurrent_bert.flags import finetuning as finetune_flags
+from recurrent_bert.io_utils import InputError
+from recurrent_bert.tasks import span_extraction
+from recurrent_bert.training import finetuning
 
 FLAGS = flags.FLAGS
 finetune_flags.define_flags(learning_rate=5e-5, train_batch_size=32, max_seq_length=384,
@@ -52,67 +47,6 @@ flags.register_validator("max_query_length", lambda v: v >= 1,
                          "--max_query_length must be >= 1")
 
 
-class SquadTask(finetuning.FinetuneTask):
-  """SQuAD: windows over the context as feature rows, answers mapped back to text."""
-
-  def __init__(self, tokenizer, cache_dir: str, vocab_fingerprint: str, do_lower_case: bool,
-               files: Dict[str, str], use_tfds: bool):
-    super().__init__(cache_dir, [vocab_fingerprint, do_lower_case, FLAGS.max_seq_length,
-                                 FLAGS.doc_stride, FLAGS.max_query_length])
-    self._tokenizer = tokenizer
-    self._files = files
-    self._use_tfds = use_tfds
-    self.version_2 = FLAGS.version == "2.0"
-    self.info = finetuning.TaskInfo(
-        task="squad_v2" if self.version_2 else "squad", kind="span",
-        use_blstm_decoder=FLAGS.use_blstm_decoder, do_lower_case=do_lower_case,
-        max_seq_length=FLAGS.max_seq_length, main_metric="f1",
-        max_query_length=FLAGS.max_query_length, max_answer_length=FLAGS.max_answer_length,
-        doc_stride=FLAGS.doc_stride)
-    self.objective = objectives.SpanObjective()
-    self.output_keys = ("start_logits", "end_logits")
-    self.predict_splits = ("dev",) if use_tfds or "dev" in files else ()
-    self.eval_splits = self.predict_splits  # set by `check_labels` when unlabeled
-
-  def read_split(self, split: str):
-    if self._use_tfds:
-      return tfds_tasks.load_tfds_squad(FLAGS.version, split, FLAGS.tfds_data_dir,
-                                        FLAGS.tfds_download)
-    if split not in self._files:
-      raise InputError(f"--{'train' if split == 'train' else 'predict'}_file is needed")
-    return squad.read_squad(self._files[split])
-
-  def check_labels(self) -> None:
-    """A predict file without answers is predicted, not scored."""
-    if self.eval_splits and not any(e.answers or e.is_impossible
-                                    for e in self.examples("dev")):
-      logging.info("the predict file has no answers: writing predictions only")
-      self.eval_splits = ()
-
-  def convert(self, examples):
-    return squad.squad_features(examples, self._tokenizer, FLAGS.max_seq_length,
-                                FLAGS.doc_stride, FLAGS.max_query_length)
-
-  def _postprocess(self, split: str, outputs) -> squad.SquadPredictions:
-    return squad.postprocess_squad(
-        self.examples(split), self.features(split), outputs["start_logits"],
-        outputs["end_logits"], FLAGS.n_best_size, FLAGS.max_answer_length,
-        self.version_2, FLAGS.null_score_diff_threshold)
-
-  def evaluate(self, split: str, outputs) -> Dict[str, float]:
-    result = self._postprocess(split, outputs)
-    gold = metrics.squad_gold_answers(self.examples(split))
-    if self.version_2:
-      return metrics.squad_v2_scores(gold, result.predictions, result.null_odds)
-    return metrics.squad_v1_scores(gold, result.predictions)
-
-  def write_predictions(self, split: str, outputs, output_dir: str) -> List[str]:
-    paths = predictions.write_squad_predictions(output_dir,
-                                                self._postprocess(split, outputs),
-                                                self.version_2)
-    return list(paths.values())
-
-
 def main(argv):
   if len(argv) > 1:
     cli.fail(f"unexpected arguments: {argv[1:]}")
@@ -126,27 +60,34 @@ def main(argv):
       worker_id, path_flags=("train_file", "predict_file", "tfds_data_dir"))
   if FLAGS.max_query_length + 4 > FLAGS.max_seq_length:
     cli.fail(f"--max_query_length={FLAGS.max_query_length} leaves no room for "
-             f"the context in --max_seq_length={FLAGS.max_seq_length}")
+                   f"the context in --max_seq_length={FLAGS.max_seq_length}")
   files = {split: path for split, path in (("train", FLAGS.train_file),
                                            ("dev", FLAGS.predict_file)) if path}
+  settings = span_extraction.SpanSettings(**{
+      field.name: FLAGS[field.name].value
+      for field in dataclasses.fields(span_extraction.SpanSettings)})
   try:
     tokenizer = BertWordpieceTokenizer(parts.vocab_file, do_lower_case=parts.do_lower_case)
-    task = SquadTask(tokenizer, parts.cache_dir,
-                     task_features.file_fingerprint(parts.vocab_file), parts.do_lower_case,
-                     files, FLAGS.tfds)
-    if FLAGS.mode != "train":
-      task.check_labels()
+    adapter = span_extraction.SpanExtractionAdapter(
+        span_extraction.squad_reader(FLAGS.version, files, use_tfds=FLAGS.tfds,
+                                     tfds_data_dir=FLAGS.tfds_data_dir,
+                                     tfds_download=FLAGS.tfds_download),
+        tokenizer, parts.cache_dir, settings, version_2=FLAGS.version == "2.0",
+        use_blstm_decoder=FLAGS.use_blstm_decoder,
+        predict_splits=("dev",) if FLAGS.tfds or "dev" in files else ())
     # Bad data fails before the model is built.
-    for split in (["train"] if FLAGS.mode in ("train", "train_and_eval") else []) + (
-        [] if FLAGS.mode == "train" else ["dev"]):
-      task.feature_cache(split)
+    adapter.prepare((["train"] if FLAGS.mode in ("train", "train_and_eval") else []) +
+                    ([] if FLAGS.mode == "train" else ["dev"]))
   except (InputError, ValueError) as e:
     cli.fail(str(e))
-  results = finetune_flags.run_task(strategy, task, parts, is_chief, worker_id)
+  results = finetune_flags.run_task(strategy, adapter, parts, is_chief, worker_id)
   if results:
     print(f"eval results ({FLAGS.model_dir}/{finetuning.EVAL_RESULTS_FILE}): " +
           ", ".join(f"{k}={v:.2f}" for k, v in results["dev"].items()))
 
 
 if __name__ == "__main__":
-  cli.run(main, finetune_flags.help_groups(("version", "train_file", "predict_file", "tfds", "tfds_data_dir", "tfds_download", "use_blstm_decoder", "doc_stride", "max_query_length", "max_answer_length", "n_best_size", "null_score_diff_threshold")))
+  cli.run(main, finetune_flags.help_groups((
+      "version", "train_file", "predict_file", "tfds", "tfds_data_dir", "tfds_download",
+      "use_blstm_decoder", "doc_stride", "max_query_length", "max_answer_length",
+      "n_best_size", "null_score_diff_threshold")))

@@ -19,8 +19,8 @@ from recurrent_bert import model_dir as layout
 from recurrent_bert import serving
 from recurrent_bert.config import get_preset
 from recurrent_bert.tasks import squad
-from recurrent_bert.tasks.task_features import PairExample
-from recurrent_bert.tasks.task_features import convert_pair_examples
+from recurrent_bert.tasks.pair_features import PairExample
+from recurrent_bert.tasks.pair_features import convert_pair_examples
 from recurrent_bert.data.tokenization import BertWordpieceTokenizer
 from recurrent_bert.models import Classifier
 from recurrent_bert.models import SpanExtractor

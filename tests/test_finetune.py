@@ -86,7 +86,7 @@ def test_glue_learns_a_generated_pair_task(rte_run, task_files):
 def test_eval_mode_matches_the_keras_model_on_numpy_packed_features(rte_run, task_files):
   """--mode=eval (distributed prediction, padded batches) vs the model called directly."""
   from recurrent_bert.tasks import glue
-  from recurrent_bert.tasks.task_features import convert_pair_examples
+  from recurrent_bert.tasks.pair_features import convert_pair_examples
   from recurrent_bert.data.tokenization import BertWordpieceTokenizer
   from recurrent_bert.training import finetuning
 
@@ -126,7 +126,7 @@ def test_mirrored_prediction_equals_single_device(rte_run, task_files):
 
 def test_export_of_a_finetuned_classifier_serves_raw_text(rte_run, tmp_path):
   """classify_pair in a fresh TF-only process = softmax of the Keras model."""
-  from recurrent_bert.tasks.task_features import PairExample, convert_pair_examples
+  from recurrent_bert.tasks.pair_features import PairExample, convert_pair_examples
   from recurrent_bert.data.tokenization import BertWordpieceTokenizer
   from recurrent_bert.training import finetuning
 

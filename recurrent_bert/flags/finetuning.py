@@ -120,8 +120,8 @@ def _use_recorded_settings(info, model_dir: str) -> None:
 
 
 def _same_file(path_a: str, path_b: str) -> bool:
-  from recurrent_bert.tasks import task_features  # pylint: disable=g-import-not-at-top
-  return task_features.file_fingerprint(path_a) == task_features.file_fingerprint(path_b)
+  from recurrent_bert.data import feature_cache  # pylint: disable=g-import-not-at-top
+  return feature_cache.file_fingerprint(path_a) == feature_cache.file_fingerprint(path_b)
 
 
 def resolve_run(worker_id: int = 0, path_flags: Sequence[str] = ()) -> RunParts:
@@ -206,9 +206,10 @@ def settings_from_flags():
   return FinetuneSettings(**{name: FLAGS[name].value for name in names})
 
 
-def run_task(strategy, task, parts: RunParts, is_chief: bool, worker_id: int):
-  """Builds the Finetuner and runs --mode; a non-finite loss exits with status 1, Ctrl-C
-  with 130 (`cli.run`: the loop has saved the last completed step).
+def run_task(strategy, adapter, parts: RunParts, is_chief: bool, worker_id: int):
+  """Builds the Finetuner of `adapter` (a training/finetuning.py `TaskAdapter`) and runs
+  --mode; a non-finite loss exits with status 1, Ctrl-C with 130 (`cli.run`: the loop has
+  saved the last completed step).
 
   Returns:
     The evaluation results ({} for train / predict).
@@ -219,7 +220,7 @@ def run_task(strategy, task, parts: RunParts, is_chief: bool, worker_id: int):
   # pylint: enable=g-import-not-at-top
   if FLAGS.mode in ("train", "train_and_eval"):
     optimizer_flags.check_optimizer_flags(strategy.num_replicas_in_sync)
-  finetuner = finetuning.Finetuner(strategy, task, settings_from_flags(), parts.model_config,
+  finetuner = finetuning.Finetuner(strategy, adapter, settings_from_flags(), parts.model_config,
                                    parts.init_checkpoint, parts.vocab_file, is_chief,
                                    worker_id)
   try:

@@ -1,6 +1,18 @@
 """Fine-tuning tasks: readers of the official files, feature packing, official metrics,
 prediction files, and each kind of problem's adapter for the training loop.
 
-May import: the base modules (config, model_dir, io_utils, cli), data/ (tokenizers),
-models/ and training/. Never imported by layers/, models/, data/ or training/.
+  registry.py           `TaskSpec`, the GLUE and SuperGLUE tasks, looked up by name
+  glue.py, superglue.py, custom_task.py, tfds_tasks.py, squad.py
+                        readers of the official files (and TFDS), SQuAD windows
+  pair_features.py      [CLS] a [SEP] (b [SEP]) packing of sentence(-pair) examples
+  metrics.py            the official metrics
+  predictions.py        leaderboard submission and SQuAD prediction files
+  classification.py     `ClassificationAdapter` (GLUE, SuperGLUE, custom) and `task_source`
+  span_extraction.py    `SpanExtractionAdapter` (SQuAD) and `squad_reader`
+
+The adapters implement `training.finetuning.TaskAdapter`, which the `Finetuner` drives.
+
+May import: the base modules (config, model_dir, io_utils, cli), data/ (tokenizers, the
+feature cache), models/ and training/. Never imported by layers/, models/, data/ or
+training/.
 """

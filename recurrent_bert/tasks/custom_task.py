@@ -19,8 +19,9 @@ from recurrent_bert.tasks import glue
 from recurrent_bert import io_utils
 from recurrent_bert.io_utils import InputError
 from recurrent_bert.io_utils import atomic_write_text
-from recurrent_bert.tasks.task_features import PairExample
-from recurrent_bert.tasks.task_features import SplitData
+from recurrent_bert.data.feature_cache import SplitData
+from recurrent_bert.tasks.pair_features import PairExample
+from recurrent_bert.tasks.registry import TaskSpec
 
 TASK_NAME = "custom"
 SPLITS = ("train", "dev", "test")
@@ -47,13 +48,13 @@ def _layout(path: str) -> glue.TsvLayout:
                         header={text_a: header[text_a]})
 
 
-def task_spec(label_list: Sequence[str]) -> glue.TaskSpec:
+def task_spec(label_list: Sequence[str]) -> TaskSpec:
   """A TaskSpec for a custom classification task with these label names."""
   if len(label_list) < 2:
     raise InputError(f"a classification task needs at least 2 labels, got {label_list}")
-  return glue.TaskSpec(TASK_NAME, TASK_NAME, tuple(label_list), ("accuracy",), "accuracy",
-                       {split: f"{split}.tsv" for split in SPLITS}, ("dev",), {},
-                       benchmark=TASK_NAME)
+  return TaskSpec(TASK_NAME, TASK_NAME, tuple(label_list), ("accuracy",), "accuracy",
+                  {split: f"{split}.tsv" for split in SPLITS}, ("dev",), {},
+                  benchmark=TASK_NAME)
 
 
 def infer_label_list(task_dir: str) -> List[str]:
@@ -80,10 +81,10 @@ def read_custom(task_dir: str, split: str, label_list: Sequence[str]) -> SplitDa
   layout = _layout(path)
   if split != "test" and layout.label is None:
     raise InputError(f"{path}:1: the {split} file needs a 'label' column")
-  # pylint: disable=protected-access
-  data = glue._read_tsv(path, task_spec(label_list), split, layout, skip_malformed=False)
+  data = glue.read_tsv(path, task_spec(label_list), split, layout, skip_malformed=False)
   data.examples = [e if e.index is not None else
-                   PairExample(e.guid, e.text_a, e.text_b, e.label, index=e.guid.rsplit("-", 1)[-1])
+                   PairExample(e.guid, e.text_a, e.text_b, e.label,
+                               index=e.guid.rsplit("-", 1)[-1])
                    for e in data.examples]
   return data
 

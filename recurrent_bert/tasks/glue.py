@@ -1,4 +1,4 @@
-"""GLUE: the task registry and readers for the official task folders (glue_data/<Task>/).
+"""GLUE: readers for the official task folders (glue_data/<Task>/).
 
 Each task folder holds train.tsv, dev.tsv and the unlabeled test.tsv (MNLI: dev_matched,
 dev_mismatched, test_matched, test_mismatched). The files are tab-separated with NO
@@ -27,49 +27,12 @@ from typing import Dict, Optional, Tuple
 from recurrent_bert import io_utils
 from recurrent_bert.io_utils import InputError
 from recurrent_bert.io_utils import read_lines_checked
-from recurrent_bert.tasks.task_features import PairExample
-from recurrent_bert.tasks.task_features import SplitData
+from recurrent_bert.data.feature_cache import SplitData
+from recurrent_bert.tasks.pair_features import PairExample
+from recurrent_bert.tasks.registry import TaskSpec
+from recurrent_bert.tasks.registry import get_task
 
 _BYTE_ORDER_MARK = "\ufeff"
-
-
-@dataclasses.dataclass(frozen=True)
-class TaskSpec:
-  """What a fine-tuning entry point needs to know about a task.
-
-  Attributes:
-    name: registry key ("cola", "mnli", "boolq", ...).
-    dir_name: the folder of the official distribution ("CoLA", "MNLI", "BoolQ").
-    label_list: label names, label id = position; None for regression (STS-B).
-    metric_names: metrics reported on the dev split(s), names as in `metrics.py`.
-    main_metric: the metric used for model selection (the paper's metric).
-    files: split name → file name inside the task folder.
-    eval_splits: the labeled evaluation splits ("dev"; MNLI: matched and mismatched).
-    leaderboard_files: test split → submission file name.
-    benchmark: "glue" or "superglue".
-  """
-  name: str
-  dir_name: str
-  label_list: Optional[Tuple[str, ...]]
-  metric_names: Tuple[str, ...]
-  main_metric: str
-  files: Dict[str, str]
-  eval_splits: Tuple[str, ...]
-  leaderboard_files: Dict[str, str]
-  benchmark: str = "glue"
-
-  @property
-  def is_regression(self) -> bool:
-    return self.label_list is None
-
-  @property
-  def num_labels(self) -> int:
-    """Output units of the classifier head: the number of labels, 1 for regression."""
-    return 1 if self.label_list is None else len(self.label_list)
-
-  @property
-  def splits(self) -> Tuple[str, ...]:
-    return tuple(self.files)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,42 +52,6 @@ class TsvLayout:
   num_columns: Optional[int] = None
   header: Optional[Dict[int, str]] = None
 
-
-def _standard_files() -> Dict[str, str]:
-  return {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"}
-
-
-_BINARY = ("0", "1")
-_ENTAILMENT = ("entailment", "not_entailment")
-
-GLUE_TASKS: Dict[str, TaskSpec] = {
-    spec.name: spec for spec in (
-        TaskSpec("cola", "CoLA", _BINARY, ("matthews_corr", "accuracy"), "matthews_corr",
-                 _standard_files(), ("dev",), {"test": "CoLA.tsv"}),
-        TaskSpec("sst2", "SST-2", _BINARY, ("accuracy",), "accuracy",
-                 _standard_files(), ("dev",), {"test": "SST-2.tsv"}),
-        TaskSpec("mrpc", "MRPC", _BINARY, ("f1", "accuracy"), "f1",
-                 _standard_files(), ("dev",), {"test": "MRPC.tsv"}),
-        TaskSpec("stsb", "STS-B", None, ("pearson", "spearman"), "spearman",
-                 _standard_files(), ("dev",), {"test": "STS-B.tsv"}),
-        TaskSpec("qqp", "QQP", _BINARY, ("f1", "accuracy"), "f1",
-                 _standard_files(), ("dev",), {"test": "QQP.tsv"}),
-        TaskSpec("mnli", "MNLI", ("contradiction", "entailment", "neutral"),
-                 ("accuracy",), "accuracy",
-                 {"train": "train.tsv", "dev_matched": "dev_matched.tsv",
-                  "dev_mismatched": "dev_mismatched.tsv",
-                  "test_matched": "test_matched.tsv",
-                  "test_mismatched": "test_mismatched.tsv"},
-                 ("dev_matched", "dev_mismatched"),
-                 {"test_matched": "MNLI-m.tsv", "test_mismatched": "MNLI-mm.tsv"}),
-        TaskSpec("qnli", "QNLI", _ENTAILMENT, ("accuracy",), "accuracy",
-                 _standard_files(), ("dev",), {"test": "QNLI.tsv"}),
-        TaskSpec("rte", "RTE", _ENTAILMENT, ("accuracy",), "accuracy",
-                 _standard_files(), ("dev",), {"test": "RTE.tsv"}),
-        TaskSpec("wnli", "WNLI", _BINARY, ("accuracy",), "accuracy",
-                 _standard_files(), ("dev",), {"test": "WNLI.tsv"}),
-    )
-}
 
 _SENTENCE_PAIR_LAYOUTS = (
     TsvLayout(1, 2, label=3, index=0, num_columns=4,
@@ -167,22 +94,6 @@ _LAYOUTS: Dict[str, Tuple[TsvLayout, TsvLayout]] = {
 _SKIPS_MALFORMED_ROWS = frozenset({"qqp"})
 
 
-def canonical_task_name(name: str) -> str:
-  """"SST-2", "sst_2", "STS-B" → "sst2", "stsb"."""
-  return name.strip().lower().replace("-", "").replace("_", "")
-
-
-def get_task(name: str) -> TaskSpec:
-  """The TaskSpec of a GLUE or SuperGLUE task (case, '-' and '_' are ignored)."""
-  # Imported here, not at the top: superglue builds its specs with this module's TaskSpec.
-  from recurrent_bert.tasks.superglue import SUPERGLUE_TASKS  # pylint: disable=g-import-not-at-top
-  registry = {**GLUE_TASKS, **SUPERGLUE_TASKS}
-  key = canonical_task_name(name)
-  if key not in registry:
-    raise InputError(f"unknown task {name!r}; known tasks: {', '.join(sorted(registry))}")
-  return registry[key]
-
-
 def split_file(task_dir: str, task: str, split: str) -> str:
   """The path of one split's file in a task folder (e.g. glue_data/MNLI/dev_matched.tsv)."""
   spec = get_task(task)
@@ -197,7 +108,7 @@ def read_glue(task_dir: str, task: str, split: str) -> SplitData:
 
   Args:
     task_dir: the task's folder, e.g. glue_data/MNLI.
-    task: a GLUE task name (see GLUE_TASKS).
+    task: a GLUE task name (see registry.GLUE_TASKS).
     split: "train", "dev" or "test" (MNLI: "dev_matched", "test_mismatched", ...).
 
   Returns:
@@ -217,11 +128,23 @@ def read_glue(task_dir: str, task: str, split: str) -> SplitData:
                      f"expected the official GLUE folder layout")
   labeled_layout, test_layout = _LAYOUTS[spec.name]
   layout = test_layout if split.startswith("test") else labeled_layout
-  return _read_tsv(path, spec, split, layout, spec.name in _SKIPS_MALFORMED_ROWS)
+  return read_tsv(path, spec, split, layout, spec.name in _SKIPS_MALFORMED_ROWS)
 
 
-def _read_tsv(path: str, spec: TaskSpec, split: str, layout: TsvLayout,
-              skip_malformed: bool) -> SplitData:
+def read_tsv(path: str, spec: TaskSpec, split: str, layout: TsvLayout,
+             skip_malformed: bool) -> SplitData:
+  """Reads a GLUE-style TSV file of `layout` into `PairExample`s of `spec`.
+
+  Args:
+    path: the file.
+    spec: the task (labels are checked against its label list).
+    split: names the examples' guids.
+    layout: where the fields are.
+    skip_malformed: skip and report bad records instead of raising.
+
+  Returns:
+    SplitData of the file's examples.
+  """
   result = SplitData(examples=[], source=path)
   num_columns = layout.num_columns
   lines = read_lines_checked(path)

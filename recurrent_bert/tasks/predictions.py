@@ -17,9 +17,9 @@ from typing import Any, Dict, List, Sequence
 
 import numpy as np
 
-from recurrent_bert.tasks.glue import get_task
 from recurrent_bert.io_utils import atomic_write_text
-from recurrent_bert.tasks.task_features import PairExample
+from recurrent_bert.tasks.pair_features import PairExample
+from recurrent_bert.tasks.registry import get_task
 
 
 def _write_json(path: str, obj: Any) -> None:

@@ -37,10 +37,10 @@ import tensorflow_text as tf_text
 from recurrent_bert.data import tokenization
 from recurrent_bert import io_utils
 from recurrent_bert.io_utils import InputError
-from recurrent_bert.tasks.task_features import Features
-from recurrent_bert.tasks.task_features import SplitData
-from recurrent_bert.tasks.task_features import pack_pair
-from recurrent_bert.tasks.task_features import tokenize_texts
+from recurrent_bert.data.feature_cache import Features
+from recurrent_bert.data.feature_cache import SplitData
+from recurrent_bert.tasks.pair_features import pack_pair
+from recurrent_bert.tasks.pair_features import tokenize_texts
 
 _TOKENIZE_BATCH_SIZE = 4096
 # The basic tokenizer's own word-splitting rules (one definition, in tokenization.py).

@@ -18,27 +18,15 @@ Test files have no labels. Any malformed line (bad JSON, missing or mistyped fie
 
 import json
 import os
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Iterator, List, Tuple
 
-from recurrent_bert.tasks.glue import TaskSpec
-from recurrent_bert.tasks.glue import get_task
 from recurrent_bert import io_utils
 from recurrent_bert.io_utils import InputError
 from recurrent_bert.io_utils import read_lines_checked
-from recurrent_bert.tasks.task_features import PairExample
-from recurrent_bert.tasks.task_features import SplitData
-
-_JSONL_FILES = {"train": "train.jsonl", "dev": "val.jsonl", "test": "test.jsonl"}
-
-SUPERGLUE_TASKS: Dict[str, TaskSpec] = {
-    "boolq": TaskSpec("boolq", "BoolQ", ("false", "true"), ("accuracy",), "accuracy",
-                      dict(_JSONL_FILES), ("dev",), {"test": "BoolQ.jsonl"},
-                      benchmark="superglue"),
-    "multirc": TaskSpec("multirc", "MultiRC", ("0", "1"), ("f1a", "exact_match"), "f1a",
-                        dict(_JSONL_FILES), ("dev",), {"test": "MultiRC.jsonl"},
-                        benchmark="superglue"),
-}
-
+from recurrent_bert.data.feature_cache import SplitData
+from recurrent_bert.tasks.pair_features import PairExample
+from recurrent_bert.tasks.registry import SUPERGLUE_TASKS
+from recurrent_bert.tasks.registry import get_task
 
 class _Record:
   """One parsed JSON object plus where it came from, for precise error messages."""

@@ -14,13 +14,13 @@ data came from. TFDS marks unlabeled (test) examples with label -1; they get lab
 import dataclasses
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from recurrent_bert.tasks.glue import TaskSpec
-from recurrent_bert.tasks.glue import get_task
 from recurrent_bert.io_utils import InputError
 from recurrent_bert.tasks.squad import SquadAnswer
 from recurrent_bert.tasks.squad import SquadExample
-from recurrent_bert.tasks.task_features import PairExample
-from recurrent_bert.tasks.task_features import SplitData
+from recurrent_bert.data.feature_cache import SplitData
+from recurrent_bert.tasks.pair_features import PairExample
+from recurrent_bert.tasks.registry import TaskSpec
+from recurrent_bert.tasks.registry import get_task
 
 # Our split names → TFDS's.
 _TFDS_SPLITS = {"train": "train", "dev": "validation", "test": "test",
@@ -98,7 +98,7 @@ def load_tfds_task(task: str, split: str, data_dir: Optional[str] = None,
   """Loads a GLUE or SuperGLUE (BoolQ, MultiRC) split from TFDS.
 
   Args:
-    task: a task name of `glue.get_task` ("mnli", "boolq", ...).
+    task: a task name of `registry.get_task` ("mnli", "boolq", ...).
     split: "train", "dev", "test" (MNLI: "dev_matched", "test_mismatched", ...).
     data_dir: TFDS data dir; None = TFDS's default.
     download: let TFDS download and prepare missing data (needs network).

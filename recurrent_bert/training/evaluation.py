@@ -13,7 +13,7 @@ from typing import Callable, Dict, Sequence
 import numpy as np
 import tensorflow as tf
 
-from recurrent_bert.tasks import task_features
+from recurrent_bert.data import feature_cache
 
 ROW_ID = "row_id"
 
@@ -25,12 +25,12 @@ def eval_dataset(cache_path: str, global_batch_size: int,
   Yields dicts of the cache's features with a per-replica batch axis B, plus
   `row_id` int32 [B] (-1 for padding rows).
   """
-  metadata = task_features.read_cache_metadata(cache_path)
+  metadata = feature_cache.read_cache_metadata(cache_path)
   num_rows = metadata["num_records"] if metadata else 0
   if num_rows == 0:
     raise ValueError(f"{cache_path}: no rows to evaluate")
   padded_rows = math.ceil(num_rows / global_batch_size) * global_batch_size
-  rows = task_features.load_feature_dataset(cache_path).enumerate()
+  rows = feature_cache.load_feature_dataset(cache_path).enumerate()
   rows = rows.map(lambda i, row: {**row, ROW_ID: tf.cast(i, tf.int32)})
   padding = rows.take(1).map(lambda row: {**row, ROW_ID: tf.constant(-1, tf.int32)})
   rows = rows.concatenate(padding.repeat(padded_rows - num_rows))
@@ -75,7 +75,7 @@ class Predictor:
     """Outputs for the N rows of a feature cache.
 
     Args:
-      cache_path: a cache of `task_features.write_feature_cache`.
+      cache_path: a cache of `feature_cache.write_feature_cache`.
       global_batch_size: rows per step over all replicas (divisible by the replicas).
 
     Returns:

@@ -1,8 +1,9 @@
 """Fine-tuning driver shared by finetune_glue and finetune_squad: train, evaluate, predict.
 
-A task adapter (`FinetuneTask`, defined by each entry point) supplies the data as
-feature caches, the objective, and how predictions become metrics and files; this module
-owns the model, the optimizer, the training loop, best-checkpoint keeping and the files.
+A task adapter (a `TaskAdapter`; the concrete ones are in recurrent_bert/tasks/) supplies
+the data as feature caches, the objective, and how predictions become metrics and files;
+this module owns the model, the optimizer, the training loop, best-checkpoint keeping and
+the files.
 
 The fine-tuning `--model_dir` layout is in `recurrent_bert/model_dir.py` (the contract):
 model_config.json, task_info.json, vocab.txt and tokenizer.json (what `load_task_model`
@@ -28,7 +29,7 @@ from absl import logging
 from recurrent_bert import model_dir as layout
 from recurrent_bert.config import ModelConfig
 from recurrent_bert import io_utils
-from recurrent_bert.tasks import task_features
+from recurrent_bert.data import feature_cache
 from recurrent_bert.training import checkpoints
 from recurrent_bert.training import evaluation
 from recurrent_bert.training import loop as loop_lib
@@ -87,8 +88,8 @@ def load_task_model(model_dir: str, checkpoint: Optional[str] = None):
   return model, info, directory, prefix
 
 
-class FinetuneTask:
-  """What an entry point supplies about its task (see finetune_glue / finetune_squad).
+class TaskAdapter:
+  """What the `Finetuner` asks of a fine-tuning task (adapters: recurrent_bert/tasks/).
 
   Subclasses set the attributes and implement read_split, convert, evaluate and
   write_predictions; examples are read once and their features cached as TFRecords
@@ -109,8 +110,13 @@ class FinetuneTask:
   predict_splits: Sequence[str] = ()
 
   def __init__(self, cache_dir: str, conversion_key):
-    """cache_dir: where feature caches go; conversion_key: JSON-able settings of
-    `convert` (vocabulary hash, casing, lengths) that invalidate a cache."""
+    """Sets where the feature caches go.
+
+    Args:
+      cache_dir: the directory of the feature caches.
+      conversion_key: JSON-able settings of `convert` (vocabulary hash, casing, lengths);
+        a cache made with other settings is rebuilt.
+    """
     self._cache_dir = cache_dir
     self._conversion_key = conversion_key
     self._examples: Dict[str, list] = {}
@@ -133,7 +139,13 @@ class FinetuneTask:
     """Writes the split's prediction files; returns their paths."""
     raise NotImplementedError
 
+  def prepare(self, splits: Sequence[str]) -> None:
+    """Reads and converts `splits` now, so that bad data fails before a model is built."""
+    for split in splits:
+      self.feature_cache(split)
+
   def examples(self, split: str) -> list:
+    """The split's examples, read on first use."""
     if split not in self._examples:
       data = self.read_split(split)
       data.report_skipped()
@@ -143,21 +155,22 @@ class FinetuneTask:
     return self._examples[split]
 
   def features(self, split: str) -> Dict[str, np.ndarray]:
-    return task_features.read_feature_cache(self.feature_cache(split))
+    """The split's feature arrays [N, ...]."""
+    return feature_cache.read_feature_cache(self.feature_cache(split))
 
   def feature_cache(self, split: str) -> str:
     """Path of the split's feature cache, built on first use."""
     if split not in self._caches:
       examples = self.examples(split)
       path = os.path.join(self._cache_dir, f"{self.info.task}_{split}.tfrecord")
-      key = task_features.fingerprint([repr(e) for e in examples], self._conversion_key)
-      task_features.cached_features(path, key, lambda: self.convert(examples))
+      key = feature_cache.fingerprint([repr(e) for e in examples], self._conversion_key)
+      feature_cache.cached_features(path, key, lambda: self.convert(examples))
       self._caches[split] = path
     return self._caches[split]
 
   def num_examples(self, split: str) -> int:
     """Feature rows of the split (what an epoch iterates over)."""
-    return task_features.read_cache_metadata(self.feature_cache(split))["num_records"]
+    return feature_cache.read_cache_metadata(self.feature_cache(split))["num_records"]
 
 
 @dataclasses.dataclass
@@ -197,7 +210,7 @@ class Finetuner:
 
   Args:
     strategy: from training/distribution.py.
-    task: the FinetuneTask.
+    adapter: the TaskAdapter.
     settings: FinetuneSettings.
     model_config: the encoder's ModelConfig.
     init_checkpoint: encoder weights for a fresh run (export, pretraining model_dir,
@@ -206,13 +219,13 @@ class Finetuner:
     is_chief: the worker that writes files.
   """
 
-  def __init__(self, strategy, task: FinetuneTask, settings: FinetuneSettings,
+  def __init__(self, strategy, adapter: TaskAdapter, settings: FinetuneSettings,
                model_config: ModelConfig, init_checkpoint: Optional[str],
                vocab_file: Optional[str], is_chief: bool = True, worker_id: int = 0):
     import keras  # pylint: disable=g-import-not-at-top
     from recurrent_bert.models import build_encoder  # pylint: disable=g-import-not-at-top
     self.strategy = strategy
-    self.task = task
+    self.adapter = adapter
     self.settings = settings
     self.model_config = model_config
     self.init_checkpoint = init_checkpoint
@@ -223,9 +236,9 @@ class Finetuner:
     keras.utils.set_random_seed(settings.seed)
     keras.config.set_dtype_policy(settings.mixed_precision)
     with strategy.scope():
-      self.model = build_task_model(build_encoder(model_config), task.info)
-    self.predictor = evaluation.Predictor(strategy, self.model, task.objective.model_inputs,
-                                          task.output_keys)
+      self.model = build_task_model(build_encoder(model_config), adapter.info)
+    self.predictor = evaluation.Predictor(strategy, self.model, adapter.objective.model_inputs,
+                                          adapter.output_keys)
     self.eval_writer = (tf.summary.create_file_writer(
         os.path.join(self.model_dir, layout.EVAL_EVENTS_DIR))
                         if is_chief else tf.summary.create_noop_writer())
@@ -235,9 +248,9 @@ class Finetuner:
   def _write_model_files(self, directory: str) -> None:
     checkpoints.write_model_config(directory, self.model_config)
     io_utils.atomic_write_text(os.path.join(directory, layout.TASK_INFO_FILE),
-                               self.task.info.to_json())
+                               self.adapter.info.to_json())
     checkpoints.write_tokenizer_files(directory, self.vocab_file,
-                                      self.task.info.do_lower_case)
+                                      self.adapter.info.do_lower_case)
 
   def _best_value(self) -> float:
     best = layout.read_best_metrics(self.model_dir)
@@ -249,18 +262,18 @@ class Finetuner:
     batch = self.settings.eval_batch_size
     replicas = self.strategy.num_replicas_in_sync
     batch = max(replicas, batch - batch % replicas)
-    return self.predictor(self.task.feature_cache(split), batch)
+    return self.predictor(self.adapter.feature_cache(split), batch)
 
   def evaluate(self, step: int, checkpoint: str = "", extra: Optional[Dict] = None) -> Dict:
     """Metrics of every eval split; logged, written to TensorBoard and eval_results.json.
 
     `extra` (e.g. training time per step) is recorded beside them.
     """
-    results = {"task": self.task.info.task, "global_step": step, "checkpoint": checkpoint,
-               "main_metric": self.task.info.main_metric,
-               "eval_splits": list(self.task.eval_splits), **(extra or {})}
-    for split in self.task.eval_splits:
-      metrics = self.task.evaluate(split, self.predict_split(split))
+    results = {"task": self.adapter.info.task, "global_step": step, "checkpoint": checkpoint,
+               "main_metric": self.adapter.info.main_metric,
+               "eval_splits": list(self.adapter.eval_splits), **(extra or {})}
+    for split in self.adapter.eval_splits:
+      metrics = self.adapter.evaluate(split, self.predict_split(split))
       results[split] = metrics
       logging.info("eval %s step %d: %s", split, step,
                    " ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
@@ -268,9 +281,9 @@ class Finetuner:
         for name, value in metrics.items():
           loop_lib.write_scalar(f"{split}/{name}", value, step)
     self.eval_writer.flush()
-    if self.task.eval_splits:
-      results["main_metric_value"] = results[self.task.eval_splits[0]][
-          self.task.info.main_metric]
+    if self.adapter.eval_splits:
+      results["main_metric_value"] = results[self.adapter.eval_splits[0]][
+          self.adapter.info.main_metric]
     if self.is_chief:
       io_utils.atomic_write_json(os.path.join(self.model_dir, EVAL_RESULTS_FILE), results)
     return results
@@ -278,10 +291,10 @@ class Finetuner:
   def write_predictions(self) -> List[str]:
     paths = []
     output_dir = os.path.join(self.model_dir, layout.PREDICTIONS_DIR)
-    for split in self.task.predict_splits:
+    for split in self.adapter.predict_splits:
       outputs = self.predict_split(split)
       if self.is_chief:
-        paths += self.task.write_predictions(split, outputs, output_dir)
+        paths += self.adapter.write_predictions(split, outputs, output_dir)
     for path in paths:
       logging.info("wrote %s", path)
     return paths
@@ -292,7 +305,7 @@ class Finetuner:
     s = self.settings
     if s.max_train_steps:
       return s.max_train_steps
-    examples = self.task.num_examples("train")
+    examples = self.adapter.num_examples("train")
     return max(1, math.ceil(s.num_train_epochs * examples / s.train_batch_size))
 
   def _train_dataset_fn(self, input_context, skip_batches):
@@ -300,7 +313,7 @@ class Finetuner:
     # Micro-batches: gradient_accumulation_steps of them per replica make one update.
     per_replica = input_context.get_per_replica_batch_size(
         s.train_batch_size // s.gradient_accumulation_steps)
-    rows = task_features.load_feature_dataset(self.task.feature_cache("train"))
+    rows = feature_cache.load_feature_dataset(self.adapter.feature_cache("train"))
     rows = rows.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
     rows = rows.shuffle(s.shuffle_buffer_size, seed=s.seed + input_context.input_pipeline_id,
                         reshuffle_each_iteration=True).repeat()
@@ -323,7 +336,7 @@ class Finetuner:
               else int(s.warmup_proportion * num_steps))
     warmup = min(warmup, num_steps - 1)
     logging.info("%s: %d training examples, %d steps of %d, warmup %d",
-                 self.task.info.task, self.task.num_examples("train"), num_steps,
+                 self.adapter.info.task, self.adapter.num_examples("train"), num_steps,
                  s.train_batch_size, warmup)
     with self.strategy.scope():
       optimizer = optimization.create_optimizer(
@@ -334,7 +347,7 @@ class Finetuner:
           decay_schedule=s.decay_schedule, decay_power=s.decay_power,
           end_learning_rate=s.end_learning_rate)
     trainer = loop_lib.TrainingLoop(
-        self.strategy, self.model, optimizer, self._train_dataset_fn, self.task.objective,
+        self.strategy, self.model, optimizer, self._train_dataset_fn, self.adapter.objective,
         model_dir=self.model_dir, global_batch_size=s.train_batch_size,
         num_train_steps=num_steps, steps_per_loop=s.steps_per_loop,
         save_checkpoints_steps=s.save_checkpoints_steps,
@@ -375,10 +388,10 @@ class Finetuner:
         self._write_model_files(best_dir)
         io_utils.atomic_write_json(os.path.join(best_dir, layout.BEST_METRICS_FILE),
                                    {"main_metric_value": value, **results})
-        logging.info("new best %s=%.4f at step %d", self.task.info.main_metric, value,
+        logging.info("new best %s=%.4f at step %d", self.adapter.info.main_metric, value,
                      step)
 
-    can_evaluate = evaluate_during_training and bool(self.task.eval_splits)
+    can_evaluate = evaluate_during_training and bool(self.adapter.eval_splits)
     trainer.run(evaluate=evaluate_and_keep_best if can_evaluate else None,
                 eval_every_steps=s.eval_every_steps)
     timing = {"seconds_per_train_step": loop_lib.seconds_per_step(trainer.step_timings),

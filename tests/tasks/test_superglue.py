@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from recurrent_bert.tasks import registry
 from recurrent_bert.tasks import superglue
 from recurrent_bert.io_utils import InputError
 
@@ -53,7 +54,7 @@ def test_multirc_pairs_grouped_per_question(tmp_path):
       (PASSAGE, "What else? 東京", "1", "3-1", (3, 1, 2))]
   test = superglue.read_superglue(task_dir, "multirc", "test").examples
   assert [e.label for e in test] == [None, None, None]
-  spec = superglue.SUPERGLUE_TASKS["multirc"]
+  spec = registry.SUPERGLUE_TASKS["multirc"]
   assert spec.metric_names == ("f1a", "exact_match")
 
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
-from recurrent_bert.tasks import glue
+from recurrent_bert.tasks import registry
 from recurrent_bert.tasks import squad
-from recurrent_bert.tasks import task_features
+from recurrent_bert.tasks import pair_features
 from recurrent_bert.tasks import tfds_tasks
 from recurrent_bert.io_utils import InputError
 from recurrent_bert.data.tokenization import BertWordpieceTokenizer
@@ -30,7 +30,7 @@ def test_unprepared_dataset_says_how_to_prepare_it(tmp_path):
 
 
 def test_every_task_has_a_tfds_source():
-  assert set(tfds_tasks.TFDS_SOURCES) == set(glue.GLUE_TASKS) | {"boolq", "multirc"}
+  assert set(tfds_tasks.TFDS_SOURCES) == set(registry.GLUE_TASKS) | {"boolq", "multirc"}
 
 
 def _fake_info(names):
@@ -38,14 +38,14 @@ def _fake_info(names):
 
 
 def test_label_ids_map_to_the_file_readers_label_names():
-  mnli = tfds_tasks._label_names(glue.get_task("mnli"),
+  mnli = tfds_tasks._label_names(registry.get_task("mnli"),
                                  _fake_info(["entailment", "neutral", "contradiction"]))
   # TFDS orders MNLI's labels differently from the task's label list: matched by name.
   assert [mnli(i) for i in (0, 1, 2, -1)] == ["entailment", "neutral", "contradiction", None]
-  cola = tfds_tasks._label_names(glue.get_task("cola"),
+  cola = tfds_tasks._label_names(registry.get_task("cola"),
                                  _fake_info(["unacceptable", "acceptable"]))
   assert [cola(0), cola(1)] == ["0", "1"]
-  boolq = tfds_tasks._label_names(glue.get_task("boolq"), _fake_info(["False", "True"]))
+  boolq = tfds_tasks._label_names(registry.get_task("boolq"), _fake_info(["False", "True"]))
   assert [boolq(0), boolq(1)] == ["false", "true"]
 
 
@@ -54,7 +54,7 @@ def test_glue_and_superglue_through_mock_tfds(tmp_path, tokenizer):
     mnli = tfds_tasks.load_tfds_task("mnli", "dev_mismatched", data_dir=str(tmp_path))
     stsb = tfds_tasks.load_tfds_task("stsb", "train", data_dir=str(tmp_path))
     multirc = tfds_tasks.load_tfds_task("multirc", "dev", data_dir=str(tmp_path))
-  spec = glue.get_task("mnli")
+  spec = registry.get_task("mnli")
   assert len(mnli.examples) == NUM_EXAMPLES
   assert mnli.source == "tfds:glue/mnli/validation_mismatched"
   for example in mnli.examples:
@@ -64,7 +64,7 @@ def test_glue_and_superglue_through_mock_tfds(tmp_path, tokenizer):
   for example in multirc.examples:
     assert example.label in ("0", "1")
     assert example.group == f"{example.index[0]}-{example.index[1]}"
-  features = task_features.convert_pair_examples(mnli.examples, tokenizer, 16,
+  features = pair_features.convert_pair_examples(mnli.examples, tokenizer, 16,
                                                  spec.label_list)
   assert features["input_ids"].shape == (NUM_EXAMPLES, 16)
   assert (features["label_ids"] >= 0).all()

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from recurrent_bert.tasks import task_features
+from recurrent_bert.data import feature_cache
 from recurrent_bert.training import evaluation
 
 
@@ -20,7 +20,7 @@ class _RowModel:
 def test_predictor_returns_each_row_once_in_order(tmp_path, rng, num_rows, batch_size):
   ids = rng.integers(0, 1000, size=(num_rows, 5)).astype(np.int32)
   cache = str(tmp_path / "rows.tfrecord")
-  task_features.write_feature_cache(cache, {"input_ids": ids}, "key")
+  feature_cache.write_feature_cache(cache, {"input_ids": ids}, "key")
   predictor = evaluation.Predictor(tf.distribute.get_strategy(), _RowModel(),
                                    lambda batch: batch, ["logits"])
   outputs = predictor(cache, batch_size)
@@ -30,7 +30,7 @@ def test_predictor_returns_each_row_once_in_order(tmp_path, rng, num_rows, batch
 
 def test_empty_cache_is_an_error(tmp_path):
   cache = str(tmp_path / "empty.tfrecord")
-  task_features.write_feature_cache(cache, {"input_ids": np.zeros((0, 3), np.int32)}, "k")
+  feature_cache.write_feature_cache(cache, {"input_ids": np.zeros((0, 3), np.int32)}, "k")
   predictor = evaluation.Predictor(tf.distribute.get_strategy(), _RowModel(),
                                    lambda batch: batch, ["logits"])
   with pytest.raises(ValueError, match="no rows"):
