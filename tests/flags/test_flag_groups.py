@@ -20,7 +20,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 FLAG_FREE_PACKAGES = ("layers", "models", "data", "training", "tasks", "convert")
 
 SNAPSHOT = {
-    "recurrent_bert.demo": {
+    "recurrent_bert.demo.__main__": {
         "batch_size": 16, "cache_dir": None, "corpus_max_bytes": 0, "dupe_factor": 1,
         "eval_documents_fraction": 0.08, "finetune_batch_size": 16,
         "finetune_learning_rate": 0.0002, "finetune_seeds": ["1", "2", "3"], "finetune_steps": 100,
