@@ -39,7 +39,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check --quiet $(LINTED)
 
 format: $(STAMP)
-	$(VENV)/bin/ruff check --quiet --fix --select I,RUF100 $(LINTED)
+	$(VENV)/bin/ruff check --quiet --fix --select I $(LINTED)
 	$(VENV)/bin/pyink --quiet $(LINTED)
 
 bench: $(STAMP)
