@@ -11,7 +11,6 @@ import sys
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from recurrent_bert import model_dir as layout
 from recurrent_bert import serving
@@ -103,19 +102,6 @@ def test_cli_prints_signatures(served):
     assert f"  {name}(" in stdout
   assert "  serving_default(text string[None]) = encode\n" in stdout
   assert "sequence_output float32[None, None, 128]" in stdout
-
-
-def test_regress_matches_keras_model(served):
-  # Same code path as classify (its K = 1 branch); called in-process, not re-exported.
-  _, tokenizer, _, _ = served
-  regressor = Classifier(encoder("swishrnn_tiny"), 1)
-  module = serving.ServingModule(tokenizer, MAX_LEN, classifier=regressor)
-  outputs = module.regress_pair(tf.constant(TEXTS), tf.constant(PAIRS))
-  reference = reference_inputs(tokenizer, TEXTS, PAIRS)
-  check_packing({k: v.numpy() for k, v in outputs.items()}, reference)
-  want = regressor(reference, training=False).numpy()[:, 0]
-  np.testing.assert_allclose(outputs["score"], want, atol=1e-5)
-  assert "classify" not in module.signature_functions()
 
 
 def test_recorded_threshold_reader(tmp_path):

@@ -1,12 +1,13 @@
 """Text-in SavedModels of task models, served in a fresh process that imports only TF
 and TF Text: bert_tiny's encoder, classifier and span extractor exported together from
-memory, and a SQuAD v2.0 fine-tuning model_dir with its recorded no-answer threshold.
-Model dirs of pretraining, the command line and pair tasks are in test_export.py;
-tests/export_checks.py has what both share.
+memory, and a SQuAD v2.0 fine-tuning model_dir with its recorded no-answer threshold;
+a regressor's signatures in-process. Model dirs of pretraining, the command line and
+pair tasks are in test_export.py; tests/export_checks.py has what both share.
 """
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from recurrent_bert import model_dir as layout
 from recurrent_bert import serving
@@ -139,6 +140,19 @@ def test_classify_matches_keras_model(served):
     np.testing.assert_allclose(outputs["probabilities"], probabilities, atol=1e-5)
     np.testing.assert_array_equal(outputs["label_id"], logits.argmax(-1))
     assert list(outputs["label"]) == [LABELS[i] for i in logits.argmax(-1)]
+
+
+def test_regress_matches_keras_model(served):
+  # Same code path as classify (its K = 1 branch); called in-process, not re-exported.
+  _, tokenizer, _, _ = served
+  regressor = Classifier(encoder("swishrnn_tiny"), 1)
+  module = serving.ServingModule(tokenizer, MAX_LEN, classifier=regressor)
+  outputs = module.regress_pair(tf.constant(TEXTS), tf.constant(PAIRS))
+  reference = reference_inputs(tokenizer, TEXTS, PAIRS)
+  check_packing({k: v.numpy() for k, v in outputs.items()}, reference)
+  want = regressor(reference, training=False).numpy()[:, 0]
+  np.testing.assert_allclose(outputs["score"], want, atol=1e-5)
+  assert "classify" not in module.signature_functions()
 
 
 def test_answer_question_matches_windowed_numpy_pipeline(served):
