@@ -15,8 +15,9 @@ import tensorflow as tf
 from recurrent_bert.data import tokenization
 from recurrent_bert.training import checkpoints
 from tests.training.conftest import (  # noqa: F401
-    REPO, corpus_file, losses_by_step, make_records, masked_records, pretrain_command,
-    read_json, run_pretrain, subprocess_env, unmasked_records, vocab_file, wait_all)
+    REPO, SMALL_MODEL, corpus_file, losses_by_step, make_records, masked_records,
+    pretrain_command, read_json, run_pretrain, small_config, subprocess_env,
+    unmasked_records, vocab_file, wait_all)
 
 CONFIGS = os.path.join(REPO, "configs", "pretrain")
 # A rate and ETA on every line but one that covers only the first (compiling) call.
@@ -141,21 +142,22 @@ def test_bad_flags_fail_before_any_work(tmp_path, masked_records, vocab_file):
 
 
 @pytest.fixture(scope="module")
-def phase1_dir(tmp_path_factory, masked_records, vocab_file):
-  """4 steps of bert_tiny at seq 64 (checkpoints at 2 and 4, encoder exported)."""
+def phase1_dir(tmp_path_factory, masked_records, vocab_file, small_config):
+  """4 steps of the small bert at seq 64 (checkpoints at 2 and 4, encoder exported)."""
   model_dir = tmp_path_factory.mktemp("phase1")
-  run_pretrain(model_dir, vocab_file, masked_records, "--num_train_steps=4",
-               "--save_checkpoints_steps=2", "--steps_per_loop=2")
+  run_pretrain(model_dir, vocab_file, masked_records, f"--model_config={small_config}",
+               "--num_train_steps=4", "--save_checkpoints_steps=2", "--steps_per_loop=2")
   return model_dir
 
 
 def test_phase2_longer_sequences_from_phase1_with_xla_and_bfloat16(
-    tmp_path, tmp_path_factory, phase1_dir, corpus_file, vocab_file):
+    tmp_path, tmp_path_factory, phase1_dir, corpus_file, vocab_file, small_config):
   records_128 = make_records(tmp_path_factory.mktemp("seq128"), corpus_file, vocab_file,
                              "--dupe_factor=1", seq_len=128, max_predictions=20)
   # A vanishing learning rate: phase 2's weights must then still be phase 1's.
-  result = run_pretrain(tmp_path, vocab_file, records_128, "--max_seq_length=128",
-                        "--max_predictions_per_seq=20", f"--init_checkpoint={phase1_dir}",
+  result = run_pretrain(tmp_path, vocab_file, records_128, f"--model_config={small_config}",
+                        "--max_seq_length=128", "--max_predictions_per_seq=20",
+                        f"--init_checkpoint={phase1_dir}",
                         "--jit_compile", "--mixed_precision=mixed_bfloat16", "--seed=5",
                         "--num_train_steps=4", "--learning_rate=1e-12", "--weight_decay=0")
   assert "initialised weights from" in result.stderr and "ckpt-4" in result.stderr
@@ -185,7 +187,7 @@ def test_load_encoder_from_export_model_dir_and_checkpoint(phase1_dir, vocab_fil
     np.testing.assert_array_equal(encoder.token_embeddings.numpy(), raw.get_tensor(token_key))
   outputs = encoder({name: tf.ones([2, 16], tf.int32)
                      for name in ("input_ids", "input_mask", "segment_ids")})
-  assert outputs["sequence_output"].shape == (2, 16, 128)
+  assert outputs["sequence_output"].shape == (2, 16, SMALL_MODEL["hidden_size"])
   # An older checkpoint is a different encoder.
   older = checkpoints.load_encoder(os.path.join(phase1_dir, "ckpt-2"))
   assert not np.array_equal(older.token_embeddings.numpy(), raw.get_tensor(token_key))
@@ -194,11 +196,13 @@ def test_load_encoder_from_export_model_dir_and_checkpoint(phase1_dir, vocab_fil
 
 
 def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(tmp_path, phase1_dir,
-                                                              masked_records, vocab_file):
+                                                              masked_records, vocab_file,
+                                                              small_config):
   model_dir = tmp_path / "run"
   shutil.copytree(phase1_dir, model_dir)
   shutil.rmtree(model_dir / "encoder")
-  result = run_pretrain(model_dir, vocab_file, masked_records, "--num_train_steps=8",
+  result = run_pretrain(model_dir, vocab_file, masked_records,
+                        f"--model_config={small_config}", "--num_train_steps=8",
                         "--save_checkpoints_steps=2", "--steps_per_loop=2",
                         "--learning_rate=1e30", "--clip_norm=0", check=False)
   assert result.returncode == 1, result.stderr[-3000:]

@@ -1,4 +1,4 @@
-"""README.md is the manual: its walkthrough runs as written, and its commands exist.
+"""README.md's walkthrough runs as written, and leaves model dirs that work everywhere.
 
 The walkthrough block (raw text -> vocabulary -> records -> pretraining -> fine-tuning
 -> export -> serving) is read from README.md and run by bash as it stands, with two kinds
@@ -6,7 +6,9 @@ of change only, both documented: RUN points at a temp dir, and tiny sizes are ap
 to command lines as flags (a later flag overrides an earlier one). The model dirs it
 leaves behind then serve the hand-off tests: every kind of directory the package writes
 is accepted wherever a model is expected, with the same weights, vocabulary and casing;
-and `ram://` model dirs work for pretraining, fine-tuning and export.
+and `ram://` model dirs work for pretraining, fine-tuning and export. README's other
+commands are checked in test_readme_commands.py (a file of its own, so that the two
+test workers share the work).
 """
 
 import json
@@ -20,8 +22,11 @@ import textwrap
 import numpy as np
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-README = os.path.join(REPO, "README.md")
+from tests.readme_text import REPO
+from tests.readme_text import env
+from tests.readme_text import readme_section
+from tests.readme_text import run_module
+from tests.readme_text import shell_blocks
 
 # Documented flags that make the walkthrough CI-sized, appended per command.
 TINY_FLAGS = {
@@ -33,29 +38,6 @@ TINY_FLAGS = {
     "recurrent_bert.finetune_glue": "--max_train_steps=4 --steps_per_loop=2 --log_steps=2",
     "recurrent_bert.finetune_squad": "--max_train_steps=4 --steps_per_loop=2 --log_steps=2",
 }
-
-
-def _env(**extra):
-  return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **extra)
-
-
-def readme_section(title: str) -> str:
-  with open(README, encoding="utf-8") as f:
-    text = f.read()
-  match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## )", text, re.S | re.M)
-  assert match, f"README.md has no section '## {title}'"
-  return match.group(1)
-
-
-def shell_blocks(markdown: str) -> list:
-  return re.findall(r"^```sh\n(.*?)^```", markdown, re.S | re.M)
-
-
-def commands(block: str) -> list:
-  """The block's command lines, continuation lines joined (comments dropped)."""
-  joined = block.replace("\\\n", " ")
-  return [line.strip() for line in joined.splitlines()
-          if line.strip() and not line.lstrip().startswith("#")]
 
 
 def tiny(block: str) -> str:
@@ -77,7 +59,7 @@ def walkthrough(tmp_path_factory):
   run_dir = root / "run"
   script = "set -euo pipefail\n" + tiny(blocks[0])
   result = subprocess.run(["bash", "-c", script], cwd=REPO, capture_output=True, text=True,
-                          timeout=1200, env=_env(RUN=str(run_dir),
+                          timeout=1200, env=env(RUN=str(run_dir),
                                                  RECURRENT_BERT_CACHE=str(root / "cache")))
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
   return run_dir, result
@@ -141,23 +123,18 @@ def test_a_path_that_is_no_model_says_what_it_is(walkthrough, path, says):
     checkpoints.resolve_model(str(run_dir / path))
 
 
-def _run_module(*args, **env):
-  return subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True,
-                        text=True, timeout=600, env=_env(**env))
-
-
 def test_eval_reads_back_the_training_settings(walkthrough):
   run_dir, _ = walkthrough
   common = ["recurrent_bert.finetune_glue", "--task=rte", f"--data_dir={run_dir}/tasks/rte",
             f"--model_dir={run_dir}/finetune/rte", "--mode=eval"]
-  refused = _run_module(*common, "--max_seq_length=128")
+  refused = run_module(*common, "--max_seq_length=128")
   assert refused.returncode == 2
   assert refused.stderr.strip().splitlines()[-1] == (
       "error: --max_seq_length=128 differs from max_seq_length=64 recorded in "
       f"{run_dir}/finetune/rte/task_info.json when the model was trained; drop the flag "
       "(the recorded value is used) or give a new --model_dir")
   assert "Traceback" not in refused.stderr
-  evaluated = _run_module(*common, "--eval_batch_size=8")
+  evaluated = run_module(*common, "--eval_batch_size=8")
   assert evaluated.returncode == 0, evaluated.stderr[-3000:]
   results = json.loads((run_dir / "finetune" / "rte" / "eval_results.json").read_text())
   # Features rebuilt at the recorded length, not the flag default (128).
@@ -212,7 +189,7 @@ RAM_DRIVER = textwrap.dedent("""
 def _ram_run(command, copies, *argv):
   result = subprocess.run([sys.executable, "-c", RAM_DRIVER, command, json.dumps(copies),
                            *argv], cwd=REPO, capture_output=True, text=True, timeout=600,
-                          env=_env())
+                          env=env())
   assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-5000:]
   return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -246,72 +223,3 @@ def test_finetuning_and_export_on_ram_filesystem(walkthrough):
     assert name in report["files"], report
   assert "classify_pair" in report["signatures"]
   assert {"label", "probabilities"} <= set(report["outputs"])
-
-
-# ------------------------------------------------------------ the rest of README
-
-
-def _readme_commands():
-  with open(README, encoding="utf-8") as f:
-    text = f.read()
-  found = []
-  for block in shell_blocks(text):
-    for line in commands(block):
-      match = re.search(r"\.venv/bin/python (?:-m )?(\S+)(.*)", line)
-      if match and not match.group(1).startswith("-"):
-        # After a lone "--" come a pipeline's own options (Beam's), not the command's.
-        found.append((match.group(1), match.group(2).split(" -- ")[0]))
-  return found
-
-
-def test_readme_commands_name_existing_commands_and_flags():
-  """Every `.venv/bin/python -m X --flag ...` in README: X runs, and each flag is one of
-  X's (checked against `X --helpfull` in a fresh process); flagfiles exist."""
-  by_command = {}
-  for module, rest in _readme_commands():
-    module = module.replace("/", ".").removesuffix(".py")
-    by_command.setdefault(module, set()).update(re.findall(r"\s--(?:no)?([a-z_0-9]+)", rest))
-    for flagfile in re.findall(r"--flagfile=(configs/\S+)", rest):
-      assert os.path.isfile(os.path.join(REPO, flagfile)), flagfile
-  assert {"recurrent_bert.pretrain", "recurrent_bert.finetune_glue",
-          "recurrent_bert.export", "tools.create_pretraining_data"} <= set(by_command)
-  for module, used in sorted(by_command.items()):
-    if module.startswith("benchmarks."):
-      path = os.path.join(REPO, *module.split(".")) + ".py"
-      assert os.path.isfile(path), module
-      continue
-    result = _run_module(module, "--helpfull")
-    assert result.returncode in (0, 1), (module, result.stderr[-2000:])
-    defined = set(re.findall(r"--(?:\[no\])?([a-z_0-9]+)", result.stdout))
-    unknown = {flag for flag in used if flag not in defined} - {"flagfile"}
-    assert not unknown, f"README uses {sorted(unknown)} which {module} does not define"
-
-
-def test_help_lists_the_commands_own_flags_by_group():
-  result = _run_module("recurrent_bert.finetune_glue", "--help")
-  assert result.returncode == 0, result.stderr[-2000:]
-  out = result.stdout
-  groups = re.findall(r"^([a-z][a-z ]+):$", out, re.M)
-  assert groups[:5] == ["task and data", "model", "mode and output", "optimisation",
-                        "execution"]
-  for flag in ("--mode", "--model_dir", "--learning_rate", "--init_checkpoint", "--task",
-               "--distribution_strategy", "--run_dir"):
-    assert f"\n  {flag}\n" in out, flag
-  assert "--test_srcdir" not in out and "--xla_" not in out  # not absl's or TF's
-
-
-def test_flagfile_without_its_data_names_the_tool_that_makes_it(tmp_path):
-  flagfile = f"--flagfile={REPO}/configs/pretrain/tiny_bert.flags"
-  missing_vocab = _run_module("recurrent_bert.pretrain", flagfile, f"--run_dir={tmp_path}")
-  assert missing_vocab.returncode == 2 and "Traceback" not in missing_vocab.stderr
-  line = missing_vocab.stderr.strip().splitlines()[-1]
-  assert line.startswith(f"error: --vocab_file: '{tmp_path}/vocab.txt' does not exist")
-  assert "tools.build_vocab" in line and f"--output_file={tmp_path}/vocab.txt" in line
-
-  (tmp_path / "vocab.txt").write_text("\n".join(
-      ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]) + "\n")
-  missing_data = _run_module("recurrent_bert.pretrain", flagfile, f"--run_dir={tmp_path}")
-  assert missing_data.returncode == 2 and "Traceback" not in missing_data.stderr
-  line = missing_data.stderr.strip().splitlines()[-1]
-  assert f"no file matches '{tmp_path}/tiny_data/*.tfrecord'" in line
-  assert "tools.create_pretraining_data" in line and f"--output_dir={tmp_path}/tiny_data" in line

@@ -58,13 +58,30 @@ def unmasked_records(tmp_path_factory, corpus_file, vocab_file):  # noqa: F811
                       "--nouse_nsp")
 
 
+# bert_tiny cut to one layer, 32 wide, for the runs compared with each other: what each
+# process spends tracing and compiling grows with the graph, and the comparisons do not
+# need depth (every layer is updated by the same code).
+SMALL_MODEL = dict(num_layers=1, hidden_size=32, num_heads=2, intermediate_size=64)
+
+
+def write_small_config(directory, name, **changes):
+  """Path of a JSON ModelConfig: bert_tiny with SMALL_MODEL and `changes` applied."""
+  path = directory / f"{name}.json"
+  path.write_text(get_preset("bert_tiny").replace(**SMALL_MODEL, **changes).to_json())
+  return str(path)
+
+
 @pytest.fixture(scope="session")
 def no_dropout_config(tmp_path_factory):
-  """bert_tiny without dropout: runs with different replica layouts must agree."""
-  path = tmp_path_factory.mktemp("config") / "bert_tiny_no_dropout.json"
-  config = get_preset("bert_tiny").replace(dropout_rate=0.0, attention_dropout_rate=0.0)
-  path.write_text(config.to_json())
-  return str(path)
+  """The small bert without dropout: runs with different replica layouts must agree."""
+  return write_small_config(tmp_path_factory.mktemp("config"), "small_bert_no_dropout",
+                            dropout_rate=0.0, attention_dropout_rate=0.0)
+
+
+@pytest.fixture(scope="session")
+def small_config(tmp_path_factory):
+  """The small bert with bert_tiny's dropout."""
+  return write_small_config(tmp_path_factory.mktemp("config"), "small_bert")
 
 
 def pretrain_command(model_dir, vocab, input_files, *flags, entry=("-m", "recurrent_bert.pretrain")):

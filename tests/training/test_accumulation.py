@@ -77,11 +77,12 @@ def test_accumulated_updates_equal_one_batch_updates(tmp_path, single_shard_reco
 
 
 def test_kill_inside_an_accumulation_cycle_resumes_exactly(tmp_path, masked_records,
-                                                           vocab_file):
+                                                           vocab_file, small_config):
   """3 micro-batches per update, dropout and shuffling on. The process is killed -9
   right after the 2nd micro-batch of update 7 (the 20th), with ckpt-4 the last
   checkpoint; the restarted run's updates 5..12 match a run never interrupted."""
-  flags = ["--num_train_steps=12", "--save_checkpoints_steps=4", "--train_batch_size=6",
+  flags = [f"--model_config={small_config}", "--num_train_steps=12",
+           "--save_checkpoints_steps=4", "--train_batch_size=6",
            "--gradient_accumulation_steps=3"]
   straight = loop_tests.start_pretrain(tmp_path / "straight", vocab_file, masked_records,
                                        *flags)
