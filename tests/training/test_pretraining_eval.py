@@ -80,12 +80,12 @@ def model(vocab_file):
   return Pretrainer(build_encoder(config), use_nsp=True)
 
 
-@pytest.mark.parametrize("batch_size,max_eval_steps", [(7, 0), (16, 0), (5, 3)])
+@pytest.mark.parametrize("batch_size,max_eval_steps", [(7, 0), (5, 3)])
 def test_eval_metrics_equal_numpy_over_every_record(masked_records, model, batch_size,
                                                     max_eval_steps):
   records = read_records(masked_records)
   num_records = len(records["input_ids"])
-  assert num_records % 7 and num_records % 16  # the last batch is padded
+  assert num_records % 7  # the last batch is padded
   config = PretrainingDataConfig(sorted(glob.glob(masked_records)), SEQ_LEN, MAX_PREDICTIONS)
   evaluator = PretrainingEvaluator(tf.distribute.get_strategy(), model, config, batch_size,
                                    max_eval_steps=max_eval_steps)
