@@ -23,26 +23,40 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 def build_loop(preset, accumulation_steps, args, model_dir):
   """A PretrainingLoop reading micro-batches of batch_size / N, traced and warm."""
-  import keras  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from benchmarks.pretrain_throughput import synthetic_batch  # pylint: disable=g-import-not-at-top
-  from recurrent_bert.config import get_preset  # pylint: disable=g-import-not-at-top
-  from recurrent_bert.models import Pretrainer, build_encoder  # pylint: disable=g-import-not-at-top
-  from recurrent_bert.training import loop, optimization  # pylint: disable=g-import-not-at-top
+  import keras
+  import tensorflow as tf
+
+  from benchmarks.pretrain_throughput import synthetic_batch
+  from recurrent_bert.config import get_preset
+  from recurrent_bert.models import Pretrainer
+  from recurrent_bert.models import build_encoder
+  from recurrent_bert.training import loop
+  from recurrent_bert.training import optimization
 
   config = get_preset(preset)
   keras.utils.set_random_seed(0)
   model = Pretrainer(build_encoder(config), use_nsp=True)
-  total = 10 ** 6
-  optimizer = optimization.create_optimizer(model.trainable_variables, learning_rate=1e-4,
-                                            num_train_steps=total, warmup_steps=1)
-  micro = synthetic_batch(args.batch_size // accumulation_steps, args.seq_length,
-                          args.max_predictions_per_seq, config.vocab_size)
+  total = 10**6
+  optimizer = optimization.create_optimizer(
+      model.trainable_variables, learning_rate=1e-4, num_train_steps=total, warmup_steps=1
+  )
+  micro = synthetic_batch(
+      args.batch_size // accumulation_steps,
+      args.seq_length,
+      args.max_predictions_per_seq,
+      config.vocab_size,
+  )
   trainer = loop.PretrainingLoop(
-      tf.distribute.get_strategy(), model, optimizer,
+      tf.distribute.get_strategy(),
+      model,
+      optimizer,
       lambda ctx, skip: tf.data.Dataset.from_tensors(micro).repeat(),
-      model_dir=model_dir, global_batch_size=args.batch_size, num_train_steps=total,
-      jit_compile=args.jit_compile, gradient_accumulation_steps=accumulation_steps)
+      model_dir=model_dir,
+      global_batch_size=args.batch_size,
+      num_train_steps=total,
+      jit_compile=args.jit_compile,
+      gradient_accumulation_steps=accumulation_steps,
+  )
   trainer.train_steps(args.steps)  # tracing (and XLA compilation) outside the timing
   return trainer
 
@@ -62,8 +76,10 @@ def main():
     parser.error(f"--batch_size={args.batch_size} must divide by every N")
 
   with tempfile.TemporaryDirectory() as scratch:
-    loops = {n: build_loop(args.preset, n, args, os.path.join(scratch, str(n)))
-             for n in args.accumulation_steps}
+    loops = {
+        n: build_loop(args.preset, n, args, os.path.join(scratch, str(n)))
+        for n in args.accumulation_steps
+    }
     seconds = {n: [] for n in loops}
     for _ in range(args.repeats):
       for n, trainer in loops.items():
@@ -72,17 +88,21 @@ def main():
         seconds[n].append((time.perf_counter() - start) / args.steps)
   load = os.getloadavg()
   base = statistics.median(seconds[args.accumulation_steps[0]])
-  print(f"{args.preset}, global batch {args.batch_size}, seq {args.seq_length}, "
-        f"jit_compile={args.jit_compile}; median of {args.repeats} round-robin rounds of "
-        f"{args.steps} updates; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+  print(
+      f"{args.preset}, global batch {args.batch_size}, seq {args.seq_length}, "
+      f"jit_compile={args.jit_compile}; median of {args.repeats} round-robin rounds of "
+      f"{args.steps} updates; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+  )
   # The minimum is the round least disturbed by other work on a shared machine.
   base_min = min(seconds[args.accumulation_steps[0]])
   print("| N | micro-batch | s/update (median) | ratio to N=1 | s/update (min) | ratio |")
   print("|---|---|---|---|---|---|")
   for n, values in seconds.items():
     median, fastest = statistics.median(values), min(values)
-    print(f"| {n} | {args.batch_size // n} | {median:.3f} | {median / base:.2f} | "
-          f"{fastest:.3f} | {fastest / base_min:.2f} |")
+    print(
+        f"| {n} | {args.batch_size // n} | {median:.3f} | {median / base:.2f} | "
+        f"{fastest:.3f} | {fastest / base_min:.2f} |"
+    )
 
 
 if __name__ == "__main__":

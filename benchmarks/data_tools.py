@@ -29,25 +29,41 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from absl import app  # pylint: disable=g-import-not-at-top
-from absl import flags
+from absl import app  # noqa: E402  (after sys.path: the repo's package wins)
+from absl import flags  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_boolean("quick", False, "Small corpus and lines, one repeat.")
 flags.DEFINE_string("work_dir", None, "Scratch directory (default: a temporary one).")
-flags.DEFINE_string("vocab_file", None,
-                    "vocab.txt; default: built from the built-in corpus (30522 tokens).")
-flags.DEFINE_list("corpus_bytes", ["3700000", "1850000"],
-                  "Corpus sizes (built-in corpus slices) for throughput and memory.")
+flags.DEFINE_string(
+    "vocab_file", None, "vocab.txt; default: built from the built-in corpus (30522 tokens)."
+)
+flags.DEFINE_list(
+    "corpus_bytes",
+    ["3700000", "1850000"],
+    "Corpus sizes (built-in corpus slices) for throughput and memory.",
+)
 flags.DEFINE_integer("repeats", 2, "Round-robin repeats per corpus size.")
 flags.DEFINE_integer("dupe_factor", 10, "Passes over the input.")
-flags.DEFINE_list("long_line_words", ["100000", "200000", "400000", "800000"],
-                  "Words of the single long line of the scaling check.")
-flags.DEFINE_string("model_garden_path", os.environ.get("MODEL_GARDEN_PATH", ""),
-                    "Where tf-models-official is installed (PYTHONPATH for it).")
+flags.DEFINE_list(
+    "long_line_words",
+    ["100000", "200000", "400000", "800000"],
+    "Words of the single long line of the scaling check.",
+)
+flags.DEFINE_string(
+    "model_garden_path",
+    os.environ.get("MODEL_GARDEN_PATH", ""),
+    "Where tf-models-official is installed (PYTHONPATH for it).",
+)
 
-SETTINGS = ["--max_seq_length=128", "--max_predictions_per_seq=20", "--masked_lm_prob=0.15",
-            "--do_lower_case=true", "--do_whole_word_mask=true", "--random_seed=12345"]
+SETTINGS = [
+    "--max_seq_length=128",
+    "--max_predictions_per_seq=20",
+    "--masked_lm_prob=0.15",
+    "--do_lower_case=true",
+    "--do_whole_word_mask=true",
+    "--random_seed=12345",
+]
 
 
 def slice_corpus(source, target, num_bytes):
@@ -68,11 +84,13 @@ def slice_corpus(source, target, num_bytes):
 
 def run_measured(command, env):
   """Runs a command; returns (wall seconds, peak summed RSS MB of its tree, output)."""
-  import psutil  # pylint: disable=g-import-not-at-top
+  import psutil
+
   start = time.time()
   with tempfile.TemporaryFile("w+") as log:
-    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=log,
-                               stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, text=True
+    )
     peak = 0
     parent = psutil.Process(process.pid)
     while process.poll() is None:
@@ -93,9 +111,21 @@ def run_measured(command, env):
 def ours(corpus, vocab, out_dir, workers, dupe, extra=()):
   env = dict(os.environ, PYTHONPATH=REPO)
   seconds, peak, _ = run_measured(
-      [sys.executable, "-m", "tools.create_pretraining_data", f"--input_files={corpus}",
-       f"--vocab_file={vocab}", f"--output_dir={out_dir}", f"--dupe_factor={dupe}",
-       f"--num_workers={workers}", "--noprogress", *SETTINGS, *extra], env)
+      [
+          sys.executable,
+          "-m",
+          "tools.create_pretraining_data",
+          f"--input_files={corpus}",
+          f"--vocab_file={vocab}",
+          f"--output_dir={out_dir}",
+          f"--dupe_factor={dupe}",
+          f"--num_workers={workers}",
+          "--noprogress",
+          *SETTINGS,
+          *extra,
+      ],
+      env,
+  )
   with open(os.path.join(out_dir, "stats.json"), encoding="utf-8") as f:
     stats = json.load(f)
   return seconds, peak, stats["instances"], stats
@@ -104,9 +134,18 @@ def ours(corpus, vocab, out_dir, workers, dupe, extra=()):
 def model_garden(corpus, vocab, out_file, dupe):
   env = dict(os.environ, PYTHONPATH=FLAGS.model_garden_path)
   seconds, peak, output = run_measured(
-      [sys.executable, "-m", "official.nlp.data.create_pretraining_data",
-       f"--input_file={corpus}", f"--output_file={out_file}", f"--vocab_file={vocab}",
-       f"--dupe_factor={dupe}", *SETTINGS], env)
+      [
+          sys.executable,
+          "-m",
+          "official.nlp.data.create_pretraining_data",
+          f"--input_file={corpus}",
+          f"--output_file={out_file}",
+          f"--vocab_file={vocab}",
+          f"--dupe_factor={dupe}",
+          *SETTINGS,
+      ],
+      env,
+  )
   found = re.findall(r"Wrote (\d+) total instances", output)
   return seconds, peak, int(found[-1]) if found else -1
 
@@ -117,7 +156,7 @@ def load():
 
 def main(argv):
   del argv
-  from recurrent_bert.data import builtin_corpus  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.data import builtin_corpus
 
   work = FLAGS.work_dir or tempfile.mkdtemp(prefix="data_tools_bench_")
   os.makedirs(work, exist_ok=True)
@@ -130,49 +169,81 @@ def main(argv):
   vocab = FLAGS.vocab_file
   if not vocab:
     vocab = os.path.join(work, "vocab.txt")
-    subprocess.run([sys.executable, "-m", "tools.build_vocab", "--input_files=builtin",
-                    f"--builtin_max_bytes={max(sizes)}", "--vocab_size=30522",
-                    f"--output_file={vocab}"], cwd=REPO, check=True, capture_output=True)
-  have_mg = bool(FLAGS.model_garden_path) and subprocess.run(
-      [sys.executable, "-c", "import official.nlp.data.create_pretraining_data"],
-      env=dict(os.environ, PYTHONPATH=FLAGS.model_garden_path),
-      capture_output=True).returncode == 0
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tools.build_vocab",
+            "--input_files=builtin",
+            f"--builtin_max_bytes={max(sizes)}",
+            "--vocab_size=30522",
+            f"--output_file={vocab}",
+        ],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+    )
+  have_mg = (
+      bool(FLAGS.model_garden_path)
+      and subprocess.run(
+          [sys.executable, "-c", "import official.nlp.data.create_pretraining_data"],
+          env=dict(os.environ, PYTHONPATH=FLAGS.model_garden_path),
+          capture_output=True,
+      ).returncode
+      == 0
+  )
 
-  print(f"\nthroughput, whole process, dupe_factor {dupe}, seq 128, whole-word masking "
-        f"(cores: {os.cpu_count()})")
-  print(f"{'corpus':>8} | {'tool':<22} | {'load':>5} | {'seconds':>7} | {'instances':>9} | "
-        f"{'inst/s':>7} | {'peak MB':>7} | ratio")
+  print(
+      f"\nthroughput, whole process, dupe_factor {dupe}, seq 128, whole-word masking "
+      f"(cores: {os.cpu_count()})"
+  )
+  print(
+      f"{'corpus':>8} | {'tool':<22} | {'load':>5} | {'seconds':>7} | {'instances':>9} | "
+      f"{'inst/s':>7} | {'peak MB':>7} | ratio"
+  )
   last_stats = None
   for size in sizes:
     corpus = slice_corpus(full, os.path.join(work, f"corpus{size}.txt"), size)
     for repeat in range(repeats):
       row_load = load()
       seconds, peak, instances, last_stats = ours(
-          corpus, vocab, os.path.join(work, f"ours{size}"), 2, dupe)
+          corpus, vocab, os.path.join(work, f"ours{size}"), 2, dupe
+      )
       ours_rate = instances / seconds
-      print(f"{size / 1e6:>6.2f}MB | {'ours, 2 workers':<22} | {row_load:>5} | {seconds:7.1f} | "
-            f"{instances:9,} | {ours_rate:7.0f} | {peak:7.0f} |", flush=True)
+      print(
+          f"{size / 1e6:>6.2f}MB | {'ours, 2 workers':<22} | {row_load:>5} | {seconds:7.1f} | "
+          f"{instances:9,} | {ours_rate:7.0f} | {peak:7.0f} |",
+          flush=True,
+      )
       if not have_mg:
         if repeat == 0 and size == sizes[0]:
           print("  (Model Garden tool not importable: set --model_garden_path)")
         continue
       row_load = load()
-      seconds, peak, instances = model_garden(corpus, vocab,
-                                              os.path.join(work, f"mg{size}.tfrecord"), dupe)
+      seconds, peak, instances = model_garden(
+          corpus, vocab, os.path.join(work, f"mg{size}.tfrecord"), dupe
+      )
       rate = instances / seconds
-      print(f"{size / 1e6:>6.2f}MB | {'Model Garden 2.20.0':<22} | {row_load:>5} | "
-            f"{seconds:7.1f} | {instances:9,} | {rate:7.0f} | {peak:7.0f} | "
-            f"{ours_rate / rate:.1f}x", flush=True)
+      print(
+          f"{size / 1e6:>6.2f}MB | {'Model Garden 2.20.0':<22} | {row_load:>5} | "
+          f"{seconds:7.1f} | {instances:9,} | {rate:7.0f} | {peak:7.0f} | "
+          f"{ours_rate / rate:.1f}x",
+          flush=True,
+      )
   if last_stats:
     print("\nour stages (last run; worker stages summed over both workers), seconds:")
     for stage, seconds in sorted(last_stats["stage_seconds"].items(), key=lambda kv: -kv[1]):
       print(f"  {stage:<42} {seconds:7.2f}")
-    print(f"  masked {last_stats['masked_fraction']:.2%}: "
-          f"{last_stats['masked_as_mask_token']:.1%} [MASK], "
-          f"{last_stats['masked_as_random_token']:.1%} random, {last_stats['masked_kept']:.1%} kept")
+    print(
+        f"  masked {last_stats['masked_fraction']:.2%}: "
+        f"{last_stats['masked_as_mask_token']:.1%} [MASK], "
+        f"{last_stats['masked_as_random_token']:.1%} random, {last_stats['masked_kept']:.1%} kept"
+    )
 
-  print("\nlong line: one line of N words vs the same words as 20-word lines "
-        "(ours, 1 worker, dupe_factor 1)")
+  print(
+      "\nlong line: one line of N words vs the same words as 20-word lines "
+      "(ours, 1 worker, dupe_factor 1)"
+  )
   print(f"{'words':>8} | {'layout':<14} | {'load':>5} | {'seconds':>7} | {'instances':>9}")
   with open(full, encoding="utf-8") as f:
     words = f.read().split()
@@ -183,12 +254,14 @@ def main(argv):
       f.write(" ".join(chosen) + "\n")
     short = os.path.join(work, f"lines{count}.txt")
     with open(short, "w", encoding="utf-8") as f:
-      f.write("\n".join(" ".join(chosen[i:i + 20]) for i in range(0, count, 20)) + "\n")
+      f.write("\n".join(" ".join(chosen[i : i + 20]) for i in range(0, count, 20)) + "\n")
     for layout, path in (("one line", one), ("20-word lines", short)):
       row_load = load()
       seconds, _, instances, _ = ours(path, vocab, os.path.join(work, f"long{count}"), 1, 1)
-      print(f"{count:>8,} | {layout:<14} | {row_load:>5} | {seconds:7.1f} | {instances:9,}",
-            flush=True)
+      print(
+          f"{count:>8,} | {layout:<14} | {row_load:>5} | {seconds:7.1f} | {instances:9,}",
+          flush=True,
+      )
   print(f"\n(work dir: {work}, vocab: {vocab})")
 
 

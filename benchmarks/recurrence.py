@@ -39,16 +39,16 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 if "--memory" in sys.argv:
   os.environ["TF_CPU_ALLOCATOR_USE_BFC"] = "true"  # enables CPU allocator statistics
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import keras
+import numpy as np
+import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from recurrent_bert.layers import BidirectionalLSTM  # noqa: E402
-from recurrent_bert.layers import FeedForward  # noqa: E402
-from recurrent_bert.layers import SwishRNN  # noqa: E402
-from recurrent_bert.layers import swish_rnn  # noqa: E402
-from recurrent_bert.layers.blstm import IMPLEMENTATIONS as BLSTM_IMPLEMENTATIONS  # noqa: E402
+from recurrent_bert.layers import BidirectionalLSTM
+from recurrent_bert.layers import FeedForward
+from recurrent_bert.layers import SwishRNN
+from recurrent_bert.layers import swish_rnn
+from recurrent_bert.layers.blstm import IMPLEMENTATIONS as BLSTM_IMPLEMENTATIONS
 
 REGIMES = {
     "base": dict(batch=8, length=128, hidden=768, inner=2048),
@@ -65,13 +65,14 @@ def _candidates(regime, implementations, blstm_implementations, unroll):
       kwargs = {"implementation": "fused" if impl == "floor" else impl}
       if unroll is not None:
         kwargs["unroll"] = unroll
-      out[f"swishrnn {impl} k={k}"] = (
-          lambda k=k, kwargs=kwargs: SwishRNN(h, d, step_size=k, **kwargs))
+      out[f"swishrnn {impl} k={k}"] = lambda k=k, kwargs=kwargs: SwishRNN(
+          h, d, step_size=k, **kwargs
+      )
   for impl in blstm_implementations:
-    out[f"blstm {impl} SMALL"] = lambda impl=impl: BidirectionalLSTM(
-        h // 2, implementation=impl)
+    out[f"blstm {impl} SMALL"] = lambda impl=impl: BidirectionalLSTM(h // 2, implementation=impl)
     out[f"blstm {impl} full"] = lambda impl=impl: BidirectionalLSTM(
-        h, projection_size=h, implementation=impl)
+        h, projection_size=h, implementation=impl
+    )
   return out
 
 
@@ -82,8 +83,17 @@ def _recurrence_replaced():
   block without any recurrence: the floor a faster loop could reach (`floor` rows)."""
   original = swish_rnn.swish_rnn_recurrence
 
-  def position_wise(x1, residual, alpha, beta, step_size=1, implementation="auto",
-                    unroll=None, gate=None, state_bias=None):
+  def position_wise(
+      x1,
+      residual,
+      alpha,
+      beta,
+      step_size=1,
+      implementation="auto",
+      unroll=None,
+      gate=None,
+      state_bias=None,
+  ):
     del step_size, implementation, unroll
     c = x1 * tf.sigmoid(alpha * x1 + beta) + (x1 if residual is None else residual)
     return (c + state_bias) * gate
@@ -108,11 +118,20 @@ def _train_step(layer, xla, dropout_rate):
       y = dropout(layer(x, mask), training=dropout_rate > 0)
       loss = tf.reduce_sum(y * upstream)
     return tape.gradient(loss, [x] + layer.trainable_weights)
+
   return tf.function(step, jit_compile=xla)
 
 
-def measure(regime_name, mode, implementations, reps, blstm_implementations=("auto",),
-            unroll=None, memory=False, dropout_rate=0.0):
+def measure(
+    regime_name,
+    mode,
+    implementations,
+    reps,
+    blstm_implementations=("auto",),
+    unroll=None,
+    memory=False,
+    dropout_rate=0.0,
+):
   regime = REGIMES[regime_name]
   shape = (regime["batch"], regime["length"], regime["hidden"])
   rng = np.random.default_rng(0)
@@ -128,6 +147,7 @@ def measure(regime_name, mode, implementations, reps, blstm_implementations=("au
     with _recurrence_replaced() if " floor " in name else contextlib.nullcontext():
       for _ in range(2):  # trace / compile, warm up
         [g.numpy() for g in steps[name](x, mask, upstream)]
+
   def timed(step):
     start = time.perf_counter()
     [g.numpy() for g in step(x, mask, upstream)]
@@ -156,40 +176,65 @@ def measure(regime_name, mode, implementations, reps, blstm_implementations=("au
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--regimes", nargs="+", default=list(REGIMES), choices=REGIMES)
-  parser.add_argument("--modes", nargs="+", default=["graph", "xla"],
-                      choices=["graph", "xla"])
-  parser.add_argument("--implementations", nargs="*", default=["scan", "fused"],
-                      choices=["scan", "loop", "fused", "auto", "floor"],
-                      help="floor: the block with its recurrence replaced by position-wise "
-                           "work of the same memory traffic (not a real implementation)")
+  parser.add_argument("--modes", nargs="+", default=["graph", "xla"], choices=["graph", "xla"])
+  parser.add_argument(
+      "--implementations",
+      nargs="*",
+      default=["scan", "fused"],
+      choices=["scan", "loop", "fused", "auto", "floor"],
+      help="floor: the block with its recurrence replaced by position-wise "
+      "work of the same memory traffic (not a real implementation)",
+  )
   parser.add_argument("--reps", type=int, default=10)
-  parser.add_argument("--unroll", type=int, default=None,
-                      help="blocks of k positions per loop iteration, implementation loop "
-                           "(default: the layer's)")
-  parser.add_argument("--blstm_implementations", nargs="*", default=["auto"],
-                      choices=BLSTM_IMPLEMENTATIONS,
-                      help="BLSTM rows (SMALL and full) for each; none: no BLSTM rows")
-  parser.add_argument("--no-blstm", dest="blstm_implementations", action="store_const",
-                      const=[])
-  parser.add_argument("--dropout", type=float, default=0.0,
-                      help="dropout rate on every block's output (training mode)")
-  parser.add_argument("--memory", action="store_true",
-                      help="also report peak allocator memory relative to the FFN")
+  parser.add_argument(
+      "--unroll",
+      type=int,
+      default=None,
+      help="blocks of k positions per loop iteration, implementation loop "
+      "(default: the layer's)",
+  )
+  parser.add_argument(
+      "--blstm_implementations",
+      nargs="*",
+      default=["auto"],
+      choices=BLSTM_IMPLEMENTATIONS,
+      help="BLSTM rows (SMALL and full) for each; none: no BLSTM rows",
+  )
+  parser.add_argument("--no-blstm", dest="blstm_implementations", action="store_const", const=[])
+  parser.add_argument(
+      "--dropout",
+      type=float,
+      default=0.0,
+      help="dropout rate on every block's output (training mode)",
+  )
+  parser.add_argument(
+      "--memory", action="store_true", help="also report peak allocator memory relative to the FFN"
+  )
   args = parser.parse_args(argv)
 
-  print(f"TensorFlow {tf.__version__}, {os.cpu_count()} CPUs; forward + backward; "
-        f"median of {args.reps} paired ratios to the FFN block of the same shape"
-        + (f"; dropout {args.dropout} on every output" if args.dropout else "")
-        + ("; peak memory: k=1 rows" if args.memory else ""))
+  print(
+      f"TensorFlow {tf.__version__}, {os.cpu_count()} CPUs; forward + backward; "
+      f"median of {args.reps} paired ratios to the FFN block of the same shape"
+      + (f"; dropout {args.dropout} on every output" if args.dropout else "")
+      + ("; peak memory: k=1 rows" if args.memory else "")
+  )
   for regime in args.regimes:
     r = REGIMES[regime]
     for mode in args.modes:
-      medians, peaks = measure(regime, mode, args.implementations, args.reps,
-                               blstm_implementations=args.blstm_implementations,
-                               unroll=args.unroll, memory=args.memory,
-                               dropout_rate=args.dropout)
-      print(f"\n{regime} (batch {r['batch']}, T {r['length']}, H {r['hidden']}, "
-            f"d' {r['inner']}) — {mode}: ffn {medians['ffn'] * 1e3:.1f} ms")
+      medians, peaks = measure(
+          regime,
+          mode,
+          args.implementations,
+          args.reps,
+          blstm_implementations=args.blstm_implementations,
+          unroll=args.unroll,
+          memory=args.memory,
+          dropout_rate=args.dropout,
+      )
+      print(
+          f"\n{regime} (batch {r['batch']}, T {r['length']}, H {r['hidden']}, "
+          f"d' {r['inner']}) — {mode}: ffn {medians['ffn'] * 1e3:.1f} ms"
+      )
       names = [n for n in medians if n != "ffn"]
       rows = {}
       for name in names:
@@ -206,8 +251,9 @@ def main(argv=None):
           line = f"| {row} | {cells['']:.2f}× | | |"
           key = row
         else:
-          line = "| " + row + " | " + " | ".join(
-              f"{cells[f'k={k}']:.2f}×" for k in STEP_SIZES) + " |"
+          line = (
+              "| " + row + " | " + " | ".join(f"{cells[f'k={k}']:.2f}×" for k in STEP_SIZES) + " |"
+          )
           key = f"{row} k=1"
         if peaks:
           line += f" {peaks[key] / max(peaks['ffn'], 1):.2f}× |"

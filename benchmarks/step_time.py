@@ -21,15 +21,15 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import keras
+import numpy as np
+import tensorflow as tf
 
-from recurrent_bert.config import BLSTM_IMPLEMENTATIONS  # noqa: E402
-from recurrent_bert.config import FAMILIES  # noqa: E402
-from recurrent_bert.config import resolve_config  # noqa: E402
-from recurrent_bert.models import Pretrainer  # noqa: E402
-from recurrent_bert.models import build_encoder  # noqa: E402
+from recurrent_bert.config import BLSTM_IMPLEMENTATIONS
+from recurrent_bert.config import FAMILIES
+from recurrent_bert.config import resolve_config
+from recurrent_bert.models import Pretrainer
+from recurrent_bert.models import build_encoder
 
 
 def flops_per_token(config, length, predictions=20):
@@ -57,15 +57,17 @@ def make_step(model, jit_compile):
   def step(inputs, mlm_labels, nsp_labels):
     with tf.GradientTape() as tape:
       out = model(inputs, training=True)
-      loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-          mlm_labels, out["mlm_logits"]))
+      loss = tf.reduce_mean(
+          tf.nn.sparse_softmax_cross_entropy_with_logits(mlm_labels, out["mlm_logits"])
+      )
       if "nsp_logits" in out:
         loss += tf.reduce_mean(
-            tf.nn.sparse_softmax_cross_entropy_with_logits(nsp_labels, out["nsp_logits"]))
+            tf.nn.sparse_softmax_cross_entropy_with_logits(nsp_labels, out["nsp_logits"])
+        )
     grads = tape.gradient(loss, model.trainable_variables)
     # Without NSP the pooler gets no gradient (None).
-    return loss, tf.add_n([tf.reduce_sum(tf.convert_to_tensor(g)) for g in grads
-                           if g is not None])
+    return loss, tf.add_n([tf.reduce_sum(tf.convert_to_tensor(g)) for g in grads if g is not None])
+
   return tf.function(step, jit_compile=jit_compile)
 
 
@@ -74,10 +76,12 @@ def make_batch(vocab_size, batch, length, predictions=20, seed=0):
   inputs = {
       "input_ids": tf.constant(rng.integers(5, vocab_size, (batch, length)), tf.int32),
       "input_mask": tf.ones((batch, length), tf.int32),
-      "segment_ids": tf.constant(np.repeat([[0] * (length // 2) + [1] * (length - length // 2)],
-                                           batch, 0), tf.int32),
+      "segment_ids": tf.constant(
+          np.repeat([[0] * (length // 2) + [1] * (length - length // 2)], batch, 0), tf.int32
+      ),
       "masked_lm_positions": tf.constant(
-          np.sort(rng.choice(np.arange(1, length), (batch, predictions)), -1), tf.int32),
+          np.sort(rng.choice(np.arange(1, length), (batch, predictions)), -1), tf.int32
+      ),
   }
   mlm_labels = tf.constant(rng.integers(5, vocab_size, (batch, predictions)), tf.int32)
   nsp_labels = tf.constant(rng.integers(0, 2, (batch,)), tf.int32)
@@ -115,8 +119,10 @@ def measure(configs, batch, length, jit_compile, repeats, warmup, use_nsp=True):
 
 def print_table(mode, results, configs, size, batch, length):
   load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-  print(f"\n{mode}: forward+backward step time, batch {batch}, seq {length} "
-        f"({os.cpu_count()} CPU cores, load average now {load})")
+  print(
+      f"\n{mode}: forward+backward step time, batch {batch}, seq {length} "
+      f"({os.cpu_count()} CPU cores, load average now {load})"
+  )
   print("| preset | ms | ×BERT | FLOPs ×BERT | ×BERT-rab |")
   print("|---|---|---|---|---|")
   bert_flops = flops_per_token(configs[f"bert_{size}"], length)
@@ -126,16 +132,20 @@ def print_table(mode, results, configs, size, batch, length):
     if isinstance(r, str):
       print(f"| {name} | failed: {r} | | {flops} | |")
       continue
-    ratio = lambda ref: (f"{r / results[ref]:.2f}"
-                         if not isinstance(results.get(ref), str) else "-")
-    print(f"| {name} | {1000 * r:.0f} | {ratio(f'bert_{size}')} | {flops} | "
-          f"{ratio(f'bert_rab_{size}')} |")
+    ratio = lambda ref, r=r: (
+        f"{r / results[ref]:.2f}" if not isinstance(results.get(ref), str) else "-"
+    )
+    print(
+        f"| {name} | {1000 * r:.0f} | {ratio(f'bert_{size}')} | {flops} | "
+        f"{ratio(f'bert_rab_{size}')} |"
+    )
   print(flush=True)
 
 
 def main():
-  parser = argparse.ArgumentParser(description=__doc__,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser = argparse.ArgumentParser(
+      description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+  )
   parser.add_argument("--quick", action="store_true", help="tiny presets, batch 8, seq 64")
   parser.add_argument("--size", default=None, help="preset size (default base)")
   parser.add_argument("--families", default=",".join(FAMILIES))
@@ -144,9 +154,13 @@ def main():
   parser.add_argument("--repeats", type=int, default=None)
   parser.add_argument("--no_xla", action="store_true", help="graph mode only")
   parser.add_argument("--no_nsp", action="store_true", help="MLM loss only")
-  parser.add_argument("--blstm_implementations", nargs="+", default=["auto"],
-                      choices=BLSTM_IMPLEMENTATIONS,
-                      help="time presets with a BLSTM once per implementation")
+  parser.add_argument(
+      "--blstm_implementations",
+      nargs="+",
+      default=["auto"],
+      choices=BLSTM_IMPLEMENTATIONS,
+      help="time presets with a BLSTM once per implementation",
+  )
   args = parser.parse_args()
   size = args.size or ("tiny" if args.quick else "base")
   length = args.seq_length or (64 if args.quick else 128)
@@ -161,20 +175,23 @@ def main():
   configs = {}
   for family in families:
     config = resolve_config(f"{family}_{size}")
-    implementations = (args.blstm_implementations if config.mixer in (
-        "blstm", "parallel_blstm") else ["auto"])
+    implementations = (
+        args.blstm_implementations if config.mixer in ("blstm", "parallel_blstm") else ["auto"]
+    )
     for impl in implementations:
       name = f"{family}_{size}" + (f" [{impl}]" if len(implementations) > 1 else "")
-      configs[name] = (config if impl == "auto"
-                       else config.replace(blstm_implementation=impl))
+      configs[name] = config if impl == "auto" else config.replace(blstm_implementation=impl)
 
   modes = [("graph", False)] + ([] if args.no_xla else [("xla", True)])
   for mode, jit in modes:
-    print(f"measuring {mode}: {len(configs)} models, batch {args.batch_size}, "
-          f"seq {length}, median of {repeats}"
-          + (", MLM loss only" if args.no_nsp else "") + " ...", flush=True)
-    results = measure(configs, args.batch_size, length, jit, repeats, warmup=2,
-                      use_nsp=not args.no_nsp)
+    print(
+        f"measuring {mode}: {len(configs)} models, batch {args.batch_size}, "
+        f"seq {length}, median of {repeats}" + (", MLM loss only" if args.no_nsp else "") + " ...",
+        flush=True,
+    )
+    results = measure(
+        configs, args.batch_size, length, jit, repeats, warmup=2, use_nsp=not args.no_nsp
+    )
     print_table(mode, results, configs, size, args.batch_size, length)
     keras.backend.clear_session()
 

@@ -57,8 +57,11 @@ def _own_flag_names() -> list:
   main_path = sys.argv[0]
   names = []
   for module, module_flags in FLAGS.flags_by_module_dict().items():
-    if module == main_path or module.startswith(_OWN_MODULE_PREFIXES) or (
-        "/recurrent_bert/" in module or "/tools/" in module):
+    if (
+        module == main_path
+        or module.startswith(_OWN_MODULE_PREFIXES)
+        or ("/recurrent_bert/" in module or "/tools/" in module)
+    ):
       names += [flag.name for flag in module_flags]
   return sorted(set(names))
 
@@ -67,8 +70,12 @@ def _describe(flag) -> str:
   name = f"--[no]{flag.name}" if flag.boolean else f"--{flag.name}"
   default = flag.default_as_str if flag.default is not None else "none"
   text = f"{flag.help} (default: {default})"
-  return "  " + name + "\n" + textwrap.fill(text, width=88, initial_indent="      ",
-                                            subsequent_indent="      ")
+  return (
+      "  "
+      + name
+      + "\n"
+      + textwrap.fill(text, width=88, initial_indent="      ", subsequent_indent="      ")
+  )
 
 
 def grouped_help(groups: Mapping[str, Sequence[str]]) -> str:
@@ -89,8 +96,12 @@ def run(main, groups: Optional[Mapping[str, Sequence[str]]] = None) -> None:
   def parse(argv):
     if any(arg.split("=")[0] in HELP_ARGUMENTS for arg in argv[1:]):
       doc = sys.modules["__main__"].__doc__ or ""
-      print(doc.strip() + "\n\n" + grouped_help(groups or {}) +
-            "\n\n--helpfull lists every flag, TensorFlow's included.")
+      print(
+          doc.strip()
+          + "\n\n"
+          + grouped_help(groups or {})
+          + "\n\n--helpfull lists every flag, TensorFlow's included."
+      )
       sys.exit(0)
     try:
       return FLAGS(argv)
@@ -102,8 +113,12 @@ def run(main, groups: Optional[Mapping[str, Sequence[str]]] = None) -> None:
     try:
       return main(argv)
     except KeyboardInterrupt as e:
-      print(str(e) or "interrupted: nothing was being trained, nothing to save; run the "
-            "same command again", file=sys.stderr)
+      print(
+          str(e)
+          or "interrupted: nothing was being trained, nothing to save; run the "
+          "same command again",
+          file=sys.stderr,
+      )
       sys.exit(130)
 
   app.run(main_without_traceback_on_ctrl_c, flags_parser=parse)

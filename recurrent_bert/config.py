@@ -140,12 +140,13 @@ class ModelConfig:
     return d
 
   @classmethod
-  def from_dict(cls, d: dict, source: str = "config") -> "ModelConfig":
+  def from_dict(cls, d: dict, source: str = "config") -> ModelConfig:
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(d) - known)
     if unknown:
-      raise ConfigError(f"{source}: unknown ModelConfig field(s) {unknown}; "
-                        f"known fields are {sorted(known)}")
+      raise ConfigError(
+          f"{source}: unknown ModelConfig field(s) {unknown}; " f"known fields are {sorted(known)}"
+      )
     try:
       return cls(**d)
     except ConfigError as e:
@@ -155,7 +156,7 @@ class ModelConfig:
     return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
   @classmethod
-  def from_json(cls, text: str, source: str = "config") -> "ModelConfig":
+  def from_json(cls, text: str, source: str = "config") -> ModelConfig:
     try:
       d = json.loads(text)
     except json.JSONDecodeError as e:
@@ -165,7 +166,7 @@ class ModelConfig:
     return cls.from_dict(d, source=source)
 
   @classmethod
-  def from_file(cls, path: str) -> "ModelConfig":
+  def from_file(cls, path: str) -> ModelConfig:
     try:
       with open(path, encoding="utf-8") as f:
         text = f.read()
@@ -173,7 +174,7 @@ class ModelConfig:
       raise ConfigError(f"cannot read model config {path}: {e.strerror}") from None
     return cls.from_json(text, source=path)
 
-  def replace(self, **changes: Any) -> "ModelConfig":
+  def replace(self, **changes: Any) -> ModelConfig:
     return dataclasses.replace(self, **changes)
 
   # -- validation ----------------------------------------------------------------
@@ -183,49 +184,90 @@ class ModelConfig:
       if not ok:
         raise ConfigError(f"{field}={getattr(self, field)!r}: {message}")
 
-    for field in ("vocab_size", "hidden_size", "num_layers", "num_heads",
-                  "intermediate_size", "max_position_embeddings", "type_vocab_size",
-                  "relative_num_buckets", "relative_max_distance"):
+    for field in (
+        "vocab_size",
+        "hidden_size",
+        "num_layers",
+        "num_heads",
+        "intermediate_size",
+        "max_position_embeddings",
+        "type_vocab_size",
+        "relative_num_buckets",
+        "relative_max_distance",
+    ):
       value = getattr(self, field)
-      check(isinstance(value, int) and not isinstance(value, bool) and value > 0,
-            field, "must be a positive integer")
-    for field, allowed in (("mixer", MIXERS), ("hidden_act", ACTIVATIONS),
-                           ("position_embedding", POSITION_EMBEDDINGS),
-                           ("attention_bias", ATTENTION_BIASES),
-                           ("swish_rnn_residual", SWISH_RNN_RESIDUALS),
-                           ("swish_rnn_gate", SWISH_RNN_GATES),
-                           ("swish_rnn_direction", SWISH_RNN_DIRECTIONS),
-                           ("blstm_implementation", BLSTM_IMPLEMENTATIONS),
-                           ("swish_rnn_implementation", SWISH_RNN_IMPLEMENTATIONS)):
+      check(
+          isinstance(value, int) and not isinstance(value, bool) and value > 0,
+          field,
+          "must be a positive integer",
+      )
+    for field, allowed in (
+        ("mixer", MIXERS),
+        ("hidden_act", ACTIVATIONS),
+        ("position_embedding", POSITION_EMBEDDINGS),
+        ("attention_bias", ATTENTION_BIASES),
+        ("swish_rnn_residual", SWISH_RNN_RESIDUALS),
+        ("swish_rnn_gate", SWISH_RNN_GATES),
+        ("swish_rnn_direction", SWISH_RNN_DIRECTIONS),
+        ("blstm_implementation", BLSTM_IMPLEMENTATIONS),
+        ("swish_rnn_implementation", SWISH_RNN_IMPLEMENTATIONS),
+    ):
       check(getattr(self, field) in allowed, field, f"must be one of {allowed}")
-    check(self.hidden_size % self.num_heads == 0, "hidden_size",
-          f"must be divisible by num_heads={self.num_heads}")
-    check(self.relative_num_buckets % 4 == 0, "relative_num_buckets",
-          "must be divisible by 4 (two directions, exact and log-spaced halves)")
+    check(
+        self.hidden_size % self.num_heads == 0,
+        "hidden_size",
+        f"must be divisible by num_heads={self.num_heads}",
+    )
+    check(
+        self.relative_num_buckets % 4 == 0,
+        "relative_num_buckets",
+        "must be divisible by 4 (two directions, exact and log-spaced halves)",
+    )
     for field in ("dropout_rate", "attention_dropout_rate"):
       check(0.0 <= getattr(self, field) < 1.0, field, "must be in [0, 1)")
     check(self.layer_norm_epsilon > 0, "layer_norm_epsilon", "must be positive")
     check(self.initializer_range > 0, "initializer_range", "must be positive")
-    check(self.use_attention or self.attention_bias == "none", "attention_bias",
-          "needs use_attention=True")
-    check(self.use_attention or self.mixer == "blstm", "use_attention",
-          "False (BLSTM-only encoder) requires mixer='blstm'")
+    check(
+        self.use_attention or self.attention_bias == "none",
+        "attention_bias",
+        "needs use_attention=True",
+    )
+    check(
+        self.use_attention or self.mixer == "blstm",
+        "use_attention",
+        "False (BLSTM-only encoder) requires mixer='blstm'",
+    )
     if self.blstm_units is not None:
-      check(isinstance(self.blstm_units, int) and self.blstm_units > 0, "blstm_units",
-            "must be a positive integer or null (= hidden_size)")
+      check(
+          isinstance(self.blstm_units, int) and self.blstm_units > 0,
+          "blstm_units",
+          "must be a positive integer or null (= hidden_size)",
+      )
     if self.uses_blstm and not self.blstm_projection:
-      check(2 * self.resolved_blstm_units == self.hidden_size, "blstm_units",
-            f"without blstm_projection the BLSTM output 2u must equal "
-            f"hidden_size={self.hidden_size}")
+      check(
+          2 * self.resolved_blstm_units == self.hidden_size,
+          "blstm_units",
+          f"without blstm_projection the BLSTM output 2u must equal "
+          f"hidden_size={self.hidden_size}",
+      )
     if self.swish_rnn_size is not None:
-      check(isinstance(self.swish_rnn_size, int) and self.swish_rnn_size > 0,
-            "swish_rnn_size", "must be a positive integer or null (= matched to FFN)")
-    check(len(self.swish_rnn_step_sizes) > 0 and
-          all(isinstance(k, int) and k > 0 for k in self.swish_rnn_step_sizes),
-          "swish_rnn_step_sizes", "must be a non-empty list of positive integers")
+      check(
+          isinstance(self.swish_rnn_size, int) and self.swish_rnn_size > 0,
+          "swish_rnn_size",
+          "must be a positive integer or null (= matched to FFN)",
+      )
+    check(
+        len(self.swish_rnn_step_sizes) > 0
+        and all(isinstance(k, int) and k > 0 for k in self.swish_rnn_step_sizes),
+        "swish_rnn_step_sizes",
+        "must be a non-empty list of positive integers",
+    )
     if self.mixer == "swishrnn" and self.swish_rnn_direction == "bidirectional":
-      check(self.resolved_swish_rnn_size % 2 == 0, "swish_rnn_size",
-            "must be even for a bidirectional scan")
+      check(
+          self.resolved_swish_rnn_size % 2 == 0,
+          "swish_rnn_size",
+          "must be even for a bidirectional scan",
+      )
 
 
 def swish_rnn_size_matching_ffn(hidden_size: int) -> int:
@@ -268,13 +310,11 @@ def _preset(family: str, size: str) -> ModelConfig:
   if family.startswith("trans_blstm_small"):
     fields["blstm_units"] = hidden // 2
   if family == "swishrnn":
-    fields["swish_rnn_size"] = _PAPER_SWISH_RNN_SIZES.get(
-        size, swish_rnn_size_matching_ffn(hidden))
+    fields["swish_rnn_size"] = _PAPER_SWISH_RNN_SIZES.get(size, swish_rnn_size_matching_ffn(hidden))
   return ModelConfig(**fields)
 
 
-PRESETS = {f"{family}_{size}": _preset(family, size)
-           for family in FAMILIES for size in SIZES}
+PRESETS = {f"{family}_{size}": _preset(family, size) for family in FAMILIES for size in SIZES}
 
 
 def get_preset(name: str) -> ModelConfig:
@@ -282,8 +322,9 @@ def get_preset(name: str) -> ModelConfig:
   try:
     return PRESETS[name]
   except KeyError:
-    raise ConfigError(f"unknown preset {name!r}; choose one of: "
-                      f"{', '.join(sorted(PRESETS))}") from None
+    raise ConfigError(
+        f"unknown preset {name!r}; choose one of: " f"{', '.join(sorted(PRESETS))}"
+    ) from None
 
 
 def resolve_config(preset_or_path: str) -> ModelConfig:

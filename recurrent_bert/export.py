@@ -21,16 +21,24 @@ from recurrent_bert import cli
 from recurrent_bert.flags import vocabulary
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("model_dir", None, "Fine-tuning/pretraining/converted model dir, "
-                    "an encoder/ export, or a checkpoint prefix.")
+flags.DEFINE_string(
+    "model_dir",
+    None,
+    "Fine-tuning/pretraining/converted model dir, " "an encoder/ export, or a checkpoint prefix.",
+)
 flags.DEFINE_string("export_dir", None, "Where the SavedModel goes (replaced atomically).")
-flags.DEFINE_integer("max_seq_length", None, "Longest packed input; longer text is "
-                     "truncated. Default: a fine-tuned model's training length, else the "
-                     "model's max_position_embeddings (512 without absolute positions).")
-vocabulary.define_flags(vocab_file_note="default: the one in the model dir",
-                        do_lower_case=None,
-                        do_lower_case_note="default: as recorded in the model dir "
-                        "(tokenizer.json), else true")
+flags.DEFINE_integer(
+    "max_seq_length",
+    None,
+    "Longest packed input; longer text is "
+    "truncated. Default: a fine-tuned model's training length, else the "
+    "model's max_position_embeddings (512 without absolute positions).",
+)
+vocabulary.define_flags(
+    vocab_file_note="default: the one in the model dir",
+    do_lower_case=None,
+    do_lower_case_note="default: as recorded in the model dir " "(tokenizer.json), else true",
+)
 flags.mark_flags_as_required(["model_dir", "export_dir"])
 
 
@@ -41,17 +49,26 @@ def main(argv):
   from recurrent_bert.serving import ExportError
   from recurrent_bert.serving import export_model_dir
   from recurrent_bert.training.checkpoints import CheckpointNotFoundError
+
   try:
-    signatures = export_model_dir(FLAGS.model_dir, FLAGS.export_dir, FLAGS.max_seq_length,
-                                  FLAGS.vocab_file, FLAGS.do_lower_case)
+    signatures = export_model_dir(
+        FLAGS.model_dir,
+        FLAGS.export_dir,
+        FLAGS.max_seq_length,
+        FLAGS.vocab_file,
+        FLAGS.do_lower_case,
+    )
   except (ExportError, InputError, CheckpointNotFoundError) as e:
     cli.fail(str(e))  # one line naming the culprit, no traceback
   where = FLAGS.export_dir if "://" in FLAGS.export_dir else os.path.abspath(FLAGS.export_dir)
   print(f"SavedModel written to {where} with signatures:")
   default = signatures.get("serving_default")
   # serving_default is one of the others: its inputs and which one, not its long line again.
-  aliases = [name for name, description in signatures.items()
-             if name != "serving_default" and description == default]
+  aliases = [
+      name
+      for name, description in signatures.items()
+      if name != "serving_default" and description == default
+  ]
   for name, description in signatures.items():
     if name == "serving_default" and aliases:
       print(f"  serving_default{description.split(' -> ', 1)[0]} = {aliases[0]}")

@@ -25,23 +25,34 @@ from recurrent_bert.tasks import classification
 from recurrent_bert.training import finetuning
 
 FLAGS = flags.FLAGS
-finetune_flags.define_flags(learning_rate=2e-5, train_batch_size=32, max_seq_length=128,
-                            num_train_epochs=3.0)
-flags.DEFINE_string("task", None, "GLUE task (cola, sst2, mrpc, stsb, qqp, mnli, qnli, "
-                    "rte, wnli), boolq, multirc, or custom.")
-flags.DEFINE_string("data_dir", None, "The task's folder (e.g. glue_data/MRPC, "
-                    "superglue/BoolQ, or a custom task's TSV folder).")
+finetune_flags.define_flags(
+    learning_rate=2e-5, train_batch_size=32, max_seq_length=128, num_train_epochs=3.0
+)
+flags.DEFINE_string(
+    "task",
+    None,
+    "GLUE task (cola, sst2, mrpc, stsb, qqp, mnli, qnli, " "rte, wnli), boolq, multirc, or custom.",
+)
+flags.DEFINE_string(
+    "data_dir",
+    None,
+    "The task's folder (e.g. glue_data/MRPC, " "superglue/BoolQ, or a custom task's TSV folder).",
+)
 flags.DEFINE_boolean("tfds", False, "Read the task from tensorflow-datasets instead.")
 flags.DEFINE_string("tfds_data_dir", None, "TFDS data dir (default: TFDS's).")
 flags.DEFINE_boolean("tfds_download", False, "Let TFDS download missing data (network).")
-flags.DEFINE_list("label_list", None, "custom task: label names (default: sorted train "
-                  "labels).")
-flags.DEFINE_list("predict_splits", None, "Splits written as prediction files (default: "
-                  "the task's test splits that exist).")
+flags.DEFINE_list("label_list", None, "custom task: label names (default: sorted train " "labels).")
+flags.DEFINE_list(
+    "predict_splits",
+    None,
+    "Splits written as prediction files (default: " "the task's test splits that exist).",
+)
 flags.mark_flags_as_required(["task"])
 flags.register_multi_flags_validator(
-    ["tfds", "data_dir"], lambda f: f["tfds"] or f["data_dir"],
-    "give --data_dir (the task folder) or --tfds")
+    ["tfds", "data_dir"],
+    lambda f: f["tfds"] or f["data_dir"],
+    "give --data_dir (the task folder) or --tfds",
+)
 
 
 def _trained_label_list():
@@ -58,18 +69,31 @@ def main(argv):
   parts = finetune_flags.resolve_run(worker_id, path_flags=("data_dir", "tfds_data_dir"))
   try:
     source = classification.task_source(
-        FLAGS.task, FLAGS.data_dir, use_tfds=FLAGS.tfds, tfds_data_dir=FLAGS.tfds_data_dir,
-        tfds_download=FLAGS.tfds_download, label_list=FLAGS.label_list,
-        trained_label_list=_trained_label_list())
+        FLAGS.task,
+        FLAGS.data_dir,
+        use_tfds=FLAGS.tfds,
+        tfds_data_dir=FLAGS.tfds_data_dir,
+        tfds_download=FLAGS.tfds_download,
+        label_list=FLAGS.label_list,
+        trained_label_list=_trained_label_list(),
+    )
     tokenizer = BertWordpieceTokenizer(parts.vocab_file, do_lower_case=parts.do_lower_case)
     adapter = classification.ClassificationAdapter(
-        source.spec, source.read_split, tokenizer, FLAGS.max_seq_length, parts.cache_dir,
-        FLAGS.predict_splits if FLAGS.predict_splits is not None else source.predict_splits)
+        source.spec,
+        source.read_split,
+        tokenizer,
+        FLAGS.max_seq_length,
+        parts.cache_dir,
+        FLAGS.predict_splits if FLAGS.predict_splits is not None else source.predict_splits,
+    )
     # Every split the mode needs is read and converted before the model is built, so
     # bad data fails first.
-    needed = {"train": ["train", *adapter.eval_splits], "eval": list(adapter.eval_splits),
-              "predict": list(adapter.predict_splits),
-              "train_and_eval": ["train", *adapter.eval_splits, *adapter.predict_splits]}
+    needed = {
+        "train": ["train", *adapter.eval_splits],
+        "eval": list(adapter.eval_splits),
+        "predict": list(adapter.predict_splits),
+        "train_and_eval": ["train", *adapter.eval_splits, *adapter.predict_splits],
+    }
     adapter.prepare(needed[FLAGS.mode])
   except (InputError, ValueError) as e:
     cli.fail(str(e))
@@ -81,5 +105,17 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  cli.run(main, finetune_flags.help_groups(("task", "data_dir", "label_list", "predict_splits",
-                                            "tfds", "tfds_data_dir", "tfds_download")))
+  cli.run(
+      main,
+      finetune_flags.help_groups(
+          (
+              "task",
+              "data_dir",
+              "label_list",
+              "predict_splits",
+              "tfds",
+              "tfds_data_dir",
+              "tfds_download",
+          )
+      ),
+  )

@@ -26,12 +26,14 @@ from recurrent_bert.tasks import span_extraction
 from recurrent_bert.training import finetuning
 
 FLAGS = flags.FLAGS
-finetune_flags.define_flags(learning_rate=5e-5, train_batch_size=32, max_seq_length=384,
-                            num_train_epochs=3.0)
+finetune_flags.define_flags(
+    learning_rate=5e-5, train_batch_size=32, max_seq_length=384, num_train_epochs=3.0
+)
 flags.DEFINE_enum("version", "1.1", ["1.1", "2.0"], "SQuAD version (2.0: no-answer).")
 flags.DEFINE_string("train_file", None, "train-v1.1.json / train-v2.0.json.")
-flags.DEFINE_string("predict_file", None, "dev-v1.1.json / dev-v2.0.json (scored when it "
-                    "has answers).")
+flags.DEFINE_string(
+    "predict_file", None, "dev-v1.1.json / dev-v2.0.json (scored when it " "has answers)."
+)
 flags.DEFINE_boolean("tfds", False, "Read squad/v1.1 or squad/v2.0 from TFDS.")
 flags.DEFINE_string("tfds_data_dir", None, "TFDS data dir (default: TFDS's).")
 flags.DEFINE_boolean("tfds_download", False, "Let TFDS download missing data (network).")
@@ -40,11 +42,13 @@ flags.DEFINE_integer("doc_stride", 128, "Pieces between the starts of context wi
 flags.DEFINE_integer("max_query_length", 64, "Question pieces kept.")
 flags.DEFINE_integer("max_answer_length", 30, "Longest predicted answer, in pieces.")
 flags.DEFINE_integer("n_best_size", 20, "Candidates per window and n-best entries.")
-flags.DEFINE_float("null_score_diff_threshold", 0.0,
-                   "v2.0: predict no answer when null score - best span exceeds this.")
+flags.DEFINE_float(
+    "null_score_diff_threshold",
+    0.0,
+    "v2.0: predict no answer when null score - best span exceeds this.",
+)
 flags.register_validator("doc_stride", lambda v: v >= 1, "--doc_stride must be >= 1")
-flags.register_validator("max_query_length", lambda v: v >= 1,
-                         "--max_query_length must be >= 1")
+flags.register_validator("max_query_length", lambda v: v >= 1, "--max_query_length must be >= 1")
 
 
 def main(argv):
@@ -57,37 +61,73 @@ def main(argv):
       cli.fail(f"--mode={FLAGS.mode} needs --predict_file (or --tfds)")
   strategy, is_chief, worker_id = run_flags.make_strategy()
   parts = finetune_flags.resolve_run(
-      worker_id, path_flags=("train_file", "predict_file", "tfds_data_dir"))
+      worker_id, path_flags=("train_file", "predict_file", "tfds_data_dir")
+  )
   if FLAGS.max_query_length + 4 > FLAGS.max_seq_length:
-    cli.fail(f"--max_query_length={FLAGS.max_query_length} leaves no room for "
-                   f"the context in --max_seq_length={FLAGS.max_seq_length}")
-  files = {split: path for split, path in (("train", FLAGS.train_file),
-                                           ("dev", FLAGS.predict_file)) if path}
-  settings = span_extraction.SpanSettings(**{
-      field.name: FLAGS[field.name].value
-      for field in dataclasses.fields(span_extraction.SpanSettings)})
+    cli.fail(
+        f"--max_query_length={FLAGS.max_query_length} leaves no room for "
+        f"the context in --max_seq_length={FLAGS.max_seq_length}"
+    )
+  files = {
+      split: path
+      for split, path in (("train", FLAGS.train_file), ("dev", FLAGS.predict_file))
+      if path
+  }
+  settings = span_extraction.SpanSettings(
+      **{
+          field.name: FLAGS[field.name].value
+          for field in dataclasses.fields(span_extraction.SpanSettings)
+      }
+  )
   try:
     tokenizer = BertWordpieceTokenizer(parts.vocab_file, do_lower_case=parts.do_lower_case)
     adapter = span_extraction.SpanExtractionAdapter(
-        span_extraction.squad_reader(FLAGS.version, files, use_tfds=FLAGS.tfds,
-                                     tfds_data_dir=FLAGS.tfds_data_dir,
-                                     tfds_download=FLAGS.tfds_download),
-        tokenizer, parts.cache_dir, settings, version_2=FLAGS.version == "2.0",
+        span_extraction.squad_reader(
+            FLAGS.version,
+            files,
+            use_tfds=FLAGS.tfds,
+            tfds_data_dir=FLAGS.tfds_data_dir,
+            tfds_download=FLAGS.tfds_download,
+        ),
+        tokenizer,
+        parts.cache_dir,
+        settings,
+        version_2=FLAGS.version == "2.0",
         use_blstm_decoder=FLAGS.use_blstm_decoder,
-        predict_splits=("dev",) if FLAGS.tfds or "dev" in files else ())
+        predict_splits=("dev",) if FLAGS.tfds or "dev" in files else (),
+    )
     # Bad data fails before the model is built.
-    adapter.prepare((["train"] if FLAGS.mode in ("train", "train_and_eval") else []) +
-                    ([] if FLAGS.mode == "train" else ["dev"]))
+    adapter.prepare(
+        (["train"] if FLAGS.mode in ("train", "train_and_eval") else [])
+        + ([] if FLAGS.mode == "train" else ["dev"])
+    )
   except (InputError, ValueError) as e:
     cli.fail(str(e))
   results = finetune_flags.run_task(strategy, adapter, parts, is_chief, worker_id)
   if results:
-    print(f"eval results ({FLAGS.model_dir}/{finetuning.EVAL_RESULTS_FILE}): " +
-          ", ".join(f"{k}={v:.2f}" for k, v in results["dev"].items()))
+    print(
+        f"eval results ({FLAGS.model_dir}/{finetuning.EVAL_RESULTS_FILE}): "
+        + ", ".join(f"{k}={v:.2f}" for k, v in results["dev"].items())
+    )
 
 
 if __name__ == "__main__":
-  cli.run(main, finetune_flags.help_groups((
-      "version", "train_file", "predict_file", "tfds", "tfds_data_dir", "tfds_download",
-      "use_blstm_decoder", "doc_stride", "max_query_length", "max_answer_length",
-      "n_best_size", "null_score_diff_threshold")))
+  cli.run(
+      main,
+      finetune_flags.help_groups(
+          (
+              "version",
+              "train_file",
+              "predict_file",
+              "tfds",
+              "tfds_data_dir",
+              "tfds_download",
+              "use_blstm_decoder",
+              "doc_stride",
+              "max_query_length",
+              "max_answer_length",
+              "n_best_size",
+              "null_score_diff_threshold",
+          )
+      ),
+  )

@@ -13,8 +13,8 @@ import os
 import re
 import shutil
 import tempfile
-import uuid
 from typing import Iterator, List, Sequence, Tuple
+import uuid
 
 from recurrent_bert.model_dir import EVAL_METRICS_PREFIX
 from recurrent_bert.model_dir import METRICS_LOG_FILE
@@ -34,8 +34,9 @@ def temp_path_for(path: str) -> str:
   """
   directory = os.path.dirname(os.path.abspath(path))
   os.makedirs(directory, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
-                             dir=directory)
+  fd, tmp = tempfile.mkstemp(
+      prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory
+  )
   os.close(fd)
   return tmp
 
@@ -202,7 +203,7 @@ def atomic_directory(final_dir: str):
       if gfile.exists(final_dir):
         gfile.rmtree(final_dir)
       for directory, _, files in gfile.walk(tmp_dir):
-        target_dir = final_dir + directory[len(tmp_dir):]
+        target_dir = final_dir + directory[len(tmp_dir) :]
         gfile.makedirs(target_dir)
         for name in files:
           gfile.rename(f"{directory}/{name}", f"{target_dir}/{name}", overwrite=True)
@@ -302,7 +303,8 @@ def expand_input_patterns(patterns: Sequence[str], flag_name: str = "input_files
         continue
       remote = "://" in pattern  # gs:// and other TensorFlow file systems
       if remote:
-        import tensorflow as tf  # pylint: disable=g-import-not-at-top
+        import tensorflow as tf
+
         matches = sorted(tf.io.gfile.glob(pattern))
       else:
         matches = sorted(glob.glob(os.path.expanduser(pattern)))
@@ -343,7 +345,8 @@ def read_lines_checked(path: str) -> Iterator[Tuple[int, str]]:
       except UnicodeDecodeError as e:
         raise InputError(
             f"{path}:{line_number}: not valid UTF-8 (byte {e.start} of the line: "
-            f"{raw[e.start:e.start + 4]!r}); convert the file to UTF-8") from e
+            f"{raw[e.start:e.start + 4]!r}); convert the file to UTF-8"
+        ) from e
       yield line_number, line.rstrip("\r\n")
 
 

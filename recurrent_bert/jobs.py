@@ -27,8 +27,11 @@ from typing import Callable, Iterable, List, Optional, Pattern, Sequence, TextIO
 # absl's log-line prefix ("I1122 20:17:12.123456  1234 loop.py:412] "), cut from echoed lines.
 _ABSL_PREFIX = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ [\w.]+:\d+\] ")
 # TensorFlow start-up chatter: neither echoed nor in a log tail (it stays in the log).
-_NOISE = re.compile(r"oneDNN|cuda|cuInit|absl::InitializeLog|AVX|TF_ENABLE_ONEDNN_OPTS|"
-                    r"cpu_feature_guard|rebuild TensorFlow", re.IGNORECASE)
+_NOISE = re.compile(
+    r"oneDNN|cuda|cuInit|absl::InitializeLog|AVX|TF_ENABLE_ONEDNN_OPTS|"
+    r"cpu_feature_guard|rebuild TensorFlow",
+    re.IGNORECASE,
+)
 # An echoing job that has said nothing for this long gets a "still running" line.
 HEARTBEAT_SECONDS = 30.0
 # tqdm redraws its bar many times a second; at most one echoed bar per this many seconds.
@@ -154,6 +157,7 @@ class Job:
     label: printed before each echoed line (which job said it, when several run).
     cwd: its working directory; None for this process's.
   """
+
   name: str
   command: List[str]
   log_path: str
@@ -171,19 +175,27 @@ class _Process:
   def __init__(self, job: Job, out: TextIO):
     self.job = job
     self._out = out
-    self._lines: "queue.Queue[Optional[str]]" = queue.Queue()
+    self._lines: queue.Queue[Optional[str]] = queue.Queue()
     os.makedirs(os.path.dirname(os.path.abspath(job.log_path)), exist_ok=True)
     self._log = open(job.log_path, "a", encoding="utf-8")
     cwd = job.cwd or os.getcwd()
-    self._log.write(f"\n=== {datetime.datetime.now().isoformat(timespec='seconds')} "
-                    f"cd {shlex.quote(cwd)} && {shlex.join(job.command)}\n")
+    self._log.write(
+        f"\n=== {datetime.datetime.now().isoformat(timespec='seconds')} "
+        f"cd {shlex.quote(cwd)} && {shlex.join(job.command)}\n"
+    )
     self._log.flush()
     # Unbuffered: the echoed progress must come when it is printed, not at exit.
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     self.start_time = time.time()
     try:
-      self.process = subprocess.Popen(job.command, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+      self.process = subprocess.Popen(
+          job.command,
+          cwd=cwd,
+          env=env,
+          stdout=subprocess.PIPE,
+          stderr=subprocess.STDOUT,
+          stdin=subprocess.DEVNULL,
+      )
     except OSError:
       self._log.close()
       raise
@@ -250,8 +262,10 @@ class _Process:
       now = time.time()
       if self.job.echo is not None and now - self._last_echo >= HEARTBEAT_SECONDS:
         self._last_echo = now
-        self._say(f"... still running ({format_duration(now - self.start_time)}, log: "
-                  f"{self.job.log_path})")
+        self._say(
+            f"... still running ({format_duration(now - self.start_time)}, log: "
+            f"{self.job.log_path})"
+        )
       if now >= deadline:
         return None
 
@@ -268,8 +282,9 @@ class _Process:
     self._log.close()
 
 
-def run_jobs(jobs: Iterable[Job], parallel: int, on_exit: ExitCallback,
-             out: Optional[TextIO] = None) -> None:
+def run_jobs(
+    jobs: Iterable[Job], parallel: int, on_exit: ExitCallback, out: Optional[TextIO] = None
+) -> None:
   """Runs jobs, up to `parallel` at a time, until all have exited.
 
   The next job is taken from `jobs` only when a slot is free, so a generator can still

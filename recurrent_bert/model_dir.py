@@ -88,7 +88,8 @@ def has_scheme(path) -> bool:
 
 def gfile():
   """tf.io.gfile, imported on first use (this module must load without TensorFlow)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+
   return tf.io.gfile
 
 
@@ -135,6 +136,7 @@ class TokenizerInfo:
     do_lower_case: the tokenizer's casing.
     vocab_file: the vocabulary's file name, relative to the directory.
   """
+
   type: str = WORDPIECE
   do_lower_case: bool = True
   vocab_file: str = VOCAB_FILE
@@ -179,6 +181,7 @@ class TaskInfo:
     doc_stride: span models: pieces between the starts of context windows.
     text_pair: sentence-pair task (the default serving signature takes two texts).
   """
+
   task: str
   kind: str
   label_names: Sequence[str] = ()
@@ -192,8 +195,14 @@ class TaskInfo:
   text_pair: bool = False
 
   def to_json(self) -> str:
-    return json.dumps({**dataclasses.asdict(self), "label_names": list(self.label_names)},
-                      indent=2, sort_keys=True) + "\n"
+    return (
+        json.dumps(
+            {**dataclasses.asdict(self), "label_names": list(self.label_names)},
+            indent=2,
+            sort_keys=True,
+        )
+        + "\n"
+    )
 
   @classmethod
   def read(cls, directory: str) -> "TaskInfo":

@@ -37,6 +37,7 @@ def main(argv):
 
   # After flag parsing: --help and a bad flag do not wait for TensorFlow.
   import keras
+
   from recurrent_bert.data import pretraining_dataset
   from recurrent_bert.models import Pretrainer
   from recurrent_bert.models import build_encoder
@@ -47,8 +48,13 @@ def main(argv):
 
   num_replicas = strategy.num_replicas_in_sync
   optimization_flags.check_optimizer_flags(num_replicas)
-  logging.info("strategy %s: %d replica(s); model %s (V=%d)", FLAGS.distribution_strategy,
-               num_replicas, FLAGS.model_config, model_config.vocab_size)
+  logging.info(
+      "strategy %s: %d replica(s); model %s (V=%d)",
+      FLAGS.distribution_strategy,
+      num_replicas,
+      FLAGS.model_config,
+      model_config.vocab_size,
+  )
 
   keras.utils.set_random_seed(FLAGS.seed)
   keras.config.set_dtype_policy(FLAGS.mixed_precision)
@@ -66,19 +72,30 @@ def main(argv):
 
   evaluate = None
   if eval_data_config is not None:
-    evaluator = cli.run_checked(lambda: pretraining_eval.PretrainingEvaluator(
-        strategy, model, eval_data_config, pretraining.eval_batch_size(),
-        max_eval_steps=FLAGS.max_eval_steps, jit_compile=FLAGS.jit_compile))
-    logging.info("evaluation: %d held-out records in %d steps of %d",
-                 evaluator.num_records, evaluator.num_steps, evaluator.global_batch_size)
+    evaluator = cli.run_checked(
+        lambda: pretraining_eval.PretrainingEvaluator(
+            strategy,
+            model,
+            eval_data_config,
+            pretraining.eval_batch_size(),
+            max_eval_steps=FLAGS.max_eval_steps,
+            jit_compile=FLAGS.jit_compile,
+        )
+    )
+    logging.info(
+        "evaluation: %d held-out records in %d steps of %d",
+        evaluator.num_records,
+        evaluator.num_steps,
+        evaluator.global_batch_size,
+    )
 
     def evaluate(step):
       results = evaluator.evaluate()
-      logging.info("eval step %d: %s", step,
-                   " ".join(f"{k}={v:.4f}" for k, v in results.items()))
+      logging.info("eval step %d: %s", step, " ".join(f"{k}={v:.4f}" for k, v in results.items()))
       if is_chief:
         pretraining_eval.record_eval_results(
-            FLAGS.model_dir, step, tf_latest_checkpoint(FLAGS.model_dir) or "", results)
+            FLAGS.model_dir, step, tf_latest_checkpoint(FLAGS.model_dir) or "", results
+        )
       return results
 
   if mode == "eval":
@@ -88,55 +105,77 @@ def main(argv):
 
   with strategy.scope():
     optimizer = optimization.create_optimizer(
-        model.trainable_variables, num_train_steps=FLAGS.num_train_steps,
+        model.trainable_variables,
+        num_train_steps=FLAGS.num_train_steps,
         warmup_steps=FLAGS.warmup_steps,
         loss_scaling=FLAGS.mixed_precision == "mixed_float16",
-        **optimization_flags.optimizer_kwargs())
+        **optimization_flags.optimizer_kwargs(),
+    )
   # The dataset yields micro-batches: N of them per replica make one update.
-  per_replica_batch = FLAGS.train_batch_size // (
-      num_replicas * FLAGS.gradient_accumulation_steps)
+  per_replica_batch = FLAGS.train_batch_size // (num_replicas * FLAGS.gradient_accumulation_steps)
 
   def dataset_fn(input_context, skip_batches):
     return pretraining_dataset.make_pretraining_dataset(
-        data_config, per_replica_batch, input_context.input_pipeline_id,
-        input_context.num_input_pipelines, skip_batches=skip_batches)
+        data_config,
+        per_replica_batch,
+        input_context.input_pipeline_id,
+        input_context.num_input_pipelines,
+        skip_batches=skip_batches,
+    )
 
   trainer = loop.PretrainingLoop(
-      strategy, model, optimizer, dataset_fn, model_dir=FLAGS.model_dir,
-      global_batch_size=FLAGS.train_batch_size, num_train_steps=FLAGS.num_train_steps,
-      steps_per_loop=FLAGS.steps_per_loop, save_checkpoints_steps=FLAGS.save_checkpoints_steps,
-      keep_checkpoint_max=FLAGS.keep_checkpoint_max, log_steps=FLAGS.log_steps,
-      clip_norm=FLAGS.clip_norm, jit_compile=FLAGS.jit_compile,
-      loss_scaling=FLAGS.mixed_precision == "mixed_float16", is_chief=is_chief,
-      worker_id=worker_id, gradient_accumulation_steps=FLAGS.gradient_accumulation_steps)
+      strategy,
+      model,
+      optimizer,
+      dataset_fn,
+      model_dir=FLAGS.model_dir,
+      global_batch_size=FLAGS.train_batch_size,
+      num_train_steps=FLAGS.num_train_steps,
+      steps_per_loop=FLAGS.steps_per_loop,
+      save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+      keep_checkpoint_max=FLAGS.keep_checkpoint_max,
+      log_steps=FLAGS.log_steps,
+      clip_norm=FLAGS.clip_norm,
+      jit_compile=FLAGS.jit_compile,
+      loss_scaling=FLAGS.mixed_precision == "mixed_float16",
+      is_chief=is_chief,
+      worker_id=worker_id,
+      gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
+  )
   if FLAGS.init_checkpoint and tf_latest_checkpoint(FLAGS.model_dir) is None:
     # Only for a fresh run: a resumed run continues from its own checkpoint.
     source = checkpoints.restore_pretrainer_weights(model, FLAGS.init_checkpoint)
     logging.info("initialised weights from %s", source)
   try:
-    final = trainer.run(evaluate if mode == "train_and_eval" else None,
-                        FLAGS.eval_every_steps)
+    final = trainer.run(evaluate if mode == "train_and_eval" else None, FLAGS.eval_every_steps)
   except loop.NonFiniteLossError as e:
     logging.error("%s", e)
     print(f"error: {e}", file=sys.stderr)
     sys.exit(1)
   if is_chief:
     export = checkpoints.export_encoder(
-        encoder, FLAGS.model_dir, vocab_file=FLAGS.vocab_file,
+        encoder,
+        FLAGS.model_dir,
+        vocab_file=FLAGS.vocab_file,
         do_lower_case=FLAGS.do_lower_case,
-        info={"global_step": int(trainer.global_step.numpy()),
-              "source_checkpoint": tf_latest_checkpoint(FLAGS.model_dir),
-              "final_metrics": final})
+        info={
+            "global_step": int(trainer.global_step.numpy()),
+            "source_checkpoint": tf_latest_checkpoint(FLAGS.model_dir),
+            "final_metrics": final,
+        },
+    )
     logging.info("encoder exported to %s", export)
 
 
 def tf_makedirs(path):
   import tensorflow as tf
+
   tf.io.gfile.makedirs(path)  # local or gs://
 
 
 def tf_latest_checkpoint(model_dir):
   import tensorflow as tf
+
   return tf.train.latest_checkpoint(model_dir)
 
 

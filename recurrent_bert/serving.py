@@ -69,8 +69,8 @@ from absl import logging
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from recurrent_bert import model_dir as layout
 from recurrent_bert import io_utils
+from recurrent_bert import model_dir as layout
 from recurrent_bert.data import tokenization
 from recurrent_bert.data.tokenization import BertWordpieceTokenizer
 from recurrent_bert.training import checkpoints
@@ -92,8 +92,10 @@ def _strings(*names):
   return [tf.TensorSpec([None], tf.string, name=name) for name in names]
 
 
-_IDS_SIGNATURE = [tf.TensorSpec([None, None], tf.int32, name=name)
-                  for name in ("input_ids", "input_mask", "segment_ids")]
+_IDS_SIGNATURE = [
+    tf.TensorSpec([None, None], tf.int32, name=name)
+    for name in ("input_ids", "input_mask", "segment_ids")
+]
 
 
 def _keep_first(ids: tf.RaggedTensor, counts: tf.Tensor) -> tf.RaggedTensor:
@@ -103,8 +105,7 @@ def _keep_first(ids: tf.RaggedTensor, counts: tf.Tensor) -> tf.RaggedTensor:
   return tf.ragged.boolean_mask(ids, tf.ragged.range(lengths) < keep[:, None])
 
 
-def truncate_pair(ids_a: tf.RaggedTensor, ids_b: Optional[tf.RaggedTensor],
-                  max_pieces: int):
+def truncate_pair(ids_a: tf.RaggedTensor, ids_b: Optional[tf.RaggedTensor], max_pieces: int):
   """Cuts (a, b) to at most `max_pieces` pieces together, longest first.
 
   Closed form of google-research/bert's loop "pop from the longer, the second on a tie":
@@ -125,9 +126,14 @@ def truncate_pair(ids_a: tf.RaggedTensor, ids_b: Optional[tf.RaggedTensor],
   return _keep_first(ids_a, keep_a), _keep_first(ids_b, keep_b)
 
 
-def pack_inputs(ids_a: tf.RaggedTensor, ids_b: Optional[tf.RaggedTensor],
-                max_seq_length: int, cls_id: int, sep_id: int, pad_id: int
-                ) -> Dict[str, tf.Tensor]:
+def pack_inputs(
+    ids_a: tf.RaggedTensor,
+    ids_b: Optional[tf.RaggedTensor],
+    max_seq_length: int,
+    cls_id: int,
+    sep_id: int,
+    pad_id: int,
+) -> Dict[str, tf.Tensor]:
   """Truncates and packs [CLS] a [SEP] (b [SEP]) into right-padded model inputs.
 
   Args:
@@ -165,11 +171,13 @@ def _context_pieces(tokenizer, context: tf.Tensor):
     (ids, byte_start, byte_end): int64 RaggedTensors [B, (pieces)].
   """
   words, starts, ends = tf_text.regex_split_with_offsets(
-      context, _CONTEXT_SPLIT_REGEX, _CONTEXT_KEEP_REGEX)
+      context, _CONTEXT_SPLIT_REGEX, _CONTEXT_KEEP_REGEX
+  )
   word_pieces = tokenizer.tokenize_flat(words.flat_values)  # [words, (pieces)]
   ids = words.with_flat_values(word_pieces).merge_dims(1, 2)
   per_piece = lambda offsets: ids.with_flat_values(
-      tf.repeat(offsets.flat_values, word_pieces.row_lengths()))
+      tf.repeat(offsets.flat_values, word_pieces.row_lengths())
+  )
   return ids, per_piece(starts), per_piece(ends)
 
 
@@ -188,12 +196,14 @@ def best_spans(start_logits, end_logits, first, length, max_answer_length):
   first, length = tf.cast(first, tf.int32)[:, None], tf.cast(length, tf.int32)[:, None]
   in_context = (positions >= first) & (positions < first + length)  # [B, T]
   offsets = positions[0][None, :] - positions[0][:, None]  # [T, T]: end - start
-  allowed = (in_context[:, :, None] & in_context[:, None, :] &
-             ((offsets >= 0) & (offsets < max_answer_length))[None])
+  allowed = (
+      in_context[:, :, None]
+      & in_context[:, None, :]
+      & ((offsets >= 0) & (offsets < max_answer_length))[None]
+  )
   scores = start_logits[:, :, None] + end_logits[:, None, :]
   scores = tf.where(allowed, scores, float("-inf"))
-  best = tf.argmax(tf.reshape(scores, [tf.shape(scores)[0], -1]), axis=1,
-                   output_type=tf.int32)
+  best = tf.argmax(tf.reshape(scores, [tf.shape(scores)[0], -1]), axis=1, output_type=tf.int32)
   score = tf.reduce_max(scores, axis=[1, 2])
   has_span = length[:, 0] > 0
   start = tf.where(has_span, best // steps, first[:, 0])
@@ -221,15 +231,25 @@ class ServingModule(tf.Module):
       threshold per call. None: a v1.1 model, always a span.
   """
 
-  def __init__(self, tokenizer, max_seq_length: int, *, encoder=None, classifier=None,
-               label_names: Optional[Sequence[str]] = None, text_pair: bool = False,
-               span_extractor=None, max_query_length: int = 64,
-               max_answer_length: int = 30,
-               null_score_diff_threshold: Optional[float] = None):
+  def __init__(
+      self,
+      tokenizer,
+      max_seq_length: int,
+      *,
+      encoder=None,
+      classifier=None,
+      label_names: Optional[Sequence[str]] = None,
+      text_pair: bool = False,
+      span_extractor=None,
+      max_query_length: int = 64,
+      max_answer_length: int = 30,
+      null_score_diff_threshold: Optional[float] = None,
+  ):
     super().__init__(name="recurrent_bert_serving")
     if max_seq_length < 3:
-      raise ValueError(f"max_seq_length={max_seq_length} leaves no room for text "
-                       "([CLS], [SEP], [SEP] take 3)")
+      raise ValueError(
+          f"max_seq_length={max_seq_length} leaves no room for text " "([CLS], [SEP], [SEP] take 3)"
+      )
     if encoder is None and classifier is None and span_extractor is None:
       raise ValueError("ServingModule needs an encoder, classifier or span_extractor")
     if text_pair and classifier is None:
@@ -243,63 +263,86 @@ class ServingModule(tf.Module):
     # __setattr__), so the SavedModel holds no Keras objects, only their tf.Variables:
     # Keras 3 variables wrap them, and tracking these makes the SavedModel own the
     # weights, as keras.export.ExportArchive does.
-    for name, model in (("encoder", encoder), ("classifier", classifier),
-                        ("span_extractor", span_extractor)):
+    for name, model in (
+        ("encoder", encoder),
+        ("classifier", classifier),
+        ("span_extractor", span_extractor),
+    ):
       object.__setattr__(self, name, model)
     models = [m for m in (encoder, classifier, span_extractor) if m is not None]
-    self.model_variables = list({id(v): v.value for m in models
-                                 for v in m.variables}.values())
+    self.model_variables = list({id(v): v.value for m in models for v in m.variables}.values())
     if encoder is not None:
       self.encode = tf.function(self._encode_text, input_signature=_strings("text"))
-      self.encode_pair = tf.function(self._encode_text,
-                                     input_signature=_strings("text", "text_pair"))
+      self.encode_pair = tf.function(
+          self._encode_text, input_signature=_strings("text", "text_pair")
+      )
       self.encode_ids = tf.function(self._encode_ids, input_signature=_IDS_SIGNATURE)
     if classifier is not None:
       num_classes = classifier.num_classes
       if label_names is None:
         label_names = [str(i) for i in range(num_classes)]
       if num_classes > 1 and len(label_names) != num_classes:
-        raise ValueError(f"label_names has {len(label_names)} names, the classifier "
-                         f"{num_classes} classes")
+        raise ValueError(
+            f"label_names has {len(label_names)} names, the classifier " f"{num_classes} classes"
+        )
       self.label_names = tf.constant(list(label_names), tf.string)
       kind = "classify" if num_classes > 1 else "regress"
       setattr(self, kind, tf.function(self._classify, input_signature=_strings("text")))
-      setattr(self, kind + "_pair",
-              tf.function(self._classify, input_signature=_strings("text", "text_pair")))
+      setattr(
+          self,
+          kind + "_pair",
+          tf.function(self._classify, input_signature=_strings("text", "text_pair")),
+      )
     self.text_pair = text_pair
     if span_extractor is not None:
       if max_query_length + 4 > max_seq_length:
-        raise ValueError(f"max_query_length={max_query_length} leaves no room for the "
-                         f"context in max_seq_length={max_seq_length}")
+        raise ValueError(
+            f"max_query_length={max_query_length} leaves no room for the "
+            f"context in max_seq_length={max_seq_length}"
+        )
       self.max_query_length = max_query_length
       self.max_answer_length = max_answer_length
       self.with_no_answer = null_score_diff_threshold is not None
-      self.answer_question = tf.function(self._answer_question,
-                                         input_signature=_strings("question", "context"))
+      self.answer_question = tf.function(
+          self._answer_question, input_signature=_strings("question", "context")
+      )
       if null_score_diff_threshold is not None:
         # A variable, not a traced constant: the SavedModel records the default, which
         # clients read as `loaded.null_score_diff_threshold`.
         self.null_score_diff_threshold = tf.Variable(
-            float(null_score_diff_threshold), dtype=tf.float32, trainable=False,
-            name="null_score_diff_threshold")
+            float(null_score_diff_threshold),
+            dtype=tf.float32,
+            trainable=False,
+            name="null_score_diff_threshold",
+        )
         # [B], not a scalar: TF Serving's row-format ("instances") requests need every
         # input to have the batch dimension. One value for all: repeat it.
         self.answer_question_with_threshold = tf.function(
-            self._answer_question, input_signature=_strings("question", "context") + [
-                tf.TensorSpec([None], tf.float32, name="null_score_diff_threshold")])
+            self._answer_question,
+            input_signature=_strings("question", "context")
+            + [tf.TensorSpec([None], tf.float32, name="null_score_diff_threshold")],
+        )
 
-  SIGNATURE_NAMES = ("encode", "encode_pair", "encode_ids", "classify", "classify_pair",
-                     "regress", "regress_pair", "answer_question",
-                     "answer_question_with_threshold")
+  SIGNATURE_NAMES = (
+      "encode",
+      "encode_pair",
+      "encode_ids",
+      "classify",
+      "classify_pair",
+      "regress",
+      "regress_pair",
+      "answer_question",
+      "answer_question_with_threshold",
+  )
 
   def signature_functions(self) -> Dict[str, tf.types.experimental.GenericFunction]:
     """{signature name: tf.function} of the models given, plus serving_default."""
-    functions = {name: getattr(self, name) for name in self.SIGNATURE_NAMES
-                 if hasattr(self, name)}
+    functions = {name: getattr(self, name) for name in self.SIGNATURE_NAMES if hasattr(self, name)}
     # TF Serving and saved_model_cli look for serving_default: the task's own signature
     # when there is one (the two-text one for pair tasks), else encode.
-    task_signatures = [name for name in ("classify", "regress", "answer_question")
-                       if name in functions]
+    task_signatures = [
+        name for name in ("classify", "regress", "answer_question") if name in functions
+    ]
     default = (task_signatures or list(functions))[0]
     if self.text_pair and default in ("classify", "regress"):
       default += "_pair"
@@ -311,14 +354,19 @@ class ServingModule(tf.Module):
   def _pack_text(self, text, text_pair=None):
     tok = self.tokenizer
     ids_b = None if text_pair is None else tok.tokenize_flat(text_pair)
-    return pack_inputs(tok.tokenize_flat(text), ids_b, self.max_seq_length,
-                       tok.cls_id, tok.sep_id, tok.pad_id)
+    return pack_inputs(
+        tok.tokenize_flat(text), ids_b, self.max_seq_length, tok.cls_id, tok.sep_id, tok.pad_id
+    )
 
   def _encode_ids(self, input_ids, input_mask, segment_ids):
-    outputs = self.encoder({"input_ids": input_ids, "input_mask": input_mask,
-                            "segment_ids": segment_ids}, training=False)
-    return {"sequence_output": tf.cast(outputs["sequence_output"], tf.float32),
-            "pooled_output": tf.cast(outputs["pooled_output"], tf.float32)}
+    outputs = self.encoder(
+        {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
+        training=False,
+    )
+    return {
+        "sequence_output": tf.cast(outputs["sequence_output"], tf.float32),
+        "pooled_output": tf.cast(outputs["pooled_output"], tf.float32),
+    }
 
   def _encode_text(self, text, text_pair=None):
     inputs = self._pack_text(text, text_pair)
@@ -327,14 +375,20 @@ class ServingModule(tf.Module):
   def _classify(self, text, text_pair=None):
     inputs = self._pack_text(text, text_pair)
     logits = tf.cast(self.classifier(inputs, training=False), tf.float32)  # [B, K]
-    outputs = {"input_ids": inputs["input_ids"], "input_mask": inputs["input_mask"],
-               "logits": logits}
+    outputs = {
+        "input_ids": inputs["input_ids"],
+        "input_mask": inputs["input_mask"],
+        "logits": logits,
+    }
     if self.classifier.num_classes == 1:
       outputs["score"] = logits[:, 0]
     else:
       label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
-      outputs.update(probabilities=tf.nn.softmax(logits), label_id=label_id,
-                     label=tf.gather(self.label_names, label_id))
+      outputs.update(
+          probabilities=tf.nn.softmax(logits),
+          label_id=label_id,
+          label=tf.gather(self.label_names, label_id),
+      )
     return outputs
 
   def _answer_question(self, question, context, null_score_diff_threshold=None):
@@ -347,17 +401,26 @@ class ServingModule(tf.Module):
     context_ids, byte_start, byte_end = _context_pieces(tok, context)
     room = self.max_seq_length - 3 - question_ids.row_lengths()
     kept = tf.minimum(context_ids.row_lengths(), room)
-    inputs = pack_inputs(question_ids, _keep_first(context_ids, kept),
-                         self.max_seq_length, tok.cls_id, tok.sep_id, tok.pad_id)
+    inputs = pack_inputs(
+        question_ids,
+        _keep_first(context_ids, kept),
+        self.max_seq_length,
+        tok.cls_id,
+        tok.sep_id,
+        tok.pad_id,
+    )
     logits = self.span_extractor(inputs, training=False)
     start_logits = tf.cast(logits["start_logits"], tf.float32)  # [B, T]
     end_logits = tf.cast(logits["end_logits"], tf.float32)
     first = question_ids.row_lengths() + 2  # after [CLS] question [SEP]
-    start, end, score = best_spans(start_logits, end_logits, first, kept,
-                                   self.max_answer_length)
+    start, end, score = best_spans(start_logits, end_logits, first, kept, self.max_answer_length)
     has_span = kept > 0
-    outputs = {"score": score, "context_truncated": kept < context_ids.row_lengths(),
-               "input_ids": inputs["input_ids"], "input_mask": inputs["input_mask"]}
+    outputs = {
+        "score": score,
+        "context_truncated": kept < context_ids.row_lengths(),
+        "input_ids": inputs["input_ids"],
+        "input_mask": inputs["input_mask"],
+    }
     if self.with_no_answer:  # SQuAD v2.0
       if null_score_diff_threshold is None:
         null_score_diff_threshold = self.null_score_diff_threshold
@@ -365,8 +428,7 @@ class ServingModule(tf.Module):
       null_score_diff = tf.where(has_span, null_score - score, NO_SPAN_NULL_SCORE_DIFF)
       # A row without a span answers "no answer" whatever the threshold.
       no_answer = ~has_span | (null_score_diff > null_score_diff_threshold)
-      outputs.update(null_score=null_score, null_score_diff=null_score_diff,
-                     no_answer=no_answer)
+      outputs.update(null_score=null_score, null_score_diff=null_score_diff, no_answer=no_answer)
       has_span &= ~no_answer  # "no answer" is the empty span at character 0
     piece_start = tf.where(has_span, start - tf.cast(first, tf.int32), 0)
     piece_end = tf.where(has_span, end - tf.cast(first, tf.int32), 0)
@@ -375,32 +437,39 @@ class ServingModule(tf.Module):
     ends = tf.pad(byte_end.to_tensor(), [[0, 0], [0, 1]])
     answer_byte_start = tf.where(has_span, tf.gather(starts, piece_start, batch_dims=1), 0)
     answer_byte_end = tf.where(has_span, tf.gather(ends, piece_end, batch_dims=1), 0)
-    answer = tf.strings.substr(context, answer_byte_start,
-                               answer_byte_end - answer_byte_start, unit="BYTE")
+    answer = tf.strings.substr(
+        context, answer_byte_start, answer_byte_end - answer_byte_start, unit="BYTE"
+    )
 
     def char_offset(byte_offset):
-      prefix = tf.strings.substr(context, tf.zeros_like(byte_offset), byte_offset,
-                                 unit="BYTE")
+      prefix = tf.strings.substr(context, tf.zeros_like(byte_offset), byte_offset, unit="BYTE")
       return tf.strings.length(prefix, unit="UTF8_CHAR")
 
-    return {"answer": answer, "start_char": char_offset(answer_byte_start),
-            "end_char": char_offset(answer_byte_end), **outputs}
+    return {
+        "answer": answer,
+        "start_char": char_offset(answer_byte_start),
+        "end_char": char_offset(answer_byte_end),
+        **outputs,
+    }
 
 
 def describe_signatures(module: ServingModule) -> Dict[str, str]:
   """{signature name: "inputs -> outputs"} of a ServingModule, for logs and reports."""
   described = {}
   for name, function in module.signature_functions().items():
-    inputs = ", ".join(f"{spec.name} {spec.dtype.name}{spec.shape.as_list()}"
-                       for spec in function.input_signature)
+    inputs = ", ".join(
+        f"{spec.name} {spec.dtype.name}{spec.shape.as_list()}" for spec in function.input_signature
+    )
     outputs = function.get_concrete_function().structured_outputs
-    outputs = ", ".join(f"{key} {tensor.dtype.name}{tensor.shape.as_list()}"
-                        for key, tensor in sorted(outputs.items()))
+    outputs = ", ".join(
+        f"{key} {tensor.dtype.name}{tensor.shape.as_list()}"
+        for key, tensor in sorted(outputs.items())
+    )
     described[name] = f"({inputs}) -> {outputs}"
-    if (getattr(module, "with_no_answer", False) and
-        function is getattr(module, "answer_question")):
-      described[name] += (f"; no_answer = null_score_diff > "
-                          f"{float(module.null_score_diff_threshold.numpy()):g}")
+    if getattr(module, "with_no_answer", False) and function is module.answer_question:
+      described[name] += (
+          f"; no_answer = null_score_diff > " f"{float(module.null_score_diff_threshold.numpy()):g}"
+      )
   return described
 
 
@@ -417,8 +486,7 @@ def save_serving_module(module: ServingModule, export_dir: str) -> Dict[str, str
   return describe_signatures(module)
 
 
-def export_saved_model(export_dir: str, tokenizer, max_seq_length: int, **models
-                       ) -> Dict[str, str]:
+def export_saved_model(export_dir: str, tokenizer, max_seq_length: int, **models) -> Dict[str, str]:
   """Builds a ServingModule (`models`: its keyword arguments) and saves it atomically.
 
   Example:
@@ -458,21 +526,25 @@ class ExportError(ValueError):
 
 def resolve_max_seq_length(config, max_seq_length: Optional[int]) -> int:
   """--max_seq_length checked against the model (absolute positions cap it)."""
-  limit = (config.max_position_embeddings if config.position_embedding == "absolute"
-           else None)
+  limit = config.max_position_embeddings if config.position_embedding == "absolute" else None
   if max_seq_length is None:
     return limit or DEFAULT_MAX_SEQ_LENGTH
   if max_seq_length < 3:
     raise ExportError(f"--max_seq_length={max_seq_length} must be at least 3")
   if limit is not None and max_seq_length > limit:
-    raise ExportError(f"--max_seq_length={max_seq_length} exceeds the model's "
-                      f"max_position_embeddings={limit}")
+    raise ExportError(
+        f"--max_seq_length={max_seq_length} exceeds the model's " f"max_position_embeddings={limit}"
+    )
   return max_seq_length
 
 
-def export_model_dir(model_dir: str, export_dir: str, max_seq_length: Optional[int] = None,
-                     vocab_file: Optional[str] = None,
-                     do_lower_case: Optional[bool] = None) -> Dict[str, str]:
+def export_model_dir(
+    model_dir: str,
+    export_dir: str,
+    max_seq_length: Optional[int] = None,
+    vocab_file: Optional[str] = None,
+    do_lower_case: Optional[bool] = None,
+) -> Dict[str, str]:
   """Writes the text-in SavedModel of `model_dir` to `export_dir`.
 
   A fine-tuning model_dir (finetune_glue / finetune_squad: it has task_info.json) gives
@@ -486,7 +558,8 @@ def export_model_dir(model_dir: str, export_dir: str, max_seq_length: Optional[i
   Raises:
     ExportError, CheckpointNotFoundError: naming the flag or path at fault.
   """
-  from recurrent_bert.training import finetuning  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.training import finetuning
+
   task_model = info = None
   source = checkpoints.resolve_model(model_dir)
   config_dir = source.config_dir
@@ -500,34 +573,47 @@ def export_model_dir(model_dir: str, export_dir: str, max_seq_length: Optional[i
   max_seq_length = resolve_max_seq_length(encoder.config, max_seq_length)
   vocab_file = vocab_file or source.vocab_file
   if vocab_file is None:
-    raise ExportError(f"{model_dir!r} ({source.kind}) records no vocabulary "
-                      f"({layout.VOCAB_FILE}); pass --vocab_file")
+    raise ExportError(
+        f"{model_dir!r} ({source.kind}) records no vocabulary "
+        f"({layout.VOCAB_FILE}); pass --vocab_file"
+    )
   if do_lower_case is None:
     do_lower_case = source.do_lower_case
     if do_lower_case is None:
-      logging.warning("%s records no do_lower_case; lower-casing (pass --do_lower_case "
-                      "or --nodo_lower_case to choose)", model_dir)
+      logging.warning(
+          "%s records no do_lower_case; lower-casing (pass --do_lower_case "
+          "or --nodo_lower_case to choose)",
+          model_dir,
+      )
       do_lower_case = True
   tokenizer = BertWordpieceTokenizer(vocab_file, do_lower_case=do_lower_case)
   if tokenizer.vocab_size > encoder.config.vocab_size:
-    raise ExportError(f"vocab file {vocab_file!r} has {tokenizer.vocab_size} tokens, "
-                      f"the model only {encoder.config.vocab_size} embeddings")
+    raise ExportError(
+        f"vocab file {vocab_file!r} has {tokenizer.vocab_size} tokens, "
+        f"the model only {encoder.config.vocab_size} embeddings"
+    )
   models = {"encoder": encoder}
   if info is not None and info.kind == "span":
-    models.update(span_extractor=task_model, max_query_length=info.max_query_length,
-                  max_answer_length=info.max_answer_length)
+    models.update(
+        span_extractor=task_model,
+        max_query_length=info.max_query_length,
+        max_answer_length=info.max_answer_length,
+    )
     if info.task == "squad_v2":
       threshold = recorded_null_score_diff_threshold(config_dir)
       if threshold is None:
         threshold = DEFAULT_NULL_SCORE_DIFF_THRESHOLD
-        logging.warning("%s records no dev best_f1_threshold (trained without "
-                        "evaluation?): no_answer when null_score_diff > %g", config_dir,
-                        threshold)
+        logging.warning(
+            "%s records no dev best_f1_threshold (trained without "
+            "evaluation?): no_answer when null_score_diff > %g",
+            config_dir,
+            threshold,
+        )
       else:
-        logging.info("no_answer when null_score_diff > %g (best_f1_threshold on dev)",
-                     threshold)
+        logging.info("no_answer when null_score_diff > %g (best_f1_threshold on dev)", threshold)
       models["null_score_diff_threshold"] = threshold
   elif info is not None:
-    models.update(classifier=task_model, label_names=list(info.label_names) or None,
-                  text_pair=info.text_pair)
+    models.update(
+        classifier=task_model, label_names=list(info.label_names) or None, text_pair=info.text_pair
+    )
   return export_saved_model(export_dir, tokenizer, max_seq_length, **models)

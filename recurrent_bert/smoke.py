@@ -9,8 +9,8 @@ fails if any output is not finite.
 import gc
 import time
 
-import numpy as np
 from absl import flags
+import numpy as np
 
 from recurrent_bert import cli
 from recurrent_bert import config as config_lib
@@ -23,8 +23,10 @@ flags.DEFINE_integer("seq_length", 32, "Sequence length of the forward pass.")
 
 
 def _validate():
-  for flag, given, allowed in (("--sizes", FLAGS.sizes, config_lib.SIZES),
-                               ("--families", FLAGS.families, config_lib.FAMILIES)):
+  for flag, given, allowed in (
+      ("--sizes", FLAGS.sizes, config_lib.SIZES),
+      ("--families", FLAGS.families, config_lib.FAMILIES),
+  ):
     unknown = sorted(set(given) - set(allowed))
     if unknown:
       cli.fail(f"{flag}: unknown {unknown}; choose from {sorted(allowed)}")
@@ -47,22 +49,29 @@ def main(argv):
     t1 = time.time()
     b, t = FLAGS.batch_size, FLAGS.seq_length
     mask = np.ones((b, t), "int32")
-    mask[1:, t // 2:] = 0  # exercise padding
-    inputs = {"input_ids": rng.integers(5, encoder.config.vocab_size, (b, t)).astype("int32"),
-              "input_mask": mask, "segment_ids": np.zeros((b, t), "int32")}
+    mask[1:, t // 2 :] = 0  # exercise padding
+    inputs = {
+        "input_ids": rng.integers(5, encoder.config.vocab_size, (b, t)).astype("int32"),
+        "input_mask": mask,
+        "segment_ids": np.zeros((b, t), "int32"),
+    }
     out = encoder(inputs, training=False)
     sequence = out["sequence_output"].numpy()
     t2 = time.time()
     if not (np.all(np.isfinite(sequence)) and np.all(np.isfinite(out["pooled_output"]))):
       raise SystemExit(f"{name}: non-finite output")
-    print(f"{name:32s} {encoder.count_params():12,d} {t1 - t0:8.1f} {t2 - t1:9.2f}  "
-          f"sequence {sequence.shape}, pooled {tuple(out['pooled_output'].shape)}  "
-          f"[{i + 1}/{len(presets)}, {time.time() - start:.0f}s]", flush=True)
+    print(
+        f"{name:32s} {encoder.count_params():12,d} {t1 - t0:8.1f} {t2 - t1:9.2f}  "
+        f"sequence {sequence.shape}, pooled {tuple(out['pooled_output'].shape)}  "
+        f"[{i + 1}/{len(presets)}, {time.time() - start:.0f}s]",
+        flush=True,
+    )
     del encoder, out
     keras.backend.clear_session()
     gc.collect()
-  print(f"all {len(presets)} presets built and ran a forward pass "
-        f"in {time.time() - start:.0f}s")
+  print(
+      f"all {len(presets)} presets built and ran a forward pass " f"in {time.time() - start:.0f}s"
+  )
 
 
 if __name__ == "__main__":

@@ -24,23 +24,33 @@ flags.DEFINE_string("preset", None, "A preset name, e.g. bert_base (see --all)."
 flags.DEFINE_string("config", None, "A ModelConfig JSON file instead of a preset.")
 flags.DEFINE_bool("all", False, "Summarise every preset.")
 flags.DEFINE_bool("layers", False, "Add the per-layer parameter breakdown.")
-flags.DEFINE_string("write_configs", None,
-                    "Write every preset as <dir>/<preset>.json (atomically) and exit.")
+flags.DEFINE_string(
+    "write_configs", None, "Write every preset as <dir>/<preset>.json (atomically) and exit."
+)
 
 
 def summarize(name, model_config, with_layers=False):
   """A JSON-able dict: preset, family-defining fields, params (and per-layer params)."""
   from recurrent_bert.models import count_parameters
+
   total, by_layer = count_parameters(model_config)
   c = model_config
-  row = {"preset": name, "params": total, "num_layers": c.num_layers,
-         "hidden_size": c.hidden_size, "num_heads": c.num_heads, "mixer": c.mixer,
-         "use_attention": c.use_attention, "attention_bias": c.attention_bias}
+  row = {
+      "preset": name,
+      "params": total,
+      "num_layers": c.num_layers,
+      "hidden_size": c.hidden_size,
+      "num_heads": c.num_heads,
+      "mixer": c.mixer,
+      "use_attention": c.use_attention,
+      "attention_bias": c.attention_bias,
+  }
   if c.uses_blstm:
     row.update(blstm_units=c.resolved_blstm_units, blstm_projection=c.blstm_projection)
   if c.mixer == "swishrnn":
-    row.update(swish_rnn_size=c.resolved_swish_rnn_size,
-               swish_rnn_step_sizes=list(c.swish_rnn_step_sizes))
+    row.update(
+        swish_rnn_size=c.resolved_swish_rnn_size, swish_rnn_step_sizes=list(c.swish_rnn_step_sizes)
+    )
   if with_layers:
     row["layers"] = by_layer
   return row

@@ -12,52 +12,71 @@ import numpy as np
 import tensorflow as tf
 
 
-def random_tf1_bert(rng, vocab_size, max_positions, hidden, intermediate, num_layers,
-                    with_heads=True):
+def random_tf1_bert(
+    rng, vocab_size, max_positions, hidden, intermediate, num_layers, with_heads=True
+):
   """{TF1 name: float32 array} of a random BERT (+ cls/ MLM and NSP heads)."""
   V, P, H, F = vocab_size, max_positions, hidden, intermediate
   shapes = {
       "bert/embeddings/word_embeddings": (V, H),
       "bert/embeddings/token_type_embeddings": (2, H),
       "bert/embeddings/position_embeddings": (P, H),
-      "bert/embeddings/LayerNorm/gamma": (H,), "bert/embeddings/LayerNorm/beta": (H,),
-      "bert/pooler/dense/kernel": (H, H), "bert/pooler/dense/bias": (H,),
+      "bert/embeddings/LayerNorm/gamma": (H,),
+      "bert/embeddings/LayerNorm/beta": (H,),
+      "bert/pooler/dense/kernel": (H, H),
+      "bert/pooler/dense/bias": (H,),
   }
   if with_heads:
-    shapes.update({
-        "cls/predictions/transform/dense/kernel": (H, H),
-        "cls/predictions/transform/dense/bias": (H,),
-        "cls/predictions/transform/LayerNorm/gamma": (H,),
-        "cls/predictions/transform/LayerNorm/beta": (H,),
-        "cls/predictions/output_bias": (V,),
-        "cls/seq_relationship/output_weights": (2, H),
-        "cls/seq_relationship/output_bias": (2,),
-    })
+    shapes.update(
+        {
+            "cls/predictions/transform/dense/kernel": (H, H),
+            "cls/predictions/transform/dense/bias": (H,),
+            "cls/predictions/transform/LayerNorm/gamma": (H,),
+            "cls/predictions/transform/LayerNorm/beta": (H,),
+            "cls/predictions/output_bias": (V,),
+            "cls/seq_relationship/output_weights": (2, H),
+            "cls/seq_relationship/output_bias": (2,),
+        }
+    )
   for i in range(num_layers):
     p = f"bert/encoder/layer_{i}"
     for name in ("query", "key", "value"):
       shapes[f"{p}/attention/self/{name}/kernel"] = (H, H)
       shapes[f"{p}/attention/self/{name}/bias"] = (H,)
-    shapes.update({
-        f"{p}/attention/output/dense/kernel": (H, H),
-        f"{p}/attention/output/dense/bias": (H,),
-        f"{p}/attention/output/LayerNorm/gamma": (H,),
-        f"{p}/attention/output/LayerNorm/beta": (H,),
-        f"{p}/intermediate/dense/kernel": (H, F), f"{p}/intermediate/dense/bias": (F,),
-        f"{p}/output/dense/kernel": (F, H), f"{p}/output/dense/bias": (H,),
-        f"{p}/output/LayerNorm/gamma": (H,), f"{p}/output/LayerNorm/beta": (H,),
-    })
+    shapes.update(
+        {
+            f"{p}/attention/output/dense/kernel": (H, H),
+            f"{p}/attention/output/dense/bias": (H,),
+            f"{p}/attention/output/LayerNorm/gamma": (H,),
+            f"{p}/attention/output/LayerNorm/beta": (H,),
+            f"{p}/intermediate/dense/kernel": (H, F),
+            f"{p}/intermediate/dense/bias": (F,),
+            f"{p}/output/dense/kernel": (F, H),
+            f"{p}/output/dense/bias": (H,),
+            f"{p}/output/LayerNorm/gamma": (H,),
+            f"{p}/output/LayerNorm/beta": (H,),
+        }
+    )
   return {k: rng.normal(scale=0.5, size=s).astype("float32") for k, s in shapes.items()}
 
 
-def bert_config_json(vocab_size, max_positions, hidden, intermediate, num_layers, num_heads,
-                     hidden_act="gelu"):
+def bert_config_json(
+    vocab_size, max_positions, hidden, intermediate, num_layers, num_heads, hidden_act="gelu"
+):
   """The fields google-research/bert's bert_config.json and HF's config.json share."""
-  return {"vocab_size": vocab_size, "hidden_size": hidden, "num_hidden_layers": num_layers,
-          "num_attention_heads": num_heads, "intermediate_size": intermediate,
-          "max_position_embeddings": max_positions, "type_vocab_size": 2,
-          "hidden_act": hidden_act, "hidden_dropout_prob": 0.1,
-          "attention_probs_dropout_prob": 0.1, "initializer_range": 0.02}
+  return {
+      "vocab_size": vocab_size,
+      "hidden_size": hidden,
+      "num_hidden_layers": num_layers,
+      "num_attention_heads": num_heads,
+      "intermediate_size": intermediate,
+      "max_position_embeddings": max_positions,
+      "type_vocab_size": 2,
+      "hidden_act": hidden_act,
+      "hidden_dropout_prob": 0.1,
+      "attention_probs_dropout_prob": 0.1,
+      "initializer_range": 0.02,
+  }
 
 
 def write_tf1_checkpoint(values, path):
@@ -81,10 +100,10 @@ def hf_bert_tensors(tf1_values, prefix="bert."):
   num_layers = len({k.split("/")[2] for k in w if k.startswith("bert/encoder/layer_")})
   hf = {
       f"{prefix}embeddings.word_embeddings.weight": w["bert/embeddings/word_embeddings"],
-      f"{prefix}embeddings.token_type_embeddings.weight":
-          w["bert/embeddings/token_type_embeddings"],
-      f"{prefix}embeddings.position_embeddings.weight":
-          w["bert/embeddings/position_embeddings"],
+      f"{prefix}embeddings.token_type_embeddings.weight": w[
+          "bert/embeddings/token_type_embeddings"
+      ],
+      f"{prefix}embeddings.position_embeddings.weight": w["bert/embeddings/position_embeddings"],
       f"{prefix}embeddings.LayerNorm.weight": w["bert/embeddings/LayerNorm/gamma"],
       f"{prefix}embeddings.LayerNorm.bias": w["bert/embeddings/LayerNorm/beta"],
       f"{prefix}pooler.dense.weight": w["bert/pooler/dense/kernel"].T,
@@ -92,39 +111,48 @@ def hf_bert_tensors(tf1_values, prefix="bert."):
   }
   for i in range(num_layers):
     t, h = f"bert/encoder/layer_{i}", f"{prefix}encoder.layer.{i}"
-    for tf1_scope, hf_scope in (("attention/self/query", "attention.self.query"),
-                                ("attention/self/key", "attention.self.key"),
-                                ("attention/self/value", "attention.self.value"),
-                                ("attention/output/dense", "attention.output.dense"),
-                                ("intermediate/dense", "intermediate.dense"),
-                                ("output/dense", "output.dense")):
+    for tf1_scope, hf_scope in (
+        ("attention/self/query", "attention.self.query"),
+        ("attention/self/key", "attention.self.key"),
+        ("attention/self/value", "attention.self.value"),
+        ("attention/output/dense", "attention.output.dense"),
+        ("intermediate/dense", "intermediate.dense"),
+        ("output/dense", "output.dense"),
+    ):
       hf[f"{h}.{hf_scope}.weight"] = w[f"{t}/{tf1_scope}/kernel"].T
       hf[f"{h}.{hf_scope}.bias"] = w[f"{t}/{tf1_scope}/bias"]
-    for tf1_scope, hf_scope in (("attention/output/LayerNorm", "attention.output.LayerNorm"),
-                                ("output/LayerNorm", "output.LayerNorm")):
+    for tf1_scope, hf_scope in (
+        ("attention/output/LayerNorm", "attention.output.LayerNorm"),
+        ("output/LayerNorm", "output.LayerNorm"),
+    ):
       hf[f"{h}.{hf_scope}.weight"] = w[f"{t}/{tf1_scope}/gamma"]
       hf[f"{h}.{hf_scope}.bias"] = w[f"{t}/{tf1_scope}/beta"]
   if "cls/predictions/output_bias" in w:
-    hf.update({
-        "cls.predictions.transform.dense.weight": w["cls/predictions/transform/dense/kernel"].T,
-        "cls.predictions.transform.dense.bias": w["cls/predictions/transform/dense/bias"],
-        "cls.predictions.transform.LayerNorm.weight":
-            w["cls/predictions/transform/LayerNorm/gamma"],
-        "cls.predictions.transform.LayerNorm.bias":
-            w["cls/predictions/transform/LayerNorm/beta"],
-        "cls.predictions.bias": w["cls/predictions/output_bias"],
-        # Tied to the word embeddings in PyTorch; saved files often carry both.
-        "cls.predictions.decoder.weight": w["bert/embeddings/word_embeddings"],
-        "cls.predictions.decoder.bias": w["cls/predictions/output_bias"],
-        "cls.seq_relationship.weight": w["cls/seq_relationship/output_weights"],
-        "cls.seq_relationship.bias": w["cls/seq_relationship/output_bias"],
-    })
+    hf.update(
+        {
+            "cls.predictions.transform.dense.weight": w["cls/predictions/transform/dense/kernel"].T,
+            "cls.predictions.transform.dense.bias": w["cls/predictions/transform/dense/bias"],
+            "cls.predictions.transform.LayerNorm.weight": w[
+                "cls/predictions/transform/LayerNorm/gamma"
+            ],
+            "cls.predictions.transform.LayerNorm.bias": w[
+                "cls/predictions/transform/LayerNorm/beta"
+            ],
+            "cls.predictions.bias": w["cls/predictions/output_bias"],
+            # Tied to the word embeddings in PyTorch; saved files often carry both.
+            "cls.predictions.decoder.weight": w["bert/embeddings/word_embeddings"],
+            "cls.predictions.decoder.bias": w["cls/predictions/output_bias"],
+            "cls.seq_relationship.weight": w["cls/seq_relationship/output_weights"],
+            "cls.seq_relationship.bias": w["cls/seq_relationship/output_bias"],
+        }
+    )
   return {k: np.ascontiguousarray(v) for k, v in hf.items()}
 
 
 def write_hf_checkpoint(directory, tensors, config, vocab_tokens=None, do_lower_case=None):
   """model.safetensors + config.json (+ vocab.txt, tokenizer_config.json) in `directory`."""
   from safetensors.numpy import save_file
+
   os.makedirs(directory, exist_ok=True)
   save_file(tensors, os.path.join(directory, "model.safetensors"))
   with open(os.path.join(directory, "config.json"), "w", encoding="utf-8") as f:

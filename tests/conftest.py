@@ -2,9 +2,9 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import keras
+import numpy as np
+import pytest
 
 
 @pytest.fixture(autouse=True)

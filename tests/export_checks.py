@@ -27,11 +27,18 @@ from recurrent_bert.training import checkpoints
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_LEN = 32
 LABELS = ["contradiction", "entailment", "neutral"]
-WORDS = ("the a an cat sat on mat dog ran far away who what where is was did and of in "
-         "to hello world paris capital france café").split()
-VOCAB = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS + list(".,!?'-")
-         + [c for c in string.ascii_lowercase + string.digits if c not in WORDS]
-         + ["##" + c for c in string.ascii_lowercase + string.digits] + ["##s", "##ed"])
+WORDS = (
+    "the a an cat sat on mat dog ran far away who what where is was did and of in "
+    "to hello world paris capital france café"
+).split()
+VOCAB = (
+    ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    + WORDS
+    + list(".,!?'-")
+    + [c for c in string.ascii_lowercase + string.digits if c not in WORDS]
+    + ["##" + c for c in string.ascii_lowercase + string.digits]
+    + ["##s", "##ed"]
+)
 VOCAB = list(dict.fromkeys(VOCAB))
 LONG_TEXT = " ".join(["the dog ran far away and the cat sat on the mat"] * 5)
 TEXTS = ["The cat sat on the mat.", "Hello, world!", LONG_TEXT]
@@ -72,8 +79,9 @@ np.savez(sys.argv[2], **results)
 
 def encoder(preset):
   """A random encoder of `preset` sized for VOCAB and MAX_LEN."""
-  return build_encoder(get_preset(preset).replace(vocab_size=len(VOCAB) + 3,
-                                                  max_position_embeddings=64))
+  return build_encoder(
+      get_preset(preset).replace(vocab_size=len(VOCAB) + 3, max_position_embeddings=64)
+  )
 
 
 def write_vocab(root):
@@ -86,8 +94,9 @@ def write_vocab(root):
 
 def reference_inputs(tokenizer, texts, pairs=None):
   """The numpy pipeline's input_ids, input_mask and segment_ids [B, MAX_LEN]."""
-  examples = [PairExample(str(i), a, None if pairs is None else pairs[i], None)
-              for i, a in enumerate(texts)]
+  examples = [
+      PairExample(str(i), a, None if pairs is None else pairs[i], None) for i, a in enumerate(texts)
+  ]
   features = convert_pair_examples(examples, tokenizer, MAX_LEN)
   return {k: features[k] for k in ("input_ids", "input_mask", "segment_ids")}
 
@@ -96,8 +105,9 @@ def write_model_dir(model_dir, model_encoder, vocab_file):
   """A model dir as pretraining leaves it: model_config.json + encoder/ export."""
   model_dir.mkdir()
   checkpoints.write_model_config(str(model_dir), model_encoder.config)
-  checkpoints.export_encoder(model_encoder, str(model_dir), vocab_file=vocab_file,
-                             info={"do_lower_case": True})
+  checkpoints.export_encoder(
+      model_encoder, str(model_dir), vocab_file=vocab_file, info={"do_lower_case": True}
+  )
 
 
 def write_finetuning_dir(model_dir, model, info, vocab_file, best_metrics=None):
@@ -110,8 +120,9 @@ def write_finetuning_dir(model_dir, model, info, vocab_file, best_metrics=None):
     checkpoints.write_model_config(str(directory), model.encoder.config)
     (directory / layout.TASK_INFO_FILE).write_text(info.to_json(), encoding="utf-8")
     shutil.copyfile(vocab_file, directory / layout.VOCAB_FILE)
-  tf.train.CheckpointManager(tf.train.Checkpoint(model=checkpoints.variables_by_path(model)),
-                             str(best), max_to_keep=1).save(checkpoint_number=1)
+  tf.train.CheckpointManager(
+      tf.train.Checkpoint(model=checkpoints.variables_by_path(model)), str(best), max_to_keep=1
+  ).save(checkpoint_number=1)
   if best_metrics is not None:
     (best / layout.BEST_METRICS_FILE).write_text(json.dumps(best_metrics), encoding="utf-8")
 
@@ -136,9 +147,13 @@ def serve(root, requests):
   requests_file.write_text(json.dumps(requests), encoding="utf-8")
   script = root / "serve.py"
   script.write_text(SERVE_SCRIPT, encoding="utf-8")
-  result = subprocess.run([sys.executable, str(script), str(requests_file), str(results_file)],
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
-                          capture_output=True, text=True, timeout=600)
+  result = subprocess.run(
+      [sys.executable, str(script), str(requests_file), str(results_file)],
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+      capture_output=True,
+      text=True,
+      timeout=600,
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   with np.load(results_file) as results:
     return dict(results)
@@ -171,16 +186,21 @@ def check_encode(served, preset):
   """encode and encode_pair of `{preset}_saved_model` match models[preset]."""
   models, tokenizer, _, _ = served
   model = models[preset]
-  for request, outputs in (answers(served, f"{preset}_saved_model", "encode") +
-                           answers(served, f"{preset}_saved_model", "encode_pair")):
-    reference = reference_inputs(tokenizer, request["inputs"]["text"],
-                                 request["inputs"].get("text_pair"))
+  for request, outputs in answers(served, f"{preset}_saved_model", "encode") + answers(
+      served, f"{preset}_saved_model", "encode_pair"
+  ):
+    reference = reference_inputs(
+        tokenizer, request["inputs"]["text"], request["inputs"].get("text_pair")
+    )
     check_packing(outputs, reference)
     want = model(reference, training=False)
     real = outputs["input_mask"].astype(bool)
     steps = real.shape[1]
-    np.testing.assert_allclose(outputs["sequence_output"][real],
-                               want["sequence_output"].numpy()[:, :steps][real], atol=1e-5)
+    np.testing.assert_allclose(
+        outputs["sequence_output"][real],
+        want["sequence_output"].numpy()[:, :steps][real],
+        atol=1e-5,
+    )
     np.testing.assert_allclose(outputs["pooled_output"], want["pooled_output"], atol=1e-5)
   long_row = answers(served, f"{preset}_saved_model", "encode")[0][1]["input_mask"][2]
   assert long_row.sum() == MAX_LEN  # LONG_TEXT was truncated to max_seq_length

@@ -30,14 +30,23 @@ def shell_blocks(markdown: str) -> list:
 def commands(block: str) -> list:
   """The block's command lines, continuation lines joined (comments dropped)."""
   joined = block.replace("\\\n", " ")
-  return [line.strip() for line in joined.splitlines()
-          if line.strip() and not line.lstrip().startswith("#")]
+  return [
+      line.strip()
+      for line in joined.splitlines()
+      if line.strip() and not line.lstrip().startswith("#")
+  ]
 
 
 def start_module(*args, **extra_env) -> subprocess.Popen:
   """`python -m args...` started from the repository root, its output captured as text."""
-  return subprocess.Popen([sys.executable, "-m", *args], cwd=REPO, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, env=env(**extra_env))
+  return subprocess.Popen(
+      [sys.executable, "-m", *args],
+      cwd=REPO,
+      stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE,
+      text=True,
+      env=env(**extra_env),
+  )
 
 
 def finish(process: subprocess.Popen, timeout: float = 600) -> subprocess.CompletedProcess:

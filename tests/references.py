@@ -15,7 +15,7 @@ def sigmoid(x):
 
 def gelu(x, approximate=False):
   if approximate:
-    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
   erf = np.vectorize(math.erf)
   return 0.5 * x * (1 + erf(x / math.sqrt(2)))
 
@@ -40,14 +40,15 @@ def swish_rnn_states(x1, residual, alpha, beta, k):
 
 def t5_bucket(offset, num_buckets=32, max_distance=128):
   """SPEC §2, transcribed for one integer offset n = key - query."""
-  half = num_buckets // 2          # 16 buckets per direction
+  half = num_buckets // 2  # 16 buckets per direction
   bucket = half if offset > 0 else 0
   n = abs(offset)
-  exact = half // 2                # 8 exact offsets
+  exact = half // 2  # 8 exact offsets
   if n < exact:
     return bucket + n
-  log_bucket = exact + math.floor(math.log(n / exact) / math.log(max_distance / exact)
-                                  * (half - exact))
+  log_bucket = exact + math.floor(
+      math.log(n / exact) / math.log(max_distance / exact) * (half - exact)
+  )
   return bucket + min(log_bucket, half - 1)
 
 
@@ -94,8 +95,9 @@ def self_attention(x, mask, wq, bq, wk, bk, wv, bv, wo, bo, bias=None):
   return out
 
 
-def numpy_bert(w, ids, segments, mask, num_heads, approximate_gelu, eps=1e-12,
-               masked_positions=None):
+def numpy_bert(
+    w, ids, segments, mask, num_heads, approximate_gelu, eps=1e-12, masked_positions=None
+):
   """BERT's forward pass from arrays under google-research/bert's TF1 names.
 
   Args:
@@ -114,39 +116,53 @@ def numpy_bert(w, ids, segments, mask, num_heads, approximate_gelu, eps=1e-12,
   num_layers = len({k.split("/")[2] for k in w if k.startswith("bert/encoder/layer_")})
   norm = lambda x, scope: layer_norm(x, w[f"{scope}/gamma"], w[f"{scope}/beta"], eps)
   act = lambda x: gelu(x, approximate=approximate_gelu)
-  x = (w["bert/embeddings/word_embeddings"][ids] +
-       w["bert/embeddings/token_type_embeddings"][segments] +
-       w["bert/embeddings/position_embeddings"][:ids.shape[1]])
+  x = (
+      w["bert/embeddings/word_embeddings"][ids]
+      + w["bert/embeddings/token_type_embeddings"][segments]
+      + w["bert/embeddings/position_embeddings"][: ids.shape[1]]
+  )
   x = norm(x, "bert/embeddings/LayerNorm")
   for i in range(num_layers):
     p = f"bert/encoder/layer_{i}"
-    heads = lambda n: (w[f"{p}/attention/self/{n}/kernel"].reshape(hidden, num_heads, size),
-                       w[f"{p}/attention/self/{n}/bias"].reshape(num_heads, size))
+    heads = lambda n, p=p: (
+        w[f"{p}/attention/self/{n}/kernel"].reshape(hidden, num_heads, size),
+        w[f"{p}/attention/self/{n}/bias"].reshape(num_heads, size),
+    )
     attended = self_attention(
-        x, mask, *heads("query"), *heads("key"), *heads("value"),
+        x,
+        mask,
+        *heads("query"),
+        *heads("key"),
+        *heads("value"),
         w[f"{p}/attention/output/dense/kernel"].reshape(num_heads, size, hidden),
-        w[f"{p}/attention/output/dense/bias"])
+        w[f"{p}/attention/output/dense/bias"],
+    )
     x = norm(x + attended, f"{p}/attention/output/LayerNorm")
     inner = act(x @ w[f"{p}/intermediate/dense/kernel"] + w[f"{p}/intermediate/dense/bias"])
-    x = norm(x + inner @ w[f"{p}/output/dense/kernel"] + w[f"{p}/output/dense/bias"],
-             f"{p}/output/LayerNorm")
+    x = norm(
+        x + inner @ w[f"{p}/output/dense/kernel"] + w[f"{p}/output/dense/bias"],
+        f"{p}/output/LayerNorm",
+    )
   pooled = np.tanh(x[:, 0] @ w["bert/pooler/dense/kernel"] + w["bert/pooler/dense/bias"])
   out = {"sequence_output": x, "pooled_output": pooled}
   if masked_positions is not None and "cls/predictions/output_bias" in w:
     gathered = np.stack([x[b, masked_positions[b]] for b in range(len(ids))])
-    h = act(gathered @ w["cls/predictions/transform/dense/kernel"] +
-            w["cls/predictions/transform/dense/bias"])
+    h = act(
+        gathered @ w["cls/predictions/transform/dense/kernel"]
+        + w["cls/predictions/transform/dense/bias"]
+    )
     h = norm(h, "cls/predictions/transform/LayerNorm")
-    out["mlm_logits"] = (h @ w["bert/embeddings/word_embeddings"].T +
-                         w["cls/predictions/output_bias"])
+    out["mlm_logits"] = (
+        h @ w["bert/embeddings/word_embeddings"].T + w["cls/predictions/output_bias"]
+    )
   if "cls/seq_relationship/output_weights" in w:
-    out["nsp_logits"] = (pooled @ w["cls/seq_relationship/output_weights"].T +
-                         w["cls/seq_relationship/output_bias"])
+    out["nsp_logits"] = (
+        pooled @ w["cls/seq_relationship/output_weights"].T + w["cls/seq_relationship/output_bias"]
+    )
   return out
 
 
-def lamb(params, gradient_steps, learning_rate, beta_1, beta_2, epsilon, weight_decay,
-         excluded):
+def lamb(params, gradient_steps, learning_rate, beta_1, beta_2, epsilon, weight_decay, excluded):
   """LAMB, You et al. 2019 Algorithm 2 (φ = identity), in float64, one update per entry
   of `gradient_steps` ({name: gradient}). `excluded` names get neither weight decay nor
   the trust ratio. Returns the parameters after each update: [{name: array}]."""
@@ -159,15 +175,15 @@ def lamb(params, gradient_steps, learning_rate, beta_1, beta_2, epsilon, weight_
       g = np.array(grads[name], np.float64)
       m[name] = beta_1 * m[name] + (1 - beta_1) * g
       v[name] = beta_2 * v[name] + (1 - beta_2) * g * g
-      m_hat = m[name] / (1 - beta_1 ** t)
-      v_hat = v[name] / (1 - beta_2 ** t)
+      m_hat = m[name] / (1 - beta_1**t)
+      v_hat = v[name] / (1 - beta_2**t)
       r = m_hat / (np.sqrt(v_hat) + epsilon)
       if name in excluded:
         x[name] = x[name] - learning_rate * r
         continue
       u = r + weight_decay * x[name]
       weight_norm = np.sqrt(np.sum(x[name] ** 2))
-      update_norm = np.sqrt(np.sum(u ** 2))
+      update_norm = np.sqrt(np.sum(u**2))
       ratio = weight_norm / update_norm if weight_norm > 0 and update_norm > 0 else 1.0
       x[name] = x[name] - learning_rate * ratio * u
     history.append({name: value.copy() for name, value in x.items()})

@@ -16,27 +16,32 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 # (module prefix, layer, group). Longest matching prefix wins; a higher layer may import a
 # lower one; the same group may import itself; nothing else.
 LAYERS = [
-  ("recurrent_bert", 0, "base"),  # __init__, config, model_dir, io_utils, cli
-  ("recurrent_bert.layers", 1, "layers"),
-  ("recurrent_bert.data", 1, "data"),
-  ("recurrent_bert.models", 2, "models"),
-  ("recurrent_bert.training", 3, "training"),
-  ("recurrent_bert.tasks", 4, "tasks"),
-  ("recurrent_bert.convert", 4, "convert"),
-  ("recurrent_bert.serving", 5, "serving"),
-  ("recurrent_bert.jobs", 5, "jobs"),
-  ("recurrent_bert.flags", 6, "flags"),
-  ("recurrent_bert.pretrain", 7, "commands"),
-  ("recurrent_bert.finetune_glue", 7, "commands"),
-  ("recurrent_bert.finetune_squad", 7, "commands"),
-  ("recurrent_bert.export", 7, "commands"),
-  ("recurrent_bert.summary", 7, "commands"),
-  ("recurrent_bert.smoke", 7, "commands"),
-  ("recurrent_bert.demo", 7, "demo"),
-  ("tools", 8, "tools"),
+    ("recurrent_bert", 0, "base"),  # __init__, config, model_dir, io_utils, cli
+    ("recurrent_bert.layers", 1, "layers"),
+    ("recurrent_bert.data", 1, "data"),
+    ("recurrent_bert.models", 2, "models"),
+    ("recurrent_bert.training", 3, "training"),
+    ("recurrent_bert.tasks", 4, "tasks"),
+    ("recurrent_bert.convert", 4, "convert"),
+    ("recurrent_bert.serving", 5, "serving"),
+    ("recurrent_bert.jobs", 5, "jobs"),
+    ("recurrent_bert.flags", 6, "flags"),
+    ("recurrent_bert.pretrain", 7, "commands"),
+    ("recurrent_bert.finetune_glue", 7, "commands"),
+    ("recurrent_bert.finetune_squad", 7, "commands"),
+    ("recurrent_bert.export", 7, "commands"),
+    ("recurrent_bert.summary", 7, "commands"),
+    ("recurrent_bert.smoke", 7, "commands"),
+    ("recurrent_bert.demo", 7, "demo"),
+    ("tools", 8, "tools"),
 ]
-BASE_MODULES = {"recurrent_bert", "recurrent_bert.config", "recurrent_bert.model_dir",
-                "recurrent_bert.io_utils", "recurrent_bert.cli"}
+BASE_MODULES = {
+    "recurrent_bert",
+    "recurrent_bert.config",
+    "recurrent_bert.model_dir",
+    "recurrent_bert.io_utils",
+    "recurrent_bert.cli",
+}
 
 
 def _module_name(path: pathlib.Path) -> str:
@@ -61,13 +66,15 @@ def _imports(path: pathlib.Path, name: str, known: Set[str]) -> Set[str]:
     elif isinstance(node, ast.ImportFrom):
       if node.level:
         base = name.split(".")
-        base = base[:len(base) - node.level + (1 if is_package else 0)]
+        base = base[: len(base) - node.level + (1 if is_package else 0)]
         module = ".".join(base + ([node.module] if node.module else []))
       else:
         module = node.module
       # `from pkg import mod` imports pkg/mod.py; `from mod import name` imports mod.py.
-      targets = [f"{module}.{alias.name}" if f"{module}.{alias.name}" in known else module
-                 for alias in node.names]
+      targets = [
+          f"{module}.{alias.name}" if f"{module}.{alias.name}" in known else module
+          for alias in node.names
+      ]
     else:
       continue
     for target in targets:
@@ -81,11 +88,15 @@ def _imports(path: pathlib.Path, name: str, known: Set[str]) -> Set[str]:
 def _layer(module: str):
   if module in BASE_MODULES:
     return 0, "base"
-  matches = [(prefix, layer, group) for prefix, layer, group in LAYERS
-             if module == prefix or module.startswith(prefix + ".")]
+  matches = [
+      (prefix, layer, group)
+      for prefix, layer, group in LAYERS
+      if module == prefix or module.startswith(prefix + ".")
+  ]
   prefix, layer, group = max(matches, key=lambda m: len(m[0]))
-  assert prefix != "recurrent_bert", (
-      f"{module} is in no layer: add it to LAYERS in tests/test_architecture.py")
+  assert (
+      prefix != "recurrent_bert"
+  ), f"{module} is in no layer: add it to LAYERS in tests/test_architecture.py"
   return layer, group
 
 
@@ -101,8 +112,10 @@ def test_every_import_goes_down_or_stays_in_its_folder():
     for target in targets:
       target_layer, target_group = _layer(target)
       if target_group != group and target_layer >= layer:
-        upward.append(f"{module} ({group}, layer {layer}) imports {target} "
-                      f"({target_group}, layer {target_layer})")
+        upward.append(
+            f"{module} ({group}, layer {layer}) imports {target} "
+            f"({target_group}, layer {target_layer})"
+        )
   assert not upward, "\n".join(sorted(upward))
 
 
@@ -153,4 +166,5 @@ def test_the_checks_see_an_upward_import_and_a_cycle():
   assert _layer("recurrent_bert.tasks.glue")[1] != _layer("recurrent_bert.training.loop")[1]
   graph = _graph()
   assert "recurrent_bert.models.encoder" in graph["recurrent_bert.pretrain"] or any(
-      "recurrent_bert.models" in t for t in graph["recurrent_bert.pretrain"])
+      "recurrent_bert.models" in t for t in graph["recurrent_bert.pretrain"]
+  )

@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
+from recurrent_bert.config import PRESETS
 from recurrent_bert.config import ConfigError
 from recurrent_bert.config import ModelConfig
-from recurrent_bert.config import PRESETS
 from recurrent_bert.config import get_preset
 from recurrent_bert.config import resolve_config
 from recurrent_bert.config import swish_rnn_size_matching_ffn
@@ -16,8 +16,12 @@ from recurrent_bert.config import swish_rnn_size_matching_ffn
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # SPEC §5, transcribed.
-SPEC_SIZES = {"tiny": (2, 128, 2), "mini": (4, 256, 4), "base": (12, 768, 12),
-              "large": (24, 1024, 16)}
+SPEC_SIZES = {
+    "tiny": (2, 128, 2),
+    "mini": (4, 256, 4),
+    "base": (12, 768, 12),
+    "large": (24, 1024, 16),
+}
 SPEC_FAMILIES = {  # mixer, use_attention, attention_bias, blstm units as fraction of H
     "bert": ("ffn", True, "none", None),
     "bert_rab": ("ffn", True, "relative", None),
@@ -46,8 +50,7 @@ def test_presets_follow_spec_table():
   assert get_preset("swishrnn_large").resolved_swish_rnn_size == 2752
 
 
-@pytest.mark.parametrize("hidden,expected", [(768, 2048), (256, 688), (128, 336),
-                                             (1024, 2736)])
+@pytest.mark.parametrize("hidden,expected", [(768, 2048), (256, 688), (128, 336), (1024, 2736)])
 def test_swish_rnn_size_rule(hidden, expected):
   # round(8H/3) to the nearest multiple of 16, worked by hand.
   assert swish_rnn_size_matching_ffn(hidden) == expected
@@ -57,8 +60,9 @@ def test_shipped_json_files_are_the_presets():
   files = sorted(glob.glob(os.path.join(REPO, "configs", "models", "*.json")))
   assert {os.path.basename(f)[:-5] for f in files} == set(PRESETS)
   for path in files:
-    assert ModelConfig.from_file(path) == PRESETS[os.path.basename(path)[:-5]], (
-        f"{path} is stale: python -m recurrent_bert.summary --write_configs configs/models")
+    assert (
+        ModelConfig.from_file(path) == PRESETS[os.path.basename(path)[:-5]]
+    ), f"{path} is stale: python -m recurrent_bert.summary --write_configs configs/models"
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
@@ -67,18 +71,21 @@ def test_json_round_trip(name):
   assert ModelConfig.from_json(config.to_json()) == config
 
 
-@pytest.mark.parametrize("changes,field", [
-    (dict(hidden_size=100, num_heads=3), "hidden_size"),
-    (dict(mixer="cnn"), "mixer"),
-    (dict(num_layers=0), "num_layers"),
-    (dict(dropout_rate=1.5), "dropout_rate"),
-    (dict(mixer="blstm", blstm_units=10, blstm_projection=False), "blstm_units"),
-    (dict(use_attention=False, mixer="ffn"), "use_attention"),
-    (dict(swish_rnn_step_sizes=[]), "swish_rnn_step_sizes"),
-    (dict(hidden_act="swish"), "hidden_act"),
-    (dict(blstm_implementation="cudnn"), "blstm_implementation"),
-    (dict(swish_rnn_implementation="cuda"), "swish_rnn_implementation"),
-])
+@pytest.mark.parametrize(
+    "changes,field",
+    [
+        (dict(hidden_size=100, num_heads=3), "hidden_size"),
+        (dict(mixer="cnn"), "mixer"),
+        (dict(num_layers=0), "num_layers"),
+        (dict(dropout_rate=1.5), "dropout_rate"),
+        (dict(mixer="blstm", blstm_units=10, blstm_projection=False), "blstm_units"),
+        (dict(use_attention=False, mixer="ffn"), "use_attention"),
+        (dict(swish_rnn_step_sizes=[]), "swish_rnn_step_sizes"),
+        (dict(hidden_act="swish"), "hidden_act"),
+        (dict(blstm_implementation="cudnn"), "blstm_implementation"),
+        (dict(swish_rnn_implementation="cuda"), "swish_rnn_implementation"),
+    ],
+)
 def test_invalid_fields_are_named(changes, field):
   with pytest.raises(ConfigError, match=field):
     ModelConfig(**changes)
@@ -102,8 +109,11 @@ def test_file_errors_name_the_file_and_line(tmp_path):
 def test_config_imports_no_tensorflow():
   # The layers take their allowed values (MIXERS, *_IMPLEMENTATIONS) from config: that
   # direction holds only while config stays light enough for the CLI and model_dir readers.
-  code = ("import sys, recurrent_bert.config\n"
-          "heavy = [m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')]\n"
-          "assert not heavy, heavy")
-  subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO,
-                 env={**os.environ, "PYTHONPATH": REPO})
+  code = (
+      "import sys, recurrent_bert.config\n"
+      "heavy = [m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')]\n"
+      "assert not heavy, heavy"
+  )
+  subprocess.run(
+      [sys.executable, "-c", code], check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": REPO}
+  )

@@ -8,8 +8,16 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPEC = os.path.join(REPO, "docs", "SPEC.md")
 # Where "SPEC §N" (or "SPEC section N", "SPEC §N-M") may be written.
-SEARCHED = ("recurrent_bert", "tools", "tests", "benchmarks", "configs", "docs", "README.md",
-            "Makefile")
+SEARCHED = (
+    "recurrent_bert",
+    "tools",
+    "tests",
+    "benchmarks",
+    "configs",
+    "docs",
+    "README.md",
+    "Makefile",
+)
 REFERENCE = re.compile(r"SPEC (?:§|section )(\d+)(?:\s*[-–]\s*(\d+))?")
 
 
@@ -27,8 +35,11 @@ def _references(repo=REPO):
       paths.append(top)
     for root, dirs, files in os.walk(top):
       dirs[:] = [d for d in dirs if not d.startswith((".", "__pycache__"))]
-      paths += [os.path.join(root, name) for name in files
-                if name.endswith((".py", ".md", ".flags", ".json", ".txt"))]
+      paths += [
+          os.path.join(root, name)
+          for name in files
+          if name.endswith((".py", ".md", ".flags", ".json", ".txt"))
+      ]
   found = []
   for path in sorted(paths):
     with open(path, encoding="utf-8") as f:

@@ -10,8 +10,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def _run(*args):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-  return subprocess.run([sys.executable, "-m", *args], cwd=REPO, env=env,
-                        capture_output=True, text=True, timeout=600)
+  return subprocess.run(
+      [sys.executable, "-m", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
+  )
 
 
 def test_summary_prints_paper_sized_counts():
@@ -39,7 +40,15 @@ def test_summary_bad_preset_names_the_flag():
 def test_smoke_builds_and_runs_every_tiny_preset():
   result = _run("recurrent_bert.smoke", "--sizes=tiny", "--seq_length=12")
   assert result.returncode == 0, result.stderr[-3000:]
-  for family in ("bert", "bert_rab", "trans_blstm_1", "trans_blstm_2",
-                 "trans_blstm_small_1", "trans_blstm_small_2", "swishrnn", "blstm"):
+  for family in (
+      "bert",
+      "bert_rab",
+      "trans_blstm_1",
+      "trans_blstm_2",
+      "trans_blstm_small_1",
+      "trans_blstm_small_2",
+      "swishrnn",
+      "blstm",
+  ):
     assert f"{family}_tiny " in result.stdout
   assert "all 8 presets" in result.stdout

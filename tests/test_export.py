@@ -59,21 +59,36 @@ def served(tmp_path_factory):
 
   write_model_dir(root / "swishrnn_tiny", models["swishrnn_tiny"], vocab_file)
   command_line = subprocess.Popen(  # the command line, as users run it
-      [sys.executable, "-m", "recurrent_bert.export", f"--model_dir={root / 'swishrnn_tiny'}",
-       f"--export_dir={export_dirs['swishrnn_tiny']}", f"--max_seq_length={MAX_LEN}"],
-      cwd=REPO, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), stdout=subprocess.PIPE,
-      stderr=subprocess.PIPE, text=True)
+      [
+          sys.executable,
+          "-m",
+          "recurrent_bert.export",
+          f"--model_dir={root / 'swishrnn_tiny'}",
+          f"--export_dir={export_dirs['swishrnn_tiny']}",
+          f"--max_seq_length={MAX_LEN}",
+      ],
+      cwd=REPO,
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+      stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE,
+      text=True,
+  )
 
   write_model_dir(root / "trans_blstm_2_tiny", models["trans_blstm_2_tiny"], vocab_file)
-  serving.export_model_dir(str(root / "trans_blstm_2_tiny"),
-                          str(export_dirs["trans_blstm_2_tiny"]), max_seq_length=MAX_LEN)
+  serving.export_model_dir(
+      str(root / "trans_blstm_2_tiny"),
+      str(export_dirs["trans_blstm_2_tiny"]),
+      max_seq_length=MAX_LEN,
+  )
 
   models["classifier"] = Classifier(encoder("bert_tiny"), len(LABELS))
-  pair_info = layout.TaskInfo(task="mnli", kind="classifier", label_names=LABELS,
-                              max_seq_length=MAX_LEN, text_pair=True)
+  pair_info = layout.TaskInfo(
+      task="mnli", kind="classifier", label_names=LABELS, max_seq_length=MAX_LEN, text_pair=True
+  )
   write_finetuning_dir(root / "pair", models["classifier"], pair_info, vocab_file)
-  models["pair_signatures"] = serving.export_model_dir(str(root / "pair"),
-                                                       str(root / "pair_saved_model"))
+  models["pair_signatures"] = serving.export_model_dir(
+      str(root / "pair"), str(root / "pair_saved_model")
+  )
 
   stdout, stderr = command_line.communicate(timeout=600)
   assert command_line.returncode == 0, stderr[-3000:]
@@ -122,7 +137,8 @@ def test_pair_task_default_signature_takes_both_texts(served):
   probabilities, _ = classifier_probabilities(models["classifier"], reference)
   np.testing.assert_allclose(outputs["probabilities"], probabilities, atol=1e-5)
   assert models["pair_signatures"]["serving_default"].startswith(
-      "(text string[None], text_pair string[None]) ->")
+      "(text string[None], text_pair string[None]) ->"
+  )
 
 
 def test_max_seq_length_beyond_positions_fails_before_loading(tmp_path):

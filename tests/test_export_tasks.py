@@ -34,8 +34,11 @@ from tests.export_checks import write_finetuning_dir
 from tests.export_checks import write_vocab
 
 QUESTIONS = ["Who sat on the mat?", "What is the capital of France?", "Where?"]
-CONTEXTS = ["The  cat sat on the mat, and the dog ran away.",
-            "Paris is the capital of France; Café au lait!", LONG_TEXT]
+CONTEXTS = [
+    "The  cat sat on the mat, and the dog ran away.",
+    "Paris is the capital of France; Café au lait!",
+    LONG_TEXT,
+]
 # SQuAD v2.0: one window each (the signature's case); the empty context has no span.
 V2_QUESTIONS = QUESTIONS[:2] + ["Who ran away?", "What did the dog do?", "Who sat?"]
 V2_CONTEXTS = CONTEXTS[:2] + [CONTEXTS[0], "The dog ran far away.", ""]
@@ -44,21 +47,28 @@ V2_MAX_QUERY_LENGTH = 8
 
 def _squad_v2_reference(span_extractor, tokenizer):
   """The windowed numpy pipeline's inputs and the Keras model's logits on them."""
-  examples = [squad.SquadExample(str(i), q, c, ()) for i, (q, c) in
-              enumerate(zip(V2_QUESTIONS, V2_CONTEXTS))]
-  features = squad.squad_features(examples, tokenizer, MAX_LEN,
-                                  max_query_length=V2_MAX_QUERY_LENGTH)
+  examples = [
+      squad.SquadExample(str(i), q, c, ())
+      for i, (q, c) in enumerate(zip(V2_QUESTIONS, V2_CONTEXTS))
+  ]
+  features = squad.squad_features(
+      examples, tokenizer, MAX_LEN, max_query_length=V2_MAX_QUERY_LENGTH
+  )
   assert len(features["input_ids"]) == len(examples)  # one window each
-  logits = span_extractor({k: features[k] for k in ("input_ids", "input_mask",
-                                                    "segment_ids")}, training=False)
+  logits = span_extractor(
+      {k: features[k] for k in ("input_ids", "input_mask", "segment_ids")}, training=False
+  )
   return examples, features, logits["start_logits"].numpy(), logits["end_logits"].numpy()
 
 
 def _postprocess_v2(reference, threshold):
   """`postprocess_squad` of v2.0, every span considered (as the signature does)."""
-  return squad.postprocess_squad(*reference, n_best_size=MAX_LEN,
-                                 version_2_with_negative=True,
-                                 null_score_diff_threshold=threshold)
+  return squad.postprocess_squad(
+      *reference,
+      n_best_size=MAX_LEN,
+      version_2_with_negative=True,
+      null_score_diff_threshold=threshold,
+  )
 
 
 @pytest.fixture(scope="module")
@@ -82,23 +92,42 @@ def served(tmp_path_factory):
   models["classifier"] = Classifier(models["bert_tiny"], len(LABELS))
   models["span"] = SpanExtractor(models["bert_tiny"], use_blstm_decoder=True)
   serving.export_saved_model(
-      str(export_dir), tokenizer, MAX_LEN, encoder=models["bert_tiny"],
-      classifier=models["classifier"], label_names=LABELS, span_extractor=models["span"],
-      max_query_length=8)
+      str(export_dir),
+      tokenizer,
+      MAX_LEN,
+      encoder=models["bert_tiny"],
+      classifier=models["classifier"],
+      label_names=LABELS,
+      span_extractor=models["span"],
+      max_query_length=8,
+  )
 
   models["squad_v2"] = SpanExtractor(models["bert_tiny"])
-  reference = models["squad_v2_reference"] = _squad_v2_reference(models["squad_v2"],
-                                                                 tokenizer)
+  reference = models["squad_v2_reference"] = _squad_v2_reference(models["squad_v2"], tokenizer)
   odds = sorted(_postprocess_v2(reference, 0.0).null_odds.values())
   gap = int(np.argmax(np.diff(odds[:-1])))  # the last is the empty context's 1e9
   models["recorded_threshold"] = threshold = (odds[gap] + odds[gap + 1]) / 2
-  v2_info = layout.TaskInfo(task="squad_v2", kind="span", max_seq_length=MAX_LEN,
-                            main_metric="f1", max_query_length=V2_MAX_QUERY_LENGTH)
-  write_finetuning_dir(root / "squad_v2", models["squad_v2"], v2_info, vocab_file, {
-      "main_metric_value": 50.0, "eval_splits": ["dev"],
-      "dev": {"f1": 50.0, "best_f1": 60.0, "best_f1_threshold": threshold}})
+  v2_info = layout.TaskInfo(
+      task="squad_v2",
+      kind="span",
+      max_seq_length=MAX_LEN,
+      main_metric="f1",
+      max_query_length=V2_MAX_QUERY_LENGTH,
+  )
+  write_finetuning_dir(
+      root / "squad_v2",
+      models["squad_v2"],
+      v2_info,
+      vocab_file,
+      {
+          "main_metric_value": 50.0,
+          "eval_splits": ["dev"],
+          "dev": {"f1": 50.0, "best_f1": 60.0, "best_f1_threshold": threshold},
+      },
+  )
   models["squad_v2_signatures"] = serving.export_model_dir(
-      str(root / "squad_v2"), str(root / "squad_v2_saved_model"))
+      str(root / "squad_v2"), str(root / "squad_v2_saved_model")
+  )
 
   requests = []
   ask_encoder(requests, export_dir, tokenizer)
@@ -106,19 +135,31 @@ def served(tmp_path_factory):
   ask(requests, export_dir, "classify", text=TEXTS)
   ask(requests, export_dir, "answer_question", question=QUESTIONS, context=CONTEXTS)
   ask(requests, export_dir, "serving_default", text=TEXTS)
-  v2_dir, v2_inputs = root / "squad_v2_saved_model", dict(question=V2_QUESTIONS,
-                                                          context=V2_CONTEXTS)
+  v2_dir, v2_inputs = root / "squad_v2_saved_model", dict(
+      question=V2_QUESTIONS, context=V2_CONTEXTS
+  )
   ask(requests, v2_dir, "answer_question", **v2_inputs)
   ask(requests, v2_dir, "serving_default", **v2_inputs)
   for never_or_always in (1e6, -1e6):  # never / always "no answer"
-    ask(requests, v2_dir, "answer_question_with_threshold", **v2_inputs,
-        null_score_diff_threshold=[never_or_always] * len(V2_QUESTIONS))
+    ask(
+        requests,
+        v2_dir,
+        "answer_question_with_threshold",
+        **v2_inputs,
+        null_score_diff_threshold=[never_or_always] * len(V2_QUESTIONS),
+    )
   # Per question: just below its own null_score_diff (no answer) on even rows, just
   # above it (the span) on odd rows.
   odds = _postprocess_v2(models["squad_v2_reference"], 0.0).null_odds
-  ask(requests, v2_dir, "answer_question_with_threshold", **v2_inputs,
-      null_score_diff_threshold=[odds[str(i)] + (0.01 if i % 2 else -0.01)
-                                 for i in range(len(V2_QUESTIONS))])
+  ask(
+      requests,
+      v2_dir,
+      "answer_question_with_threshold",
+      **v2_inputs,
+      null_score_diff_threshold=[
+          odds[str(i)] + (0.01 if i % 2 else -0.01) for i in range(len(V2_QUESTIONS))
+      ],
+  )
   return models, tokenizer, requests, serve(root, requests)
 
 
@@ -159,34 +200,45 @@ def test_answer_question_matches_windowed_numpy_pipeline(served):
   models, tokenizer, _, _ = served
   [(request, outputs)] = answers(served, "bert_tiny_saved_model", "answer_question")
   np.testing.assert_array_equal(outputs["context_truncated"], [False, False, True])
-  examples = [squad.SquadExample(str(i), q, c, ()) for i, (q, c) in
-              enumerate(zip(QUESTIONS[:2], CONTEXTS[:2]))]
+  examples = [
+      squad.SquadExample(str(i), q, c, ())
+      for i, (q, c) in enumerate(zip(QUESTIONS[:2], CONTEXTS[:2]))
+  ]
   features = squad.squad_features(examples, tokenizer, MAX_LEN, max_query_length=8)
   assert len(features["input_ids"]) == 2  # one window each: the signature's case
-  logits = models["span"]({k: features[k] for k in ("input_ids", "input_mask",
-                                                    "segment_ids")}, training=False)
-  want = squad.postprocess_squad(examples, features, logits["start_logits"].numpy(),
-                                 logits["end_logits"].numpy(), n_best_size=MAX_LEN)
+  logits = models["span"](
+      {k: features[k] for k in ("input_ids", "input_mask", "segment_ids")}, training=False
+  )
+  want = squad.postprocess_squad(
+      examples,
+      features,
+      logits["start_logits"].numpy(),
+      logits["end_logits"].numpy(),
+      n_best_size=MAX_LEN,
+  )
   for i, example in enumerate(examples):
     best = want.nbest[example.qas_id][0]
     assert outputs["answer"][i] == best["text"]
     start, end = outputs["start_char"][i], outputs["end_char"][i]
     assert example.context[start:end] == best["text"]
-    np.testing.assert_allclose(outputs["score"][i], best["start_logit"] + best["end_logit"],
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        outputs["score"][i], best["start_logit"] + best["end_logit"], atol=1e-5
+    )
 
 
 def _check_v2_outputs(outputs, want, reference):
   """One answer_question(_with_threshold) result against `postprocess_squad`'s `want`."""
   examples, _, start_logits, end_logits = reference
-  np.testing.assert_allclose(outputs["null_score"], start_logits[:, 0] + end_logits[:, 0],
-                             atol=1e-5)
+  np.testing.assert_allclose(
+      outputs["null_score"], start_logits[:, 0] + end_logits[:, 0], atol=1e-5
+  )
   for i, example in enumerate(examples):
     prediction = want.predictions[example.qas_id]
     assert outputs["answer"][i] == prediction, i
     assert outputs["no_answer"][i] == (prediction == ""), i
-    np.testing.assert_allclose(outputs["null_score_diff"][i],
-                               want.null_odds[example.qas_id], rtol=1e-6, atol=1e-4)
+    np.testing.assert_allclose(
+        outputs["null_score_diff"][i], want.null_odds[example.qas_id], rtol=1e-6, atol=1e-4
+    )
     start, end = outputs["start_char"][i], outputs["end_char"][i]
     if prediction:
       assert example.context[start:end] == prediction
@@ -210,8 +262,7 @@ def test_squad_v2_answers_no_answer_where_the_keras_model_does(served):
     np.testing.assert_array_equal(default[key], value)
   description = models["squad_v2_signatures"]["answer_question"]
   assert f"no_answer = null_score_diff > {threshold:g}" in description
-  assert "no_answer bool[None]" in description and "null_score_diff float32[None]" in (
-      description)
+  assert "no_answer bool[None]" in description and "null_score_diff float32[None]" in (description)
 
 
 def test_squad_v2_threshold_per_call(served):
@@ -222,8 +273,7 @@ def test_squad_v2_threshold_per_call(served):
   for request, outputs in calls:
     thresholds = request["inputs"]["null_score_diff_threshold"]
     # postprocess_squad takes one threshold: each row against its own.
-    want = [_postprocess_v2(reference, t).predictions[str(i)]
-            for i, t in enumerate(thresholds)]
+    want = [_postprocess_v2(reference, t).predictions[str(i)] for i, t in enumerate(thresholds)]
     assert list(outputs["answer"]) == want
     np.testing.assert_array_equal(outputs["no_answer"], [w == "" for w in want])
   never, always, per_row = (outputs["no_answer"] for _, outputs in calls)
@@ -233,8 +283,11 @@ def test_squad_v2_threshold_per_call(served):
 
 
 def test_v1_span_model_has_no_threshold_signature(served):
-  description = serving.describe_signatures(serving.ServingModule(
-      served[1], MAX_LEN, span_extractor=served[0]["span"], max_query_length=8))
+  description = serving.describe_signatures(
+      serving.ServingModule(
+          served[1], MAX_LEN, span_extractor=served[0]["span"], max_query_length=8
+      )
+  )
   assert "answer_question_with_threshold" not in description
   assert "no_answer" not in description["answer_question"]
 
@@ -247,6 +300,5 @@ def test_single_text_task_default_signature_stays_single_text(served):
   # Regressors too, and text_pair picks the pair signature.
   regressor = Classifier(served[0]["bert_tiny"], 1)
   for text_pair, name in ((False, "regress"), (True, "regress_pair")):
-    module = serving.ServingModule(served[1], MAX_LEN, classifier=regressor,
-                                   text_pair=text_pair)
+    module = serving.ServingModule(served[1], MAX_LEN, classifier=regressor, text_pair=text_pair)
     assert module.signature_functions()["serving_default"] is getattr(module, name)

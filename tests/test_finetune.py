@@ -20,17 +20,30 @@ from recurrent_bert.tasks import sample_tasks as generated_tasks
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEQ_LEN = 32
-GLUE_FLAGS = ["--model_config=bert_tiny", f"--max_seq_length={SEQ_LEN}",
-              "--train_batch_size=16", "--learning_rate=1e-3", "--max_train_steps=60",
-              "--warmup_steps=6", "--log_steps=20", "--eval_every_steps=30",
-              "--eval_batch_size=24"]
+GLUE_FLAGS = [
+    "--model_config=bert_tiny",
+    f"--max_seq_length={SEQ_LEN}",
+    "--train_batch_size=16",
+    "--learning_rate=1e-3",
+    "--max_train_steps=60",
+    "--warmup_steps=6",
+    "--log_steps=20",
+    "--eval_every_steps=30",
+    "--eval_batch_size=24",
+]
 
 
 def run_entry(module, *flags, check=True, timeout=300):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
   env.pop("TF_CONFIG", None)
-  result = subprocess.run([sys.executable, "-m", module, *flags], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+  result = subprocess.run(
+      [sys.executable, "-m", module, *flags],
+      cwd=REPO,
+      env=env,
+      capture_output=True,
+      text=True,
+      timeout=timeout,
+  )
   if check:
     assert result.returncode == 0, result.stderr[-4000:]
   return result
@@ -45,8 +58,7 @@ def read_json(path):
 def task_files(tmp_path_factory):
   root = tmp_path_factory.mktemp("tasks")
   vocab = generated_tasks.write_vocab(root / "vocab.txt")
-  rte = generated_tasks.write_rte_folder(root / "RTE", num_train=320, num_dev=70,
-                                         num_test=11)
+  rte = generated_tasks.write_rte_folder(root / "RTE", num_train=320, num_dev=70, num_test=11)
   squad_files = generated_tasks.write_squad_files(root / "squad", num_train=240, num_dev=50)
   return {"vocab": vocab, "rte": rte, "squad": squad_files, "root": root}
 
@@ -54,9 +66,14 @@ def task_files(tmp_path_factory):
 @pytest.fixture(scope="module")
 def rte_run(task_files, tmp_path_factory):
   model_dir = str(tmp_path_factory.mktemp("rte") / "model")
-  result = run_entry("recurrent_bert.finetune_glue", "--task=RTE",
-                     f"--data_dir={task_files['rte']}", f"--vocab_file={task_files['vocab']}",
-                     f"--model_dir={model_dir}", *GLUE_FLAGS)
+  result = run_entry(
+      "recurrent_bert.finetune_glue",
+      "--task=RTE",
+      f"--data_dir={task_files['rte']}",
+      f"--vocab_file={task_files['vocab']}",
+      f"--model_dir={model_dir}",
+      *GLUE_FLAGS,
+  )
   return model_dir, result
 
 
@@ -85,16 +102,21 @@ def test_glue_learns_a_generated_pair_task(rte_run, task_files):
 
 def test_eval_mode_matches_the_keras_model_on_numpy_packed_features(rte_run, task_files):
   """--mode=eval (distributed prediction, padded batches) vs the model called directly."""
+  from recurrent_bert.data.tokenization import BertWordpieceTokenizer
   from recurrent_bert.tasks import glue
   from recurrent_bert.tasks.pair_features import convert_pair_examples
-  from recurrent_bert.data.tokenization import BertWordpieceTokenizer
   from recurrent_bert.training import finetuning
 
   model_dir, _ = rte_run
   os.remove(os.path.join(model_dir, "eval_results.json"))
-  run_entry("recurrent_bert.finetune_glue", "--task=rte", "--mode=eval",
-            f"--data_dir={task_files['rte']}", f"--model_dir={model_dir}",
-            "--eval_batch_size=32")  # 70 rows: 3 batches, the last padded with 26 rows
+  run_entry(
+      "recurrent_bert.finetune_glue",
+      "--task=rte",
+      "--mode=eval",
+      f"--data_dir={task_files['rte']}",
+      f"--model_dir={model_dir}",
+      "--eval_batch_size=32",
+  )  # 70 rows: 3 batches, the last padded with 26 rows
   results = read_json(os.path.join(model_dir, "eval_results.json"))
 
   model, info, directory, _ = finetuning.load_task_model(model_dir)
@@ -102,8 +124,9 @@ def test_eval_mode_matches_the_keras_model_on_numpy_packed_features(rte_run, tas
   examples = glue.read_glue(task_files["rte"], "rte", "dev").examples
   tokenizer = BertWordpieceTokenizer(os.path.join(directory, "vocab.txt"))
   features = convert_pair_examples(examples, tokenizer, SEQ_LEN, info.label_names)
-  logits = model({k: features[k] for k in ("input_ids", "input_mask", "segment_ids")},
-                 training=False).numpy()
+  logits = model(
+      {k: features[k] for k in ("input_ids", "input_mask", "segment_ids")}, training=False
+  ).numpy()
   accuracy = float(np.mean(logits.argmax(-1) == features["label_ids"]))
   assert results["dev"]["accuracy"] == pytest.approx(accuracy, abs=1e-9)
 
@@ -113,11 +136,18 @@ def test_mirrored_prediction_equals_single_device(rte_run, task_files):
   model_dir, _ = rte_run
   predictions = {}
   for strategy in ("default", "mirrored"):
-    run_entry("recurrent_bert.finetune_glue", "--task=rte", "--mode=predict",
-              f"--data_dir={task_files['rte']}", f"--model_dir={model_dir}",
-              f"--checkpoint={os.path.join(model_dir, 'best')}", "--predict_splits=test",
-              f"--distribution_strategy={strategy}", "--num_cpu_devices=2",
-              "--eval_batch_size=4")  # 11 rows -> 12, 2 per replica
+    run_entry(
+        "recurrent_bert.finetune_glue",
+        "--task=rte",
+        "--mode=predict",
+        f"--data_dir={task_files['rte']}",
+        f"--model_dir={model_dir}",
+        f"--checkpoint={os.path.join(model_dir, 'best')}",
+        "--predict_splits=test",
+        f"--distribution_strategy={strategy}",
+        "--num_cpu_devices=2",
+        "--eval_batch_size=4",
+    )  # 11 rows -> 12, 2 per replica
     with open(os.path.join(model_dir, "predictions", "RTE.tsv"), encoding="utf-8") as f:
       predictions[strategy] = f.read()
   assert predictions["default"] == predictions["mirrored"]
@@ -126,14 +156,16 @@ def test_mirrored_prediction_equals_single_device(rte_run, task_files):
 
 def test_export_of_a_finetuned_classifier_serves_raw_text(rte_run, tmp_path):
   """classify_pair in a fresh TF-only process = softmax of the Keras model."""
-  from recurrent_bert.tasks.pair_features import PairExample, convert_pair_examples
   from recurrent_bert.data.tokenization import BertWordpieceTokenizer
+  from recurrent_bert.tasks.pair_features import PairExample
+  from recurrent_bert.tasks.pair_features import convert_pair_examples
   from recurrent_bert.training import finetuning
 
   model_dir, _ = rte_run
   export_dir = str(tmp_path / "export")
-  result = run_entry("recurrent_bert.export", f"--model_dir={model_dir}",
-                     f"--export_dir={export_dir}")
+  result = run_entry(
+      "recurrent_bert.export", f"--model_dir={model_dir}", f"--export_dir={export_dir}"
+  )
   assert "classify_pair(" in result.stdout and "serving_default(" in result.stdout
   pairs = [("the cat sees a dog", "bird yes tree"), ("old river", "no the quick stone")]
   script = r"""
@@ -147,19 +179,29 @@ out = model.signatures["classify_pair"](text=tf.constant([a for a, _ in pairs]),
 print(json.dumps({"probabilities": out["probabilities"].numpy().tolist(),
                   "label": [x.decode() for x in out["label"].numpy()]}))
 """
-  served = subprocess.run([sys.executable, "-c", script, export_dir, json.dumps(pairs)],
-                          capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+  served = subprocess.run(
+      [sys.executable, "-c", script, export_dir, json.dumps(pairs)],
+      capture_output=True,
+      text=True,
+      timeout=120,
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+  )
   assert served.returncode == 0, served.stderr[-3000:]
   served = json.loads(served.stdout.strip().splitlines()[-1])
 
   model, info, directory, _ = finetuning.load_task_model(model_dir)
   tokenizer = BertWordpieceTokenizer(os.path.join(directory, "vocab.txt"))
-  features = convert_pair_examples([PairExample(str(i), a, b, None)
-                                    for i, (a, b) in enumerate(pairs)], tokenizer, SEQ_LEN,
-                                   info.label_names)
-  logits = model({k: features[k] for k in ("input_ids", "input_mask", "segment_ids")},
-                 training=False).numpy().astype(np.float64)
+  features = convert_pair_examples(
+      [PairExample(str(i), a, b, None) for i, (a, b) in enumerate(pairs)],
+      tokenizer,
+      SEQ_LEN,
+      info.label_names,
+  )
+  logits = (
+      model({k: features[k] for k in ("input_ids", "input_mask", "segment_ids")}, training=False)
+      .numpy()
+      .astype(np.float64)
+  )
   probabilities = np.exp(logits - logits.max(-1, keepdims=True))
   probabilities /= probabilities.sum(-1, keepdims=True)
   np.testing.assert_allclose(served["probabilities"], probabilities, atol=1e-5)
@@ -169,12 +211,21 @@ print(json.dumps({"probabilities": out["probabilities"].numpy().tolist(),
 def test_squad_span_head_learns_to_point_at_the_marked_token(task_files, tmp_path):
   model_dir = str(tmp_path / "squad")
   result = run_entry(
-      "recurrent_bert.finetune_squad", f"--train_file={task_files['squad']['train']}",
-      f"--predict_file={task_files['squad']['dev']}", "--model_config=bert_tiny",
-      f"--vocab_file={task_files['vocab']}", f"--model_dir={model_dir}",
-      "--max_seq_length=40", "--max_query_length=8", "--doc_stride=12",
-      "--train_batch_size=16", "--learning_rate=1e-3", "--max_train_steps=60",
-      "--warmup_steps=6", "--log_steps=20")
+      "recurrent_bert.finetune_squad",
+      f"--train_file={task_files['squad']['train']}",
+      f"--predict_file={task_files['squad']['dev']}",
+      "--model_config=bert_tiny",
+      f"--vocab_file={task_files['vocab']}",
+      f"--model_dir={model_dir}",
+      "--max_seq_length=40",
+      "--max_query_length=8",
+      "--doc_stride=12",
+      "--train_batch_size=16",
+      "--learning_rate=1e-3",
+      "--max_train_steps=60",
+      "--warmup_steps=6",
+      "--log_steps=20",
+  )
   results = read_json(os.path.join(model_dir, "eval_results.json"))
   assert results["main_metric"] == "f1" and results["dev"]["total"] == 50
   assert results["dev"]["exact_match"] >= 80.0, results  # chance: ~1/20 words
@@ -182,9 +233,11 @@ def test_squad_span_head_learns_to_point_at_the_marked_token(task_files, tmp_pat
   # The official files, scored again here with the official definition.
   predictions = read_json(os.path.join(model_dir, "predictions", "predictions.json"))
   nbest = read_json(os.path.join(model_dir, "predictions", "nbest_predictions.json"))
-  gold = {qa["id"]: qa["answers"][0]["text"]
-          for p in read_json(task_files["squad"]["dev"])["data"][0]["paragraphs"]
-          for qa in p["qas"]}
+  gold = {
+      qa["id"]: qa["answers"][0]["text"]
+      for p in read_json(task_files["squad"]["dev"])["data"][0]["paragraphs"]
+      for qa in p["qas"]
+  }
   assert set(predictions) == set(gold) == set(nbest)
   exact = 100.0 * np.mean([predictions[q] == gold[q] for q in gold])
   assert results["dev"]["exact_match"] == pytest.approx(exact)
@@ -205,9 +258,13 @@ print(json.dumps({"answer": out["answer"].numpy()[0].decode(),
                   "start": int(out["start_char"].numpy()[0])}))
 """
   context = "the old dog walks slow mango river cold ."
-  served = subprocess.run([sys.executable, "-c", script, export_dir, context],
-                          capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+  served = subprocess.run(
+      [sys.executable, "-c", script, export_dir, context],
+      capture_output=True,
+      text=True,
+      timeout=120,
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+  )
   assert served.returncode == 0, served.stderr[-3000:]
   answer = json.loads(served.stdout.strip().splitlines()[-1])
   assert answer == {"answer": "mango", "start": context.index("mango")}
@@ -216,22 +273,33 @@ print(json.dumps({"answer": out["answer"].numpy()[0].decode(),
 def test_blstm_decoder_and_swishrnn_train_and_resume(task_files, tmp_path):
   """The "+ BLSTM decoder" head on a SwishRNN encoder: trains, and a re-run resumes."""
   model_dir = str(tmp_path / "squad_blstm")
-  flags = [f"--train_file={task_files['squad']['train']}",
-           f"--predict_file={task_files['squad']['dev']}", "--model_config=swishrnn_tiny",
-           f"--vocab_file={task_files['vocab']}", f"--model_dir={model_dir}",
-           "--use_blstm_decoder", "--max_seq_length=40", "--max_query_length=8",
-           "--doc_stride=12", "--train_batch_size=8", "--learning_rate=5e-4",
-           "--warmup_steps=2", "--log_steps=5", "--save_checkpoints_steps=5",
-           "--mode=train"]
+  flags = [
+      f"--train_file={task_files['squad']['train']}",
+      f"--predict_file={task_files['squad']['dev']}",
+      "--model_config=swishrnn_tiny",
+      f"--vocab_file={task_files['vocab']}",
+      f"--model_dir={model_dir}",
+      "--use_blstm_decoder",
+      "--max_seq_length=40",
+      "--max_query_length=8",
+      "--doc_stride=12",
+      "--train_batch_size=8",
+      "--learning_rate=5e-4",
+      "--warmup_steps=2",
+      "--log_steps=5",
+      "--save_checkpoints_steps=5",
+      "--mode=train",
+  ]
   run_entry("recurrent_bert.finetune_squad", *flags, "--max_train_steps=5")
   info = read_json(os.path.join(model_dir, "task_info.json"))
   assert info["kind"] == "span" and info["use_blstm_decoder"] is True
   run_entry("recurrent_bert.finetune_squad", *flags, "--max_train_steps=10")
-  steps = [json.loads(line)["step"] for line in open(os.path.join(model_dir,
-                                                                  "metrics.jsonl"))]
+  steps = [json.loads(line)["step"] for line in open(os.path.join(model_dir, "metrics.jsonl"))]
   assert steps == list(range(1, 11))  # the second run continued from step 5
-  assert all(np.isfinite(json.loads(line)["loss"])
-             for line in open(os.path.join(model_dir, "metrics.jsonl")))
+  assert all(
+      np.isfinite(json.loads(line)["loss"])
+      for line in open(os.path.join(model_dir, "metrics.jsonl"))
+  )
 
 
 def test_regression_task_writes_scores(tmp_path, task_files):
@@ -248,12 +316,22 @@ def test_regression_task_writes_scores(tmp_path, task_files):
       lines.append(row + ("" if split == "test" else f"\t{5.0 * ('yes' in b.split()):.1f}"))
     (folder / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
   model_dir = str(tmp_path / "model")
-  run_entry("recurrent_bert.finetune_glue", "--task=STS-B", f"--data_dir={folder}",
-            f"--vocab_file={task_files['vocab']}", f"--model_dir={model_dir}",
-            "--model_config=bert_tiny", f"--max_seq_length={SEQ_LEN}",
-            "--train_batch_size=8", "--learning_rate=1e-3", "--max_train_steps=12",
-            # The large-batch options through fine-tuning's flags: 2 micro-batches of 4.
-            "--optimizer=lamb", "--gradient_accumulation_steps=2", "--decay_schedule=cosine")
+  run_entry(
+      "recurrent_bert.finetune_glue",
+      "--task=STS-B",
+      f"--data_dir={folder}",
+      f"--vocab_file={task_files['vocab']}",
+      f"--model_dir={model_dir}",
+      "--model_config=bert_tiny",
+      f"--max_seq_length={SEQ_LEN}",
+      "--train_batch_size=8",
+      "--learning_rate=1e-3",
+      "--max_train_steps=12",
+      # The large-batch options through fine-tuning's flags: 2 micro-batches of 4.
+      "--optimizer=lamb",
+      "--gradient_accumulation_steps=2",
+      "--decay_schedule=cosine",
+  )
   results = read_json(os.path.join(model_dir, "eval_results.json"))
   assert results["main_metric"] == "spearman"
   assert set(results["dev"]) == {"pearson", "spearman", "num_examples"}
@@ -263,13 +341,19 @@ def test_regression_task_writes_scores(tmp_path, task_files):
   assert len(rows) == 5 and all(np.isfinite(float(r[1])) for r in rows)
 
 
-@pytest.mark.parametrize("case", ["bad_row", "no_model", "eval_untrained", "bad_flag",
-                                  "bad_accumulation"])
+@pytest.mark.parametrize(
+    "case", ["bad_row", "no_model", "eval_untrained", "bad_flag", "bad_accumulation"]
+)
 def test_bad_input_fails_naming_the_culprit(case, task_files, tmp_path):
   data_dir = task_files["rte"]
-  flags = ["--task=rte", f"--data_dir={data_dir}", f"--vocab_file={task_files['vocab']}",
-           f"--model_dir={tmp_path / 'model'}", "--model_config=bert_tiny",
-           f"--max_seq_length={SEQ_LEN}"]
+  flags = [
+      "--task=rte",
+      f"--data_dir={data_dir}",
+      f"--vocab_file={task_files['vocab']}",
+      f"--model_dir={tmp_path / 'model'}",
+      "--model_config=bert_tiny",
+      f"--max_seq_length={SEQ_LEN}",
+  ]
   expected = None
   if case == "bad_row":
     broken = tmp_path / "RTE"
@@ -304,17 +388,44 @@ def test_bad_input_fails_naming_the_culprit(case, task_files, tmp_path):
 SPEC_FINETUNE = {
     "glue_bert.flags": {"train_batch_size": "32", "num_train_epochs": "3"},
     "glue_trans_blstm.flags": {"train_batch_size": "32", "num_train_epochs": "3"},
-    "squad_v1_bert.flags": {"learning_rate": "5e-5", "train_batch_size": "32",
-                            "num_train_epochs": "3", "version": "1.1"},
-    "squad_v1_trans_blstm.flags": {"learning_rate": "3e-5", "train_batch_size": "12",
-                                   "num_train_epochs": "2", "version": "1.1"},
-    "squad_v1_trans_blstm_decoder.flags": {"learning_rate": "3e-5", "train_batch_size": "12",
-                                           "num_train_epochs": "2", "use_blstm_decoder": True},
-    **{f"swishrnn_{task}.flags": {"train_batch_size": "32", "warmup_steps": "1000",
-                                  "max_train_steps": str(steps * 1000), "task": task}
-       for task, steps in (("boolq", 50), ("cola", 50), ("mnli", 200), ("mrpc", 20),
-                           ("multirc", 50), ("qnli", 100), ("qqp", 150), ("rte", 20),
-                           ("sst2", 80), ("stsb", 30))},
+    "squad_v1_bert.flags": {
+        "learning_rate": "5e-5",
+        "train_batch_size": "32",
+        "num_train_epochs": "3",
+        "version": "1.1",
+    },
+    "squad_v1_trans_blstm.flags": {
+        "learning_rate": "3e-5",
+        "train_batch_size": "12",
+        "num_train_epochs": "2",
+        "version": "1.1",
+    },
+    "squad_v1_trans_blstm_decoder.flags": {
+        "learning_rate": "3e-5",
+        "train_batch_size": "12",
+        "num_train_epochs": "2",
+        "use_blstm_decoder": True,
+    },
+    **{
+        f"swishrnn_{task}.flags": {
+            "train_batch_size": "32",
+            "warmup_steps": "1000",
+            "max_train_steps": str(steps * 1000),
+            "task": task,
+        }
+        for task, steps in (
+            ("boolq", 50),
+            ("cola", 50),
+            ("mnli", 200),
+            ("mrpc", 20),
+            ("multirc", 50),
+            ("qnli", 100),
+            ("qqp", 150),
+            ("rte", 20),
+            ("sst2", 80),
+            ("stsb", 30),
+        )
+    },
 }
 FINETUNE_CONFIGS = os.path.join(REPO, "configs", "finetune")
 
@@ -355,12 +466,19 @@ for path in sys.argv[2:]:
               ["prog", "--flagfile=" + path, "--model_dir=/nonexistent"])
 print("ok")
 """
-  for module, prefix in (("recurrent_bert.finetune_glue", ("glue_", "swishrnn_")),
-                         ("recurrent_bert.finetune_squad", ("squad_",))):
+  for module, prefix in (
+      ("recurrent_bert.finetune_glue", ("glue_", "swishrnn_")),
+      ("recurrent_bert.finetune_squad", ("squad_",)),
+  ):
     files = [os.path.join(FINETUNE_CONFIGS, n) for n in names if n.startswith(prefix)]
-    result = subprocess.run([sys.executable, "-c", script, module, *files], cwd=REPO,
-                            capture_output=True, text=True, timeout=120,
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO))
+    result = subprocess.run(
+        [sys.executable, "-c", script, module, *files],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO),
+    )
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
 
 
@@ -371,14 +489,37 @@ def _superglue_and_mnli_folder(root, task):
   folder.mkdir()
   if task == "mnli":
     labels = ["entailment", "neutral", "contradiction"]
-    labeled = "\t".join(["index", "promptID", "pairID", "genre", "sentence1_binary_parse",
-                         "sentence2_binary_parse", "sentence1_parse", "sentence2_parse",
-                         "sentence1", "sentence2", "label1", "gold_label"])
-    test = "\t".join(["index", "promptID", "pairID", "genre", "sentence1_binary_parse",
-                      "sentence2_binary_parse", "sentence1_parse", "sentence2_parse",
-                      "sentence1", "sentence2"])
-    for split in ("train", "dev_matched", "dev_mismatched", "test_matched",
-                  "test_mismatched"):
+    labeled = "\t".join(
+        [
+            "index",
+            "promptID",
+            "pairID",
+            "genre",
+            "sentence1_binary_parse",
+            "sentence2_binary_parse",
+            "sentence1_parse",
+            "sentence2_parse",
+            "sentence1",
+            "sentence2",
+            "label1",
+            "gold_label",
+        ]
+    )
+    test = "\t".join(
+        [
+            "index",
+            "promptID",
+            "pairID",
+            "genre",
+            "sentence1_binary_parse",
+            "sentence2_binary_parse",
+            "sentence1_parse",
+            "sentence2_parse",
+            "sentence1",
+            "sentence2",
+        ]
+    )
+    for split in ("train", "dev_matched", "dev_mismatched", "test_matched", "test_mismatched"):
       is_test = split.startswith("test")
       lines = [test if is_test else labeled]
       for i, (a, b, _) in enumerate(pairs):
@@ -393,29 +534,51 @@ def _superglue_and_mnli_folder(root, task):
       if task == "boolq":
         records.append({"question": a, "passage": b, "idx": i, **labeled})
       elif i % 3 == 0:  # MultiRC: one paragraph per 3 pairs, one question, 3 answers
-        answers = [{"text": pairs[j][1], "idx": j,
-                    **({} if split == "test" else {"label": int(pairs[j][2] == "entailment")})}
-                   for j in range(i, min(i + 3, len(pairs)))]
-        records.append({"idx": i // 3, "passage": {"text": a, "questions": [
-            {"question": "which one ?", "idx": i // 3, "answers": answers}]}})
-    (folder / name).write_text("".join(json.dumps(r) + "\n" for r in records),
-                               encoding="utf-8")
+        answers = [
+            {
+                "text": pairs[j][1],
+                "idx": j,
+                **({} if split == "test" else {"label": int(pairs[j][2] == "entailment")}),
+            }
+            for j in range(i, min(i + 3, len(pairs)))
+        ]
+        records.append(
+            {
+                "idx": i // 3,
+                "passage": {
+                    "text": a,
+                    "questions": [{"question": "which one ?", "idx": i // 3, "answers": answers}],
+                },
+            }
+        )
+    (folder / name).write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
   return folder
 
 
-@pytest.mark.parametrize("task,files,metrics", [
-    ("boolq", ["BoolQ.jsonl"], {"accuracy"}),
-    ("multirc", ["MultiRC.jsonl"], {"f1a", "exact_match"}),
-    ("mnli", ["MNLI-m.tsv", "MNLI-mm.tsv"], {"accuracy"}),
-])
+@pytest.mark.parametrize(
+    "task,files,metrics",
+    [
+        ("boolq", ["BoolQ.jsonl"], {"accuracy"}),
+        ("multirc", ["MultiRC.jsonl"], {"f1a", "exact_match"}),
+        ("mnli", ["MNLI-m.tsv", "MNLI-mm.tsv"], {"accuracy"}),
+    ],
+)
 def test_superglue_and_mnli_wiring(task, files, metrics, task_files, tmp_path):
   """Every eval split scored with the task's metrics; every test split's submission file."""
   folder = _superglue_and_mnli_folder(tmp_path, task)
   model_dir = tmp_path / "model"
-  run_entry("recurrent_bert.finetune_glue", f"--task={task}", f"--data_dir={folder}",
-            f"--vocab_file={task_files['vocab']}", f"--model_dir={model_dir}",
-            "--model_config=bert_tiny", "--max_seq_length=48", "--train_batch_size=8",
-            "--max_train_steps=3", "--learning_rate=1e-4")
+  run_entry(
+      "recurrent_bert.finetune_glue",
+      f"--task={task}",
+      f"--data_dir={folder}",
+      f"--vocab_file={task_files['vocab']}",
+      f"--model_dir={model_dir}",
+      "--model_config=bert_tiny",
+      "--max_seq_length=48",
+      "--train_batch_size=8",
+      "--max_train_steps=3",
+      "--learning_rate=1e-4",
+  )
   results = read_json(model_dir / "eval_results.json")
   splits = ["dev_matched", "dev_mismatched"] if task == "mnli" else ["dev"]
   for split in splits:
@@ -433,25 +596,47 @@ def test_multi_worker_finetuning_matches_single_device_evaluation(task_files, tm
   """Two MultiWorkerMirrored worker processes on 127.0.0.1 train with evaluation (the
   distributed, gathered prediction); a default-strategy --mode=eval of the same best
   checkpoint reproduces the metric, and predictions are written once."""
-  from tests.training.conftest import assert_all_succeeded, subprocess_env, wait_all
+  from tests.training.conftest import assert_all_succeeded
+  from tests.training.conftest import subprocess_env
+  from tests.training.conftest import wait_all
   from tests.training.test_loop import free_port
 
   model_dir = tmp_path / "mwms"
   cluster = {"worker": [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]}
-  flags = ["-m", "recurrent_bert.finetune_glue", "--task=rte",
-           f"--data_dir={task_files['rte']}", f"--vocab_file={task_files['vocab']}",
-           f"--model_dir={model_dir}", *GLUE_FLAGS, "--max_train_steps=30",
-           "--distribution_strategy=multi_worker_mirrored"]
-  processes = [subprocess.Popen(
-      [sys.executable, *flags], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-      text=True, env=subprocess_env(TF_CONFIG=json.dumps(
-          {"cluster": cluster, "task": {"type": "worker", "index": index}})))
-      for index in range(2)]
+  flags = [
+      "-m",
+      "recurrent_bert.finetune_glue",
+      "--task=rte",
+      f"--data_dir={task_files['rte']}",
+      f"--vocab_file={task_files['vocab']}",
+      f"--model_dir={model_dir}",
+      *GLUE_FLAGS,
+      "--max_train_steps=30",
+      "--distribution_strategy=multi_worker_mirrored",
+  ]
+  processes = [
+      subprocess.Popen(
+          [sys.executable, *flags],
+          cwd=REPO,
+          stdout=subprocess.PIPE,
+          stderr=subprocess.PIPE,
+          text=True,
+          env=subprocess_env(
+              TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+          ),
+      )
+      for index in range(2)
+  ]
   assert_all_succeeded(("worker 0", "worker 1"), wait_all(processes, timeout=400))
   distributed = read_json(model_dir / "eval_results.json")
   assert not os.listdir(model_dir / ".scratch")  # worker 1's checkpoints are gone
-  run_entry("recurrent_bert.finetune_glue", "--task=rte", "--mode=eval",
-            f"--data_dir={task_files['rte']}", f"--model_dir={model_dir}")
+  run_entry(
+      "recurrent_bert.finetune_glue",
+      "--task=rte",
+      "--mode=eval",
+      f"--data_dir={task_files['rte']}",
+      f"--model_dir={model_dir}",
+  )
   single = read_json(model_dir / "eval_results.json")
   assert single["global_step"] == distributed["global_step"]
   assert single["dev"] == distributed["dev"]
@@ -472,11 +657,26 @@ with tfds.testing.mock_data(num_examples=20):
   model_dir = tmp_path / "model"
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
   result = subprocess.run(
-      [sys.executable, "-c", script, "--task=cola", "--tfds",
-       f"--tfds_data_dir={tmp_path / 'tfds'}", f"--vocab_file={task_files['vocab']}",
-       f"--model_dir={model_dir}", "--model_config=bert_tiny", "--max_seq_length=24",
-       "--train_batch_size=4", "--max_train_steps=2"],
-      cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+      [
+          sys.executable,
+          "-c",
+          script,
+          "--task=cola",
+          "--tfds",
+          f"--tfds_data_dir={tmp_path / 'tfds'}",
+          f"--vocab_file={task_files['vocab']}",
+          f"--model_dir={model_dir}",
+          "--model_config=bert_tiny",
+          "--max_seq_length=24",
+          "--train_batch_size=4",
+          "--max_train_steps=2",
+      ],
+      cwd=REPO,
+      env=env,
+      capture_output=True,
+      text=True,
+      timeout=300,
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   results = read_json(model_dir / "eval_results.json")
   assert results["dev"]["num_examples"] == 20

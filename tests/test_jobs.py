@@ -48,13 +48,20 @@ def test_run_jobs_logs_echoes_and_reports_every_exit(tmp_path):
   out = io.StringIO()
   exits = []
   pool = [
-      jobs.Job("a", _python("print('step 1/2'); print('noise'); print('step 2/2')"),
-               str(tmp_path / "logs" / "a.log"), echo=re.compile(r"^step"), label="[a] "),
-      jobs.Job("b", _python("import sys; print('bad input'); sys.exit(2)"),
-               str(tmp_path / "logs" / "b.log")),
+      jobs.Job(
+          "a",
+          _python("print('step 1/2'); print('noise'); print('step 2/2')"),
+          str(tmp_path / "logs" / "a.log"),
+          echo=re.compile(r"^step"),
+          label="[a] ",
+      ),
+      jobs.Job(
+          "b",
+          _python("import sys; print('bad input'); sys.exit(2)"),
+          str(tmp_path / "logs" / "b.log"),
+      ),
   ]
-  jobs.run_jobs(pool, 1, lambda job, code, wall, cpu: exits.append((job.name, code, cpu)),
-                out=out)
+  jobs.run_jobs(pool, 1, lambda job, code, wall, cpu: exits.append((job.name, code, cpu)), out=out)
   assert [(name, code) for name, code, _ in exits] == [("a", 0), ("b", 2)]
   assert all(cpu is not None and cpu >= 0 for _, _, cpu in exits)  # one at a time
   assert out.getvalue().splitlines() == ["    [a] step 1/2", "    [a] step 2/2"]
@@ -84,8 +91,9 @@ def test_run_jobs_side_by_side_and_an_exception_stops_the_rest(tmp_path):
   assert sorted(name for name, _ in exits) == ["j0", "j1", "j2"]
   assert all(cpu is None for _, cpu in exits)  # usage of side-by-side jobs not told apart
 
-  sleeper = jobs.Job("sleeper", _python("import time; time.sleep(60)"),
-                     str(tmp_path / "sleeper.log"))
+  sleeper = jobs.Job(
+      "sleeper", _python("import time; time.sleep(60)"), str(tmp_path / "sleeper.log")
+  )
   quick = jobs.Job("quick", _python("pass"), str(tmp_path / "quick.log"))
 
   def fail(job, code, wall, cpu):

@@ -14,16 +14,28 @@ import tensorflow as tf
 
 from recurrent_bert.data import tokenization
 from recurrent_bert.training import checkpoints
-from tests.training.conftest import (  # noqa: F401
-    REPO, SMALL_MODEL, corpus_file, losses_by_step, make_records, masked_records,
-    pretrain_command, read_json, run_pretrain, small_config, subprocess_env,
-    unmasked_records, vocab_file, wait_all)
+from tests.training.conftest import REPO
+from tests.training.conftest import SMALL_MODEL
+from tests.training.conftest import corpus_file  # noqa: F401
+from tests.training.conftest import losses_by_step
+from tests.training.conftest import make_records
+from tests.training.conftest import masked_records  # noqa: F401
+from tests.training.conftest import pretrain_command
+from tests.training.conftest import read_json
+from tests.training.conftest import run_pretrain
+from tests.training.conftest import small_config  # noqa: F401
+from tests.training.conftest import subprocess_env
+from tests.training.conftest import unmasked_records  # noqa: F401
+from tests.training.conftest import vocab_file  # noqa: F401
+from tests.training.conftest import wait_all
 
 CONFIGS = os.path.join(REPO, "configs", "pretrain")
 # A rate and ETA on every line but one that covers only the first (compiling) call.
-PROGRESS_LINE = re.compile(r"step (\d+)/(\d+) loss=\d+\.\d{3} mlm_acc=\d\.\d\d .*"
-                           r"lr=\d\.\de[+-]\d\d (?:[\d.]+ steps/s \d+ ex/s ETA \S+|"
-                           r"\(first call, with compilation: [^)]*\))")
+PROGRESS_LINE = re.compile(
+    r"step (\d+)/(\d+) loss=\d+\.\d{3} mlm_acc=\d\.\d\d .*"
+    r"lr=\d\.\de[+-]\d\d (?:[\d.]+ steps/s \d+ ex/s ETA \S+|"
+    r"\(first call, with compilation: [^)]*\))"
+)
 
 
 def read_flagfile(name):
@@ -45,10 +57,17 @@ RECIPES = {
     "bert_large_phase1.flags": ("bert_large", 128, 256, 900000, 1e-4, 10000, 0.999, True),
     "bert_large_phase2.flags": ("bert_large", 512, 256, 100000, 1e-5, 0, 0.999, True),
     "trans_blstm_base.flags": ("trans_blstm_2_base", 256, 256, 1000000, 1e-4, 10000, 0.999, True),
-    "trans_blstm_small_base.flags": ("trans_blstm_small_2_base", 256, 256, 1000000, 1e-4,
-                                     10000, 0.999, True),
-    "trans_blstm_1_base.flags": ("trans_blstm_1_base", 256, 256, 1000000, 1e-4, 10000, 0.999,
-                                 True),
+    "trans_blstm_small_base.flags": (
+        "trans_blstm_small_2_base",
+        256,
+        256,
+        1000000,
+        1e-4,
+        10000,
+        0.999,
+        True,
+    ),
+    "trans_blstm_1_base.flags": ("trans_blstm_1_base", 256, 256, 1000000, 1e-4, 10000, 0.999, True),
     "blstm_base.flags": ("blstm_base", 256, 256, 1000000, 1e-4, 10000, 0.999, True),
     "swishrnn_base.flags": ("swishrnn_base", 512, 1024, 300000, 3e-4, 20000, 0.98, False),
     "swishrnn_large.flags": ("swishrnn_large", 512, 4096, 300000, 2e-4, 20000, 0.98, False),
@@ -86,10 +105,23 @@ def test_every_flagfile_parses_and_validates():
   """absl --only_check_args: every flag exists and passes its validators (no TF work)."""
   names = sorted(n for n in os.listdir(CONFIGS) if n.endswith(".flags"))
   assert set(RECIPES) < set(names)
-  processes = [subprocess.Popen(
-      [sys.executable, "-m", "recurrent_bert.pretrain", f"--flagfile=configs/pretrain/{n}",
-       "--only_check_args"], cwd=REPO, env=subprocess_env(), stdout=subprocess.PIPE,
-      stderr=subprocess.PIPE, text=True) for n in names]
+  processes = [
+      subprocess.Popen(
+          [
+              sys.executable,
+              "-m",
+              "recurrent_bert.pretrain",
+              f"--flagfile=configs/pretrain/{n}",
+              "--only_check_args",
+          ],
+          cwd=REPO,
+          env=subprocess_env(),
+          stdout=subprocess.PIPE,
+          stderr=subprocess.PIPE,
+          text=True,
+      )
+      for n in names
+  ]
   for name, (returncode, stderr) in zip(names, wait_all(processes, timeout=120)):
     assert returncode == 0, f"{name}: {stderr[-2000:]}"
 
@@ -97,20 +129,34 @@ def test_every_flagfile_parses_and_validates():
 TINY_FLAGFILES = ("tiny_bert.flags", "tiny_trans_blstm.flags", "tiny_swishrnn.flags")
 
 
-def test_tiny_flagfiles_run_end_to_end(tmp_path, masked_records, unmasked_records,
-                                       vocab_file):
+def test_tiny_flagfiles_run_end_to_end(tmp_path, masked_records, unmasked_records, vocab_file):
   """Each tiny recipe as given, on test data (seq 64) for 6 steps; concurrently."""
   processes = []
   for flagfile in TINY_FLAGFILES:
     records = unmasked_records if "swishrnn" in flagfile else masked_records
-    processes.append(subprocess.Popen(
-        [sys.executable, "-m", "recurrent_bert.pretrain",
-         f"--flagfile=configs/pretrain/{flagfile}", f"--input_files={records}",
-         f"--vocab_file={vocab_file}", f"--model_dir={tmp_path / flagfile}",
-         "--max_seq_length=64", "--max_predictions_per_seq=10", "--num_train_steps=6",
-         "--warmup_steps=2", "--log_steps=3"],
-        cwd=REPO, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True))
+    processes.append(
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "recurrent_bert.pretrain",
+                f"--flagfile=configs/pretrain/{flagfile}",
+                f"--input_files={records}",
+                f"--vocab_file={vocab_file}",
+                f"--model_dir={tmp_path / flagfile}",
+                "--max_seq_length=64",
+                "--max_predictions_per_seq=10",
+                "--num_train_steps=6",
+                "--warmup_steps=2",
+                "--log_steps=3",
+            ],
+            cwd=REPO,
+            env=subprocess_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    )
   for flagfile, (returncode, stderr) in zip(TINY_FLAGFILES, wait_all(processes, 400)):
     assert returncode == 0, f"{flagfile}: {stderr[-3000:]}"
     lines = [m.group(0) for m in PROGRESS_LINE.finditer(stderr)]
@@ -128,12 +174,18 @@ def test_bad_flags_fail_before_any_work(tmp_path, masked_records, vocab_file):
       "--dynamic_masking": ["--dynamic_masking"],  # the records are masked already
       "--init_checkpoint": [f"--init_checkpoint={tmp_path / 'nothing_here'}"],
   }
-  processes = [subprocess.Popen(
-      pretrain_command(tmp_path / str(i), vocab_file, masked_records, *flags), cwd=REPO,
-      env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-      for i, flags in enumerate(cases.values())]
-  for i, (flag, (returncode, stderr)) in enumerate(
-      zip(cases, wait_all(processes, timeout=200))):
+  processes = [
+      subprocess.Popen(
+          pretrain_command(tmp_path / str(i), vocab_file, masked_records, *flags),
+          cwd=REPO,
+          env=subprocess_env(),
+          stdout=subprocess.PIPE,
+          stderr=subprocess.PIPE,
+          text=True,
+      )
+      for i, flags in enumerate(cases.values())
+  ]
+  for i, (flag, (returncode, stderr)) in enumerate(zip(cases, wait_all(processes, timeout=200))):
     assert returncode != 0, flag
     assert flag in stderr, (flag, stderr[-2000:])
     assert "Traceback" not in stderr, stderr[-2000:]
@@ -145,21 +197,45 @@ def test_bad_flags_fail_before_any_work(tmp_path, masked_records, vocab_file):
 def phase1_dir(tmp_path_factory, masked_records, vocab_file, small_config):
   """4 steps of the small bert at seq 64 (checkpoints at 2 and 4, encoder exported)."""
   model_dir = tmp_path_factory.mktemp("phase1")
-  run_pretrain(model_dir, vocab_file, masked_records, f"--model_config={small_config}",
-               "--num_train_steps=4", "--save_checkpoints_steps=2", "--steps_per_loop=2")
+  run_pretrain(
+      model_dir,
+      vocab_file,
+      masked_records,
+      f"--model_config={small_config}",
+      "--num_train_steps=4",
+      "--save_checkpoints_steps=2",
+      "--steps_per_loop=2",
+  )
   return model_dir
 
 
 def test_phase2_longer_sequences_from_phase1_with_xla_and_bfloat16(
-    tmp_path, tmp_path_factory, phase1_dir, corpus_file, vocab_file, small_config):
-  records_128 = make_records(tmp_path_factory.mktemp("seq128"), corpus_file, vocab_file,
-                             "--dupe_factor=1", seq_len=128, max_predictions=20)
+    tmp_path, tmp_path_factory, phase1_dir, corpus_file, vocab_file, small_config
+):
+  records_128 = make_records(
+      tmp_path_factory.mktemp("seq128"),
+      corpus_file,
+      vocab_file,
+      "--dupe_factor=1",
+      seq_len=128,
+      max_predictions=20,
+  )
   # A vanishing learning rate: phase 2's weights must then still be phase 1's.
-  result = run_pretrain(tmp_path, vocab_file, records_128, f"--model_config={small_config}",
-                        "--max_seq_length=128", "--max_predictions_per_seq=20",
-                        f"--init_checkpoint={phase1_dir}",
-                        "--jit_compile", "--mixed_precision=mixed_bfloat16", "--seed=5",
-                        "--num_train_steps=4", "--learning_rate=1e-12", "--weight_decay=0")
+  result = run_pretrain(
+      tmp_path,
+      vocab_file,
+      records_128,
+      f"--model_config={small_config}",
+      "--max_seq_length=128",
+      "--max_predictions_per_seq=20",
+      f"--init_checkpoint={phase1_dir}",
+      "--jit_compile",
+      "--mixed_precision=mixed_bfloat16",
+      "--seed=5",
+      "--num_train_steps=4",
+      "--learning_rate=1e-12",
+      "--weight_decay=0",
+  )
   assert "initialised weights from" in result.stderr and "ckpt-4" in result.stderr
   losses = losses_by_step(tmp_path)
   assert sorted(losses) == [1, 2, 3, 4] and all(math.isfinite(x) for x in losses.values())
@@ -168,16 +244,24 @@ def test_phase2_longer_sequences_from_phase1_with_xla_and_bfloat16(
   names = [n for n in phase1.get_variable_to_shape_map() if "VARIABLE_VALUE" in n]
   assert len(names) > 20
   for name in names:
-    np.testing.assert_allclose(phase2.get_tensor(name), phase1.get_tensor(name),
-                               atol=1e-6, err_msg=name)
+    np.testing.assert_allclose(
+        phase2.get_tensor(name), phase1.get_tensor(name), atol=1e-6, err_msg=name
+    )
 
 
 def test_load_encoder_from_export_model_dir_and_checkpoint(phase1_dir, vocab_file):
   vocab_size = len(tokenization.load_vocab(vocab_file))
   export_dir = os.path.join(phase1_dir, "encoder")
-  assert sorted(os.listdir(export_dir)) == sorted([
-      "encoder.index", "encoder.data-00000-of-00001", "model_config.json", "vocab.txt",
-      "tokenizer.json", "export_info.json"])
+  assert sorted(os.listdir(export_dir)) == sorted(
+      [
+          "encoder.index",
+          "encoder.data-00000-of-00001",
+          "model_config.json",
+          "vocab.txt",
+          "tokenizer.json",
+          "export_info.json",
+      ]
+  )
   assert read_json(os.path.join(export_dir, "export_info.json"))["global_step"] == 4
   raw = tf.train.load_checkpoint(os.path.join(phase1_dir, "ckpt-4"))
   token_key = "model/embeddings.Stoken_embedding.Sembeddings/.ATTRIBUTES/VARIABLE_VALUE"
@@ -185,8 +269,9 @@ def test_load_encoder_from_export_model_dir_and_checkpoint(phase1_dir, vocab_fil
     encoder = checkpoints.load_encoder(path)
     assert encoder.config.vocab_size == vocab_size
     np.testing.assert_array_equal(encoder.token_embeddings.numpy(), raw.get_tensor(token_key))
-  outputs = encoder({name: tf.ones([2, 16], tf.int32)
-                     for name in ("input_ids", "input_mask", "segment_ids")})
+  outputs = encoder(
+      {name: tf.ones([2, 16], tf.int32) for name in ("input_ids", "input_mask", "segment_ids")}
+  )
   assert outputs["sequence_output"].shape == (2, 16, SMALL_MODEL["hidden_size"])
   # An older checkpoint is a different encoder.
   older = checkpoints.load_encoder(os.path.join(phase1_dir, "ckpt-2"))
@@ -195,16 +280,24 @@ def test_load_encoder_from_export_model_dir_and_checkpoint(phase1_dir, vocab_fil
     checkpoints.load_encoder(os.path.join(phase1_dir, "train"))
 
 
-def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(tmp_path, phase1_dir,
-                                                              masked_records, vocab_file,
-                                                              small_config):
+def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(
+    tmp_path, phase1_dir, masked_records, vocab_file, small_config
+):
   model_dir = tmp_path / "run"
   shutil.copytree(phase1_dir, model_dir)
   shutil.rmtree(model_dir / "encoder")
-  result = run_pretrain(model_dir, vocab_file, masked_records,
-                        f"--model_config={small_config}", "--num_train_steps=8",
-                        "--save_checkpoints_steps=2", "--steps_per_loop=2",
-                        "--learning_rate=1e30", "--clip_norm=0", check=False)
+  result = run_pretrain(
+      model_dir,
+      vocab_file,
+      masked_records,
+      f"--model_config={small_config}",
+      "--num_train_steps=8",
+      "--save_checkpoints_steps=2",
+      "--steps_per_loop=2",
+      "--learning_rate=1e30",
+      "--clip_norm=0",
+      check=False,
+  )
   assert result.returncode == 1, result.stderr[-3000:]
   message = re.search(r"error: loss is (nan|inf|-inf) at step (\d+)", result.stderr)
   assert message, result.stderr[-3000:]

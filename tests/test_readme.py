@@ -32,8 +32,10 @@ from tests.readme_text import shell_blocks
 TINY_FLAGS = {
     "tools.build_vocab": "--builtin_max_bytes=300000 --vocab_size=2000",
     "tools.create_pretraining_data": "--builtin_max_bytes=300000 --dupe_factor=1",
-    "recurrent_bert.pretrain": ("--num_train_steps=6 --warmup_steps=1 --train_batch_size=8 "
-                                "--steps_per_loop=3 --log_steps=3 --save_checkpoints_steps=3"),
+    "recurrent_bert.pretrain": (
+        "--num_train_steps=6 --warmup_steps=1 --train_batch_size=8 "
+        "--steps_per_loop=3 --log_steps=3 --save_checkpoints_steps=3"
+    ),
     "tools.make_sample_tasks": "--num_train=48 --num_dev=16",
     "recurrent_bert.finetune_glue": "--max_train_steps=4 --steps_per_loop=2 --log_steps=2",
     "recurrent_bert.finetune_squad": "--max_train_steps=4 --steps_per_loop=2 --log_steps=2",
@@ -58,9 +60,14 @@ def walkthrough(tmp_path_factory):
   root = tmp_path_factory.mktemp("walkthrough")
   run_dir = root / "run"
   script = "set -euo pipefail\n" + tiny(blocks[0])
-  result = subprocess.run(["bash", "-c", script], cwd=REPO, capture_output=True, text=True,
-                          timeout=1200, env=env(RUN=str(run_dir),
-                                                 RECURRENT_BERT_CACHE=str(root / "cache")))
+  result = subprocess.run(
+      ["bash", "-c", script],
+      cwd=REPO,
+      capture_output=True,
+      text=True,
+      timeout=1200,
+      env=env(RUN=str(run_dir), RECURRENT_BERT_CACHE=str(root / "cache")),
+  )
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
   return run_dir, result
 
@@ -71,8 +78,14 @@ def test_walkthrough_runs_as_written_and_serves(walkthrough):
   assert re.fullmatch(r"\[b'(entailment|not_entailment)'\]", served[0]), served
   assert re.fullmatch(r"\[b'.*'\]", served[1]), served
   pretraining = run_dir / "models" / "tiny_bert"
-  for name in ("model_config.json", "vocab.txt", "tokenizer.json", "metrics.jsonl",
-               "encoder/encoder.index", "encoder/tokenizer.json"):
+  for name in (
+      "model_config.json",
+      "vocab.txt",
+      "tokenizer.json",
+      "metrics.jsonl",
+      "encoder/encoder.index",
+      "encoder/tokenizer.json",
+  ):
     assert (pretraining / name).exists(), name
   info = json.loads((run_dir / "finetune" / "rte" / "task_info.json").read_text())
   assert info["max_seq_length"] == 64 and info["text_pair"] is True
@@ -84,12 +97,18 @@ def test_model_dirs_of_every_kind_resolve_to_the_same_model(walkthrough):
   """Pretraining model_dir, its encoder/ export and its checkpoint prefix give the same
   weights, vocabulary and casing; a fine-tuning dir gives its best/ checkpoint's."""
   import tensorflow as tf
-  from recurrent_bert.training import checkpoints, finetuning
+
+  from recurrent_bert.training import checkpoints
+  from recurrent_bert.training import finetuning
+
   run_dir, _ = walkthrough
   pretraining = str(run_dir / "models" / "tiny_bert")
   prefix = tf.train.latest_checkpoint(pretraining)
-  inputs = {"input_ids": tf.constant([[2, 7, 9, 11, 3]]),
-            "input_mask": tf.ones([1, 5], tf.int32), "segment_ids": tf.zeros([1, 5], tf.int32)}
+  inputs = {
+      "input_ids": tf.constant([[2, 7, 9, 11, 3]]),
+      "input_mask": tf.ones([1, 5], tf.int32),
+      "segment_ids": tf.zeros([1, 5], tf.int32),
+  }
   outputs, vocabularies = [], []
   for path in (pretraining, os.path.join(pretraining, "encoder"), prefix):
     source = checkpoints.resolve_model(path)
@@ -107,17 +126,22 @@ def test_model_dirs_of_every_kind_resolve_to_the_same_model(walkthrough):
   assert source.kind == "fine-tuning model_dir"
   assert os.path.dirname(source.prefix).endswith("best")
   model, _, _, _ = finetuning.load_task_model(rte)
-  np.testing.assert_array_equal(checkpoints.load_encoder(rte)(inputs)["pooled_output"],
-                                model.encoder(inputs)["pooled_output"])
+  np.testing.assert_array_equal(
+      checkpoints.load_encoder(rte)(inputs)["pooled_output"], model.encoder(inputs)["pooled_output"]
+  )
 
 
-@pytest.mark.parametrize("path, says", [
-    ("export/rte", "SavedModel export"),
-    ("tasks", "directory without checkpoints"),
-    ("nowhere", "not a file or directory"),
-])
+@pytest.mark.parametrize(
+    "path, says",
+    [
+        ("export/rte", "SavedModel export"),
+        ("tasks", "directory without checkpoints"),
+        ("nowhere", "not a file or directory"),
+    ],
+)
 def test_a_path_that_is_no_model_says_what_it_is(walkthrough, path, says):
   from recurrent_bert.training import checkpoints
+
   run_dir, _ = walkthrough
   with pytest.raises(checkpoints.CheckpointNotFoundError, match=says):
     checkpoints.resolve_model(str(run_dir / path))
@@ -125,21 +149,28 @@ def test_a_path_that_is_no_model_says_what_it_is(walkthrough, path, says):
 
 def test_eval_reads_back_the_training_settings(walkthrough):
   run_dir, _ = walkthrough
-  common = ["recurrent_bert.finetune_glue", "--task=rte", f"--data_dir={run_dir}/tasks/rte",
-            f"--model_dir={run_dir}/finetune/rte", "--mode=eval"]
+  common = [
+      "recurrent_bert.finetune_glue",
+      "--task=rte",
+      f"--data_dir={run_dir}/tasks/rte",
+      f"--model_dir={run_dir}/finetune/rte",
+      "--mode=eval",
+  ]
   refused = run_module(*common, "--max_seq_length=128")
   assert refused.returncode == 2
   assert refused.stderr.strip().splitlines()[-1] == (
       "error: --max_seq_length=128 differs from max_seq_length=64 recorded in "
       f"{run_dir}/finetune/rte/task_info.json when the model was trained; drop the flag "
-      "(the recorded value is used) or give a new --model_dir")
+      "(the recorded value is used) or give a new --model_dir"
+  )
   assert "Traceback" not in refused.stderr
   evaluated = run_module(*common, "--eval_batch_size=8")
   assert evaluated.returncode == 0, evaluated.stderr[-3000:]
   results = json.loads((run_dir / "finetune" / "rte" / "eval_results.json").read_text())
   # Features rebuilt at the recorded length, not the flag default (128).
-  meta = json.loads((run_dir / "finetune" / "rte" / "features" /
-                     "rte_dev.tfrecord.json").read_text())
+  meta = json.loads(
+      (run_dir / "finetune" / "rte" / "features" / "rte_dev.tfrecord.json").read_text()
+  )
   assert meta["features"]["input_ids"]["shape"] == [64]
   assert results["dev"]["num_examples"] == 16
 
@@ -159,7 +190,7 @@ RAM_DRIVER = textwrap.dedent("""
       for root, _, files in tf.io.gfile.walk(source):
         relative = os.path.relpath(root, source)
         for name in files:
-          out = os.path.join(target, relative, name) if relative != "." else os.path.join(target, name)
+          out = os.path.join(target, name if relative == "." else os.path.join(relative, name))
           tf.io.gfile.makedirs(os.path.dirname(out))
           tf.io.gfile.copy(os.path.join(root, name), out, overwrite=True)
 
@@ -187,9 +218,14 @@ RAM_DRIVER = textwrap.dedent("""
 
 
 def _ram_run(command, copies, *argv):
-  result = subprocess.run([sys.executable, "-c", RAM_DRIVER, command, json.dumps(copies),
-                           *argv], cwd=REPO, capture_output=True, text=True, timeout=600,
-                          env=env())
+  result = subprocess.run(
+      [sys.executable, "-c", RAM_DRIVER, command, json.dumps(copies), *argv],
+      cwd=REPO,
+      capture_output=True,
+      text=True,
+      timeout=600,
+      env=env(),
+  )
   assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-5000:]
   return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -198,13 +234,26 @@ def test_pretraining_and_export_on_ram_filesystem(walkthrough):
   run_dir, _ = walkthrough
   report = _ram_run(
       "recurrent_bert.pretrain",
-      [[str(run_dir / "tiny_data"), "ram://data"], [str(run_dir / "vocab.txt"),
-                                                     "ram://vocab/vocab.txt"]],
-      f"--flagfile={REPO}/configs/pretrain/tiny_bert.flags", "--run_dir=ram://",
-      "--vocab_file=ram://vocab/vocab.txt", "--input_files=ram://data/*.tfrecord",
-      "--model_dir=ram://pretrain", *shlex.split(TINY_FLAGS["recurrent_bert.pretrain"]))
-  for name in ("checkpoint", "encoder", "metrics.jsonl", "model_config.json",
-               "tokenizer.json", "train", "vocab.txt"):
+      [
+          [str(run_dir / "tiny_data"), "ram://data"],
+          [str(run_dir / "vocab.txt"), "ram://vocab/vocab.txt"],
+      ],
+      f"--flagfile={REPO}/configs/pretrain/tiny_bert.flags",
+      "--run_dir=ram://",
+      "--vocab_file=ram://vocab/vocab.txt",
+      "--input_files=ram://data/*.tfrecord",
+      "--model_dir=ram://pretrain",
+      *shlex.split(TINY_FLAGS["recurrent_bert.pretrain"]),
+  )
+  for name in (
+      "checkpoint",
+      "encoder",
+      "metrics.jsonl",
+      "model_config.json",
+      "tokenizer.json",
+      "train",
+      "vocab.txt",
+  ):
     assert name in report["files"], report
   assert "encode" in report["signatures"] and "pooled_output" in report["outputs"]
 
@@ -213,13 +262,27 @@ def test_finetuning_and_export_on_ram_filesystem(walkthrough):
   run_dir, _ = walkthrough
   report = _ram_run(
       "recurrent_bert.finetune_glue",
-      [[str(run_dir / "models" / "tiny_bert"), "ram://pretrained"],
-       [str(run_dir / "tasks" / "rte"), "ram://tasks/rte"]],
-      "--task=rte", "--data_dir=ram://tasks/rte", "--init_checkpoint=ram://pretrained",
-      "--model_dir=ram://finetune", "--max_seq_length=32", "--learning_rate=1e-3",
-      *shlex.split(TINY_FLAGS["recurrent_bert.finetune_glue"]))
-  for name in ("best", "eval_results.json", "features", "predictions", "task_info.json",
-               "tokenizer.json", "vocab.txt"):
+      [
+          [str(run_dir / "models" / "tiny_bert"), "ram://pretrained"],
+          [str(run_dir / "tasks" / "rte"), "ram://tasks/rte"],
+      ],
+      "--task=rte",
+      "--data_dir=ram://tasks/rte",
+      "--init_checkpoint=ram://pretrained",
+      "--model_dir=ram://finetune",
+      "--max_seq_length=32",
+      "--learning_rate=1e-3",
+      *shlex.split(TINY_FLAGS["recurrent_bert.finetune_glue"]),
+  )
+  for name in (
+      "best",
+      "eval_results.json",
+      "features",
+      "predictions",
+      "task_info.json",
+      "tokenizer.json",
+      "vocab.txt",
+  ):
     assert name in report["files"], report
   assert "classify_pair" in report["signatures"]
   assert {"label", "probabilities"} <= set(report["outputs"])

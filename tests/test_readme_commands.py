@@ -36,8 +36,12 @@ def test_readme_commands_name_existing_commands_and_flags():
     by_command.setdefault(module, set()).update(re.findall(r"\s--(?:no)?([a-z_0-9]+)", rest))
     for flagfile in re.findall(r"--flagfile=(configs/\S+)", rest):
       assert os.path.isfile(os.path.join(REPO, flagfile)), flagfile
-  assert {"recurrent_bert.pretrain", "recurrent_bert.finetune_glue",
-          "recurrent_bert.export", "tools.create_pretraining_data"} <= set(by_command)
+  assert {
+      "recurrent_bert.pretrain",
+      "recurrent_bert.finetune_glue",
+      "recurrent_bert.export",
+      "tools.create_pretraining_data",
+  } <= set(by_command)
   helps = {}
   for module in sorted(by_command):
     if module.startswith("benchmarks."):
@@ -65,10 +69,16 @@ def test_help_lists_the_commands_own_flags_by_group():
   assert result.returncode == 0, result.stderr[-2000:]
   out = result.stdout
   groups = re.findall(r"^([a-z][a-z ]+):$", out, re.M)
-  assert groups[:5] == ["task and data", "model", "mode and output", "optimisation",
-                        "execution"]
-  for flag in ("--mode", "--model_dir", "--learning_rate", "--init_checkpoint", "--task",
-               "--distribution_strategy", "--run_dir"):
+  assert groups[:5] == ["task and data", "model", "mode and output", "optimisation", "execution"]
+  for flag in (
+      "--mode",
+      "--model_dir",
+      "--learning_rate",
+      "--init_checkpoint",
+      "--task",
+      "--distribution_strategy",
+      "--run_dir",
+  ):
     assert f"\n  {flag}\n" in out, flag
   assert "--test_srcdir" not in out and "--xla_" not in out  # not absl's or TF's
 
@@ -81,8 +91,9 @@ def test_flagfile_without_its_data_names_the_tool_that_makes_it(tmp_path):
   assert line.startswith(f"error: --vocab_file: '{tmp_path}/vocab.txt' does not exist")
   assert "tools.build_vocab" in line and f"--output_file={tmp_path}/vocab.txt" in line
 
-  (tmp_path / "vocab.txt").write_text("\n".join(
-      ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]) + "\n")
+  (tmp_path / "vocab.txt").write_text(
+      "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]) + "\n"
+  )
   missing_data = run_module("recurrent_bert.pretrain", flagfile, f"--run_dir={tmp_path}")
   assert missing_data.returncode == 2 and "Traceback" not in missing_data.stderr
   line = missing_data.stderr.strip().splitlines()[-1]

@@ -42,12 +42,15 @@ flags.register_validator("vocab_size", lambda v: v >= 100, "--vocab_size must be
 
 def count_words(files, do_lower_case, max_lines=0, batch_size=4096):
   """Counter of basic-tokenized words over the files (streamed, batched in-graph)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from recurrent_bert import io_utils  # pylint: disable=g-import-not-at-top
-  from recurrent_bert.data import tokenization  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
 
-  split = tf.function(lambda t: tokenization.basic_tokenize(t, do_lower_case),
-                      input_signature=[tf.TensorSpec([None], tf.string)])
+  from recurrent_bert import io_utils
+  from recurrent_bert.data import tokenization
+
+  split = tf.function(
+      lambda t: tokenization.basic_tokenize(t, do_lower_case),
+      input_signature=[tf.TensorSpec([None], tf.string)],
+  )
   counts = collections.Counter()
   batch = []
   seen = 0
@@ -75,16 +78,23 @@ def count_words(files, do_lower_case, max_lines=0, batch_size=4096):
 
 def learn_vocab(counts, vocab_size, max_unique_chars=1000, max_token_length=50, min_count=1):
   """Runs tensorflow-text's WordPiece learner; returns exactly vocab_size tokens."""
-  from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner  # pylint: disable=g-import-not-at-top
-  from recurrent_bert.data import tokenization  # pylint: disable=g-import-not-at-top
+  from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
+
+  from recurrent_bert.data import tokenization
 
   reserved = list(tokenization.RESERVED_TOKENS)
   # Sorted input: the learner's result then does not depend on Counter insertion order.
   word_counts = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-  vocab = learner.learn(word_counts, vocab_size=vocab_size, reserved_tokens=reserved,
-                        lower_thresh=min_count, max_unique_chars=max_unique_chars,
-                        max_token_length=max_token_length, include_joiner_token=True,
-                        joiner=tokenization.SUFFIX_INDICATOR)
+  vocab = learner.learn(
+      word_counts,
+      vocab_size=vocab_size,
+      reserved_tokens=reserved,
+      lower_thresh=min_count,
+      max_unique_chars=max_unique_chars,
+      max_token_length=max_token_length,
+      include_joiner_token=True,
+      joiner=tokenization.SUFFIX_INDICATOR,
+  )
   vocab = [t for t in vocab if t.strip()]
   if len(vocab) > vocab_size:
     # The learner always keeps every single character; with a tiny --vocab_size that can
@@ -110,13 +120,16 @@ def main(argv):
   if not counts:
     cli.fail("--input_files: no words in " + ", ".join(files))
   logging.info("%d distinct words, %d in total", len(counts), sum(counts.values()))
-  vocab = learn_vocab(counts, FLAGS.vocab_size, FLAGS.max_unique_chars,
-                      FLAGS.max_token_length, FLAGS.min_count)
+  vocab = learn_vocab(
+      counts, FLAGS.vocab_size, FLAGS.max_unique_chars, FLAGS.max_token_length, FLAGS.min_count
+  )
   io_utils.atomic_write_text(FLAGS.output_file, "\n".join(vocab) + "\n")
   num_unused = sum(t.startswith("[unused") for t in vocab)
-  print(f"wrote {FLAGS.output_file}: {len(vocab)} tokens ({num_unused} [unused] padding), "
-        f"{'uncased' if FLAGS.do_lower_case else 'cased'}, from {len(counts):,} distinct words",
-        file=sys.stderr)
+  print(
+      f"wrote {FLAGS.output_file}: {len(vocab)} tokens ({num_unused} [unused] padding), "
+      f"{'uncased' if FLAGS.do_lower_case else 'cased'}, from {len(counts):,} distinct words",
+      file=sys.stderr,
+  )
 
 
 if __name__ == "__main__":

@@ -28,11 +28,17 @@ def main(argv):
   if len(argv) > 1:
     cli.fail(f"unexpected arguments: {argv[1:]}")
   from recurrent_bert.data import builtin_corpus
-  stats = cli.run_checked(builtin_corpus.write_corpus, FLAGS.output_file,
-                          max_bytes=FLAGS.max_bytes or None,
-                          max_documents=FLAGS.max_documents or None)
-  print(f"wrote {FLAGS.output_file}: {stats['documents']:,} documents, "
-        f"{stats['sentences']:,} sentences, {stats['bytes'] / 1e6:.1f} MB")
+
+  stats = cli.run_checked(
+      builtin_corpus.write_corpus,
+      FLAGS.output_file,
+      max_bytes=FLAGS.max_bytes or None,
+      max_documents=FLAGS.max_documents or None,
+  )
+  print(
+      f"wrote {FLAGS.output_file}: {stats['documents']:,} documents, "
+      f"{stats['sentences']:,} sentences, {stats['bytes'] / 1e6:.1f} MB"
+  )
 
 
 if __name__ == "__main__":

@@ -41,25 +41,35 @@ from typing import Optional
 if __package__ in (None, ""):  # run as `python tools/convert_checkpoint.py`
   sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from absl import flags  # noqa: E402
+from absl import flags
 
-from recurrent_bert import cli  # noqa: E402
-from recurrent_bert import model_dir as model_dir_layout  # noqa: E402
-from recurrent_bert.flags import vocabulary  # noqa: E402
+from recurrent_bert import cli
+from recurrent_bert import model_dir as model_dir_layout
+from recurrent_bert.flags import vocabulary
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("source", None, ["tf1", "hf", "keras_hub"], "Kind of checkpoint.")
-flags.DEFINE_string("input", None, "tf1: checkpoint prefix; hf: .safetensors file or its "
-                    "dir; keras_hub: preset dir.")
+flags.DEFINE_string(
+    "input",
+    None,
+    "tf1: checkpoint prefix; hf: .safetensors file or its " "dir; keras_hub: preset dir.",
+)
 flags.DEFINE_string("output_dir", None, "The model dir to write.")
-flags.DEFINE_string("bert_config_file", None, "tf1: bert_config.json; hf: config.json "
-                    "(default: beside --input).")
-vocabulary.define_flags(vocab_file_note="default: the source's, if any", do_lower_case=None,
-                        do_lower_case_note="the casing recorded for export; default: the "
-                        "source's, if it says")
-flags.DEFINE_string("target_config", None, "Warm start: a preset name or ModelConfig JSON "
-                    "of any family (sizes as the source). Weights it shares with BERT are "
-                    "copied, the rest stay freshly initialised.")
+flags.DEFINE_string(
+    "bert_config_file", None, "tf1: bert_config.json; hf: config.json " "(default: beside --input)."
+)
+vocabulary.define_flags(
+    vocab_file_note="default: the source's, if any",
+    do_lower_case=None,
+    do_lower_case_note="the casing recorded for export; default: the " "source's, if it says",
+)
+flags.DEFINE_string(
+    "target_config",
+    None,
+    "Warm start: a preset name or ModelConfig JSON "
+    "of any family (sizes as the source). Weights it shares with BERT are "
+    "copied, the rest stay freshly initialised.",
+)
 flags.DEFINE_integer("seed", 0, "Seeds the fresh initialisation of new weights.")
 flags.DEFINE_boolean("overwrite", False, "Replace an existing --output_dir.")
 flags.mark_flags_as_required(["source", "input", "output_dir"])
@@ -75,13 +85,15 @@ def _warm_start_target(imported, target_config: str):
   The activation and LayerNorm epsilon follow the source: its weights were trained
   with them. Sizes are not adjusted: a mismatch fails, naming the weights.
   """
-  from recurrent_bert.config import resolve_config  # pylint: disable=g-import-not-at-top
-  from recurrent_bert.models import Encoder, Pretrainer  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.config import resolve_config
   from recurrent_bert.convert.warm_start import warm_start
+  from recurrent_bert.models import Encoder
+  from recurrent_bert.models import Pretrainer
+
   source_config = imported.model.encoder.config
   config = resolve_config(target_config).replace(
-      hidden_act=source_config.hidden_act,
-      layer_norm_epsilon=source_config.layer_norm_epsilon)
+      hidden_act=source_config.hidden_act, layer_norm_epsilon=source_config.layer_norm_epsilon
+  )
   target = Pretrainer(Encoder(config), use_nsp=imported.model.use_nsp)
   report = warm_start(target, imported.model)
   # Weights the source lacked altogether (e.g. heads of a bare encoder) stay new too.
@@ -91,34 +103,41 @@ def _warm_start_target(imported, target_config: str):
   return target, copied, new, report.unused
 
 
-def write_model_dir(pretrainer, output_dir: str, vocab_file: Optional[str], info: dict,
-                    overwrite: bool = False) -> None:
+def write_model_dir(
+    pretrainer, output_dir: str, vocab_file: Optional[str], info: dict, overwrite: bool = False
+) -> None:
   """Writes the model dir of the module docstring atomically (temp dir, then rename)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from recurrent_bert import io_utils  # pylint: disable=g-import-not-at-top
-  from recurrent_bert.training import checkpoints  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+
+  from recurrent_bert import io_utils
+  from recurrent_bert.training import checkpoints
 
   output_dir = os.path.abspath(output_dir)
   if os.path.exists(output_dir) and os.listdir(output_dir) and not overwrite:
-    raise ValueError(f"--output_dir={output_dir} exists and is not empty; pass "
-                     "--overwrite to replace it")
+    raise ValueError(
+        f"--output_dir={output_dir} exists and is not empty; pass " "--overwrite to replace it"
+    )
   with io_utils.atomic_directory(output_dir) as tmp_dir:
     checkpoints.write_model_config(tmp_dir, pretrainer.encoder.config)
     tf.train.Checkpoint(model=checkpoints.variables_by_path(pretrainer)).write(
-        os.path.join(tmp_dir, PRETRAINER_PREFIX))
+        os.path.join(tmp_dir, PRETRAINER_PREFIX)
+    )
     export_info = {key: info[key] for key in ("source", "source_kind", "do_lower_case")}
-    checkpoints.export_encoder(pretrainer.encoder, tmp_dir, vocab_file=vocab_file,
-                               info=export_info)
+    checkpoints.export_encoder(pretrainer.encoder, tmp_dir, vocab_file=vocab_file, info=export_info)
     checkpoints.write_tokenizer_files(tmp_dir, vocab_file, info["do_lower_case"])
     io_utils.atomic_write_json(os.path.join(tmp_dir, REPORT_FILE), info)
 
 
-def convert_checkpoint(source: str, input_path: str, output_dir: str,
-                       bert_config_file: Optional[str] = None,
-                       vocab_file: Optional[str] = None,
-                       do_lower_case: Optional[bool] = None,
-                       target_config: Optional[str] = None,
-                       overwrite: bool = False) -> dict:
+def convert_checkpoint(
+    source: str,
+    input_path: str,
+    output_dir: str,
+    bert_config_file: Optional[str] = None,
+    vocab_file: Optional[str] = None,
+    do_lower_case: Optional[bool] = None,
+    target_config: Optional[str] = None,
+    overwrite: bool = False,
+) -> dict:
   """Imports `input_path` (warm-starting `target_config` if given), writes `output_dir`.
 
   Returns:
@@ -128,6 +147,7 @@ def convert_checkpoint(source: str, input_path: str, output_dir: str,
     CheckpointMappingError: a missing or mis-shaped variable, named.
   """
   from recurrent_bert.convert.importers import import_bert
+
   imported = import_bert(source, input_path, bert_config_file, vocab_file)
   if target_config:
     model, copied, new, unused = _warm_start_target(imported, target_config)
@@ -135,42 +155,68 @@ def convert_checkpoint(source: str, input_path: str, output_dir: str,
     model, copied, new, unused = imported.model, imported.copied, imported.new, []
   if do_lower_case is None:
     do_lower_case = imported.do_lower_case
-  info = {"source": os.path.abspath(input_path), "source_kind": source,
-          "model_config": model.encoder.config.to_dict(), "do_lower_case": do_lower_case,
-          "vocab_file": imported.vocab_file, "copied": copied, "new": new,
-          "unused": unused}
+  info = {
+      "source": os.path.abspath(input_path),
+      "source_kind": source,
+      "model_config": model.encoder.config.to_dict(),
+      "do_lower_case": do_lower_case,
+      "vocab_file": imported.vocab_file,
+      "copied": copied,
+      "new": new,
+      "unused": unused,
+  }
   write_model_dir(model, output_dir, imported.vocab_file, info, overwrite)
   return info
 
 
 def print_report(report: dict, output_dir: str) -> None:
-  print(f"wrote {os.path.abspath(output_dir)} from {report['source_kind']} checkpoint "
-        f"{report['source']}")
-  for key, title in (("copied", "copied from the source"),
-                     ("new", "new (freshly initialised)"),
-                     ("unused", "in the source but unused")):
+  print(
+      f"wrote {os.path.abspath(output_dir)} from {report['source_kind']} checkpoint "
+      f"{report['source']}"
+  )
+  for key, title in (
+      ("copied", "copied from the source"),
+      ("new", "new (freshly initialised)"),
+      ("unused", "in the source but unused"),
+  ):
     print(f"{title}: {len(report[key])}")
     for path in report[key]:
       print(f"  {path}")
   if report["vocab_file"] is None:
     print("no vocabulary in the source: pass --vocab_file to recurrent_bert.export")
   if report["do_lower_case"] is None:
-    print("the source does not record its casing: export lower-cases unless told "
-          "--nodo_lower_case")
+    print(
+        "the source does not record its casing: export lower-cases unless told " "--nodo_lower_case"
+    )
 
 
 def main(argv):
   del argv
-  import keras  # pylint: disable=g-import-not-at-top
+  import keras
+
   keras.utils.set_random_seed(FLAGS.seed)
   # Mapping, config and input errors are ValueErrors: one line naming the culprit, exit 2.
   report = cli.run_checked(
-      convert_checkpoint, FLAGS.source, FLAGS.input, FLAGS.output_dir,
-      FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
-      FLAGS.target_config, FLAGS.overwrite)
+      convert_checkpoint,
+      FLAGS.source,
+      FLAGS.input,
+      FLAGS.output_dir,
+      FLAGS.bert_config_file,
+      FLAGS.vocab_file,
+      FLAGS.do_lower_case,
+      FLAGS.target_config,
+      FLAGS.overwrite,
+  )
   print_report(report, FLAGS.output_dir)
-  print(json.dumps({"copied": len(report["copied"]), "new": len(report["new"]),
-                    "unused": len(report["unused"])}))
+  print(
+      json.dumps(
+          {
+              "copied": len(report["copied"]),
+              "new": len(report["new"]),
+              "unused": len(report["unused"]),
+          }
+      )
+  )
 
 
 if __name__ == "__main__":

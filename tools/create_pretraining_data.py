@@ -38,41 +38,61 @@ FLAGS = flags.FLAGS
 corpus.define_flags()
 vocabulary.define_flags()
 masking.define_flags(reads_records=False)
-flags.DEFINE_string("output_dir", None,
-                    "Directory for the shards (pretraining-SSSSS-of-NNNNN.tfrecord) and "
-                    "stats.json, replaced as a unit: built beside it, swapped in at the end; "
-                    "a folder holding other files is refused. Exclusive with --output_files.")
-flags.DEFINE_list("output_files", None,
-                  "Explicit shard paths (one shard each); stats.json goes next to the first.")
+flags.DEFINE_string(
+    "output_dir",
+    None,
+    "Directory for the shards (pretraining-SSSSS-of-NNNNN.tfrecord) and "
+    "stats.json, replaced as a unit: built beside it, swapped in at the end; "
+    "a folder holding other files is refused. Exclusive with --output_files.",
+)
+flags.DEFINE_list(
+    "output_files",
+    None,
+    "Explicit shard paths (one shard each); stats.json goes next to the first.",
+)
 flags.DEFINE_integer("dupe_factor", 10, "Passes over the input, each with fresh masks.")
 flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter target length.")
 flags.DEFINE_integer("random_seed", 12345, "Seed; output is a function of it and the shards.")
-flags.DEFINE_enum("runner", "local", ["local", "beam"],
-                  "local: this process and --num_workers worker processes; beam: an Apache "
-                  "Beam pipeline (recurrent_bert/data/beam_pipeline.py), same records, on "
-                  "--beam_runner; Beam pipeline options go after `--`. Needs --output_dir.")
-flags.DEFINE_string("beam_runner", "DirectRunner",
-                    "With --runner=beam: DirectRunner (this machine, --num_workers "
-                    "processes), DataflowRunner, FlinkRunner, SparkRunner, PortableRunner.")
+flags.DEFINE_enum(
+    "runner",
+    "local",
+    ["local", "beam"],
+    "local: this process and --num_workers worker processes; beam: an Apache "
+    "Beam pipeline (recurrent_bert/data/beam_pipeline.py), same records, on "
+    "--beam_runner; Beam pipeline options go after `--`. Needs --output_dir.",
+)
+flags.DEFINE_string(
+    "beam_runner",
+    "DirectRunner",
+    "With --runner=beam: DirectRunner (this machine, --num_workers "
+    "processes), DataflowRunner, FlinkRunner, SparkRunner, PortableRunner.",
+)
 flags.DEFINE_integer("num_workers", 1, "Worker processes (e.g. the number of cores).")
 flags.DEFINE_integer("num_output_shards", 1, "Number of TFRecord shards (with --output_dir).")
-flags.DEFINE_integer("chunk_bytes", 1 << 20,
-                     "Text per unit of work; the random-next pool is one chunk. Part of "
-                     "the determinism key, like the seed.")
+flags.DEFINE_integer(
+    "chunk_bytes",
+    1 << 20,
+    "Text per unit of work; the random-next pool is one chunk. Part of "
+    "the determinism key, like the seed.",
+)
 flags.DEFINE_boolean("progress", True, "Show a progress bar.")
 flags.mark_flag_as_required("vocab_file")
 
 for _name in ("dupe_factor", "num_workers", "num_output_shards", "chunk_bytes"):
-  flags.register_validator(_name, lambda v: v is not None and v >= 1,
-                           f"--{_name} must be >= 1")
-flags.register_validator("short_seq_prob", lambda v: 0.0 <= v <= 1.0,
-                         "--short_seq_prob must be in [0, 1]")
+  flags.register_validator(_name, lambda v: v is not None and v >= 1, f"--{_name} must be >= 1")
+flags.register_validator(
+    "short_seq_prob", lambda v: 0.0 <= v <= 1.0, "--short_seq_prob must be in [0, 1]"
+)
 flags.register_multi_flags_validator(
-    ["output_dir", "output_files"], lambda f: bool(f["output_dir"]) != bool(f["output_files"]),
-    "give exactly one of --output_dir and --output_files")
+    ["output_dir", "output_files"],
+    lambda f: bool(f["output_dir"]) != bool(f["output_files"]),
+    "give exactly one of --output_dir and --output_files",
+)
 flags.register_multi_flags_validator(
-    ["runner", "output_dir"], lambda f: f["runner"] == "local" or bool(f["output_dir"]),
-    "--runner=beam writes --output_dir (shards named by Beam), not --output_files")
+    ["runner", "output_dir"],
+    lambda f: f["runner"] == "local" or bool(f["output_dir"]),
+    "--runner=beam writes --output_dir (shards named by Beam), not --output_files",
+)
 
 
 def shard_paths(output_dir: str, num_shards: int):
@@ -86,6 +106,7 @@ def shard_paths(output_dir: str, num_shards: int):
     Their paths.
   """
   from recurrent_bert.data import pretraining_data
+
   return [os.path.join(output_dir, n) for n in pretraining_data.shard_names(num_shards)]
 
 
@@ -112,14 +133,23 @@ def options_from_flags():
       os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   stats_file = os.path.join(os.path.dirname(os.path.abspath(outputs[0])), "stats.json")
   options = GeneratorOptions(
-      input_files=corpus.input_files(), output_files=outputs, vocab_file=FLAGS.vocab_file,
-      do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length,
+      input_files=corpus.input_files(),
+      output_files=outputs,
+      vocab_file=FLAGS.vocab_file,
+      do_lower_case=FLAGS.do_lower_case,
+      max_seq_length=FLAGS.max_seq_length,
       masking=masking.masking_config(),
-      dupe_factor=FLAGS.dupe_factor, short_seq_prob=FLAGS.short_seq_prob,
-      random_seed=FLAGS.random_seed, use_nsp=FLAGS.use_nsp,
-      dynamic_masking=FLAGS.dynamic_masking, num_workers=FLAGS.num_workers,
-      chunk_bytes=FLAGS.chunk_bytes, stats_file=stats_file, show_progress=FLAGS.progress,
-      output_dir=FLAGS.output_dir or None)
+      dupe_factor=FLAGS.dupe_factor,
+      short_seq_prob=FLAGS.short_seq_prob,
+      random_seed=FLAGS.random_seed,
+      use_nsp=FLAGS.use_nsp,
+      dynamic_masking=FLAGS.dynamic_masking,
+      num_workers=FLAGS.num_workers,
+      chunk_bytes=FLAGS.chunk_bytes,
+      stats_file=stats_file,
+      show_progress=FLAGS.progress,
+      output_dir=FLAGS.output_dir or None,
+  )
   options.validate()
   return options
 
@@ -132,18 +162,20 @@ def main(argv):
     run_beam(pipeline_args)
     return
   if pipeline_args:
-    cli.fail(f"unexpected arguments {' '.join(pipeline_args)}: only --runner=beam "
-             "takes extra arguments (Beam pipeline options, after `--`)")
+    cli.fail(
+        f"unexpected arguments {' '.join(pipeline_args)}: only --runner=beam "
+        "takes extra arguments (Beam pipeline options, after `--`)"
+    )
   options = cli.run_checked(options_from_flags)
   stats = cli.run_checked(pretraining_data.create_pretraining_data, options)
   print(pretraining_data.format_stats(stats), file=sys.stderr)
-  print(f"wrote {len(options.output_files)} shard(s) and {options.stats_file}",
-        file=sys.stderr)
+  print(f"wrote {len(options.output_files)} shard(s) and {options.stats_file}", file=sys.stderr)
 
 
 def run_beam(pipeline_args):
   """--runner=beam: the same generator as a Beam pipeline on --beam_runner."""
   from recurrent_bert.data import pretraining_data
+
   try:  # Beam is an extra: say how to get it before any work
     from recurrent_bert.data import beam_pipeline
   except ImportError as e:
@@ -151,11 +183,19 @@ def run_beam(pipeline_args):
 
   options = cli.run_checked(options_from_flags)
   stats = cli.run_checked(
-      beam_pipeline.create_pretraining_data_beam, options, FLAGS.output_dir,
-      FLAGS.num_output_shards, FLAGS.beam_runner, pipeline_args)
+      beam_pipeline.create_pretraining_data_beam,
+      options,
+      FLAGS.output_dir,
+      FLAGS.num_output_shards,
+      FLAGS.beam_runner,
+      pipeline_args,
+  )
   print(pretraining_data.format_stats(stats), file=sys.stderr)
-  print(f"wrote {FLAGS.num_output_shards} shard(s) and stats.json to {FLAGS.output_dir} "
-        f"({stats['runner']})", file=sys.stderr)
+  print(
+      f"wrote {FLAGS.num_output_shards} shard(s) and stats.json to {FLAGS.output_dir} "
+      f"({stats['runner']})",
+      file=sys.stderr,
+  )
 
 
 if __name__ == "__main__":

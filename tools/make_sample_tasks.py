@@ -31,10 +31,13 @@ def main(argv):
   if len(argv) > 1:
     cli.fail(f"unexpected arguments: {argv[1:]}")
   from recurrent_bert.tasks import sample_tasks
-  rte = sample_tasks.write_rte_folder(os.path.join(FLAGS.output_dir, "rte"),
-                                      FLAGS.num_train, FLAGS.num_dev, seed=FLAGS.seed)
-  squad = sample_tasks.write_squad_files(os.path.join(FLAGS.output_dir, "squad"),
-                                         FLAGS.num_train, FLAGS.num_dev, seed=FLAGS.seed)
+
+  rte = sample_tasks.write_rte_folder(
+      os.path.join(FLAGS.output_dir, "rte"), FLAGS.num_train, FLAGS.num_dev, seed=FLAGS.seed
+  )
+  squad = sample_tasks.write_squad_files(
+      os.path.join(FLAGS.output_dir, "squad"), FLAGS.num_train, FLAGS.num_dev, seed=FLAGS.seed
+  )
   print(f"wrote {rte}/{{train,dev,test}}.tsv and {squad['train']}, {squad['dev']}")
 
 

@@ -73,16 +73,28 @@ FLAGS = flags.FLAGS
 def define_flags() -> None:
   """The sweep's flags, defined when it runs as a program (not on import): tests import
   this module beside other tools whose flags share names (--output_dir)."""
-  flags.DEFINE_list("models", None, "NAME=SPEC, comma-separated; SPEC: a pretrained encoder "
-                    "dir / checkpoint prefix, a ModelConfig JSON, or a preset (bert_tiny).")
-  flags.DEFINE_list("tasks", None, "TASK=DATA_DIR (finetune_glue: GLUE/SuperGLUE name or "
-                    "custom) or squad=TRAIN_FILE:PREDICT_FILE / squad_v2=... (finetune_squad).")
+  flags.DEFINE_list(
+      "models",
+      None,
+      "NAME=SPEC, comma-separated; SPEC: a pretrained encoder "
+      "dir / checkpoint prefix, a ModelConfig JSON, or a preset (bert_tiny).",
+  )
+  flags.DEFINE_list(
+      "tasks",
+      None,
+      "TASK=DATA_DIR (finetune_glue: GLUE/SuperGLUE name or "
+      "custom) or squad=TRAIN_FILE:PREDICT_FILE / squad_v2=... (finetune_squad).",
+  )
   flags.DEFINE_list("learning_rates", None, "Peak learning rates, e.g. 1e-4,3e-4,1e-3.")
   flags.DEFINE_list("seeds", ["0", "1", "2"], "Seeds (restarts) per learning rate.")
   flags.DEFINE_string("output_dir", None, "Where runs/ and the tables go.")
-  flags.DEFINE_multi_string("entry_flags", [], "Flags for every run, e.g. "
-                            "--entry_flags='--max_seq_length=128 --train_batch_size=32' "
-                            "(repeatable; split like a shell line).")
+  flags.DEFINE_multi_string(
+      "entry_flags",
+      [],
+      "Flags for every run, e.g. "
+      "--entry_flags='--max_seq_length=128 --train_batch_size=32' "
+      "(repeatable; split like a shell line).",
+  )
   flags.DEFINE_multi_string("glue_flags", [], "Flags only for the finetune_glue runs.")
   flags.DEFINE_multi_string("squad_flags", [], "Flags only for the finetune_squad runs.")
   flags.DEFINE_string("entry_flagfile", None, "Passed as --flagfile to every run.")
@@ -99,9 +111,20 @@ EVAL_RESULTS_FILE = layout.EVAL_RESULTS_FILE
 COMMAND_FILE = "sweep_command.json"
 LOG_FILE = "log.txt"
 # What the sweep sets per run; passing them through would break the grid.
-RESERVED_FLAGS = ("task", "data_dir", "train_file", "predict_file", "model_dir",
-                  "init_checkpoint", "model_config", "learning_rate", "seed", "mode",
-                  "flagfile", "version")
+RESERVED_FLAGS = (
+    "task",
+    "data_dir",
+    "train_file",
+    "predict_file",
+    "model_dir",
+    "init_checkpoint",
+    "model_config",
+    "learning_rate",
+    "seed",
+    "mode",
+    "flagfile",
+    "version",
+)
 # The entry points' exit status for bad input (flags, data; no work done).
 BAD_INPUT_STATUS = 2
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -145,8 +168,10 @@ def _split_pair(item: str, flag: str, what: str) -> Tuple[str, str]:
   if not sep or not name or not value:
     raise ValueError(f"--{flag}: {item!r} is not {what}")
   if not _NAME_RE.match(name):
-    raise ValueError(f"--{flag}: name {name!r} in {item!r} must be letters, digits, "
-                     f"'.', '_' or '-' (it names a directory)")
+    raise ValueError(
+        f"--{flag}: name {name!r} in {item!r} must be letters, digits, "
+        f"'.', '_' or '-' (it names a directory)"
+    )
   return name, value
 
 
@@ -168,9 +193,11 @@ def parse_models(items: Sequence[str]) -> List[ModelSpec]:
     elif spec in config.PRESETS:
       specs.append(ModelSpec(name, "model_config", spec))
     else:
-      raise ValueError(f"--models: {item!r}: {spec!r} is neither an existing checkpoint "
-                       f"dir / prefix or config JSON nor a preset ("
-                       f"{', '.join(sorted(config.PRESETS))})")
+      raise ValueError(
+          f"--models: {item!r}: {spec!r} is neither an existing checkpoint "
+          f"dir / prefix or config JSON nor a preset ("
+          f"{', '.join(sorted(config.PRESETS))})"
+      )
   _check_unique([s.name for s in specs], "models")
   return specs
 
@@ -187,14 +214,23 @@ def parse_tasks(items: Sequence[str]) -> List[SweepTask]:
       for path in (train, predict):
         if not os.path.isfile(path):
           raise ValueError(f"--tasks: {item!r}: file {path!r} does not exist")
-      specs.append(SweepTask(name, SQUAD_MODULE, (
-          f"--train_file={os.path.abspath(train)}",
-          f"--predict_file={os.path.abspath(predict)}", *SQUAD_TASKS[name.lower()])))
+      specs.append(
+          SweepTask(
+              name,
+              SQUAD_MODULE,
+              (
+                  f"--train_file={os.path.abspath(train)}",
+                  f"--predict_file={os.path.abspath(predict)}",
+                  *SQUAD_TASKS[name.lower()],
+              ),
+          )
+      )
     else:
       if not os.path.isdir(data):
         raise ValueError(f"--tasks: {item!r}: data dir {data!r} does not exist")
-      specs.append(SweepTask(name, GLUE_MODULE,
-                             (f"--task={name}", f"--data_dir={os.path.abspath(data)}")))
+      specs.append(
+          SweepTask(name, GLUE_MODULE, (f"--task={name}", f"--data_dir={os.path.abspath(data)}"))
+      )
   _check_unique([s.name for s in specs], "tasks")
   return specs
 
@@ -230,8 +266,10 @@ def parse_pass_through(values: Sequence[str], flag: str) -> List[str]:
       raise ValueError(f"--{flag}: {token!r} is not a flag; write --name=value")
     name = token.lstrip("-").split("=", 1)[0]
     if name in RESERVED_FLAGS or (name.startswith("no") and name[2:] in RESERVED_FLAGS):
-      raise ValueError(f"--{flag}: {token!r}: the sweep sets --{name} itself (see --models, "
-                       f"--tasks, --learning_rates, --seeds, --entry_flagfile)")
+      raise ValueError(
+          f"--{flag}: {token!r}: the sweep sets --{name} itself (see --models, "
+          f"--tasks, --learning_rates, --seeds, --entry_flagfile)"
+      )
   return tokens
 
 
@@ -239,10 +277,16 @@ def run_dir_name(learning_rate: float, seed: int) -> str:
   return f"lr{learning_rate!r}_seed{seed}"
 
 
-def build_runs(models: Sequence[ModelSpec], tasks: Sequence[SweepTask],
-               learning_rates: Sequence[float], seeds: Sequence[int], output_dir: str,
-               entry_flags: Sequence[str] = (), module_flags: Optional[Dict] = None,
-               entry_flagfile: Optional[str] = None) -> List[Run]:
+def build_runs(
+    models: Sequence[ModelSpec],
+    tasks: Sequence[SweepTask],
+    learning_rates: Sequence[float],
+    seeds: Sequence[int],
+    output_dir: str,
+    entry_flags: Sequence[str] = (),
+    module_flags: Optional[Dict] = None,
+    entry_flagfile: Optional[str] = None,
+) -> List[Run]:
   """The grid in model, task, learning rate, seed order."""
   module_flags = module_flags or {}
   runs = []
@@ -250,15 +294,21 @@ def build_runs(models: Sequence[ModelSpec], tasks: Sequence[SweepTask],
     for task in tasks:
       for lr in learning_rates:
         for seed in seeds:
-          run_dir = os.path.join(output_dir, layout.SWEEP_RUNS_DIR, model.name, task.name,
-                                 run_dir_name(lr, seed))
-          args = ([f"--flagfile={entry_flagfile}"] if entry_flagfile else [])
-          args += [*entry_flags, *module_flags.get(task.module, ()),
-                   f"--{model.flag}={model.value}", *task.flags,
-                   f"--model_dir={run_dir}", f"--learning_rate={lr!r}", f"--seed={seed}",
-                   "--mode=train_and_eval"]
-          runs.append(Run(model.name, task.name, lr, seed, task.module, tuple(args),
-                          run_dir))
+          run_dir = os.path.join(
+              output_dir, layout.SWEEP_RUNS_DIR, model.name, task.name, run_dir_name(lr, seed)
+          )
+          args = [f"--flagfile={entry_flagfile}"] if entry_flagfile else []
+          args += [
+              *entry_flags,
+              *module_flags.get(task.module, ()),
+              f"--{model.flag}={model.value}",
+              *task.flags,
+              f"--model_dir={run_dir}",
+              f"--learning_rate={lr!r}",
+              f"--seed={seed}",
+              "--mode=train_and_eval",
+          ]
+          runs.append(Run(model.name, task.name, lr, seed, task.module, tuple(args), run_dir))
   return runs
 
 
@@ -301,19 +351,27 @@ def main_eval_split(results: dict) -> str:
 def _same(a, b) -> bool:
   if a is None or b is None:
     return False
-  return a == b or (isinstance(a, float) and isinstance(b, float) and
-                    math.isnan(a) and math.isnan(b))
+  return a == b or (
+      isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b)
+  )
 
 
 def result_row(run: Run, results: dict) -> dict:
   """One results row (the input of the aggregation functions)."""
   split = main_eval_split(results)
-  return {"model": run.model, "task": run.task, "learning_rate": run.learning_rate,
-          "seed": run.seed, "main_metric": results["main_metric"],
-          "value": float(results["main_metric_value"]),
-          "metrics": dict(results[split]), "eval_split": split,
-          "seconds_per_train_step": float(results.get("seconds_per_train_step", math.nan)),
-          "num_train_steps": results.get("num_train_steps"), "run_dir": run.run_dir}
+  return {
+      "model": run.model,
+      "task": run.task,
+      "learning_rate": run.learning_rate,
+      "seed": run.seed,
+      "main_metric": results["main_metric"],
+      "value": float(results["main_metric_value"]),
+      "metrics": dict(results[split]),
+      "eval_split": split,
+      "seconds_per_train_step": float(results.get("seconds_per_train_step", math.nan)),
+      "num_train_steps": results.get("num_train_steps"),
+      "run_dir": run.run_dir,
+  }
 
 
 # -- aggregation (pure: rows → tables) -------------------------------------------------
@@ -349,10 +407,19 @@ def summarize_by_learning_rate(rows: Sequence[dict]) -> List[dict]:
       for lr in sorted({k[2] for k in groups if k[:2] == (model, task)}):
         group = sorted(groups[(model, task, lr)], key=lambda r: r["seed"])
         mean, std = mean_std([r["value"] for r in group])
-        out.append({"model": model, "task": task, "main_metric": group[0]["main_metric"],
-                    "learning_rate": lr, "n": len(group), "mean": mean, "std": std,
-                    "seeds": [r["seed"] for r in group],
-                    "values": [r["value"] for r in group]})
+        out.append(
+            {
+                "model": model,
+                "task": task,
+                "main_metric": group[0]["main_metric"],
+                "learning_rate": lr,
+                "n": len(group),
+                "mean": mean,
+                "std": std,
+                "seeds": [r["seed"] for r in group],
+                "values": [r["value"] for r in group],
+            }
+        )
   return out
 
 
@@ -372,10 +439,17 @@ def best_of_restarts(rows: Sequence[dict]) -> List[dict]:
       for row in sorted(finite, key=lambda r: (r["learning_rate"], r["seed"])):
         if best is None or row["value"] > best["value"]:
           best = row
-      out.append({"model": model, "task": task, "main_metric": group[0]["main_metric"],
-                  "best": best["value"] if best else math.nan,
-                  "learning_rate": best["learning_rate"] if best else None,
-                  "seed": best["seed"] if best else None, "n": len(group)})
+      out.append(
+          {
+              "model": model,
+              "task": task,
+              "main_metric": group[0]["main_metric"],
+              "best": best["value"] if best else math.nan,
+              "learning_rate": best["learning_rate"] if best else None,
+              "seed": best["seed"] if best else None,
+              "n": len(group),
+          }
+      )
   return out
 
 
@@ -395,10 +469,18 @@ def step_time_by_model(rows: Sequence[dict]) -> List[dict]:
   """Per model: the median seconds per training step over its runs (NaN entries skipped)."""
   out = []
   for model in _ordered(rows, "model"):
-    times = [r["seconds_per_train_step"] for r in rows if r["model"] == model
-             and not math.isnan(r["seconds_per_train_step"])]
-    out.append({"model": model, "median_seconds_per_train_step":
-                statistics.median(times) if times else math.nan, "n": len(times)})
+    times = [
+        r["seconds_per_train_step"]
+        for r in rows
+        if r["model"] == model and not math.isnan(r["seconds_per_train_step"])
+    ]
+    out.append(
+        {
+            "model": model,
+            "median_seconds_per_train_step": statistics.median(times) if times else math.nan,
+            "n": len(times),
+        }
+    )
   return out
 
 
@@ -421,18 +503,39 @@ def _csv_text(header: Sequence[str], body: Sequence[Sequence]) -> str:
 def results_csv(rows: Sequence[dict], output_dir: Optional[str] = None) -> str:
   """results.csv: a row per run; the metric columns are the union over the rows."""
   metric_names = sorted({name for row in rows for name in row["metrics"]})
-  header = ["model", "task", "learning_rate", "seed", "main_metric", "value", *metric_names,
-            "seconds_per_train_step", "num_train_steps", "eval_split", "run_dir"]
+  header = [
+      "model",
+      "task",
+      "learning_rate",
+      "seed",
+      "main_metric",
+      "value",
+      *metric_names,
+      "seconds_per_train_step",
+      "num_train_steps",
+      "eval_split",
+      "run_dir",
+  ]
   body = []
   for row in rows:
     run_dir = row.get("run_dir", "")
     if output_dir and run_dir:
       run_dir = os.path.relpath(run_dir, output_dir)
-    body.append([row["model"], row["task"], row["learning_rate"], row["seed"],
-                 row["main_metric"], row["value"],
-                 *[row["metrics"].get(name) for name in metric_names],
-                 row["seconds_per_train_step"], row["num_train_steps"],
-                 row.get("eval_split", ""), run_dir])
+    body.append(
+        [
+            row["model"],
+            row["task"],
+            row["learning_rate"],
+            row["seed"],
+            row["main_metric"],
+            row["value"],
+            *[row["metrics"].get(name) for name in metric_names],
+            row["seconds_per_train_step"],
+            row["num_train_steps"],
+            row.get("eval_split", ""),
+            run_dir,
+        ]
+    )
   return _csv_text(header, body)
 
 
@@ -442,15 +545,41 @@ def summary_csv(rows: Sequence[dict]) -> str:
   best = {(b["model"], b["task"]): b for b in best_of_restarts(rows)}
   best_mean = best_mean_learning_rate(by_lr)
   times = {t["model"]: t["median_seconds_per_train_step"] for t in step_time_by_model(rows)}
-  header = ["model", "task", "main_metric", "learning_rate", "n", "mean", "std",
-            "is_best_mean_learning_rate", "best_of_restarts", "best_of_restarts_learning_rate",
-            "best_of_restarts_seed", "runs", "model_median_seconds_per_train_step"]
+  header = [
+      "model",
+      "task",
+      "main_metric",
+      "learning_rate",
+      "n",
+      "mean",
+      "std",
+      "is_best_mean_learning_rate",
+      "best_of_restarts",
+      "best_of_restarts_learning_rate",
+      "best_of_restarts_seed",
+      "runs",
+      "model_median_seconds_per_train_step",
+  ]
   body = []
   for e in by_lr:
     b = best[(e["model"], e["task"])]
-    body.append([e["model"], e["task"], e["main_metric"], e["learning_rate"], e["n"],
-                 e["mean"], e["std"], int(best_mean.get((e["model"], e["task"])) is e),
-                 b["best"], b["learning_rate"], b["seed"], b["n"], times[e["model"]]])
+    body.append(
+        [
+            e["model"],
+            e["task"],
+            e["main_metric"],
+            e["learning_rate"],
+            e["n"],
+            e["mean"],
+            e["std"],
+            int(best_mean.get((e["model"], e["task"])) is e),
+            b["best"],
+            b["learning_rate"],
+            b["seed"],
+            b["n"],
+            times[e["model"]],
+        ]
+    )
   return _csv_text(header, body)
 
 
@@ -469,12 +598,14 @@ def _table(header: Sequence[str], body: Sequence[Sequence[str]]) -> List[str]:
   return lines
 
 
-def summary_markdown(rows: Sequence[dict], failed: Sequence[str] = (),
-                     notes: Sequence[str] = ()) -> str:
+def summary_markdown(
+    rows: Sequence[dict], failed: Sequence[str] = (), notes: Sequence[str] = ()
+) -> str:
   """summary.md: the mean ± std table, best of restarts, step times, failed runs."""
   lines = ["# Fine-tuning sweep", ""]
-  lines += [f"{len(rows)} finished runs"
-            + (f", {len(failed)} failed or not run" if failed else "") + "."]
+  lines += [
+      f"{len(rows)} finished runs" + (f", {len(failed)} failed or not run" if failed else "") + "."
+  ]
   lines += list(notes)
   if not rows:
     lines += ["", "No results."]
@@ -483,9 +614,14 @@ def summary_markdown(rows: Sequence[dict], failed: Sequence[str] = (),
     best_mean = best_mean_learning_rate(by_lr)
     lrs = sorted({e["learning_rate"] for e in by_lr})
     cells = {(e["model"], e["task"], e["learning_rate"]): e for e in by_lr}
-    lines += ["", "## Mean ± std over seeds, per learning rate (SwishRNN paper protocol)",
-              "", "Sample standard deviation (ddof=1) over the seeds; n = finished seeds. "
-              "Bold: the learning rate with the best mean.", ""]
+    lines += [
+        "",
+        "## Mean ± std over seeds, per learning rate (SwishRNN paper protocol)",
+        "",
+        "Sample standard deviation (ddof=1) over the seeds; n = finished seeds. "
+        "Bold: the learning rate with the best mean.",
+        "",
+    ]
     body = []
     for model in _ordered(rows, "model"):
       for task in _ordered(rows, "task"):
@@ -497,26 +633,53 @@ def summary_markdown(rows: Sequence[dict], failed: Sequence[str] = (),
             cell = f"**{cell}**"
           row_cells.append(cell)
         if any(c != "–" for c in row_cells):
-          metric = next(r["main_metric"] for r in rows
-                        if r["model"] == model and r["task"] == task)
+          metric = next(r["main_metric"] for r in rows if r["model"] == model and r["task"] == task)
           body.append([model, task, metric, *row_cells])
     lines += _table(["model", "task", "metric", *[f"lr={lr:g}" for lr in lrs]], body)
-    lines += ["", "## Best of restarts (BERT paper protocol)", "",
-              "The best dev score over every learning rate × seed, and the run that gave it.",
-              ""]
-    lines += _table(["model", "task", "metric", "best", "lr", "seed", "runs"],
-                    [[b["model"], b["task"], b["main_metric"], _fmt(b["best"]),
-                      "n/a" if b["learning_rate"] is None else f"{b['learning_rate']:g}",
-                      "n/a" if b["seed"] is None else b["seed"], b["n"]]
-                     for b in best_of_restarts(rows)])
-    lines += ["", "## Time per fine-tuning step", "",
-              "Median over the model's runs of seconds_per_train_step (training steps after "
-              "the first loop call, which traces).", ""]
-    lines += _table(["model", "median s/step", "ms/step", "runs"],
-                    [[t["model"], _fmt(t["median_seconds_per_train_step"]),
-                      "n/a" if math.isnan(t["median_seconds_per_train_step"]) else
-                      f"{1000 * t['median_seconds_per_train_step']:.1f}", t["n"]]
-                     for t in step_time_by_model(rows)])
+    lines += [
+        "",
+        "## Best of restarts (BERT paper protocol)",
+        "",
+        "The best dev score over every learning rate × seed, and the run that gave it.",
+        "",
+    ]
+    lines += _table(
+        ["model", "task", "metric", "best", "lr", "seed", "runs"],
+        [
+            [
+                b["model"],
+                b["task"],
+                b["main_metric"],
+                _fmt(b["best"]),
+                "n/a" if b["learning_rate"] is None else f"{b['learning_rate']:g}",
+                "n/a" if b["seed"] is None else b["seed"],
+                b["n"],
+            ]
+            for b in best_of_restarts(rows)
+        ],
+    )
+    lines += [
+        "",
+        "## Time per fine-tuning step",
+        "",
+        "Median over the model's runs of seconds_per_train_step (training steps after "
+        "the first loop call, which traces).",
+        "",
+    ]
+    lines += _table(
+        ["model", "median s/step", "ms/step", "runs"],
+        [
+            [
+                t["model"],
+                _fmt(t["median_seconds_per_train_step"]),
+                "n/a"
+                if math.isnan(t["median_seconds_per_train_step"])
+                else f"{1000 * t['median_seconds_per_train_step']:.1f}",
+                t["n"],
+            ]
+            for t in step_time_by_model(rows)
+        ],
+    )
   if failed:
     lines += ["", "## Failed or not run", ""] + [f"- {f}" for f in failed]
   return "\n".join(lines) + "\n"
@@ -525,6 +688,7 @@ def summary_markdown(rows: Sequence[dict], failed: Sequence[str] = (),
 def plot_lr_sweep(rows: Sequence[dict], path: str) -> None:
   """lr_sweep.png: per task, mean ± std of the main metric against the lr, a line per model."""
   import matplotlib
+
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
@@ -542,9 +706,14 @@ def plot_lr_sweep(rows: Sequence[dict], path: str) -> None:
         continue
       lrs = [e["learning_rate"] for e in entries]
       all_lrs.update(lrs)
-      ax.errorbar(lrs, [e["mean"] for e in entries],
-                  yerr=[0.0 if math.isnan(e["std"]) else e["std"] for e in entries],
-                  marker="o", capsize=3, label=model)
+      ax.errorbar(
+          lrs,
+          [e["mean"] for e in entries],
+          yerr=[0.0 if math.isnan(e["std"]) else e["std"] for e in entries],
+          marker="o",
+          capsize=3,
+          label=model,
+      )
     ax.set_xscale("log")
     ax.set_xticks(sorted(all_lrs))
     ax.set_xticklabels([f"{lr:g}" for lr in sorted(all_lrs)])
@@ -554,7 +723,7 @@ def plot_lr_sweep(rows: Sequence[dict], path: str) -> None:
     ax.set_title(task)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")
-  for ax in list(axes.flat)[len(tasks):]:
+  for ax in list(axes.flat)[len(tasks) :]:
     ax.set_visible(False)
   fig.tight_layout()
   with io_utils.atomic_write(path, "wb") as f:
@@ -562,15 +731,21 @@ def plot_lr_sweep(rows: Sequence[dict], path: str) -> None:
   plt.close(fig)
 
 
-def write_outputs(rows: Sequence[dict], output_dir: str, failed: Sequence[str] = (),
-                  notes: Sequence[str] = ()) -> List[str]:
+def write_outputs(
+    rows: Sequence[dict], output_dir: str, failed: Sequence[str] = (), notes: Sequence[str] = ()
+) -> List[str]:
   """results.csv, summary.md, summary.csv and (with results) lr_sweep.png; their paths."""
-  paths = {name: os.path.join(output_dir, name)
-           for name in (layout.SWEEP_RESULTS_FILE, layout.SWEEP_SUMMARY_MD,
-                        layout.SWEEP_SUMMARY_CSV, layout.SWEEP_PLOT)}
+  paths = {
+      name: os.path.join(output_dir, name)
+      for name in (
+          layout.SWEEP_RESULTS_FILE,
+          layout.SWEEP_SUMMARY_MD,
+          layout.SWEEP_SUMMARY_CSV,
+          layout.SWEEP_PLOT,
+      )
+  }
   io_utils.atomic_write_text(paths[layout.SWEEP_RESULTS_FILE], results_csv(rows, output_dir))
-  io_utils.atomic_write_text(paths[layout.SWEEP_SUMMARY_MD],
-                             summary_markdown(rows, failed, notes))
+  io_utils.atomic_write_text(paths[layout.SWEEP_SUMMARY_MD], summary_markdown(rows, failed, notes))
   io_utils.atomic_write_text(paths[layout.SWEEP_SUMMARY_CSV], summary_csv(rows))
   if rows:
     plot_lr_sweep(rows, paths[layout.SWEEP_PLOT])
@@ -608,15 +783,16 @@ def _command_mismatch(run: Run) -> Optional[str]:
   if recorded is None or _comparable(recorded) == _comparable(current):
     return None
   old, new = set(_comparable(recorded)), set(_comparable(current))
-  return (f"{run.run_dir} was made with other flags (then: {sorted(old - new)}, now: "
-          f"{sorted(new - old)}); remove it or use another --output_dir")
+  return (
+      f"{run.run_dir} was made with other flags (then: {sorted(old - new)}, now: "
+      f"{sorted(new - old)}); remove it or use another --output_dir"
+  )
 
 
 class Sweep:
   """Runs the grid with up to `parallel` subprocesses, reporting each finished run."""
 
-  def __init__(self, runs: Sequence[Run], parallel: int, tail_lines: int = 15,
-               out=sys.stderr):
+  def __init__(self, runs: Sequence[Run], parallel: int, tail_lines: int = 15, out=sys.stderr):
     self.runs = list(runs)
     self.parallel = parallel
     self.tail_lines = tail_lines
@@ -640,8 +816,10 @@ class Sweep:
     if remaining_to_run and seconds_left is not None:
       eta = f", ETA {jobs.format_duration(seconds_left)}"
     width = len(str(len(self.runs)))
-    self._print(f"[{self.done:{width}d}/{len(self.runs)}] {message} | elapsed "
-                f"{jobs.format_duration(elapsed)}{eta}")
+    self._print(
+        f"[{self.done:{width}d}/{len(self.runs)}] {message} | elapsed "
+        f"{jobs.format_duration(elapsed)}{eta}"
+    )
 
   def _fail(self, run: Run, reason: str, remaining: int, log: bool = True) -> None:
     self.failed.append(f"{run.label}: {reason}")
@@ -653,10 +831,12 @@ class Sweep:
   def _job(self, run: Run) -> jobs.Job:
     """The run as a job of the pool, its flags recorded beside its log first."""
     os.makedirs(run.run_dir, exist_ok=True)
-    io_utils.atomic_write_json(os.path.join(run.run_dir, COMMAND_FILE),
-                               {"args": [run.module, *run.args]})
-    return jobs.Job(run.run_dir, jobs.python_module(run.module, *run.args),
-                    os.path.join(run.run_dir, LOG_FILE))
+    io_utils.atomic_write_json(
+        os.path.join(run.run_dir, COMMAND_FILE), {"args": [run.module, *run.args]}
+    )
+    return jobs.Job(
+        run.run_dir, jobs.python_module(run.module, *run.args), os.path.join(run.run_dir, LOG_FILE)
+    )
 
   def _finish(self, run: Run, status: int, seconds: float, remaining: int) -> None:
     self._eta.finished(1.0, seconds)
@@ -668,8 +848,10 @@ class Sweep:
     else:
       row = self._row(run, results, remaining)
       if row:
-        self._progress(f"{run.label}: {row['main_metric']}={row['value']:.4f} in "
-                       f"{seconds:.1f} s", remaining)
+        self._progress(
+            f"{run.label}: {row['main_metric']}={row['value']:.4f} in " f"{seconds:.1f} s",
+            remaining,
+        )
 
   def _row(self, run: Run, results: dict, remaining: int) -> Optional[dict]:
     try:
@@ -696,13 +878,18 @@ class Sweep:
         row = self._row(run, results, 0)
         if row:
           self.skipped += 1
-          self._progress(f"skipped {run.label}: already finished ({row['main_metric']}="
-                         f"{row['value']:.4f})", 0)
+          self._progress(
+              f"skipped {run.label}: already finished ({row['main_metric']}="
+              f"{row['value']:.4f})",
+              0,
+          )
       else:
         pending.append(run)
     if pending:
-      self._print(f"running {len(pending)} of {len(self.runs)} runs, up to {self.parallel} "
-                  f"at once (logs: <run dir>/{LOG_FILE})")
+      self._print(
+          f"running {len(pending)} of {len(self.runs)} runs, up to {self.parallel} "
+          f"at once (logs: <run dir>/{LOG_FILE})"
+      )
     by_dir = {run.run_dir: run for run in pending}
     handled = 0  # runs finished, failed or not run, of `pending`
     bad_input = set()  # (model, task) pairs whose runs failed with bad input
@@ -712,8 +899,13 @@ class Sweep:
       for run in pending:
         if (run.model, run.task) in bad_input:
           handled += 1
-          self._fail(run, f"not run: a {run.model}/{run.task} run failed with bad input "
-                     f"(exit status {BAD_INPUT_STATUS})", len(pending) - handled, log=False)
+          self._fail(
+              run,
+              f"not run: a {run.model}/{run.task} run failed with bad input "
+              f"(exit status {BAD_INPUT_STATUS})",
+              len(pending) - handled,
+              log=False,
+          )
           continue
         yield self._job(run)
 
@@ -742,13 +934,13 @@ def main(argv):
     cli.fail(f"--log_tail_lines={FLAGS.log_tail_lines}: must be >= 0")
   models = cli.run_checked(parse_models, FLAGS.models)
   tasks = cli.run_checked(parse_tasks, FLAGS.tasks)
-  learning_rates = cli.run_checked(parse_numbers, FLAGS.learning_rates,
-                                   "learning_rates", float)
+  learning_rates = cli.run_checked(parse_numbers, FLAGS.learning_rates, "learning_rates", float)
   seeds = cli.run_checked(parse_numbers, FLAGS.seeds, "seeds", int)
   entry_flags = cli.run_checked(parse_pass_through, FLAGS.entry_flags, "entry_flags")
   module_flags = {
       GLUE_MODULE: cli.run_checked(parse_pass_through, FLAGS.glue_flags, "glue_flags"),
-      SQUAD_MODULE: cli.run_checked(parse_pass_through, FLAGS.squad_flags, "squad_flags")}
+      SQUAD_MODULE: cli.run_checked(parse_pass_through, FLAGS.squad_flags, "squad_flags"),
+  }
   entry_flagfile = None
   if FLAGS.entry_flagfile:
     if not os.path.isfile(FLAGS.entry_flagfile):
@@ -757,8 +949,9 @@ def main(argv):
   output_dir = os.path.abspath(FLAGS.output_dir)
   if os.path.exists(output_dir) and not os.path.isdir(output_dir):
     cli.fail(f"--output_dir: {output_dir!r} is not a directory")
-  runs = build_runs(models, tasks, learning_rates, seeds, output_dir, entry_flags,
-                    module_flags, entry_flagfile)
+  runs = build_runs(
+      models, tasks, learning_rates, seeds, output_dir, entry_flags, module_flags, entry_flagfile
+  )
   if FLAGS.dry_run:
     for run in runs:
       print(shlex.join([sys.executable, "-m", run.module, *run.args]))
@@ -778,13 +971,18 @@ def main(argv):
   except (KeyboardInterrupt, _Interrupted):
     sys.exit(130)
   rows = [sweep.results[run] for run in runs if run in sweep.results]
-  notes = [f"Grid: {len(models)} models × {len(tasks)} tasks × {len(learning_rates)} "
-           f"learning rates × {len(seeds)} seeds; up to {FLAGS.parallel} runs at once "
-           f"(step times are measured with that sharing)."]
+  notes = [
+      f"Grid: {len(models)} models × {len(tasks)} tasks × {len(learning_rates)} "
+      f"learning rates × {len(seeds)} seeds; up to {FLAGS.parallel} runs at once "
+      f"(step times are measured with that sharing)."
+  ]
   paths = write_outputs(rows, output_dir, sweep.failed, notes)
-  print(f"{len(runs)} runs: {len(rows) - sweep.skipped} finished now, {sweep.skipped} "
-        f"skipped (already finished), {len(sweep.failed)} failed or not run; wrote "
-        f"{', '.join(paths)}", file=sys.stderr)
+  print(
+      f"{len(runs)} runs: {len(rows) - sweep.skipped} finished now, {sweep.skipped} "
+      f"skipped (already finished), {len(sweep.failed)} failed or not run; wrote "
+      f"{', '.join(paths)}",
+      file=sys.stderr,
+  )
   with open(os.path.join(output_dir, "summary.md"), encoding="utf-8") as f:
     print(f.read(), end="")
   if sweep.failed:

@@ -30,11 +30,13 @@ flags.mark_flags_as_required(["vocab_file", "input_file", "output_file"])
 
 def tokenize_file(tokenizer, input_file, output_file, output="pieces", batch_size=1024):
   """Tokenizes input_file line by line (blank lines give []); returns the line count."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from recurrent_bert import io_utils  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
 
-  tokenize = tf.function(tokenizer.tokenize_flat,
-                         input_signature=[tf.TensorSpec([None], tf.string)])
+  from recurrent_bert import io_utils
+
+  tokenize = tf.function(
+      tokenizer.tokenize_flat, input_signature=[tf.TensorSpec([None], tf.string)]
+  )
   lines = 0
   with io_utils.atomic_write(output_file, "w") as out:
     batch = []
@@ -61,12 +63,15 @@ def main(argv):
   from recurrent_bert.data import builtin_corpus
   from recurrent_bert.data import tokenization
 
-  [input_file] = cli.run_checked(builtin_corpus.resolve_input_files, [FLAGS.input_file],
-                                 "input_file")
-  tokenizer = cli.run_checked(tokenization.BertWordpieceTokenizer, FLAGS.vocab_file,
-                              FLAGS.do_lower_case)
-  cli.run_checked(tokenize_file, tokenizer, input_file, FLAGS.output_file, FLAGS.output,
-                  FLAGS.batch_size)
+  [input_file] = cli.run_checked(
+      builtin_corpus.resolve_input_files, [FLAGS.input_file], "input_file"
+  )
+  tokenizer = cli.run_checked(
+      tokenization.BertWordpieceTokenizer, FLAGS.vocab_file, FLAGS.do_lower_case
+  )
+  cli.run_checked(
+      tokenize_file, tokenizer, input_file, FLAGS.output_file, FLAGS.output, FLAGS.batch_size
+  )
 
 
 if __name__ == "__main__":

@@ -13,9 +13,7 @@ with `safetensors.numpy`, so no PyTorch is needed. Errors in the files raise
 import dataclasses
 import json
 import os
-from typing import List
-from typing import Mapping
-from typing import Optional
+from typing import List, Mapping, Optional
 
 from recurrent_bert.config import ModelConfig
 from recurrent_bert.config import get_preset
@@ -38,23 +36,34 @@ def config_from_bert_json(fields: Mapping, gelu_is_exact: bool, source: str) -> 
       the tanh approximation in google-research/bert's TF1 code.
     source: the file, for error messages.
   """
-  required = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-              "intermediate_size")
+  required = (
+      "vocab_size",
+      "hidden_size",
+      "num_hidden_layers",
+      "num_attention_heads",
+      "intermediate_size",
+  )
   missing = [k for k in required if k not in fields]
   if missing:
     raise CheckpointMappingError(f"{source}: lacks {missing}")
   act = fields.get("hidden_act", "gelu")
-  acts = {"gelu": "gelu" if gelu_is_exact else "gelu_approximate",
-          "gelu_new": "gelu_approximate", "gelu_pytorch_tanh": "gelu_approximate",
-          "gelu_fast": "gelu_approximate", "relu": "relu"}
+  acts = {
+      "gelu": "gelu" if gelu_is_exact else "gelu_approximate",
+      "gelu_new": "gelu_approximate",
+      "gelu_pytorch_tanh": "gelu_approximate",
+      "gelu_fast": "gelu_approximate",
+      "relu": "relu",
+  }
   if act not in acts:
     raise CheckpointMappingError(f"{source}: hidden_act={act!r} is not one of {sorted(acts)}")
   if fields.get("position_embedding_type", "absolute") != "absolute":
     raise CheckpointMappingError(
         f"{source}: position_embedding_type={fields['position_embedding_type']!r}; only "
-        "absolute position embeddings map onto BERT-orig")
+        "absolute position embeddings map onto BERT-orig"
+    )
   return get_preset("bert_base").replace(
-      vocab_size=int(fields["vocab_size"]), hidden_size=int(fields["hidden_size"]),
+      vocab_size=int(fields["vocab_size"]),
+      hidden_size=int(fields["hidden_size"]),
       num_layers=int(fields["num_hidden_layers"]),
       num_heads=int(fields["num_attention_heads"]),
       intermediate_size=int(fields["intermediate_size"]),
@@ -64,7 +73,8 @@ def config_from_bert_json(fields: Mapping, gelu_is_exact: bool, source: str) -> 
       dropout_rate=float(fields.get("hidden_dropout_prob", 0.1)),
       attention_dropout_rate=float(fields.get("attention_probs_dropout_prob", 0.1)),
       layer_norm_epsilon=float(fields.get("layer_norm_eps", 1e-12)),
-      initializer_range=float(fields.get("initializer_range", 0.02)))
+      initializer_range=float(fields.get("initializer_range", 0.02)),
+  )
 
 
 def _read_json(path: str, what: str) -> dict:
@@ -89,6 +99,7 @@ class ImportedBert:
     new: our variable paths the source has no weight for (freshly initialised).
     source: description of where the weights came from.
   """
+
   model: object
   vocab_file: Optional[str]
   do_lower_case: Optional[bool]
@@ -97,17 +108,28 @@ class ImportedBert:
   source: str
 
 
-def _load_bert(config: ModelConfig, reader, has_mlm: bool, has_nsp: bool, source: str,
-               vocab_file: Optional[str], do_lower_case: Optional[bool]) -> ImportedBert:
+def _load_bert(
+    config: ModelConfig,
+    reader,
+    has_mlm: bool,
+    has_nsp: bool,
+    source: str,
+    vocab_file: Optional[str],
+    do_lower_case: Optional[bool],
+) -> ImportedBert:
   """Builds a Pretrainer for `config` and fills it from a TF1-named reader."""
   model = Pretrainer(Encoder(config), use_nsp=has_nsp)
   pairs = tf1_bert_pairs(model if has_mlm else model.encoder, reader, source)
   assign_pairs(pairs)
   copied_ids = {id(v) for v, _ in pairs}
   return ImportedBert(
-      model=model, vocab_file=vocab_file, do_lower_case=do_lower_case,
+      model=model,
+      vocab_file=vocab_file,
+      do_lower_case=do_lower_case,
       copied=[v.path for v in model.weights if id(v) in copied_ids],
-      new=[v.path for v in model.weights if id(v) not in copied_ids], source=source)
+      new=[v.path for v in model.weights if id(v) not in copied_ids],
+      source=source,
+  )
 
 
 def _existing(path: Optional[str]) -> Optional[str]:
@@ -119,8 +141,9 @@ def _check_given(path: Optional[str], flag: str) -> None:
     raise CheckpointMappingError(f"{flag}={path!r} does not exist")
 
 
-def load_tf1_bert(checkpoint_prefix: str, bert_config_file: Optional[str] = None,
-                  vocab_file: Optional[str] = None) -> ImportedBert:
+def load_tf1_bert(
+    checkpoint_prefix: str, bert_config_file: Optional[str] = None, vocab_file: Optional[str] = None
+) -> ImportedBert:
   """Imports a google-research/bert checkpoint (e.g. `.../bert_model.ckpt`).
 
   `bert_config.json` and `vocab.txt` are looked up beside the checkpoint (the release
@@ -128,30 +151,37 @@ def load_tf1_bert(checkpoint_prefix: str, bert_config_file: Optional[str] = None
   code. The MLM and NSP heads are imported when the checkpoint has them.
   """
   import tensorflow as tf
+
   _check_given(bert_config_file, "bert_config_file")
   _check_given(vocab_file, "vocab_file")
   directory = os.path.dirname(checkpoint_prefix)
   bert_config_file = bert_config_file or os.path.join(directory, "bert_config.json")
   if not os.path.isfile(bert_config_file):
-    raise CheckpointMappingError(f"no bert_config.json beside {checkpoint_prefix!r}; "
-                                 "pass --bert_config_file")
+    raise CheckpointMappingError(
+        f"no bert_config.json beside {checkpoint_prefix!r}; " "pass --bert_config_file"
+    )
   try:
     reader = tf.train.load_checkpoint(checkpoint_prefix)
   except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as e:
-    raise CheckpointMappingError(
-        f"cannot read TF1 checkpoint {checkpoint_prefix!r}: {e}") from None
+    raise CheckpointMappingError(f"cannot read TF1 checkpoint {checkpoint_prefix!r}: {e}") from None
   names = reader.get_variable_to_shape_map()
-  config = config_from_bert_json(_read_json(bert_config_file, "bert_config_file"),
-                                 gelu_is_exact=False, source=bert_config_file)
-  return _load_bert(config, reader, has_mlm="cls/predictions/output_bias" in names,
-                    has_nsp="cls/seq_relationship/output_weights" in names,
-                    source=checkpoint_prefix,
-                    vocab_file=vocab_file or _existing(os.path.join(directory, "vocab.txt")),
-                    do_lower_case=None)
+  config = config_from_bert_json(
+      _read_json(bert_config_file, "bert_config_file"), gelu_is_exact=False, source=bert_config_file
+  )
+  return _load_bert(
+      config,
+      reader,
+      has_mlm="cls/predictions/output_bias" in names,
+      has_nsp="cls/seq_relationship/output_weights" in names,
+      source=checkpoint_prefix,
+      vocab_file=vocab_file or _existing(os.path.join(directory, "vocab.txt")),
+      do_lower_case=None,
+  )
 
 
-def load_hf_bert(path: str, bert_config_file: Optional[str] = None,
-                 vocab_file: Optional[str] = None) -> ImportedBert:
+def load_hf_bert(
+    path: str, bert_config_file: Optional[str] = None, vocab_file: Optional[str] = None
+) -> ImportedBert:
   """Imports a Hugging Face BERT safetensors checkpoint.
 
   Args:
@@ -161,6 +191,7 @@ def load_hf_bert(path: str, bert_config_file: Optional[str] = None,
   The casing comes from `tokenizer_config.json` (`do_lower_case`) when present.
   """
   from safetensors.numpy import load_file
+
   _check_given(bert_config_file, "bert_config_file")
   _check_given(vocab_file, "vocab_file")
   weights_file = os.path.join(path, "model.safetensors") if os.path.isdir(path) else path
@@ -169,24 +200,32 @@ def load_hf_bert(path: str, bert_config_file: Optional[str] = None,
   directory = os.path.dirname(weights_file)
   config_file = bert_config_file or os.path.join(directory, "config.json")
   if not os.path.isfile(config_file):
-    raise CheckpointMappingError(f"no config.json beside {weights_file!r}; pass "
-                                 "--bert_config_file")
+    raise CheckpointMappingError(
+        f"no config.json beside {weights_file!r}; pass " "--bert_config_file"
+    )
   try:
     tensors = load_file(weights_file)
   except Exception as e:  # safetensors raises its own SafetensorError
     raise CheckpointMappingError(f"cannot read safetensors file {weights_file!r}: {e}") from None
   renamed = hf_to_tf1_names(tensors)
-  config = config_from_bert_json(_read_json(config_file, "bert_config_file"),
-                                 gelu_is_exact=True, source=config_file)
+  config = config_from_bert_json(
+      _read_json(config_file, "bert_config_file"), gelu_is_exact=True, source=config_file
+  )
   tokenizer_config = os.path.join(directory, "tokenizer_config.json")
-  do_lower_case = (_read_json(tokenizer_config, "tokenizer config").get("do_lower_case")
-                   if os.path.isfile(tokenizer_config) else None)
-  return _load_bert(config, DictReader(renamed),
-                    has_mlm="cls/predictions/output_bias" in renamed,
-                    has_nsp="cls/seq_relationship/output_weights" in renamed,
-                    source=weights_file,
-                    vocab_file=vocab_file or _existing(os.path.join(directory, "vocab.txt")),
-                    do_lower_case=do_lower_case)
+  do_lower_case = (
+      _read_json(tokenizer_config, "tokenizer config").get("do_lower_case")
+      if os.path.isfile(tokenizer_config)
+      else None
+  )
+  return _load_bert(
+      config,
+      DictReader(renamed),
+      has_mlm="cls/predictions/output_bias" in renamed,
+      has_nsp="cls/seq_relationship/output_weights" in renamed,
+      source=weights_file,
+      vocab_file=vocab_file or _existing(os.path.join(directory, "vocab.txt")),
+      do_lower_case=do_lower_case,
+  )
 
 
 def load_keras_hub_preset(preset_dir: str, vocab_file: Optional[str] = None) -> ImportedBert:
@@ -196,38 +235,50 @@ def load_keras_hub_preset(preset_dir: str, vocab_file: Optional[str] = None) -> 
   The vocabulary and casing come from the preset's tokenizer when it has one.
   """
   import keras_hub
+
   _check_given(vocab_file, "vocab_file")
   if not os.path.isfile(os.path.join(preset_dir, "config.json")):
-    raise CheckpointMappingError(f"{preset_dir!r} is not a keras-hub preset directory "
-                                 "(no config.json)")
+    raise CheckpointMappingError(
+        f"{preset_dir!r} is not a keras-hub preset directory " "(no config.json)"
+    )
   hub = keras_hub.models.BertBackbone.from_preset(preset_dir)
   # keras-hub's BERT uses the tanh GELU and LayerNorm epsilon 1e-12.
   config = get_preset("bert_base").replace(
-      vocab_size=hub.vocabulary_size, hidden_size=hub.hidden_dim, num_layers=hub.num_layers,
-      num_heads=hub.num_heads, intermediate_size=hub.intermediate_dim,
-      max_position_embeddings=hub.max_sequence_length, type_vocab_size=hub.num_segments,
-      hidden_act="gelu_approximate")
+      vocab_size=hub.vocabulary_size,
+      hidden_size=hub.hidden_dim,
+      num_layers=hub.num_layers,
+      num_heads=hub.num_heads,
+      intermediate_size=hub.intermediate_dim,
+      max_position_embeddings=hub.max_sequence_length,
+      type_vocab_size=hub.num_segments,
+      hidden_act="gelu_approximate",
+  )
   model = Pretrainer(Encoder(config), use_nsp=True)
   load_from_keras_hub_bert(model.encoder, hub)
   encoder_ids = {id(v) for v in model.encoder.weights}
   do_lower_case = None
   tokenizer_json = os.path.join(preset_dir, "tokenizer.json")
   if os.path.isfile(tokenizer_json):
-    do_lower_case = _read_json(tokenizer_json, "tokenizer config").get(
-        "config", {}).get("lowercase")
+    do_lower_case = (
+        _read_json(tokenizer_json, "tokenizer config").get("config", {}).get("lowercase")
+    )
   preset_vocab = os.path.join(preset_dir, "assets", "tokenizer", "vocabulary.txt")
   return ImportedBert(
-      model=model, vocab_file=vocab_file or _existing(preset_vocab),
+      model=model,
+      vocab_file=vocab_file or _existing(preset_vocab),
       do_lower_case=do_lower_case,
       copied=[v.path for v in model.weights if id(v) in encoder_ids],
-      new=[v.path for v in model.weights if id(v) not in encoder_ids], source=preset_dir)
+      new=[v.path for v in model.weights if id(v) not in encoder_ids],
+      source=preset_dir,
+  )
 
 
 SOURCES = ("tf1", "hf", "keras_hub")
 
 
-def import_bert(source: str, path: str, bert_config_file: Optional[str] = None,
-                vocab_file: Optional[str] = None) -> ImportedBert:
+def import_bert(
+    source: str, path: str, bert_config_file: Optional[str] = None, vocab_file: Optional[str] = None
+) -> ImportedBert:
   """Imports a BERT checkpoint of kind `source` (one of SOURCES) from `path`."""
   if source == "tf1":
     return load_tf1_bert(path, bert_config_file, vocab_file)
@@ -235,7 +286,8 @@ def import_bert(source: str, path: str, bert_config_file: Optional[str] = None,
     return load_hf_bert(path, bert_config_file, vocab_file)
   if source == "keras_hub":
     if bert_config_file:
-      raise CheckpointMappingError("--bert_config_file does not apply to keras_hub presets "
-                                   "(their config.json is read)")
+      raise CheckpointMappingError(
+          "--bert_config_file does not apply to keras_hub presets " "(their config.json is read)"
+      )
     return load_keras_hub_preset(path, vocab_file)
   raise CheckpointMappingError(f"source={source!r} is not one of {SOURCES}")

@@ -11,15 +11,12 @@ Contract: everything here works on tensors already in memory, never on files.
 Every error names the source variable and our variable involved.
 """
 
-from typing import Dict
-from typing import List
-from typing import Mapping
-from typing import NamedTuple
-from typing import Tuple
+from typing import Dict, List, Mapping, NamedTuple, Tuple
 
 import numpy as np
 
 from recurrent_bert.models.encoder import Encoder
+
 
 class CheckpointMappingError(ValueError):
   """A source checkpoint lacks a variable, or holds one of the wrong shape."""
@@ -27,6 +24,7 @@ class CheckpointMappingError(ValueError):
 
 class NamedValue(NamedTuple):
   """A source tensor and the name it has in its checkpoint (for error messages)."""
+
   name: str
   value: np.ndarray
 
@@ -39,11 +37,15 @@ def keras_hub_bert_pairs(encoder: Encoder, hub_backbone) -> List[Tuple[object, o
   """
   c = encoder.config
   if c.mixer != "ffn" or c.attention_bias != "none" or c.position_embedding != "absolute":
-    raise ValueError("keras-hub's BertBackbone maps only onto the `bert` (BERT-orig) "
-                     f"family; got mixer={c.mixer}, attention_bias={c.attention_bias}")
+    raise ValueError(
+        "keras-hub's BertBackbone maps only onto the `bert` (BERT-orig) "
+        f"family; got mixer={c.mixer}, attention_bias={c.attention_bias}"
+    )
   if len(hub_backbone.transformer_layers) != c.num_layers:
-    raise ValueError(f"layer count differs: ours {c.num_layers}, keras-hub "
-                     f"{len(hub_backbone.transformer_layers)}")
+    raise ValueError(
+        f"layer count differs: ours {c.num_layers}, keras-hub "
+        f"{len(hub_backbone.transformer_layers)}"
+    )
   emb = encoder.embeddings
   pairs = [
       (emb.token_embedding.embeddings, hub_backbone.token_embedding.embeddings),
@@ -61,14 +63,18 @@ def keras_hub_bert_pairs(encoder: Encoder, hub_backbone) -> List[Tuple[object, o
         (block.attention.value, hub_attention._value_dense),
         (block.attention.output_dense, hub_attention._output_dense),
         (ffn.intermediate, hub_layer._feedforward_intermediate_dense),
-        (ffn.output_dense, hub_layer._feedforward_output_dense)):
+        (ffn.output_dense, hub_layer._feedforward_output_dense),
+    ):
       pairs += [(ours.kernel, theirs.kernel), (ours.bias, theirs.bias)]
     for ours, theirs in (
         (block.attention_layer_norm, hub_layer._self_attention_layer_norm),
-        (block.output_layer_norm, hub_layer._feedforward_layer_norm)):
+        (block.output_layer_norm, hub_layer._feedforward_layer_norm),
+    ):
       pairs += [(ours.gamma, theirs.gamma), (ours.beta, theirs.beta)]
-  pairs += [(encoder.pooler.kernel, hub_backbone.pooled_dense.kernel),
-            (encoder.pooler.bias, hub_backbone.pooled_dense.bias)]
+  pairs += [
+      (encoder.pooler.kernel, hub_backbone.pooled_dense.kernel),
+      (encoder.pooler.bias, hub_backbone.pooled_dense.bias),
+  ]
   return pairs
 
 
@@ -86,7 +92,8 @@ def _tensor_getter(reader, source: str):
     if shape is not None and tuple(value.shape) != tuple(shape):
       raise CheckpointMappingError(
           f"{source}: variable {name!r} has shape {tuple(value.shape)}, the model config "
-          f"needs {tuple(shape)}")
+          f"needs {tuple(shape)}"
+      )
     return NamedValue(name, value if reshape_to is None else value.reshape(reshape_to))
 
   return get
@@ -125,27 +132,41 @@ def tf1_bert_pairs(model, reader, source: str = "checkpoint") -> List[Tuple[obje
   for i, block in enumerate(encoder.blocks):
     prefix = f"bert/encoder/layer_{i}"
     attention, ffn = block.attention, block.branch_layers[0]
-    for ours, name in ((attention.query, "query"), (attention.key, "key"),
-                       (attention.value, "value")):
-      pairs += [(ours.kernel, get(f"{prefix}/attention/self/{name}/kernel", (H, H),
-                                  (H, heads, head_size))),
-                (ours.bias, get(f"{prefix}/attention/self/{name}/bias", (H,),
-                                (heads, head_size)))]
+    for ours, name in (
+        (attention.query, "query"),
+        (attention.key, "key"),
+        (attention.value, "value"),
+    ):
+      pairs += [
+          (
+              ours.kernel,
+              get(f"{prefix}/attention/self/{name}/kernel", (H, H), (H, heads, head_size)),
+          ),
+          (ours.bias, get(f"{prefix}/attention/self/{name}/bias", (H,), (heads, head_size))),
+      ]
     pairs += [
-        (attention.output_dense.kernel, get(f"{prefix}/attention/output/dense/kernel",
-                                            (H, H), (heads, head_size, H))),
+        (
+            attention.output_dense.kernel,
+            get(f"{prefix}/attention/output/dense/kernel", (H, H), (heads, head_size, H)),
+        ),
         (attention.output_dense.bias, get(f"{prefix}/attention/output/dense/bias")),
         (ffn.intermediate.kernel, get(f"{prefix}/intermediate/dense/kernel")),
         (ffn.intermediate.bias, get(f"{prefix}/intermediate/dense/bias")),
         (ffn.output_dense.kernel, get(f"{prefix}/output/dense/kernel")),
         (ffn.output_dense.bias, get(f"{prefix}/output/dense/bias")),
     ]
-    for ours, name in ((block.attention_layer_norm, "attention/output/LayerNorm"),
-                       (block.output_layer_norm, "output/LayerNorm")):
-      pairs += [(ours.gamma, get(f"{prefix}/{name}/gamma")),
-                (ours.beta, get(f"{prefix}/{name}/beta"))]
-  pairs += [(encoder.pooler.kernel, get("bert/pooler/dense/kernel")),
-            (encoder.pooler.bias, get("bert/pooler/dense/bias"))]
+    for ours, name in (
+        (block.attention_layer_norm, "attention/output/LayerNorm"),
+        (block.output_layer_norm, "output/LayerNorm"),
+    ):
+      pairs += [
+          (ours.gamma, get(f"{prefix}/{name}/gamma")),
+          (ours.beta, get(f"{prefix}/{name}/beta")),
+      ]
+  pairs += [
+      (encoder.pooler.kernel, get("bert/pooler/dense/kernel")),
+      (encoder.pooler.bias, get("bert/pooler/dense/bias")),
+  ]
   mlm_head = getattr(model, "mlm_head", None)
   if mlm_head is not None:
     pairs += [
@@ -158,8 +179,10 @@ def tf1_bert_pairs(model, reader, source: str = "checkpoint") -> List[Tuple[obje
   nsp_head = getattr(model, "nsp_head", None)
   if nsp_head is not None:
     weights = get("cls/seq_relationship/output_weights", (2, H))
-    pairs += [(nsp_head.dense.kernel, NamedValue(weights.name, weights.value.T)),
-              (nsp_head.dense.bias, get("cls/seq_relationship/output_bias"))]
+    pairs += [
+        (nsp_head.dense.kernel, NamedValue(weights.name, weights.value.T)),
+        (nsp_head.dense.bias, get("cls/seq_relationship/output_bias")),
+    ]
   return pairs
 
 
@@ -184,7 +207,8 @@ def assign_pairs(pairs) -> int:
     if tuple(ours.shape) != value.shape:
       raise CheckpointMappingError(
           f"shape mismatch: our {ours.path} is {tuple(ours.shape)}, source "
-          f"{_source_name(theirs)} is {value.shape}")
+          f"{_source_name(theirs)} is {value.shape}"
+      )
     checked.append((ours, value))
   for ours, value in checked:
     ours.assign(value)
@@ -202,6 +226,7 @@ def load_from_keras_hub_bert(encoder: Encoder, hub_backbone) -> int:
 
 
 # ---------------------------------------------------------------- Hugging Face names
+
 
 class DictReader:
   """A `tf.train.load_checkpoint`-like reader over a {name: numpy array} dict."""
@@ -222,8 +247,12 @@ class DictReader:
 # Hugging Face module path -> TF1 scope, for the parts whose names differ beyond the
 # mechanical "." -> "/" and "layer.N" -> "layer_N".
 _HF_PARAMETER_TO_TF1 = {"weight": "kernel", "bias": "bias"}
-_HF_LAYER_NORM_PARAMETER_TO_TF1 = {"weight": "gamma", "bias": "beta",
-                                   "gamma": "gamma", "beta": "beta"}
+_HF_LAYER_NORM_PARAMETER_TO_TF1 = {
+    "weight": "gamma",
+    "bias": "beta",
+    "gamma": "gamma",
+    "beta": "beta",
+}
 # Embedding tables are stored [rows, H] in both; every other HF matrix is a PyTorch
 # Linear weight, [out, in], the transpose of TF1's [in, out] kernel.
 _HF_UNTRANSPOSED_SUFFIXES = ("_embeddings.weight",)
@@ -233,8 +262,11 @@ _HF_HEAD_RENAMES = {
     "cls.seq_relationship.bias": "cls/seq_relationship/output_bias",
 }
 # Tied to the word embeddings (decoder.weight) or a duplicate of cls.predictions.bias.
-_HF_IGNORED = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias",
-               "embeddings.position_ids")
+_HF_IGNORED = (
+    "cls.predictions.decoder.weight",
+    "cls.predictions.decoder.bias",
+    "embeddings.position_ids",
+)
 
 
 def hf_to_tf1_names(tensors: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
@@ -249,9 +281,8 @@ def hf_to_tf1_names(tensors: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
   """
   renamed = {}
   for hf_name, value in tensors.items():
-    name = hf_name[len("bert."):] if hf_name.startswith("bert.") else hf_name
-    if name in _HF_IGNORED or not (name.startswith(("embeddings.", "encoder.", "pooler.",
-                                                    "cls."))):
+    name = hf_name[len("bert.") :] if hf_name.startswith("bert.") else hf_name
+    if name in _HF_IGNORED or not (name.startswith(("embeddings.", "encoder.", "pooler.", "cls."))):
       continue
     value = np.asarray(value)
     if name in _HF_HEAD_RENAMES:

@@ -22,6 +22,7 @@ class WarmStartReport:
     unused: source weights the target has no place for (e.g. the FFN of a
       TRANS-BLSTM-1 or SwishRNN block).
   """
+
   copied: List[str]
   new: List[str]
   unused: List[str]
@@ -51,17 +52,22 @@ def warm_start(target, source) -> WarmStartReport:
   source_weights = {v.path: v for v in source.weights}
   target_weights = {v.path: v for v in target.weights}
   shared = [p for p in target_weights if p in source_weights]
-  mismatched = [f"{p}: target {tuple(target_weights[p].shape)}, source "
-                f"{tuple(source_weights[p].shape)}" for p in shared
-                if tuple(target_weights[p].shape) != tuple(source_weights[p].shape)]
+  mismatched = [
+      f"{p}: target {tuple(target_weights[p].shape)}, source " f"{tuple(source_weights[p].shape)}"
+      for p in shared
+      if tuple(target_weights[p].shape) != tuple(source_weights[p].shape)
+  ]
   if mismatched:
     shown = "; ".join(mismatched[:_MAX_NAMED_MISMATCHES])
     more = len(mismatched) - _MAX_NAMED_MISMATCHES
     raise CheckpointMappingError(
         f"warm start: shape mismatch for {len(mismatched)} shared weight(s): {shown}"
-        + (f"; and {more} more" if more > 0 else "") +
-        " (the target config needs the source's sizes)")
+        + (f"; and {more} more" if more > 0 else "")
+        + " (the target config needs the source's sizes)"
+    )
   assign_pairs([(target_weights[p], source_weights[p].numpy()) for p in shared])
-  return WarmStartReport(copied=shared,
-                         new=[p for p in target_weights if p not in source_weights],
-                         unused=[p for p in source_weights if p not in target_weights])
+  return WarmStartReport(
+      copied=shared,
+      new=[p for p in target_weights if p not in source_weights],
+      unused=[p for p in source_weights if p not in target_weights],
+  )

@@ -52,8 +52,8 @@ try:
   from apache_beam.options.pipeline_options import PipelineOptions
 except ImportError as e:  # the base install stays lean: Beam is an extra
   raise ImportError(
-      f"the Beam runner needs Apache Beam ({e}): "
-      "pip install -c constraints.txt -e '.[beam]'") from e
+      f"the Beam runner needs Apache Beam ({e}): " "pip install -c constraints.txt -e '.[beam]'"
+  ) from e
 
 from recurrent_bert import io_utils
 from recurrent_bert.data import pretraining_data
@@ -97,8 +97,9 @@ def document_digest(sentences: Sequence[str], seed: int) -> bytes:
   return hashlib.blake2b(text, digest_size=16).digest()
 
 
-def keyed_documents(path: str, seed: int, num_pools: int
-                    ) -> Iterator[Tuple[int, Tuple[bytes, List[str]]]]:
+def keyed_documents(
+    path: str, seed: int, num_pools: int
+) -> Iterator[Tuple[int, Tuple[bytes, List[str]]]]:
   """Reads one file into (pool, (digest, sentences)) elements."""
   for document in pretraining_data.iter_documents([path], read_lines):
     digest = document_digest(document.sentences, seed)
@@ -110,8 +111,10 @@ def _local_copy(path: str) -> str:
   if not _is_remote(path):
     return path
   fd, local = tempfile.mkstemp(suffix="-" + os.path.basename(path))
-  with os.fdopen(fd, "wb") as out, FileSystems.open(
-      path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+  with (
+      os.fdopen(fd, "wb") as out,
+      FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f,
+  ):
     out.write(f.read())
   return local
 
@@ -128,8 +131,7 @@ class BuildPoolDoFn(beam.DoFn):
   def setup(self):
     # One tokenizer and traced masking function per worker, as in the local tool.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    options = dataclasses.replace(self._options,
-                                  vocab_file=_local_copy(self._options.vocab_file))
+    options = dataclasses.replace(self._options, vocab_file=_local_copy(self._options.vocab_file))
     self._processor = pretraining_data.ChunkProcessor(options)
 
   def process(self, keyed_pool):
@@ -139,8 +141,9 @@ class BuildPoolDoFn(beam.DoFn):
     data, offsets, stats = self._processor.process(pool_index, documents, frame=False)
     self._processor.stage_seconds.clear()  # the local tool's profile; Beam has its own
     stats = {k: v for k, v in stats.items() if not k.startswith("seconds ")}
-    stats = dict(stats, chunks=1,
-                 text_bytes=sum(map(pretraining_data.document_text_size, documents)))
+    stats = dict(
+        stats, chunks=1, text_bytes=sum(map(pretraining_data.document_text_size, documents))
+    )
     self._documents.inc(stats["documents"])
     self._instances.inc(len(offsets) - 1)
     view = memoryview(data)
@@ -157,8 +160,9 @@ def sum_counters(counters) -> Dict[str, int]:
   return dict(total)
 
 
-def build_pipeline(pipeline: "beam.Pipeline", options: GeneratorOptions, output_dir: str,
-                   num_pools: int) -> None:
+def build_pipeline(
+    pipeline: "beam.Pipeline", options: GeneratorOptions, output_dir: str, num_pools: int
+) -> None:
   """Adds the stages (module docstring) to `pipeline`, writing into `output_dir`."""
   num_shards = len(options.output_files)
   outputs = (
@@ -168,17 +172,26 @@ def build_pipeline(pipeline: "beam.Pipeline", options: GeneratorOptions, output_
       | "SpreadFiles" >> beam.Reshuffle()
       | "ReadDocuments" >> beam.FlatMap(keyed_documents, options.random_seed, num_pools)
       | "GroupIntoPools" >> beam.GroupByKey()
-      | "BuildAndMask" >> beam.ParDo(BuildPoolDoFn(options)).with_outputs(
-          "stats", main="records"))
+      | "BuildAndMask" >> beam.ParDo(BuildPoolDoFn(options)).with_outputs("stats", main="records")
+  )
   _ = outputs.records | "WriteShards" >> beam.io.WriteToTFRecord(
-      os.path.join(output_dir, SHARD_PREFIX), file_name_suffix=SHARD_SUFFIX,
-      num_shards=num_shards, shard_name_template=SHARD_TEMPLATE)
-  _ = (outputs.stats
-       | "SumCounters" >> beam.CombineGlobally(sum_counters)
-       | "ToJson" >> beam.Map(json.dumps, sort_keys=True)
-       | "WriteCounters" >> beam.io.WriteToText(os.path.join(output_dir, _COUNTERS),
-                                                file_name_suffix=".json",
-                                                shard_name_template="", num_shards=1))
+      os.path.join(output_dir, SHARD_PREFIX),
+      file_name_suffix=SHARD_SUFFIX,
+      num_shards=num_shards,
+      shard_name_template=SHARD_TEMPLATE,
+  )
+  _ = (
+      outputs.stats
+      | "SumCounters" >> beam.CombineGlobally(sum_counters)
+      | "ToJson" >> beam.Map(json.dumps, sort_keys=True)
+      | "WriteCounters"
+      >> beam.io.WriteToText(
+          os.path.join(output_dir, _COUNTERS),
+          file_name_suffix=".json",
+          shard_name_template="",
+          num_shards=1,
+      )
+  )
 
 
 # ----------------------------------------------------------------------------- driver
@@ -194,8 +207,9 @@ def _input_size(input_files: Sequence[str]) -> int:
   return total
 
 
-def pipeline_options(beam_runner: str, pipeline_args: Sequence[str], num_workers: int
-                     ) -> Tuple[PipelineOptions, object]:
+def pipeline_options(
+    beam_runner: str, pipeline_args: Sequence[str], num_workers: int
+) -> Tuple[PipelineOptions, object]:
   """Beam options from pass-through args, and the runner (name or instance).
 
   "DirectRunner" here is Beam's FnApiRunner, the batch engine behind the Python
@@ -208,24 +222,25 @@ def pipeline_options(beam_runner: str, pipeline_args: Sequence[str], num_workers
   args = list(pipeline_args)
   if beam_runner.lower() not in _DIRECT_RUNNERS:
     return PipelineOptions(args, runner=beam_runner), beam_runner
-  from apache_beam.portability.api import beam_provision_api_pb2  # pylint: disable=g-import-not-at-top
-  from apache_beam.runners.portability import portable_runner  # pylint: disable=g-import-not-at-top
-  from apache_beam.runners.portability.fn_api_runner import fn_runner  # pylint: disable=g-import-not-at-top
+  from apache_beam.portability.api import beam_provision_api_pb2
+  from apache_beam.runners.portability import portable_runner
+  from apache_beam.runners.portability.fn_api_runner import fn_runner
 
   given = " ".join(args)
   if "--direct_num_workers" not in given:
     args.append(f"--direct_num_workers={num_workers}")
   if "--direct_running_mode" not in given:
-    args.append("--direct_running_mode=" +
-                ("multi_processing" if num_workers > 1 else "in_memory"))
+    args.append("--direct_running_mode=" + ("multi_processing" if num_workers > 1 else "in_memory"))
   if "--default_sdk_harness_log_level" not in given:
     args.append("--default_sdk_harness_log_level=WARNING")  # workers log each bundle at INFO
   options = PipelineOptions(args)
   # As Beam's SwitchingDirectRunner builds it: workers see the pipeline options.
-  encoded = portable_runner.JobServiceHandle.encode_pipeline_options(
-      options.get_all_options())
-  runner = fn_runner.FnApiRunner(provision_info=fn_runner.ExtendedProvisionInfo(
-      beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)))
+  encoded = portable_runner.JobServiceHandle.encode_pipeline_options(options.get_all_options())
+  runner = fn_runner.FnApiRunner(
+      provision_info=fn_runner.ExtendedProvisionInfo(
+          beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)
+      )
+  )
   return options, runner
 
 
@@ -249,10 +264,13 @@ def _input_error_in(error: BaseException) -> Optional[str]:
   return found[-1] if found else None
 
 
-def create_pretraining_data_beam(options: GeneratorOptions, output_dir: str,
-                                 num_output_shards: int,
-                                 beam_runner: str = "DirectRunner",
-                                 pipeline_args: Sequence[str] = ()) -> Dict:
+def create_pretraining_data_beam(
+    options: GeneratorOptions,
+    output_dir: str,
+    num_output_shards: int,
+    beam_runner: str = "DirectRunner",
+    pipeline_args: Sequence[str] = (),
+) -> Dict:
   """Runs the generator as a Beam pipeline; see the module docstring.
 
   Args:
@@ -271,14 +289,15 @@ def create_pretraining_data_beam(options: GeneratorOptions, output_dir: str,
     io_utils.InputError: a missing or unreadable input file (named), a bad vocabulary,
       an output directory holding other files, or an input without any document.
   """
-  from recurrent_bert.data.tokenization import load_vocab  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.data.tokenization import load_vocab
 
   if num_output_shards < 1:
     raise ValueError(f"num_output_shards must be >= 1, got {num_output_shards}")
   options = dataclasses.replace(
-      options, output_files=[os.path.join(output_dir, n)
-                             for n in shard_names(num_output_shards)],
-      stats_file=os.path.join(output_dir, "stats.json"))
+      options,
+      output_files=[os.path.join(output_dir, n) for n in shard_names(num_output_shards)],
+      stats_file=os.path.join(output_dir, "stats.json"),
+  )
   options.validate()
   # Every check before any work: inputs, vocabulary, output directory.
   total_bytes = _input_size(options.input_files)
@@ -299,7 +318,7 @@ def create_pretraining_data_beam(options: GeneratorOptions, output_dir: str,
     build_pipeline(pipeline, options, work_dir, num_pools)
     try:
       pipeline.run().wait_until_finish()
-    except Exception as e:  # pylint: disable=broad-except
+    except Exception as e:
       message = _input_error_in(e)
       if message is None:
         raise
@@ -309,13 +328,13 @@ def create_pretraining_data_beam(options: GeneratorOptions, output_dir: str,
     FileSystems.delete([counters_path])
     if counters["documents"] - counters["documents_without_tokens"] == 0:
       raise io_utils.InputError(
-          "the input has no document with any text: " + ", ".join(options.input_files) +
-          " (expected one sentence per line, a blank line between documents)")
+          "the input has no document with any text: "
+          + ", ".join(options.input_files)
+          + " (expected one sentence per line, a blank line between documents)"
+      )
     text_bytes = counters.pop("text_bytes", 0)
-    stats = pretraining_data._summarize(  # pylint: disable=protected-access
-        counters, options, time.time() - start, text_bytes)
+    stats = pretraining_data._summarize(counters, options, time.time() - start, text_bytes)
     stats["runner"] = f"beam:{beam_runner}"
     # Written last: on an object store its presence marks a finished run.
     _write_json(os.path.join(work_dir, "stats.json"), stats)
   return stats
-

@@ -21,8 +21,8 @@ import os
 import re
 import sys
 import sysconfig
-import warnings
 from typing import Iterator, List, Optional, Sequence, Tuple
+import warnings
 
 from recurrent_bert import io_utils
 
@@ -31,30 +31,75 @@ BUILTIN_NAMES = ("builtin", "builtin:", "@builtin")
 _FORMAT_VERSION = 1
 # The direct dependencies first, then other documented libraries commonly installed with
 # them; packages that are not installed are skipped.
-DEFAULT_PACKAGES = ("tensorflow", "keras", "numpy", "keras_hub", "absl", "tensorflow_text",
-                    "tensorflow_datasets", "matplotlib", "tqdm", "psutil", "google", "h5py",
-                    "pyarrow", "huggingface_hub", "PIL", "fontTools", "pip", "setuptools",
-                    "pygments", "requests", "urllib3", "_pytest", "click", "rich", "pyparsing",
-                    "etils", "scipy", "pandas", "sklearn", "torch", "jax")
-_SKIPPED_DIRS = frozenset({"test", "tests", "testing", "idlelib", "lib2to3", "__pycache__",
-                           "site-packages", "dist-packages", "turtledemo", "_vendor",
-                           "vendored", "third_party", "include"})
+DEFAULT_PACKAGES = (
+    "tensorflow",
+    "keras",
+    "numpy",
+    "keras_hub",
+    "absl",
+    "tensorflow_text",
+    "tensorflow_datasets",
+    "matplotlib",
+    "tqdm",
+    "psutil",
+    "google",
+    "h5py",
+    "pyarrow",
+    "huggingface_hub",
+    "PIL",
+    "fontTools",
+    "pip",
+    "setuptools",
+    "pygments",
+    "requests",
+    "urllib3",
+    "_pytest",
+    "click",
+    "rich",
+    "pyparsing",
+    "etils",
+    "scipy",
+    "pandas",
+    "sklearn",
+    "torch",
+    "jax",
+)
+_SKIPPED_DIRS = frozenset(
+    {
+        "test",
+        "tests",
+        "testing",
+        "idlelib",
+        "lib2to3",
+        "__pycache__",
+        "site-packages",
+        "dist-packages",
+        "turtledemo",
+        "_vendor",
+        "vendored",
+        "third_party",
+        "include",
+    }
+)
 
 # Sentence ends: . ! ? (optionally closing quotes/brackets) then space and a capital,
 # digit, quote or bracket. Abbreviations below are re-joined afterwards.
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[A-Z0-9\"'(\[`])")
 _ABBREVIATIONS = re.compile(
-    r"(?:\b(?:e\.g|i\.e|etc|vs|cf|Mr|Mrs|Dr|St|No|Fig|approx|resp|incl|viz|al)\.|"
-    r"\b[A-Z]\.)$")
+    r"(?:\b(?:e\.g|i\.e|etc|vs|cf|Mr|Mrs|Dr|St|No|Fig|approx|resp|incl|viz|al)\.|" r"\b[A-Z]\.)$"
+)
 _DIRECTIVE = re.compile(r"^\s*(\.\.\s|:[a-zA-Z_ ]+:\s*$|[-=~^*#+`]{3,}\s*$)")
 _SECTION_HEADER = re.compile(
     r"^\s*(Args|Arguments|Parameters|Returns|Return|Yields|Raises|Examples?|Example usage|"
     r"Usage|Notes?|See Also|References|Attributes|Methods|Call arguments|Input shape|"
-    r"Output shape|Reference|Warning|Todo|Properties)\s*:?\s*$", re.IGNORECASE)
+    r"Output shape|Reference|Warning|Todo|Properties)\s*:?\s*$",
+    re.IGNORECASE,
+)
 _CODE_START = re.compile(
     r"^\s*(>>>|\.\.\.|\$ |#|@|def |class |import |from \S+ import|return\b|raise |if .*:$|"
     r"for .*:$|while .*:$|with .*:$|try:|except|elif |else:|print\(|assert |lambda\b|"
-    r"[\w.\[\]'\"]+\s*[+\-*/]?=\s*\S|[\w.]+\(.*\)\s*[;:]?$|[\[{(]|[\]})]|<)")
+    r"[\w.\[\]'\"]+\s*[+\-*/]?=\s*\S|[\w.]+\(.*\)\s*[;:]?$|[\[{(]|[\]})]|<)"
+)
 
 
 def _site_roots(package_names: Sequence[str]) -> List[Tuple[str, str]]:
@@ -74,11 +119,15 @@ def _site_roots(package_names: Sequence[str]) -> List[Tuple[str, str]]:
 
 def _iter_python_files(root: str, skip_site_packages: bool) -> Iterator[str]:
   for directory, subdirs, files in os.walk(root):
-    subdirs[:] = sorted(d for d in subdirs if d not in _SKIPPED_DIRS and not d.startswith(".")
-                        and not (skip_site_packages and d.startswith("site-packages")))
+    subdirs[:] = sorted(
+        d
+        for d in subdirs
+        if d not in _SKIPPED_DIRS
+        and not d.startswith(".")
+        and not (skip_site_packages and d.startswith("site-packages"))
+    )
     for name in sorted(files):
-      if name.endswith(".py") and not name.startswith("test_") and not name.endswith(
-          "_test.py"):
+      if name.endswith(".py") and not name.startswith("test_") and not name.endswith("_test.py"):
         yield os.path.join(directory, name)
 
 
@@ -161,8 +210,11 @@ def split_sentences(paragraph: str) -> List[str]:
 
 def _good_sentence(sentence: str) -> bool:
   words = sentence.split()
-  return (3 <= len(words) <= 120 and sentence[0].isalnum() and
-          sum(c.isalpha() for c in sentence) >= 0.6 * len(sentence))
+  return (
+      3 <= len(words) <= 120
+      and sentence[0].isalnum()
+      and sum(c.isalpha() for c in sentence) >= 0.6 * len(sentence)
+  )
 
 
 def iter_documents(package_names: Sequence[str] = DEFAULT_PACKAGES) -> Iterator[List[str]]:
@@ -191,9 +243,12 @@ def iter_documents(package_names: Sequence[str] = DEFAULT_PACKAGES) -> Iterator[
         yield sentences
 
 
-def write_corpus(output_file: str, max_bytes: Optional[int] = None,
-                 max_documents: Optional[int] = None,
-                 package_names: Sequence[str] = DEFAULT_PACKAGES) -> dict:
+def write_corpus(
+    output_file: str,
+    max_bytes: Optional[int] = None,
+    max_documents: Optional[int] = None,
+    package_names: Sequence[str] = DEFAULT_PACKAGES,
+) -> dict:
   """Writes the corpus atomically; stops after max_bytes / max_documents (whole documents).
 
   Returns:
@@ -223,20 +278,25 @@ def _environment_key(max_bytes, max_documents, package_names) -> str:
 
 
 def default_cache_dir() -> str:
-  return os.environ.get("RECURRENT_BERT_CACHE",
-                        os.path.join(os.path.expanduser("~"), ".cache", "recurrent_bert"))
+  return os.environ.get(
+      "RECURRENT_BERT_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "recurrent_bert")
+  )
 
 
-def ensure_builtin_corpus(cache_dir: Optional[str] = None, max_bytes: Optional[int] = None,
-                          max_documents: Optional[int] = None,
-                          package_names: Sequence[str] = DEFAULT_PACKAGES) -> str:
+def ensure_builtin_corpus(
+    cache_dir: Optional[str] = None,
+    max_bytes: Optional[int] = None,
+    max_documents: Optional[int] = None,
+    package_names: Sequence[str] = DEFAULT_PACKAGES,
+) -> str:
   """Returns the path of the built-in corpus, building it into cache_dir if needed."""
   cache_dir = cache_dir or default_cache_dir()
   key = _environment_key(max_bytes, max_documents, package_names)
   path = os.path.join(cache_dir, f"builtin_corpus-{key}.txt")
   if not os.path.isfile(path):
-    write_corpus(path, max_bytes=max_bytes, max_documents=max_documents,
-                 package_names=package_names)
+    write_corpus(
+        path, max_bytes=max_bytes, max_documents=max_documents, package_names=package_names
+    )
   return path
 
 
@@ -244,9 +304,12 @@ def is_builtin(name: str) -> bool:
   return name.strip().lower() in BUILTIN_NAMES
 
 
-def resolve_input_files(patterns: Sequence[str], flag_name: str = "input_files",
-                        cache_dir: Optional[str] = None,
-                        max_bytes: Optional[int] = None) -> List[str]:
+def resolve_input_files(
+    patterns: Sequence[str],
+    flag_name: str = "input_files",
+    cache_dir: Optional[str] = None,
+    max_bytes: Optional[int] = None,
+) -> List[str]:
   """Expands files/globs (io_utils.expand_input_patterns), `builtin` meaning this corpus."""
   entries = [p.strip() for entry in patterns for p in str(entry).split(",") if p.strip()]
   files: List[str] = []
@@ -254,9 +317,7 @@ def resolve_input_files(patterns: Sequence[str], flag_name: str = "input_files",
     if is_builtin(entry):
       files.append(ensure_builtin_corpus(cache_dir, max_bytes=max_bytes))
     else:
-      files.extend(f for f in io_utils.expand_input_patterns([entry], flag_name)
-                   if f not in files)
+      files.extend(f for f in io_utils.expand_input_patterns([entry], flag_name) if f not in files)
   if not files:
     raise io_utils.InputError(f"--{flag_name}: no input files given")
   return files
-

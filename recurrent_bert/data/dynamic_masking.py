@@ -29,12 +29,22 @@ from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
 
-from recurrent_bert.data.masking import MaskingConfig, num_to_predict  # noqa: F401  (re-exported)
+from recurrent_bert.data.masking import MaskingConfig
+from recurrent_bert.data.masking import num_to_predict  # noqa: F401  (re-exported)
 
 
-def mask_input_ids(input_ids: tf.Tensor, input_mask: tf.Tensor, is_word_start: tf.Tensor,
-                   seed: tf.Tensor, config: MaskingConfig, *, vocab_size: int, mask_id: int,
-                   cls_id: int, sep_id: int) -> Dict[str, tf.Tensor]:
+def mask_input_ids(
+    input_ids: tf.Tensor,
+    input_mask: tf.Tensor,
+    is_word_start: tf.Tensor,
+    seed: tf.Tensor,
+    config: MaskingConfig,
+    *,
+    vocab_size: int,
+    mask_id: int,
+    cls_id: int,
+    sep_id: int,
+) -> Dict[str, tf.Tensor]:
   """Applies BERT's masking (module docstring) to a batch of unmasked sequences.
 
   Args:
@@ -60,11 +70,15 @@ def mask_input_ids(input_ids: tf.Tensor, input_mask: tf.Tensor, is_word_start: t
   num_predictions = config.max_predictions_per_seq
   seed = tf.cast(seed, tf.int64)
   order_seed, action_seed, random_id_seed = tf.unstack(
-      tf.random.experimental.stateless_split(seed, 3))
+      tf.random.experimental.stateless_split(seed, 3)
+  )
 
   real = tf.cast(input_mask, tf.bool)
-  candidate = real & tf.not_equal(input_ids, tf.cast(cls_id, id_dtype)) & tf.not_equal(
-      input_ids, tf.cast(sep_id, id_dtype))
+  candidate = (
+      real
+      & tf.not_equal(input_ids, tf.cast(cls_id, id_dtype))
+      & tf.not_equal(input_ids, tf.cast(sep_id, id_dtype))
+  )
   if config.whole_word_mask:
     previous_is_candidate = tf.pad(candidate[:, :-1], [[0, 0], [1, 0]])
     starts = candidate & (tf.cast(is_word_start, tf.bool) | tf.logical_not(previous_is_candidate))
@@ -75,9 +89,11 @@ def mask_input_ids(input_ids: tf.Tensor, input_mask: tf.Tensor, is_word_start: t
   num_words = tf.reduce_sum(tf.cast(starts, tf.int32), axis=1)  # [batch]
   row_offset = tf.range(batch_size)[:, tf.newaxis] * seq_length
   word_length = tf.reshape(
-      tf.math.unsorted_segment_sum(tf.cast(candidate, tf.int32), word_index + row_offset,
-                                   batch_size * seq_length),
-      [batch_size, seq_length])  # [batch, words]
+      tf.math.unsorted_segment_sum(
+          tf.cast(candidate, tf.int32), word_index + row_offset, batch_size * seq_length
+      ),
+      [batch_size, seq_length],
+  )  # [batch, words]
 
   seq_len = tf.reduce_sum(tf.cast(real, tf.float32), axis=1)
   budget = tf.cast(tf.round(seq_len * config.masked_lm_prob), tf.int32)
@@ -96,16 +112,21 @@ def mask_input_ids(input_ids: tf.Tensor, input_mask: tf.Tensor, is_word_start: t
       length = ordered_length[:, step]
       take = (length > 0) & (taken_count + length <= budget)
       taken_count += tf.where(take, length, 0)
-      chosen = chosen | (tf.one_hot(order[:, step], seq_length, on_value=True,
-                                    off_value=False, dtype=tf.bool) & take[:, tf.newaxis])
+      chosen = chosen | (
+          tf.one_hot(order[:, step], seq_length, on_value=True, off_value=False, dtype=tf.bool)
+          & take[:, tf.newaxis]
+      )
       return step + 1, taken_count, chosen
 
     _, _, chosen_word = tf.while_loop(
-        lambda step, taken_count, chosen: (step < seq_length) & tf.reduce_any(
-            taken_count < budget),
+        lambda step, taken_count, chosen: (step < seq_length) & tf.reduce_any(taken_count < budget),
         visit,
-        (tf.constant(0), tf.zeros([batch_size], tf.int32),
-         tf.zeros([batch_size, seq_length], tf.bool)))
+        (
+            tf.constant(0),
+            tf.zeros([batch_size], tf.int32),
+            tf.zeros([batch_size, seq_length], tf.bool),
+        ),
+    )
   else:
     # Every word has one piece, so the greedy rule takes the first `budget` words.
     rank = tf.argsort(order, axis=1, stable=True)  # inverse permutation
@@ -113,29 +134,43 @@ def mask_input_ids(input_ids: tf.Tensor, input_mask: tf.Tensor, is_word_start: t
   chosen = candidate & tf.gather(chosen_word, word_index, batch_dims=1)  # [batch, seq]
 
   action = tf.random.stateless_uniform([batch_size, seq_length], action_seed)
-  random_ids = tf.cast(tf.random.stateless_uniform(
-      [batch_size, seq_length], random_id_seed, minval=0, maxval=vocab_size, dtype=tf.int32),
-                       id_dtype)
+  random_ids = tf.cast(
+      tf.random.stateless_uniform(
+          [batch_size, seq_length], random_id_seed, minval=0, maxval=vocab_size, dtype=tf.int32
+      ),
+      id_dtype,
+  )
   use_mask = chosen & (action < config.mask_token_prob)
-  use_random = chosen & (action >= config.mask_token_prob) & (
-      action < config.mask_token_prob + config.random_token_prob)
-  masked_input_ids = tf.where(use_mask, tf.cast(mask_id, id_dtype),
-                              tf.where(use_random, random_ids, input_ids))
+  use_random = (
+      chosen
+      & (action >= config.mask_token_prob)
+      & (action < config.mask_token_prob + config.random_token_prob)
+  )
+  masked_input_ids = tf.where(
+      use_mask, tf.cast(mask_id, id_dtype), tf.where(use_random, random_ids, input_ids)
+  )
 
   # Sorted positions: the largest keys (seq_length - t) are the smallest chosen t.
   positions_key = tf.where(chosen, seq_length - slots, 0)
-  k = min(num_predictions, input_ids.shape[1]) if input_ids.shape[1] is not None else (
-      num_predictions)
+  k = (
+      min(num_predictions, input_ids.shape[1])
+      if input_ids.shape[1] is not None
+      else (num_predictions)
+  )
   top_keys, top_positions = tf.math.top_k(positions_key, k=k, sorted=True)
   is_real = top_keys > 0
   positions = tf.where(is_real, top_positions, 0)
-  masked_lm_ids = tf.where(is_real, tf.gather(input_ids, positions, batch_dims=1),
-                           tf.zeros([], id_dtype))
+  masked_lm_ids = tf.where(
+      is_real, tf.gather(input_ids, positions, batch_dims=1), tf.zeros([], id_dtype)
+  )
   weights = tf.cast(is_real, tf.float32)
   if k < num_predictions:
     pad = [[0, 0], [0, num_predictions - k]]
-    positions, masked_lm_ids, weights = (tf.pad(positions, pad), tf.pad(masked_lm_ids, pad),
-                                         tf.pad(weights, pad))
+    positions, masked_lm_ids, weights = (
+        tf.pad(positions, pad),
+        tf.pad(masked_lm_ids, pad),
+        tf.pad(weights, pad),
+    )
   return {
       "input_ids": masked_input_ids,
       "masked_lm_positions": positions,
@@ -156,18 +191,23 @@ class DynamicMasker(tf.Module):
     """Args: config: the masking recipe; vocab: token list (index = id)."""
     super().__init__(name=name)
     from recurrent_bert.data import tokenization  # local: keeps this module light
+
     self.config = config
     self.vocab_size = len(vocab)
     index = {t: i for i, t in enumerate(vocab)}
-    missing = [t for t in (tokenization.MASK_TOKEN, tokenization.CLS_TOKEN,
-                           tokenization.SEP_TOKEN) if t not in index]
+    missing = [
+        t
+        for t in (tokenization.MASK_TOKEN, tokenization.CLS_TOKEN, tokenization.SEP_TOKEN)
+        if t not in index
+    ]
     if missing:
       raise ValueError(f"vocabulary lacks {missing}")
     self.mask_id = index[tokenization.MASK_TOKEN]
     self.cls_id = index[tokenization.CLS_TOKEN]
     self.sep_id = index[tokenization.SEP_TOKEN]
     self._is_continuation = tf.constant(
-        [t.startswith(tokenization.SUFFIX_INDICATOR) and len(t) > 2 for t in vocab], tf.bool)
+        [t.startswith(tokenization.SUFFIX_INDICATOR) and len(t) > 2 for t in vocab], tf.bool
+    )
 
   def __call__(self, features: Dict[str, tf.Tensor], seed) -> Dict[str, tf.Tensor]:
     """Masks one example ([seq_length] features) or a batch ([batch, seq_length]).
@@ -184,9 +224,17 @@ class DynamicMasker(tf.Module):
     expand = (lambda x: x[tf.newaxis]) if unbatched else (lambda x: x)
     ids = expand(input_ids)
     is_word_start = tf.logical_not(tf.gather(self._is_continuation, tf.cast(ids, tf.int32)))
-    masked = mask_input_ids(ids, expand(features["input_mask"]), is_word_start, seed,
-                            self.config, vocab_size=self.vocab_size, mask_id=self.mask_id,
-                            cls_id=self.cls_id, sep_id=self.sep_id)
+    masked = mask_input_ids(
+        ids,
+        expand(features["input_mask"]),
+        is_word_start,
+        seed,
+        self.config,
+        vocab_size=self.vocab_size,
+        mask_id=self.mask_id,
+        cls_id=self.cls_id,
+        sep_id=self.sep_id,
+    )
     if unbatched:
       masked = {k: v[0] for k, v in masked.items()}
     out = dict(features)
@@ -194,8 +242,12 @@ class DynamicMasker(tf.Module):
     out["masked_lm_positions"] = tf.cast(out["masked_lm_positions"], input_ids.dtype)
     return out
 
-  def mask_dataset(self, dataset: tf.data.Dataset, seed: Optional[int] = None,
-                   num_parallel_calls=tf.data.AUTOTUNE) -> tf.data.Dataset:
+  def mask_dataset(
+      self,
+      dataset: tf.data.Dataset,
+      seed: Optional[int] = None,
+      num_parallel_calls=tf.data.AUTOTUNE,
+  ) -> tf.data.Dataset:
     """Masks every element of a dataset of unmasked features, freshly each epoch.
 
     Seeds come from `tf.data.Dataset.random(seed, rerandomize_each_iteration=True)`, so
@@ -203,5 +255,7 @@ class DynamicMasker(tf.Module):
     """
     seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
     return tf.data.Dataset.zip((dataset, seeds)).map(
-        lambda features, pair: self(features, pair), num_parallel_calls=num_parallel_calls,
-        deterministic=True)
+        lambda features, pair: self(features, pair),
+        num_parallel_calls=num_parallel_calls,
+        deterministic=True,
+    )

@@ -50,8 +50,7 @@ def _constant(data: bytes, n: int) -> Column:
 
 
 def _varint_length(lengths: np.ndarray) -> np.ndarray:
-  return 1 + sum((lengths >= (1 << (7 * k))).astype(np.int64)
-                 for k in range(1, _MAX_VARINT_BYTES))
+  return 1 + sum((lengths >= (1 << (7 * k))).astype(np.int64) for k in range(1, _MAX_VARINT_BYTES))
 
 
 def _interleave(columns: Sequence[Column], n: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -68,8 +67,9 @@ def _interleave(columns: Sequence[Column], n: int) -> Tuple[np.ndarray, np.ndarr
   return out, offsets
 
 
-def serialize_examples(int_features: Dict[str, np.ndarray],
-                       float_features: Dict[str, np.ndarray]) -> Tuple[np.ndarray, np.ndarray]:
+def serialize_examples(
+    int_features: Dict[str, np.ndarray], float_features: Dict[str, np.ndarray]
+) -> Tuple[np.ndarray, np.ndarray]:
   """Serialises n tf.train.Examples at once.
 
   Args:
@@ -85,8 +85,10 @@ def serialize_examples(int_features: Dict[str, np.ndarray],
   for name in sorted({**int_features, **float_features}):
     if name in float_features:
       values = np.asarray(float_features[name], "<f4").reshape(n, -1)
-      payload = (np.ascontiguousarray(values).view(np.uint8).reshape(-1),
-                 np.full(n, values.shape[1] * 4, np.int64))
+      payload = (
+          np.ascontiguousarray(values).view(np.uint8).reshape(-1),
+          np.full(n, values.shape[1] * 4, np.int64),
+      )
       feature_tag = b"\x12"
     else:
       payload = _varints(np.asarray(int_features[name]).reshape(n, -1))
@@ -98,11 +100,18 @@ def serialize_examples(int_features: Dict[str, np.ndarray],
       raise ValueError(f"feature name too long: {name!r}")
     head = b"\x0a" + bytes([len(key)]) + key + b"\x12"
     entry_length = len(head) + _varint_length(feature_length) + feature_length
-    entries.append([
-        _varints(entry_length[:, None]), _constant(head, n),
-        _varints(feature_length[:, None]), _constant(feature_tag, n),
-        _varints(list_length[:, None]), _constant(b"\x0a", n),
-        _varints(payload[1][:, None]), payload])
+    entries.append(
+        [
+            _varints(entry_length[:, None]),
+            _constant(head, n),
+            _varints(feature_length[:, None]),
+            _constant(feature_tag, n),
+            _varints(list_length[:, None]),
+            _constant(b"\x0a", n),
+            _varints(payload[1][:, None]),
+            payload,
+        ]
+    )
     entry_lengths.append(entry_length)
   features_length = sum(1 + _varint_length(e) + e for e in entry_lengths)
   columns = [_constant(b"\x0a", n), _varints(features_length[:, None])]
@@ -118,7 +127,8 @@ _CRC32C = None
 def _crc32c():
   global _CRC32C
   if _CRC32C is None:
-    import crcmod.predefined  # pylint: disable=g-import-not-at-top
+    import crcmod.predefined
+
     _CRC32C = crcmod.predefined.mkPredefinedCrcFun("crc-32c")
   return _CRC32C
 
@@ -142,7 +152,11 @@ def frame_records(data: np.ndarray, offsets: np.ndarray) -> Tuple[bytes, np.ndar
   for begin, end in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
     record = buffer[begin:end]
     length = struct.pack("<Q", end - begin)
-    parts.append(length + struct.pack("<I", _masked_crc(length)) + record +
-                 struct.pack("<I", _masked_crc(record)))
+    parts.append(
+        length
+        + struct.pack("<I", _masked_crc(length))
+        + record
+        + struct.pack("<I", _masked_crc(record))
+    )
   framed_offsets = offsets + 16 * np.arange(len(offsets))
   return b"".join(parts), framed_offsets

@@ -37,6 +37,7 @@ class SplitData:
     skipped: one "file:line: reason" message per input record that was skipped; only
       formats that tolerate bad records skip (QQP's rows), every other bad record raises.
   """
+
   examples: List[Any]
   source: str
   skipped: List[str] = dataclasses.field(default_factory=list)
@@ -44,16 +45,21 @@ class SplitData:
   def report_skipped(self) -> None:
     """Logs how many records were skipped, with the first few reasons."""
     if self.skipped:
-      logging.warning("%s: skipped %d malformed record(s), e.g.\n  %s", self.source,
-                      len(self.skipped), "\n  ".join(self.skipped[:5]))
+      logging.warning(
+          "%s: skipped %d malformed record(s), e.g.\n  %s",
+          self.source,
+          len(self.skipped),
+          "\n  ".join(self.skipped[:5]),
+      )
 
 
 def fingerprint(*parts: Any) -> str:
   """A stable hash of JSON-able parts (settings, example contents, vocab hash...)."""
   digest = hashlib.sha256()
   for part in parts:
-    digest.update(json.dumps(part, sort_keys=True, default=repr, ensure_ascii=False)
-                  .encode("utf-8"))
+    digest.update(
+        json.dumps(part, sort_keys=True, default=repr, ensure_ascii=False).encode("utf-8")
+    )
     digest.update(b"\0")
   return digest.hexdigest()
 
@@ -78,10 +84,12 @@ def _serialize_row(features: Features, row: int) -> bytes:
     if np.issubdtype(array.dtype, np.floating):
       feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=values.tolist()))
     else:
-      feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(
-          value=values.astype(np.int64).tolist()))
+      feature[name] = tf.train.Feature(
+          int64_list=tf.train.Int64List(value=values.astype(np.int64).tolist())
+      )
   return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString(
-      deterministic=True)
+      deterministic=True
+  )
 
 
 def write_feature_cache(cache_path: str, features: Features, fingerprint_value: str) -> None:
@@ -104,10 +112,13 @@ def write_feature_cache(cache_path: str, features: Features, fingerprint_value: 
       "format_version": _CACHE_FORMAT_VERSION,
       "fingerprint": fingerprint_value,
       "num_records": int(num_rows),
-      "features": {name: {"shape": list(array.shape[1:]),
-                          "dtype": "float32" if np.issubdtype(array.dtype, np.floating)
-                                   else str(array.dtype)}
-                   for name, array in features.items()},
+      "features": {
+          name: {
+              "shape": list(array.shape[1:]),
+              "dtype": "float32" if np.issubdtype(array.dtype, np.floating) else str(array.dtype),
+          }
+          for name, array in features.items()
+      },
   }
   io_utils.atomic_write_json(_metadata_path(cache_path), metadata)
 
@@ -119,16 +130,18 @@ def read_cache_metadata(cache_path: str) -> Optional[Dict[str, Any]]:
       metadata = json.load(f)
   except (OSError, ValueError, tf.errors.OpError):
     return None
-  if (metadata.get("format_version") != _CACHE_FORMAT_VERSION
-      or not tf.io.gfile.exists(cache_path)):
+  if metadata.get("format_version") != _CACHE_FORMAT_VERSION or not tf.io.gfile.exists(cache_path):
     return None
   return metadata
 
 
 def _feature_spec(metadata: Mapping[str, Any]) -> Dict[str, tf.io.FixedLenFeature]:
-  return {name: tf.io.FixedLenFeature(
-              info["shape"], tf.float32 if info["dtype"] == "float32" else tf.int64)
-          for name, info in metadata["features"].items()}
+  return {
+      name: tf.io.FixedLenFeature(
+          info["shape"], tf.float32 if info["dtype"] == "float32" else tf.int64
+      )
+      for name, info in metadata["features"].items()
+  }
 
 
 def load_feature_dataset(cache_path: str, int_dtype=tf.int32) -> tf.data.Dataset:
@@ -147,14 +160,15 @@ def load_feature_dataset(cache_path: str, int_dtype=tf.int32) -> tf.data.Dataset
   """
   metadata = read_cache_metadata(cache_path)
   if metadata is None:
-    raise io_utils.InputError(f"no complete feature cache at {cache_path!r} "
-                              f"(missing or invalid {_metadata_path(cache_path)!r})")
+    raise io_utils.InputError(
+        f"no complete feature cache at {cache_path!r} "
+        f"(missing or invalid {_metadata_path(cache_path)!r})"
+    )
   spec = _feature_spec(metadata)
 
   def parse(serialized):
     parsed = tf.io.parse_single_example(serialized, spec)
-    return {k: tf.cast(v, int_dtype) if v.dtype == tf.int64 else v
-            for k, v in parsed.items()}
+    return {k: tf.cast(v, int_dtype) if v.dtype == tf.int64 else v for k, v in parsed.items()}
 
   return tf.data.TFRecordDataset(cache_path).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
 
@@ -174,15 +188,17 @@ def read_feature_cache(cache_path: str) -> Features:
   for name, info in metadata["features"].items():
     dtype = np.float32 if info["dtype"] == "float32" else np.int32
     parts = columns[name]
-    features[name] = (np.concatenate(parts).astype(dtype) if parts
-                      else np.zeros([0, *info["shape"]], dtype))
+    features[name] = (
+        np.concatenate(parts).astype(dtype) if parts else np.zeros([0, *info["shape"]], dtype)
+    )
   if any(len(v) != metadata["num_records"] for v in features.values()):
     raise io_utils.InputError(f"feature cache {cache_path!r} is truncated")
   return features
 
 
-def cached_features(cache_path: Optional[str], fingerprint_value: str,
-                    build: Callable[[], Features]) -> Features:
+def cached_features(
+    cache_path: Optional[str], fingerprint_value: str, build: Callable[[], Features]
+) -> Features:
   """Returns the cached features if the cache matches `fingerprint_value`, else builds them.
 
   Args:
@@ -202,6 +218,5 @@ def cached_features(cache_path: Optional[str], fingerprint_value: str,
     return read_feature_cache(cache_path)
   features = build()
   write_feature_cache(cache_path, features, fingerprint_value)
-  logging.info("Wrote %d feature rows to %s", len(next(iter(features.values()), [])),
-               cache_path)
+  logging.info("Wrote %d feature rows to %s", len(next(iter(features.values()), [])), cache_path)
   return features

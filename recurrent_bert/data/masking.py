@@ -23,6 +23,7 @@ class MaskingConfig:
     random_token_prob: probability it becomes a random vocabulary id (else it is kept).
     whole_word_mask: choose all pieces of a word together.
   """
+
   max_predictions_per_seq: int = 20
   masked_lm_prob: float = 0.15
   mask_token_prob: float = 0.8
@@ -39,8 +40,10 @@ class MaskingConfig:
       if not 0.0 <= value <= 1.0:
         raise ValueError(f"{name} must be in [0, 1], got {value}")
     if self.mask_token_prob + self.random_token_prob > 1.0 + 1e-9:
-      raise ValueError("mask_token_prob + random_token_prob must be <= 1, got "
-                       f"{self.mask_token_prob} + {self.random_token_prob}")
+      raise ValueError(
+          "mask_token_prob + random_token_prob must be <= 1, got "
+          f"{self.mask_token_prob} + {self.random_token_prob}"
+      )
 
   @property
   def keep_token_prob(self) -> float:
@@ -52,9 +55,18 @@ def num_to_predict(seq_len: int, config: MaskingConfig) -> int:
   return min(config.max_predictions_per_seq, max(1, int(round(seq_len * config.masked_lm_prob))))
 
 
-def mask_batch(input_ids: np.ndarray, input_mask: np.ndarray, is_word_start: np.ndarray,
-               rng: np.random.Generator, config: MaskingConfig, *, vocab_size: int,
-               mask_id: int, cls_id: int, sep_id: int) -> Dict[str, np.ndarray]:
+def mask_batch(
+    input_ids: np.ndarray,
+    input_mask: np.ndarray,
+    is_word_start: np.ndarray,
+    rng: np.random.Generator,
+    config: MaskingConfig,
+    *,
+    vocab_size: int,
+    mask_id: int,
+    cls_id: int,
+    sep_id: int,
+) -> Dict[str, np.ndarray]:
   """Applies BERT's masking to a batch of unmasked sequences (numpy).
 
   Args:
@@ -94,8 +106,9 @@ def mask_batch(input_ids: np.ndarray, input_mask: np.ndarray, is_word_start: np.
   scores = np.where(slots < num_words[:, None], rng.random((batch, length)), 2.0)
   order = np.argsort(scores, axis=1, kind="stable")
   if config.whole_word_mask:
-    word_length = np.bincount((rows * length + word_index)[candidate],
-                              minlength=batch * length).reshape(batch, length)
+    word_length = np.bincount(
+        (rows * length + word_index)[candidate], minlength=batch * length
+    ).reshape(batch, length)
     ordered_length = np.take_along_axis(word_length, order, axis=1)
     taken = np.zeros(batch, np.int64)
     chosen_word = np.zeros((batch, length), bool)
@@ -120,8 +133,7 @@ def mask_batch(input_ids: np.ndarray, input_mask: np.ndarray, is_word_start: np.
   action = rng.random((batch, length))
   random_ids = rng.integers(0, vocab_size, (batch, length)).astype(input_ids.dtype)
   use_mask = chosen & (action < config.mask_token_prob)
-  use_random = chosen & ~use_mask & (
-      action < config.mask_token_prob + config.random_token_prob)
+  use_random = chosen & ~use_mask & (action < config.mask_token_prob + config.random_token_prob)
   masked_ids = np.where(use_mask, mask_id, np.where(use_random, random_ids, input_ids))
 
   # Chosen positions ascending, each at its rank among its row's chosen ones (no sort:

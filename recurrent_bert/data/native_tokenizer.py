@@ -29,9 +29,16 @@ class NativeWordpieceTokenizer:
     tokenizer's; is_continuation: bool [vocab_size], True for `##` pieces.
   """
 
-  def __init__(self, vocab_file: str, do_lower_case: bool = True,
-               max_chars_per_word: int = vocab_lib.DEFAULT_MAX_BYTES_PER_WORD):
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers  # pylint: disable=g-import-not-at-top
+  def __init__(
+      self,
+      vocab_file: str,
+      do_lower_case: bool = True,
+      max_chars_per_word: int = vocab_lib.DEFAULT_MAX_BYTES_PER_WORD,
+  ):
+    from tokenizers import Tokenizer
+    from tokenizers import models
+    from tokenizers import normalizers
+    from tokenizers import pre_tokenizers
 
     self.vocab = vocab_lib.load_vocab(vocab_file)
     self.vocab_size = len(self.vocab)
@@ -42,14 +49,26 @@ class NativeWordpieceTokenizer:
     self.mask_id = ids[vocab_lib.MASK_TOKEN]
     self._ids = ids
     self.is_continuation = np.array(
-        [t.startswith(vocab_lib.SUFFIX_INDICATOR) and len(t) > len(vocab_lib.SUFFIX_INDICATOR)
-         for t in self.vocab], bool)
-    tokenizer = Tokenizer(models.WordPiece(
-        ids, unk_token=vocab_lib.UNK_TOKEN, max_input_chars_per_word=max_chars_per_word,
-        continuing_subword_prefix=vocab_lib.SUFFIX_INDICATOR))
+        [
+            t.startswith(vocab_lib.SUFFIX_INDICATOR) and len(t) > len(vocab_lib.SUFFIX_INDICATOR)
+            for t in self.vocab
+        ],
+        bool,
+    )
+    tokenizer = Tokenizer(
+        models.WordPiece(
+            ids,
+            unk_token=vocab_lib.UNK_TOKEN,
+            max_input_chars_per_word=max_chars_per_word,
+            continuing_subword_prefix=vocab_lib.SUFFIX_INDICATOR,
+        )
+    )
     tokenizer.normalizer = normalizers.BertNormalizer(
-        clean_text=True, handle_chinese_chars=True, strip_accents=bool(do_lower_case),
-        lowercase=bool(do_lower_case))
+        clean_text=True,
+        handle_chinese_chars=True,
+        strip_accents=bool(do_lower_case),
+        lowercase=bool(do_lower_case),
+    )
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     self._tokenizer = tokenizer
 

@@ -58,8 +58,8 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from recurrent_bert import model_dir as layout
 from recurrent_bert import io_utils
+from recurrent_bert import model_dir as layout
 from recurrent_bert.data.masking import MaskingConfig
 
 DEFAULT_CHUNK_BYTES = 1 << 20
@@ -75,6 +75,7 @@ _MASK_BATCH_SIZE = 2048
 @dataclasses.dataclass
 class GeneratorOptions:
   """Everything create_pretraining_data needs; see tools/create_pretraining_data.py flags."""
+
   input_files: List[str]
   output_files: List[str]
   vocab_file: str
@@ -108,10 +109,12 @@ class GeneratorOptions:
     if self.masking.max_predictions_per_seq > self.max_seq_length:
       raise ValueError("max_predictions_per_seq must be <= max_seq_length")
     if self.output_dir and (
-        [os.path.basename(p) for p in self.output_files] != shard_names(
-            len(self.output_files)) or os.path.basename(self.stats_file or "") != STATS_FILE):
-      raise ValueError("with output_dir, output_files must be its shard_names() and "
-                       "stats_file its stats.json")
+        [os.path.basename(p) for p in self.output_files] != shard_names(len(self.output_files))
+        or os.path.basename(self.stats_file or "") != STATS_FILE
+    ):
+      raise ValueError(
+          "with output_dir, output_files must be its shard_names() and " "stats_file its stats.json"
+      )
 
 
 # ---------------------------------------------------------------------- the output folder
@@ -124,19 +127,22 @@ def shard_names(num_shards: int) -> List[str]:
 
 def foreign_output_files(names: Sequence[str]) -> List[str]:
   """The names in an output folder this tool did not make (it replaces the folder whole)."""
-  return sorted(n for n in names if not (SHARD_PATTERN.fullmatch(n) or n == STATS_FILE or
-                                         _OLD_TEMP_PATTERN.fullmatch(n)))
+  return sorted(
+      n
+      for n in names
+      if not (SHARD_PATTERN.fullmatch(n) or n == STATS_FILE or _OLD_TEMP_PATTERN.fullmatch(n))
+  )
 
 
 def check_output_dir(output_dir: str, names: Sequence[str]) -> None:
   """Raises InputError naming the files of `names` (output_dir's listing) not made here."""
   foreign = foreign_output_files(names)
   if foreign:
-    shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5
-                                      else "")
+    shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
     raise io_utils.InputError(
         f"--output_dir {output_dir!r} holds files this tool did not make ({shown}); it "
-        "replaces the folder as a unit: move them or give another --output_dir")
+        "replaces the folder as a unit: move them or give another --output_dir"
+    )
 
 
 def prepare_output_dir(output_dir: str) -> List[str]:
@@ -167,9 +173,10 @@ class Document:
   source: str  # "file:first_line", for messages
 
 
-def iter_documents(input_files: Sequence[str],
-                   read_lines: Callable[[str], Iterator[Tuple[int, str]]] =
-                   io_utils.read_lines_checked) -> Iterator[Document]:
+def iter_documents(
+    input_files: Sequence[str],
+    read_lines: Callable[[str], Iterator[Tuple[int, str]]] = io_utils.read_lines_checked,
+) -> Iterator[Document]:
   """Streams documents: runs of non-blank lines, split at blank lines and file ends.
 
   `read_lines(path)` yields (line number, line); the Beam pipeline passes one that also
@@ -196,8 +203,9 @@ def document_text_size(sentences: Sequence[str]) -> int:
   return sum(len(s) + 1 for s in sentences) + 1
 
 
-def iter_chunks(documents: Iterator[Document], chunk_bytes: int
-                ) -> Iterator[Tuple[List[List[str]], int]]:
+def iter_chunks(
+    documents: Iterator[Document], chunk_bytes: int
+) -> Iterator[Tuple[List[List[str]], int]]:
   """Groups documents into chunks of about `chunk_bytes` of text.
 
   Yields:
@@ -236,8 +244,9 @@ def iter_chunks(documents: Iterator[Document], chunk_bytes: int
 Span = Tuple[int, int]
 
 
-def split_long_sentence(ids: np.ndarray, starts: np.ndarray, piece_length: int,
-                        end_ids: Sequence[int]) -> List[Span]:
+def split_long_sentence(
+    ids: np.ndarray, starts: np.ndarray, piece_length: int, end_ids: Sequence[int]
+) -> List[Span]:
   """Cuts a sentence into pieces of at most `piece_length` tokens, in O(len(ids)).
 
   Each cut is after the last sentence end (`end_ids`: ".", "!", "?") in the second half of
@@ -269,8 +278,9 @@ def split_long_sentence(ids: np.ndarray, starts: np.ndarray, piece_length: int,
   return pieces
 
 
-def truncate_seq_pair(span_a: Span, span_b: Span, max_num_tokens: int,
-                      rng: random.Random) -> Tuple[Span, Span, int]:
+def truncate_seq_pair(
+    span_a: Span, span_b: Span, max_num_tokens: int, rng: random.Random
+) -> Tuple[Span, Span, int]:
   """Truncates the longer segment, one token at a time from a random end, in O(1).
 
   BERT's loop removes a token from the longer segment (from b on a tie) until the pair
@@ -326,9 +336,14 @@ class InstanceBuilder:
     """The longest piece of a split long line (module docstring): about a sentence."""
     return max(1, self.max_num_tokens // LONG_LINE_PIECES_PER_SEQUENCE)
 
-  def split_long_sentences(self, document: List[Span], ids: np.ndarray, starts: np.ndarray,
-                           end_ids: Sequence[int], stats: collections.Counter
-                           ) -> List[Span]:
+  def split_long_sentences(
+      self,
+      document: List[Span],
+      ids: np.ndarray,
+      starts: np.ndarray,
+      end_ids: Sequence[int],
+      stats: collections.Counter,
+  ) -> List[Span]:
     """The document with every sentence longer than a sequence split (module docstring)."""
     if all(end - begin <= self.max_num_tokens for begin, end in document):
       return document
@@ -337,8 +352,7 @@ class InstanceBuilder:
       if end - begin <= self.max_num_tokens:
         split.append((begin, end))
         continue
-      pieces = split_long_sentence(ids[begin:end], starts[begin:end], self.piece_length,
-                                   end_ids)
+      pieces = split_long_sentence(ids[begin:end], starts[begin:end], self.piece_length, end_ids)
       stats["long_lines_split"] += 1
       stats["long_line_pieces"] += len(pieces)
       split.extend((begin + a, begin + b) for a, b in pieces)
@@ -350,8 +364,9 @@ class InstanceBuilder:
       return rng.randint(2, max_num_tokens)
     return max_num_tokens
 
-  def from_document(self, documents: Sequence[Sequence[Span]], document_index: int,
-                    rng: random.Random) -> List[Tuple]:
+  def from_document(
+      self, documents: Sequence[Sequence[Span]], document_index: int, rng: random.Random
+  ) -> List[Tuple]:
     if self.use_nsp:
       return self._nsp_instances(documents, document_index, rng)
     return self._packed_instances(documents[document_index], rng)
@@ -373,8 +388,7 @@ class InstanceBuilder:
         if count == 1 or rng.random() < 0.5:
           is_random_next = True
           target_b_length = target_length - (span_a[1] - span_a[0])
-          random_document = documents[self._other_document(len(documents), document_index,
-                                                           rng)]
+          random_document = documents[self._other_document(len(documents), document_index, rng)]
           start = rng.randint(0, len(random_document) - 1)
           # At least one sentence, then up to the target.
           end = start + 1
@@ -417,9 +431,15 @@ class InstanceBuilder:
     return instances
 
 
-def fill_instances(instances: np.ndarray, ids: np.ndarray, starts: np.ndarray,
-                   max_seq_length: int, use_nsp: bool, cls_id: int, sep_id: int
-                   ) -> Dict[str, np.ndarray]:
+def fill_instances(
+    instances: np.ndarray,
+    ids: np.ndarray,
+    starts: np.ndarray,
+    max_seq_length: int,
+    use_nsp: bool,
+    cls_id: int,
+    sep_id: int,
+) -> Dict[str, np.ndarray]:
   """[CLS] A [SEP] (B [SEP]) rows, gathered from the flat tokens by array operations.
 
   Args:
@@ -431,7 +451,7 @@ def fill_instances(instances: np.ndarray, ids: np.ndarray, starts: np.ndarray,
     input_ids, input_mask, segment_ids int64 [n, max_seq_length]; word_starts bool
     [n, max_seq_length]; next_sentence_labels int64 [n, 1].
   """
-  a_begin, a_end, b_begin, b_end = (instances[:, k:k + 1] for k in range(4))
+  a_begin, a_end, b_begin, b_end = (instances[:, k : k + 1] for k in range(4))
   len_a, len_b = a_end - a_begin, b_end - b_begin
   t = np.arange(max_seq_length)[None, :]
   in_a = (t >= 1) & (t <= len_a)
@@ -466,19 +486,22 @@ class ChunkProcessor:
   """
 
   def __init__(self, options: GeneratorOptions):
-    from recurrent_bert.data.native_tokenizer import NativeWordpieceTokenizer  # pylint: disable=g-import-not-at-top
+    from recurrent_bert.data.native_tokenizer import NativeWordpieceTokenizer
 
     self.options = options
     self.tokenizer = NativeWordpieceTokenizer(options.vocab_file, options.do_lower_case)
-    self.builder = InstanceBuilder(options.max_seq_length, options.short_seq_prob,
-                                   options.use_nsp)
+    self.builder = InstanceBuilder(options.max_seq_length, options.short_seq_prob, options.use_nsp)
     # Sentence ends, where a long line is preferably cut (ids absent from the vocab: none).
-    self._end_ids = [self.tokenizer.token_id(t) for t in (".", "!", "?")
-                     if self.tokenizer.token_id(t) != self.tokenizer.unk_id]
+    self._end_ids = [
+        self.tokenizer.token_id(t)
+        for t in (".", "!", "?")
+        if self.tokenizer.token_id(t) != self.tokenizer.unk_id
+    ]
     self.stage_seconds: collections.Counter = collections.Counter()
 
-  def tokenize_documents(self, documents: Sequence[Sequence[str]]
-                         ) -> Tuple[np.ndarray, np.ndarray, List[List[Span]]]:
+  def tokenize_documents(
+      self, documents: Sequence[Sequence[str]]
+  ) -> Tuple[np.ndarray, np.ndarray, List[List[Span]]]:
     """Tokenizes the chunk in one call.
 
     Returns:
@@ -492,15 +515,19 @@ class ChunkProcessor:
     tokenized: List[List[Span]] = []
     cursor = 0
     for document in documents:
-      spans = [(bounds[k], bounds[k + 1]) for k in range(cursor, cursor + len(document))
-               if bounds[k + 1] > bounds[k]]
+      spans = [
+          (bounds[k], bounds[k + 1])
+          for k in range(cursor, cursor + len(document))
+          if bounds[k + 1] > bounds[k]
+      ]
       cursor += len(document)
       if spans:
         tokenized.append(spans)
     return ids, starts, tokenized
 
-  def process(self, chunk_index: int, documents: List[List[str]], frame: bool = True
-              ) -> Tuple[bytes, np.ndarray, Dict[str, int]]:
+  def process(
+      self, chunk_index: int, documents: List[List[str]], frame: bool = True
+  ) -> Tuple[bytes, np.ndarray, Dict[str, int]]:
     """Returns (records in output order, their offsets [n + 1], counters).
 
     The records are TFRecord-framed (ready to append to a shard) with `frame`, else bare
@@ -511,8 +538,9 @@ class ChunkProcessor:
     clock = time.perf_counter()
     ids, starts, tokenized = self.tokenize_documents(documents)
     clock = self._lap("tokenization", clock)
-    tokenized = [self.builder.split_long_sentences(d, ids, starts, self._end_ids, stats)
-                 for d in tokenized]
+    tokenized = [
+        self.builder.split_long_sentences(d, ids, starts, self._end_ids, stats) for d in tokenized
+    ]
     stats["documents"] += len(documents)
     stats["documents_without_tokens"] += len(documents) - len(tokenized)
     stats["sentences"] += sum(len(d) for d in documents)
@@ -531,8 +559,13 @@ class ChunkProcessor:
     framed, offsets = [], [np.zeros(1, np.int64)]
     for batch_index, begin in enumerate(range(0, len(table), _MASK_BATCH_SIZE)):
       data, batch_offsets = self._serialize_batch(
-          table[begin:begin + _MASK_BATCH_SIZE], ids, starts, (chunk_index, batch_index),
-          stats, frame)
+          table[begin : begin + _MASK_BATCH_SIZE],
+          ids,
+          starts,
+          (chunk_index, batch_index),
+          stats,
+          frame,
+      )
       offsets.append(batch_offsets[1:] + sum(len(f) for f in framed))
       framed.append(data)
     return b"".join(framed), np.concatenate(offsets), dict(stats)
@@ -542,23 +575,38 @@ class ChunkProcessor:
     self.stage_seconds[stage] += now - clock
     return now
 
-  def _serialize_batch(self, instances: np.ndarray, ids: np.ndarray, starts: np.ndarray,
-                       seed_parts: Tuple[int, int], stats: collections.Counter,
-                       frame: bool) -> Tuple[bytes, np.ndarray]:
-    from recurrent_bert.data import example_codec, masking  # pylint: disable=g-import-not-at-top
+  def _serialize_batch(
+      self,
+      instances: np.ndarray,
+      ids: np.ndarray,
+      starts: np.ndarray,
+      seed_parts: Tuple[int, int],
+      stats: collections.Counter,
+      frame: bool,
+  ) -> Tuple[bytes, np.ndarray]:
+    from recurrent_bert.data import example_codec
+    from recurrent_bert.data import masking
 
     options = self.options
     clock = time.perf_counter()
-    rows = fill_instances(instances, ids, starts, options.max_seq_length, options.use_nsp,
-                          self.tokenizer.cls_id, self.tokenizer.sep_id)
+    rows = fill_instances(
+        instances,
+        ids,
+        starts,
+        options.max_seq_length,
+        options.use_nsp,
+        self.tokenizer.cls_id,
+        self.tokenizer.sep_id,
+    )
     n = len(instances)
     stats["instances"] += n
     stats["instance_tokens"] += int(rows["input_mask"].sum())
     stats["truncated_instances"] += int((instances[:, 5] > 0).sum())
     stats["truncated_tokens"] += int(instances[:, 5].sum())
     stats["random_next"] += int(instances[:, 4].sum())
-    features = {k: rows[k] for k in ("input_ids", "input_mask", "segment_ids",
-                                     "next_sentence_labels")}
+    features = {
+        k: rows[k] for k in ("input_ids", "input_mask", "segment_ids", "next_sentence_labels")
+    }
     clock = self._lap("instance building", clock)
     floats = {}
     if not options.dynamic_masking:
@@ -566,22 +614,29 @@ class ChunkProcessor:
       # Seeded by (seed, chunk, batch): independent of the number of workers.
       rng = np.random.default_rng([options.random_seed % 2**64, chunk_index, batch_index])
       masked = masking.mask_batch(
-          rows["input_ids"], rows["input_mask"], rows["word_starts"], rng, options.masking,
-          vocab_size=self.tokenizer.vocab_size, mask_id=self.tokenizer.mask_id,
-          cls_id=self.tokenizer.cls_id, sep_id=self.tokenizer.sep_id)
+          rows["input_ids"],
+          rows["input_mask"],
+          rows["word_starts"],
+          rng,
+          options.masking,
+          vocab_size=self.tokenizer.vocab_size,
+          mask_id=self.tokenizer.mask_id,
+          cls_id=self.tokenizer.cls_id,
+          sep_id=self.tokenizer.sep_id,
+      )
       real = masked["masked_lm_weights"] > 0
-      new_ids = np.take_along_axis(masked["input_ids"], masked["masked_lm_positions"],
-                                   axis=1)[real]
+      new_ids = np.take_along_axis(masked["input_ids"], masked["masked_lm_positions"], axis=1)[real]
       old_ids = masked["masked_lm_ids"][real]
       mask_id = self.tokenizer.mask_id
       stats["masked_positions"] += int(real.sum())
       stats["masked_as_mask_token"] += int((new_ids == mask_id).sum())
       stats["masked_kept"] += int((new_ids == old_ids).sum())
-      stats["masked_as_random_token"] += int(((new_ids != old_ids) &
-                                              (new_ids != mask_id)).sum())
-      features.update(input_ids=masked["input_ids"],
-                      masked_lm_positions=masked["masked_lm_positions"],
-                      masked_lm_ids=masked["masked_lm_ids"])
+      stats["masked_as_random_token"] += int(((new_ids != old_ids) & (new_ids != mask_id)).sum())
+      features.update(
+          input_ids=masked["input_ids"],
+          masked_lm_positions=masked["masked_lm_positions"],
+          masked_lm_ids=masked["masked_lm_ids"],
+      )
       floats = {"masked_lm_weights": masked["masked_lm_weights"]}
       clock = self._lap("masking", clock)
     data, offsets = example_codec.serialize_examples(features, floats)
@@ -598,7 +653,8 @@ _WORKER: Optional[ChunkProcessor] = None
 
 def _process_age() -> float:
   """Seconds since this process started (its start-up, when called at the end of it)."""
-  import psutil  # pylint: disable=g-import-not-at-top
+  import psutil
+
   return max(0.0, time.time() - psutil.Process().create_time())
 
 
@@ -624,10 +680,12 @@ def _drain_stage_seconds(processor: ChunkProcessor) -> Dict[str, float]:
 # ---------------------------------------------------------------------------- the driver
 
 
-def _summarize(counters: collections.Counter, options: GeneratorOptions, seconds: float,
-               text_bytes: int) -> Dict:
+def _summarize(
+    counters: collections.Counter, options: GeneratorOptions, seconds: float, text_bytes: int
+) -> Dict:
   def ratio(a, b):
     return (counters[a] / counters[b]) if counters[b] else 0.0
+
   instances = counters["instances"]
   return {
       "documents": counters["documents"],
@@ -653,8 +711,11 @@ def _summarize(counters: collections.Counter, options: GeneratorOptions, seconds
       "chunks": counters["chunks"],
       "chunks_with_single_document": counters["chunks_with_single_document"],
       # Per stage; worker stages are summed over the workers (they run in parallel).
-      "stage_seconds": {k[len("seconds "):]: round(v, 3) for k, v in sorted(counters.items())
-                        if k.startswith("seconds ")},
+      "stage_seconds": {
+          k[len("seconds ") :]: round(v, 3)
+          for k, v in sorted(counters.items())
+          if k.startswith("seconds ")
+      },
       "num_output_shards": len(options.output_files),
       "num_workers": options.num_workers,
       "dynamic_masking": options.dynamic_masking,
@@ -663,15 +724,19 @@ def _summarize(counters: collections.Counter, options: GeneratorOptions, seconds
       "instances_per_second": instances / seconds if seconds else 0.0,
       "text_megabytes_per_second": text_bytes / 1e6 / seconds if seconds else 0.0,
       "options": {
-          "input_files": list(options.input_files), "vocab_file": options.vocab_file,
-          "do_lower_case": options.do_lower_case, "max_seq_length": options.max_seq_length,
+          "input_files": list(options.input_files),
+          "vocab_file": options.vocab_file,
+          "do_lower_case": options.do_lower_case,
+          "max_seq_length": options.max_seq_length,
           "max_predictions_per_seq": options.masking.max_predictions_per_seq,
           "masked_lm_prob": options.masking.masked_lm_prob,
           "mask_token_prob": options.masking.mask_token_prob,
           "random_token_prob": options.masking.random_token_prob,
           "do_whole_word_mask": options.masking.whole_word_mask,
-          "dupe_factor": options.dupe_factor, "short_seq_prob": options.short_seq_prob,
-          "random_seed": options.random_seed, "use_nsp": options.use_nsp,
+          "dupe_factor": options.dupe_factor,
+          "short_seq_prob": options.short_seq_prob,
+          "random_seed": options.random_seed,
+          "use_nsp": options.use_nsp,
       },
   }
 
@@ -689,7 +754,7 @@ def create_pretraining_data(options: GeneratorOptions) -> Dict:
     io_utils.InputError: unreadable or non-UTF-8 input (file and line named), a vocabulary
       without the reserved tokens, or an input without any document.
   """
-  from recurrent_bert.data.vocab import load_vocab  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.data.vocab import load_vocab
 
   options.validate()
   load_vocab(options.vocab_file)  # fail before any work on a bad vocabulary
@@ -705,13 +770,15 @@ def create_pretraining_data(options: GeneratorOptions) -> Dict:
   with staging as stage_dir:
     if stage_dir is None:  # explicit --output_files: each file is replaced atomically
       with contextlib.ExitStack() as stack:
-        temp_paths = [stack.enter_context(io_utils.atomic_output(p))
-                      for p in options.output_files]
+        temp_paths = [stack.enter_context(io_utils.atomic_output(p)) for p in options.output_files]
         counters, text_bytes = _generate(options, temp_paths, total_bytes, start)
     else:  # the whole folder is staged: nobody reads it before the swap
       counters, text_bytes = _generate(
-          options, [os.path.join(stage_dir, os.path.basename(p)) for p in options.output_files],
-          total_bytes, start)
+          options,
+          [os.path.join(stage_dir, os.path.basename(p)) for p in options.output_files],
+          total_bytes,
+          start,
+      )
     stats = _summarize(counters, options, time.time() - start, text_bytes)
     stats["stage_seconds"]["start-up (main: imports, flags, checks)"] = round(startup, 3)
     if stage_dir is not None:
@@ -721,8 +788,9 @@ def create_pretraining_data(options: GeneratorOptions) -> Dict:
   return stats
 
 
-def _generate(options: GeneratorOptions, paths: Sequence[str], total_bytes: int,
-              start: float) -> Tuple[collections.Counter, int]:
+def _generate(
+    options: GeneratorOptions, paths: Sequence[str], total_bytes: int, start: float
+) -> Tuple[collections.Counter, int]:
   """Writes the shards to `paths`; returns (counters, text bytes read).
 
   Counters named "seconds STAGE" hold the per-stage profile (worker stages summed over
@@ -737,22 +805,36 @@ def _generate(options: GeneratorOptions, paths: Sequence[str], total_bytes: int,
   try:
     if options.num_workers > 1:
       # First, so the workers start up while this process reads the input.
-      pool = _pool_context().Pool(options.num_workers, initializer=_init_worker,
-                                  initargs=(options,))
+      pool = _pool_context().Pool(
+          options.num_workers, initializer=_init_worker, initargs=(options,)
+      )
     writers = [io_utils.open_for_write(p) for p in paths]
     if options.show_progress:
-      from tqdm import tqdm  # pylint: disable=g-import-not-at-top
-      progress = tqdm(total=total_bytes, unit="B", unit_scale=True, smoothing=0.1,
-                      desc="create_pretraining_data", dynamic_ncols=True)
-    chunks = _timed(iter_chunks(iter_documents(options.input_files), options.chunk_bytes),
-                    counters, "seconds reading")
+      from tqdm import tqdm
+
+      progress = tqdm(
+          total=total_bytes,
+          unit="B",
+          unit_scale=True,
+          smoothing=0.1,
+          desc="create_pretraining_data",
+          dynamic_ncols=True,
+      )
+    chunks = _timed(
+        iter_chunks(iter_documents(options.input_files), options.chunk_bytes),
+        counters,
+        "seconds reading",
+    )
     if pool is None:
       clock = time.perf_counter()
       processor = ChunkProcessor(options)
       processor.stage_seconds["start-up (workers: imports, vocabulary)"] += (
-          time.perf_counter() - clock)
-      results = (((*processor.process(i, docs), _drain_stage_seconds(processor)), size)
-                 for i, (docs, size) in enumerate(chunks))
+          time.perf_counter() - clock
+      )
+      results = (
+          ((*processor.process(i, docs), _drain_stage_seconds(processor)), size)
+          for i, (docs, size) in enumerate(chunks)
+      )
     else:
       results = _bounded_imap(pool, chunks, 2 * options.num_workers)
     written = 0
@@ -769,21 +851,27 @@ def _generate(options: GeneratorOptions, paths: Sequence[str], total_bytes: int,
         bounds = offsets.tolist()
         for k in range(min(num_shards, records)):
           first = (k - written) % num_shards
-          writers[(written + first) % num_shards].write(b"".join(
-              view[bounds[i]:bounds[i + 1]] for i in range(first, records, num_shards)))
+          writers[(written + first) % num_shards].write(
+              b"".join(view[bounds[i] : bounds[i + 1]] for i in range(first, records, num_shards))
+          )
       written += records
       text_bytes += size
       counters["seconds writing"] += time.perf_counter() - clock
       if progress is not None:
         progress.update(min(size, total_bytes - progress.n))
         elapsed = max(time.time() - start, 1e-9)
-        progress.set_postfix(docs=counters["documents"],
-                             docs_per_s=f"{counters['documents'] / elapsed:.0f}",
-                             instances=written, refresh=False)
+        progress.set_postfix(
+            docs=counters["documents"],
+            docs_per_s=f"{counters['documents'] / elapsed:.0f}",
+            instances=written,
+            refresh=False,
+        )
     if counters["documents"] - counters["documents_without_tokens"] == 0:
       raise io_utils.InputError(
-          "the input has no document with any text: " + ", ".join(options.input_files) +
-          " (expected one sentence per line, a blank line between documents)")
+          "the input has no document with any text: "
+          + ", ".join(options.input_files)
+          + " (expected one sentence per line, a blank line between documents)"
+      )
   finally:
     for writer in writers:
       writer.close()
@@ -799,12 +887,17 @@ def _pool_context():
   """fork where safe: the workers start with this process's imports in milliseconds,
   where spawned ones took 1.5 s each on 2 busy cores (interpreter, imports). Not once
   TensorFlow is loaded (e.g. by a gs:// output, or a caller), which is not fork-safe."""
-  import multiprocessing  # pylint: disable=g-import-not-at-top
+  import multiprocessing
+
   if sys.platform.startswith("linux") and "tensorflow" not in sys.modules:
     # What the workers use, imported once here, before the fork.
-    from recurrent_bert.data import example_codec, masking, native_tokenizer  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
-    import psutil  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
-    import tokenizers  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
+    import psutil  # noqa: F401
+    import tokenizers  # noqa: F401
+
+    from recurrent_bert.data import example_codec  # noqa: F401
+    from recurrent_bert.data import masking  # noqa: F401
+    from recurrent_bert.data import native_tokenizer  # noqa: F401
+
     return multiprocessing.get_context("fork")
   return multiprocessing.get_context("spawn")
 
@@ -850,10 +943,13 @@ def format_stats(stats: Dict) -> str:
     lines.append(
         f"masked           {stats['masked_fraction']:.2%} of tokens: "
         f"{stats['masked_as_mask_token']:.1%} [MASK], "
-        f"{stats['masked_as_random_token']:.1%} random, {stats['masked_kept']:.1%} kept")
+        f"{stats['masked_as_random_token']:.1%} random, {stats['masked_kept']:.1%} kept"
+    )
   else:
     lines.append("masked           none (unmasked records for dynamic masking)")
-  lines.append(f"throughput       {stats['documents_per_second']:.0f} documents/s, "
-               f"{stats['instances_per_second']:.0f} instances/s, "
-               f"{stats['text_megabytes_per_second']:.2f} MB/s in {stats['seconds']:.1f} s")
+  lines.append(
+      f"throughput       {stats['documents_per_second']:.0f} documents/s, "
+      f"{stats['instances_per_second']:.0f} instances/s, "
+      f"{stats['text_megabytes_per_second']:.2f} MB/s in {stats['seconds']:.1f} s"
+  )
   return "\n".join(lines)

@@ -37,6 +37,7 @@ class PretrainingDataConfig:
     masker: a `DynamicMasker` for unmasked records (fresh masks every epoch), or None
       for records masked offline.
   """
+
   input_files: Sequence[str]
   max_seq_length: int
   max_predictions_per_seq: int
@@ -65,27 +66,39 @@ def check_record_layout(path: str, config: PretrainingDataConfig) -> None:
   features = example.features.feature
   seq_len = len(features["input_ids"].int64_list.value) if "input_ids" in features else 0
   if seq_len != config.max_seq_length:
-    raise InputError(f"--max_seq_length={config.max_seq_length} but {path} holds "
-                     f"sequences of length {seq_len}")
+    raise InputError(
+        f"--max_seq_length={config.max_seq_length} but {path} holds "
+        f"sequences of length {seq_len}"
+    )
   has_masks = "masked_lm_positions" in features
   if config.masker is not None and has_masks:
     # Their input_ids already hold [MASK]s: masking again would hide the originals.
-    raise InputError(f"--dynamic_masking needs unmasked records, but {path} is masked; "
-                     "make the data with `tools.create_pretraining_data --dynamic_masking` "
-                     "or drop --dynamic_masking")
+    raise InputError(
+        f"--dynamic_masking needs unmasked records, but {path} is masked; "
+        "make the data with `tools.create_pretraining_data --dynamic_masking` "
+        "or drop --dynamic_masking"
+    )
   if config.masker is None and not has_masks:
-    raise InputError(f"{path} holds unmasked records (made with --dynamic_masking); "
-                     "pass --dynamic_masking (and --vocab_file) to mask them while reading")
+    raise InputError(
+        f"{path} holds unmasked records (made with --dynamic_masking); "
+        "pass --dynamic_masking (and --vocab_file) to mask them while reading"
+    )
   if config.masker is None:
     num_predictions = len(features["masked_lm_positions"].int64_list.value)
     if num_predictions != config.max_predictions_per_seq:
-      raise InputError(f"--max_predictions_per_seq={config.max_predictions_per_seq} but "
-                       f"{path} holds {num_predictions} masked positions per sequence")
+      raise InputError(
+          f"--max_predictions_per_seq={config.max_predictions_per_seq} but "
+          f"{path} holds {num_predictions} masked positions per sequence"
+      )
 
 
-def make_pretraining_dataset(config: PretrainingDataConfig, batch_size: int,
-                             input_pipeline_id: int = 0, num_input_pipelines: int = 1,
-                             skip_batches: int = 0) -> tf.data.Dataset:
+def make_pretraining_dataset(
+    config: PretrainingDataConfig,
+    batch_size: int,
+    input_pipeline_id: int = 0,
+    num_input_pipelines: int = 1,
+    skip_batches: int = 0,
+) -> tf.data.Dataset:
   """Builds the training dataset of one input pipeline.
 
   Args:
@@ -109,12 +122,17 @@ def make_pretraining_dataset(config: PretrainingDataConfig, batch_size: int,
   dataset = dataset.shuffle(len(files), seed=config.seed, reshuffle_each_iteration=True)
   dataset = dataset.repeat()
   dataset = dataset.interleave(
-      tf.data.TFRecordDataset, cycle_length=min(config.cycle_length, len(files)),
-      block_length=1, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+      tf.data.TFRecordDataset,
+      cycle_length=min(config.cycle_length, len(files)),
+      block_length=1,
+      num_parallel_calls=tf.data.AUTOTUNE,
+      deterministic=True,
+  )
   if num_input_pipelines > 1 and not shard_files:
     dataset = dataset.shard(num_input_pipelines, input_pipeline_id)
-  dataset = dataset.shuffle(config.shuffle_buffer_size, seed=config.seed + 1,
-                            reshuffle_each_iteration=True)
+  dataset = dataset.shuffle(
+      config.shuffle_buffer_size, seed=config.seed + 1, reshuffle_each_iteration=True
+  )
   dataset = dataset.batch(batch_size, drop_remainder=True)
   dataset = _parse_batches(dataset, config, mask_seed=config.seed + 2 + input_pipeline_id)
   if skip_batches:
@@ -128,8 +146,9 @@ def count_records(input_files: Sequence[str]) -> int:
   return int(dataset.reduce(tf.constant(0, tf.int64), lambda count, _: count + 1))
 
 
-def eval_steps(num_records: int, global_batch_size: int, max_input_pipelines: int = 1,
-               max_eval_steps: int = 0) -> int:
+def eval_steps(
+    num_records: int, global_batch_size: int, max_input_pipelines: int = 1, max_eval_steps: int = 0
+) -> int:
   """Steps that read every record once, however records are split between pipelines.
 
   With n pipelines, record i going to pipeline i mod n, a pipeline holds at most
@@ -141,9 +160,13 @@ def eval_steps(num_records: int, global_batch_size: int, max_input_pipelines: in
   return min(steps, max_eval_steps) if max_eval_steps > 0 else steps
 
 
-def make_eval_dataset(config: PretrainingDataConfig, batch_size: int, num_batches: int,
-                      input_pipeline_id: int = 0, num_input_pipelines: int = 1
-                      ) -> tf.data.Dataset:
+def make_eval_dataset(
+    config: PretrainingDataConfig,
+    batch_size: int,
+    num_batches: int,
+    input_pipeline_id: int = 0,
+    num_input_pipelines: int = 1,
+) -> tf.data.Dataset:
   """Held-out records, each once, as exactly `num_batches` full batches of this pipeline.
 
   Record i goes to pipeline i mod n, in file order, unshuffled. The last batches are filled
@@ -167,9 +190,11 @@ def make_eval_dataset(config: PretrainingDataConfig, batch_size: int, num_batche
   padding = tf.data.Dataset.from_tensors(_padding_record(config)).repeat()
   dataset = records.concatenate(padding)
   dataset = dataset.take(num_batches * batch_size).batch(batch_size, drop_remainder=True)
-  return _parse_batches(dataset, config, mask_seed=config.seed).map(
-      _weigh_examples, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
-  ).prefetch(tf.data.AUTOTUNE)
+  return (
+      _parse_batches(dataset, config, mask_seed=config.seed)
+      .map(_weigh_examples, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+      .prefetch(tf.data.AUTOTUNE)
+  )
 
 
 def _weigh_examples(features):
@@ -182,8 +207,7 @@ def _weigh_examples(features):
 
 
 def _padding_record(config: PretrainingDataConfig) -> bytes:
-  zeros = {name: [0] * config.max_seq_length
-           for name in ("input_ids", "input_mask", "segment_ids")}
+  zeros = {name: [0] * config.max_seq_length for name in ("input_ids", "input_mask", "segment_ids")}
   zeros["next_sentence_labels"] = [0]
   if config.masker is None:
     for name in ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights"):
@@ -191,18 +215,24 @@ def _padding_record(config: PretrainingDataConfig) -> bytes:
   return schema.serialize_example(zeros)
 
 
-def _parse_batches(dataset: tf.data.Dataset, config: PretrainingDataConfig,
-                   mask_seed: int) -> tf.data.Dataset:
+def _parse_batches(
+    dataset: tf.data.Dataset, config: PretrainingDataConfig, mask_seed: int
+) -> tf.data.Dataset:
   """Batches of serialized records -> the training features (masked now if dynamic)."""
   if config.masker is None:
     dataset = dataset.map(
         lambda records: schema.parse_pretraining_example(
-            records, config.max_seq_length, config.max_predictions_per_seq),
-        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+            records, config.max_seq_length, config.max_predictions_per_seq
+        ),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
   else:
     dataset = dataset.map(
         lambda records: schema.parse_unmasked_example(records, config.max_seq_length),
-        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
     dataset = config.masker.mask_dataset(dataset, seed=mask_seed)
   return dataset.map(_finalize, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 

@@ -21,8 +21,9 @@ import tensorflow as tf
 
 UNMASKED_FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "next_sentence_labels")
 MASKED_LM_FEATURE_NAMES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
-PRETRAINING_FEATURE_NAMES = UNMASKED_FEATURE_NAMES[:3] + MASKED_LM_FEATURE_NAMES + (
-    "next_sentence_labels",)
+PRETRAINING_FEATURE_NAMES = (
+    UNMASKED_FEATURE_NAMES[:3] + MASKED_LM_FEATURE_NAMES + ("next_sentence_labels",)
+)
 _FLOAT_FEATURES = frozenset({"masked_lm_weights"})
 
 
@@ -36,15 +37,18 @@ def unmasked_feature_spec(max_seq_length: int) -> Dict[str, tf.io.FixedLenFeatur
   }
 
 
-def pretraining_feature_spec(max_seq_length: int, max_predictions_per_seq: int
-                             ) -> Dict[str, tf.io.FixedLenFeature]:
+def pretraining_feature_spec(
+    max_seq_length: int, max_predictions_per_seq: int
+) -> Dict[str, tf.io.FixedLenFeature]:
   """Feature spec of masked pretraining records, exactly google-research/bert's."""
   spec = unmasked_feature_spec(max_seq_length)
-  spec.update({
-      "masked_lm_positions": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
-      "masked_lm_ids": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
-      "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
-  })
+  spec.update(
+      {
+          "masked_lm_positions": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
+          "masked_lm_ids": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
+          "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
+      }
+  )
   return spec
 
 
@@ -68,7 +72,8 @@ def serialize_example(features: Mapping[str, Sequence]) -> bytes:
       feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=values))
   # deterministic=True sorts the feature map: byte-identical shards across runs/processes.
   return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString(
-      deterministic=True)
+      deterministic=True
+  )
 
 
 def _cast_ints(parsed: Dict[str, tf.Tensor], int_dtype) -> Dict[str, tf.Tensor]:
@@ -77,8 +82,9 @@ def _cast_ints(parsed: Dict[str, tf.Tensor], int_dtype) -> Dict[str, tf.Tensor]:
   return {k: (tf.cast(v, int_dtype) if v.dtype == tf.int64 else v) for k, v in parsed.items()}
 
 
-def parse_pretraining_example(serialized, max_seq_length: int, max_predictions_per_seq: int,
-                              int_dtype=tf.int32) -> Dict[str, tf.Tensor]:
+def parse_pretraining_example(
+    serialized, max_seq_length: int, max_predictions_per_seq: int, int_dtype=tf.int32
+) -> Dict[str, tf.Tensor]:
   """Parses masked pretraining records.
 
   Args:
@@ -93,8 +99,10 @@ def parse_pretraining_example(serialized, max_seq_length: int, max_predictions_p
   return _cast_ints(tf.io.parse_example(serialized, spec), int_dtype)
 
 
-def parse_unmasked_example(serialized, max_seq_length: int, int_dtype=tf.int32
-                           ) -> Dict[str, tf.Tensor]:
+def parse_unmasked_example(
+    serialized, max_seq_length: int, int_dtype=tf.int32
+) -> Dict[str, tf.Tensor]:
   """Parses unmasked records (scalar or [batch] string Tensor); see parse_pretraining_example."""
-  return _cast_ints(tf.io.parse_example(serialized, unmasked_feature_spec(max_seq_length)),
-                    int_dtype)
+  return _cast_ints(
+      tf.io.parse_example(serialized, unmasked_feature_spec(max_seq_length)), int_dtype
+  )

@@ -28,9 +28,15 @@ from typing import Dict, List, Sequence, Union
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from recurrent_bert.data.vocab import (  # noqa: F401  (re-exported)
-    CLS_TOKEN, DEFAULT_MAX_BYTES_PER_WORD, MASK_TOKEN, PAD_TOKEN, RESERVED_TOKENS, SEP_TOKEN,
-    SUFFIX_INDICATOR, UNK_TOKEN, load_vocab)
+from recurrent_bert.data.vocab import CLS_TOKEN
+from recurrent_bert.data.vocab import DEFAULT_MAX_BYTES_PER_WORD
+from recurrent_bert.data.vocab import MASK_TOKEN
+from recurrent_bert.data.vocab import PAD_TOKEN
+from recurrent_bert.data.vocab import RESERVED_TOKENS  # noqa: F401  (re-exported)
+from recurrent_bert.data.vocab import SEP_TOKEN
+from recurrent_bert.data.vocab import SUFFIX_INDICATOR
+from recurrent_bert.data.vocab import UNK_TOKEN
+from recurrent_bert.data.vocab import load_vocab
 
 # Characters BERT deletes outright (not replaced by a space): NUL, the replacement
 # character, C0/C1 controls other than \t \n \r, and format characters (Cf, e.g. U+200B).
@@ -41,9 +47,11 @@ _WHITESPACE_REGEX = r"[\t\n\r\p{Zs}]"
 # every Unicode P* character.
 _PUNCTUATION_REGEX = r"[!-/]|[:-@]|[\[-`]|[{-~]|\p{P}"
 # The CJK Unified Ideograph blocks BERT isolates (Hangul and kana are not in them).
-_CJK_REGEX = (r"[\x{4E00}-\x{9FFF}]|[\x{3400}-\x{4DBF}]|[\x{20000}-\x{2A6DF}]|"
-              r"[\x{2A700}-\x{2B73F}]|[\x{2B740}-\x{2B81F}]|[\x{2B820}-\x{2CEAF}]|"
-              r"[\x{F900}-\x{FAFF}]|[\x{2F800}-\x{2FA1F}]")
+_CJK_REGEX = (
+    r"[\x{4E00}-\x{9FFF}]|[\x{3400}-\x{4DBF}]|[\x{20000}-\x{2A6DF}]|"
+    r"[\x{2A700}-\x{2B73F}]|[\x{2B740}-\x{2B81F}]|[\x{2B820}-\x{2CEAF}]|"
+    r"[\x{F900}-\x{FAFF}]|[\x{2F800}-\x{2FA1F}]"
+)
 # Basic tokenization splits words on WORD_SPLIT_REGEX and keeps the WORD_KEEP_REGEX
 # delimiters (punctuation, CJK ideographs) as words of their own.
 WORD_KEEP_REGEX = _PUNCTUATION_REGEX + "|" + _CJK_REGEX
@@ -85,8 +93,13 @@ class BertWordpieceTokenizer(tf.Module):
     pad_id, unk_id, cls_id, sep_id, mask_id: ids of the reserved tokens.
   """
 
-  def __init__(self, vocab_file: str, do_lower_case: bool = True,
-               max_bytes_per_word: int = DEFAULT_MAX_BYTES_PER_WORD, name=None):
+  def __init__(
+      self,
+      vocab_file: str,
+      do_lower_case: bool = True,
+      max_bytes_per_word: int = DEFAULT_MAX_BYTES_PER_WORD,
+      name=None,
+  ):
     super().__init__(name=name)
     self.vocab_file = vocab_file
     self.vocab = load_vocab(vocab_file)
@@ -100,23 +113,36 @@ class BertWordpieceTokenizer(tf.Module):
     self.mask_id = ids[MASK_TOKEN]
     self._token_to_id_py = ids
     self._wordpiece = tf_text.FastWordpieceTokenizer(
-        vocab=self.vocab, suffix_indicator=SUFFIX_INDICATOR,
-        max_bytes_per_word=max_bytes_per_word, token_out_type=tf.int64,
-        unknown_token=UNK_TOKEN, no_pretokenization=True, support_detokenization=True)
+        vocab=self.vocab,
+        suffix_indicator=SUFFIX_INDICATOR,
+        max_bytes_per_word=max_bytes_per_word,
+        token_out_type=tf.int64,
+        unknown_token=UNK_TOKEN,
+        no_pretokenization=True,
+        support_detokenization=True,
+    )
     self._id_to_token = tf.constant(self.vocab, dtype=tf.string)
     self._token_to_id = tf.lookup.StaticHashTable(
         tf.lookup.KeyValueTensorInitializer(
-            self._id_to_token, tf.range(self.vocab_size, dtype=tf.int64)),
-        default_value=self.unk_id)
+            self._id_to_token, tf.range(self.vocab_size, dtype=tf.int64)
+        ),
+        default_value=self.unk_id,
+    )
     # True for "##" continuation pieces: the word boundaries of whole-word masking.
     self._is_continuation = tf.constant(
-        [t.startswith(SUFFIX_INDICATOR) and len(t) > len(SUFFIX_INDICATOR)
-         for t in self.vocab], dtype=tf.bool)
+        [t.startswith(SUFFIX_INDICATOR) and len(t) > len(SUFFIX_INDICATOR) for t in self.vocab],
+        dtype=tf.bool,
+    )
 
   @property
   def special_ids(self) -> Dict[str, int]:
-    return {"pad": self.pad_id, "unk": self.unk_id, "cls": self.cls_id,
-            "sep": self.sep_id, "mask": self.mask_id}
+    return {
+        "pad": self.pad_id,
+        "unk": self.unk_id,
+        "cls": self.cls_id,
+        "sep": self.sep_id,
+        "mask": self.mask_id,
+    }
 
   def split_words(self, texts) -> tf.RaggedTensor:
     """Basic tokenization only: string RaggedTensor [batch, (words)]."""
@@ -177,8 +203,9 @@ class BertWordpieceTokenizer(tf.Module):
     return [self._token_to_id_py.get(t, self.unk_id) for t in tokens]
 
 
-def make_tokenizer(vocab_file: str, do_lower_case: Union[bool, str] = True
-                   ) -> BertWordpieceTokenizer:
+def make_tokenizer(
+    vocab_file: str, do_lower_case: Union[bool, str] = True
+) -> BertWordpieceTokenizer:
   """Builds a tokenizer; `do_lower_case` may also be the strings "true"/"false"."""
   if isinstance(do_lower_case, str):
     do_lower_case = do_lower_case.strip().lower() in ("1", "true", "yes")

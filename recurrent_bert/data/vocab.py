@@ -54,13 +54,17 @@ def load_vocab(vocab_file: str) -> List[str]:
     if not token:
       raise InputError(f"{vocab_file}:{line_number}: empty vocab entry")
     if token in first_line_of:
-      raise InputError(f"{vocab_file}:{line_number}: duplicate vocab entry {token!r} "
-                       f"(first on line {first_line_of[token]})")
+      raise InputError(
+          f"{vocab_file}:{line_number}: duplicate vocab entry {token!r} "
+          f"(first on line {first_line_of[token]})"
+      )
     first_line_of[token] = line_number
     tokens.append(token)
   missing = [t for t in RESERVED_TOKENS if t not in first_line_of]
   if missing:
-    raise InputError(f"vocab file {vocab_file!r} lacks the reserved token(s) "
-                     f"{' '.join(missing)}; a BERT vocabulary needs all of "
-                     f"{' '.join(RESERVED_TOKENS)}")
+    raise InputError(
+        f"vocab file {vocab_file!r} lacks the reserved token(s) "
+        f"{' '.join(missing)}; a BERT vocabulary needs all of "
+        f"{' '.join(RESERVED_TOKENS)}"
+    )
   return tokens

@@ -52,26 +52,50 @@ DEFAULT_FAMILIES = ("bert", "bert_rab", "trans_blstm_small_2", "trans_blstm_2", 
 
 def define_flags() -> None:
   """Defines the demo's flags (once, from this entry module: they are the demo's alone)."""
-  flags.DEFINE_string("work_dir", "demo_output", "Where everything goes (created; re-running "
-                      "with the same --work_dir reuses finished stages).")
-  flags.DEFINE_list("input_files", ["builtin"], "Your corpus instead of the built-in one: "
-                    "text files or globs, one sentence per line, a blank line between "
-                    "documents. `builtin` = the docstrings of the installed Python.")
-  flags.DEFINE_string("cache_dir", None, "Where the built-in corpus is built once (default "
-                      "$RECURRENT_BERT_CACHE or ~/.cache/recurrent_bert).")
-  flags.DEFINE_integer("corpus_max_bytes", 0, "Use only the first ~N bytes of the corpus "
-                       "(whole documents); 0 = all of it.")
-  flags.DEFINE_list("models", list(DEFAULT_FAMILIES), "Model families (" +
-                    ", ".join(config_lib.FAMILIES) + ") or full preset names.")
+  flags.DEFINE_string(
+      "work_dir",
+      "demo_output",
+      "Where everything goes (created; re-running "
+      "with the same --work_dir reuses finished stages).",
+  )
+  flags.DEFINE_list(
+      "input_files",
+      ["builtin"],
+      "Your corpus instead of the built-in one: "
+      "text files or globs, one sentence per line, a blank line between "
+      "documents. `builtin` = the docstrings of the installed Python.",
+  )
+  flags.DEFINE_string(
+      "cache_dir",
+      None,
+      "Where the built-in corpus is built once (default "
+      "$RECURRENT_BERT_CACHE or ~/.cache/recurrent_bert).",
+  )
+  flags.DEFINE_integer(
+      "corpus_max_bytes",
+      0,
+      "Use only the first ~N bytes of the corpus " "(whole documents); 0 = all of it.",
+  )
+  flags.DEFINE_list(
+      "models",
+      list(DEFAULT_FAMILIES),
+      "Model families (" + ", ".join(config_lib.FAMILIES) + ") or full preset names.",
+  )
   flags.DEFINE_enum("size", "mini", list(config_lib.SIZES), "Preset size of every family.")
   flags.DEFINE_integer("vocab_size", 8000, "WordPiece vocabulary size.")
-  flags.DEFINE_integer("vocab_max_lines", 60000, "Learn the vocabulary from the first N "
-                       "lines of the (shuffled) train documents; 0 = all (the learner is "
-                       "slow: ~1.5 min for the whole built-in corpus).")
+  flags.DEFINE_integer(
+      "vocab_max_lines",
+      60000,
+      "Learn the vocabulary from the first N "
+      "lines of the (shuffled) train documents; 0 = all (the learner is "
+      "slow: ~1.5 min for the whole built-in corpus).",
+  )
   flags.DEFINE_integer("seq_length", 64, "Tokens per sequence, pretraining and fine-tuning.")
-  flags.DEFINE_integer("max_predictions_per_seq", None,
-                       "Masked positions per sequence (default: 15.6% of --seq_length, "
-                       "BERT's 20 of 128).")
+  flags.DEFINE_integer(
+      "max_predictions_per_seq",
+      None,
+      "Masked positions per sequence (default: 15.6% of --seq_length, " "BERT's 20 of 128).",
+  )
   flags.DEFINE_integer("dupe_factor", 1, "Passes over the corpus with fresh masks.")
   flags.DEFINE_integer("batch_size", 16, "Pretraining batch (sequences per step).")
   flags.DEFINE_integer("pretrain_steps", 300, "Pretraining steps, the same for every model.")
@@ -81,33 +105,65 @@ def define_flags() -> None:
   flags.DEFINE_integer("finetune_steps", 100, "Fine-tuning steps per run.")
   flags.DEFINE_integer("finetune_batch_size", 16, "Fine-tuning batch.")
   flags.DEFINE_float("finetune_learning_rate", 2e-4, "Fine-tuning peak learning rate.")
-  flags.DEFINE_integer("task_classes", 4, "Sources (libraries, or your files) the task "
-                       "tells apart: the ones with the most text.")
+  flags.DEFINE_integer(
+      "task_classes",
+      4,
+      "Sources (libraries, or your files) the task " "tells apart: the ones with the most text.",
+  )
   flags.DEFINE_integer("task_train_examples", 6000, "Passages in train.tsv (balanced).")
   flags.DEFINE_integer("task_eval_examples", 600, "Passages in dev.tsv and in test.tsv.")
-  flags.DEFINE_float("eval_documents_fraction", 0.08,
-                     "Fraction of the documents held out for dev, and again for test.")
-  flags.DEFINE_integer("seed", 12345, "Seed of the document split, the task passages and the "
-                       "pretraining data.")
-  flags.DEFINE_integer("jobs", 2, "Fine-tuning runs at a time (pretraining always runs one "
-                       "model at a time so that its step times are comparable).")
+  flags.DEFINE_float(
+      "eval_documents_fraction",
+      0.08,
+      "Fraction of the documents held out for dev, and again for test.",
+  )
+  flags.DEFINE_integer(
+      "seed", 12345, "Seed of the document split, the task passages and the " "pretraining data."
+  )
+  flags.DEFINE_integer(
+      "jobs",
+      2,
+      "Fine-tuning runs at a time (pretraining always runs one "
+      "model at a time so that its step times are comparable).",
+  )
   flags.DEFINE_integer("num_workers", 2, "Worker processes of the pretraining-data tool.")
-  flags.DEFINE_list("redo", [], "Stages to run again although finished, e.g. "
-                    "pretrain:bert_mini (its model dir is deleted first) or report; later "
-                    "stages are not redone unless named too. Pretraining and fine-tuning are "
-                    "seeded, so a redone stage repeats its numbers; only its timing changes.")
-  flags.DEFINE_multi_string("query", None, "Your own raw-text query for the exported model "
-                            "(repeatable; default: passages of held-out test documents).")
+  flags.DEFINE_list(
+      "redo",
+      [],
+      "Stages to run again although finished, e.g. "
+      "pretrain:bert_mini (its model dir is deleted first) or report; later "
+      "stages are not redone unless named too. Pretraining and fine-tuning are "
+      "seeded, so a redone stage repeats its numbers; only its timing changes.",
+  )
+  flags.DEFINE_multi_string(
+      "query",
+      None,
+      "Your own raw-text query for the exported model "
+      "(repeatable; default: passages of held-out test documents).",
+  )
 
-  for name in ("vocab_size", "seq_length", "dupe_factor", "batch_size", "pretrain_steps",
-                "finetune_steps", "finetune_batch_size", "task_train_examples",
-                "task_eval_examples", "jobs", "num_workers"):
+  for name in (
+      "vocab_size",
+      "seq_length",
+      "dupe_factor",
+      "batch_size",
+      "pretrain_steps",
+      "finetune_steps",
+      "finetune_batch_size",
+      "task_train_examples",
+      "task_eval_examples",
+      "jobs",
+      "num_workers",
+  ):
     flags.register_validator(name, lambda v: v >= 1, f"--{name} must be >= 1")
   flags.register_validator("task_classes", lambda v: v >= 2, "--task_classes must be >= 2")
   flags.register_validator("corpus_max_bytes", lambda v: v >= 0, "--corpus_max_bytes >= 0")
   flags.register_validator("vocab_max_lines", lambda v: v >= 0, "--vocab_max_lines >= 0")
-  flags.register_validator("eval_documents_fraction", lambda v: 0 < v < 0.5,
-                           "--eval_documents_fraction must be in (0, 0.5)")
+  flags.register_validator(
+      "eval_documents_fraction",
+      lambda v: 0 < v < 0.5,
+      "--eval_documents_fraction must be in (0, 0.5)",
+  )
 
 
 def preset_name(model: str, size: str) -> str:
@@ -116,8 +172,10 @@ def preset_name(model: str, size: str) -> str:
     return f"{model}_{size}"
   if model in config_lib.PRESETS:
     return model
-  raise ValueError(f"--models: unknown model {model!r}; give families "
-                   f"({', '.join(config_lib.FAMILIES)}) or preset names")
+  raise ValueError(
+      f"--models: unknown model {model!r}; give families "
+      f"({', '.join(config_lib.FAMILIES)}) or preset names"
+  )
 
 
 def settings_from_flags() -> settings_lib.Settings:
@@ -136,40 +194,55 @@ def settings_from_flags() -> settings_lib.Settings:
   try:
     seeds = sorted({int(s) for s in FLAGS.finetune_seeds})
   except ValueError:
-    raise ValueError(
-        f"--finetune_seeds: integers expected, got {FLAGS.finetune_seeds}") from None
+    raise ValueError(f"--finetune_seeds: integers expected, got {FLAGS.finetune_seeds}") from None
   if not seeds:
     raise ValueError("--finetune_seeds: give at least one seed")
   max_predictions = FLAGS.max_predictions_per_seq or max(1, round(FLAGS.seq_length * 0.15625))
   if max_predictions > FLAGS.seq_length:
     raise ValueError("--max_predictions_per_seq must be <= --seq_length")
-  warmup = (FLAGS.warmup_steps if FLAGS.warmup_steps is not None
-            else FLAGS.pretrain_steps // 10)
+  warmup = FLAGS.warmup_steps if FLAGS.warmup_steps is not None else FLAGS.pretrain_steps // 10
   if not 0 <= warmup < FLAGS.pretrain_steps:
     raise ValueError("--warmup_steps must be in [0, --pretrain_steps)")
   for preset in presets:
     config = config_lib.PRESETS[preset]
     if config.position_embedding == "absolute" and (
-        FLAGS.seq_length > config.max_position_embeddings):
-      raise ValueError(f"--seq_length={FLAGS.seq_length} exceeds {preset}'s "
-                       f"max_position_embeddings={config.max_position_embeddings}")
+        FLAGS.seq_length > config.max_position_embeddings
+    ):
+      raise ValueError(
+          f"--seq_length={FLAGS.seq_length} exceeds {preset}'s "
+          f"max_position_embeddings={config.max_position_embeddings}"
+      )
   queries = list(FLAGS.query) if FLAGS.query else None
   return settings_lib.Settings(
       work_dir=os.path.abspath(FLAGS.work_dir),
       input_files=[f.strip() for f in FLAGS.input_files if f.strip()],
-      cache_dir=FLAGS.cache_dir, corpus_max_bytes=FLAGS.corpus_max_bytes, presets=presets,
-      size=FLAGS.size, vocab_size=FLAGS.vocab_size, vocab_max_lines=FLAGS.vocab_max_lines,
-      seq_length=FLAGS.seq_length, max_predictions_per_seq=max_predictions,
-      dupe_factor=FLAGS.dupe_factor, batch_size=FLAGS.batch_size,
-      pretrain_steps=FLAGS.pretrain_steps, learning_rate=FLAGS.learning_rate,
-      warmup_steps=warmup, finetune_seeds=seeds, finetune_steps=FLAGS.finetune_steps,
+      cache_dir=FLAGS.cache_dir,
+      corpus_max_bytes=FLAGS.corpus_max_bytes,
+      presets=presets,
+      size=FLAGS.size,
+      vocab_size=FLAGS.vocab_size,
+      vocab_max_lines=FLAGS.vocab_max_lines,
+      seq_length=FLAGS.seq_length,
+      max_predictions_per_seq=max_predictions,
+      dupe_factor=FLAGS.dupe_factor,
+      batch_size=FLAGS.batch_size,
+      pretrain_steps=FLAGS.pretrain_steps,
+      learning_rate=FLAGS.learning_rate,
+      warmup_steps=warmup,
+      finetune_seeds=seeds,
+      finetune_steps=FLAGS.finetune_steps,
       finetune_batch_size=FLAGS.finetune_batch_size,
       finetune_learning_rate=FLAGS.finetune_learning_rate,
       task_train_examples=FLAGS.task_train_examples,
       task_eval_examples=FLAGS.task_eval_examples,
-      eval_documents_fraction=FLAGS.eval_documents_fraction, seed=FLAGS.seed,
-      task_classes=FLAGS.task_classes, jobs=FLAGS.jobs, num_workers=FLAGS.num_workers,
-      queries=queries, redo=[r.strip() for r in FLAGS.redo if r.strip()])
+      eval_documents_fraction=FLAGS.eval_documents_fraction,
+      seed=FLAGS.seed,
+      task_classes=FLAGS.task_classes,
+      jobs=FLAGS.jobs,
+      num_workers=FLAGS.num_workers,
+      queries=queries,
+      redo=[r.strip() for r in FLAGS.redo if r.strip()],
+  )
 
 
 def main(argv):
@@ -181,8 +254,9 @@ def main(argv):
   except ValueError as e:
     cli.fail(str(e))
   if not os.path.isfile(os.path.join(pipeline.REPO, "tools", "build_vocab.py")):
-    cli.fail(f"the demo runs the data tools of a source checkout; {pipeline.REPO}/tools/ "
-             "not found")
+    cli.fail(
+        f"the demo runs the data tools of a source checkout; {pipeline.REPO}/tools/ " "not found"
+    )
   # Quiet TensorFlow start-up in every stage's process (they inherit it); numerics unaffected.
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   demo = pipeline.Demo(settings)
@@ -194,8 +268,10 @@ def main(argv):
     stages.say("Fix the cause and run the same command again: finished stages are reused.")
     sys.exit(1)
   except KeyboardInterrupt:
-    stages.say("\ninterrupted: run the same command again to resume (finished stages are "
-               "reused, pretraining and fine-tuning resume from their checkpoints).")
+    stages.say(
+        "\ninterrupted: run the same command again to resume (finished stages are "
+        "reused, pretraining and fine-tuning resume from their checkpoints)."
+    )
     sys.exit(130)
   demo.print_summary()
 

@@ -19,7 +19,6 @@ from recurrent_bert import io_utils
 from recurrent_bert.data import builtin_corpus as bc
 
 
-
 @dataclasses.dataclass
 class Document:
   """One document of the corpus and where it comes from.
@@ -28,6 +27,7 @@ class Document:
     source: its library ("stdlib", "numpy", ...) or the name of its file: its class.
     sentences: its text, one sentence per item.
   """
+
   source: str
   sentences: List[str]
 
@@ -133,8 +133,9 @@ def file_documents(paths: Sequence[str], max_bytes: int = 0) -> List[Document]:
   """
   names = [os.path.splitext(os.path.basename(p))[0] for p in paths]
   if len(set(names)) < len(names):  # same base names in different directories
-    names = [os.path.relpath(p, os.path.commonpath([os.path.abspath(q) for q in paths]))
-             for p in paths]
+    names = [
+        os.path.relpath(p, os.path.commonpath([os.path.abspath(q) for q in paths])) for p in paths
+    ]
   budget = max_bytes // len(paths) if max_bytes else 0
   documents: List[Document] = []
   for path, name in zip(paths, names):
@@ -142,8 +143,9 @@ def file_documents(paths: Sequence[str], max_bytes: int = 0) -> List[Document]:
   return documents
 
 
-def split_documents(documents: Sequence[Document], eval_fraction: float, seed: int
-                    ) -> Dict[str, List[Document]]:
+def split_documents(
+    documents: Sequence[Document], eval_fraction: float, seed: int
+) -> Dict[str, List[Document]]:
   """Holds out two disjoint sets of documents, dev and test, per source (stratified).
 
   A source with fewer than 3 documents goes to train only. The train documents are
@@ -172,13 +174,14 @@ def split_documents(documents: Sequence[Document], eval_fraction: float, seed: i
     rng.shuffle(docs)
     num_eval = max(1, int(round(eval_fraction * len(docs)))) if len(docs) >= 3 else 0
     splits["dev"] += docs[:num_eval]
-    splits["test"] += docs[num_eval:2 * num_eval]
-    splits["train"] += docs[2 * num_eval:]
+    splits["test"] += docs[num_eval : 2 * num_eval]
+    splits["train"] += docs[2 * num_eval :]
   rng.shuffle(splits["train"])
   if not splits["dev"] or len(splits["train"]) < 2:
     raise io_utils.InputError(
         f"the corpus has {len(documents)} documents: too few to hold out dev and test "
-        "documents (one sentence per line, blank lines between documents)")
+        "documents (one sentence per line, blank lines between documents)"
+    )
   return splits
 
 
@@ -194,8 +197,9 @@ def write_documents(directory: str, split: str, documents: Sequence[Document]) -
   with io_utils.atomic_write(os.path.join(directory, f"{split}_documents.txt")) as f:
     for document in documents:
       f.write("\n".join(document.sentences) + "\n\n")
-  io_utils.atomic_write_text(os.path.join(directory, f"{split}_sources.txt"),
-                             "".join(d.source + "\n" for d in documents))
+  io_utils.atomic_write_text(
+      os.path.join(directory, f"{split}_sources.txt"), "".join(d.source + "\n" for d in documents)
+  )
 
 
 def load_split(directory: str, split: str) -> List[Document]:
@@ -215,13 +219,13 @@ def load_split(directory: str, split: str) -> List[Document]:
   with open(os.path.join(directory, f"{split}_sources.txt"), encoding="utf-8") as f:
     sources = [line.rstrip("\n") for line in f]
   if len(sources) != len(documents):
-    raise io_utils.InputError(f"{directory}: {split} has {len(documents)} documents but "
-                              f"{len(sources)} sources")
+    raise io_utils.InputError(
+        f"{directory}: {split} has {len(documents)} documents but " f"{len(sources)} sources"
+    )
   return [Document(source, d.sentences) for source, d in zip(sources, documents)]
 
 
-def passages(sentences: Sequence[str], min_words: int = 20, max_words: int = 40
-             ) -> List[str]:
+def passages(sentences: Sequence[str], min_words: int = 20, max_words: int = 40) -> List[str]:
   """Consecutive sentences joined into passages of about min_words..max_words words.
 
   Args:
@@ -268,20 +272,26 @@ def choose_classes(splits: Dict[str, List[Document]], num_classes: int) -> List[
   present = [{d.source for d in splits[s]} for s in ("train", "dev", "test")]
   sentences: Dict[str, int] = {}
   for document in splits["train"]:
-    sentences[document.source] = sentences.get(document.source, 0) + len(
-        document.sentences)
+    sentences[document.source] = sentences.get(document.source, 0) + len(document.sentences)
   candidates = [c for c in sentences if all(c in p for p in present)]
   candidates.sort(key=lambda c: (-sentences[c], c))
   if len(candidates) < 2:
     raise io_utils.InputError(
         "the fine-tuning task asks which source a passage comes from: it needs at least "
         "two sources with 3+ documents each (with --input_files: two or more files, e.g. "
-        "one file per book); found " + (", ".join(candidates) or "none"))
+        "one file per book); found " + (", ".join(candidates) or "none")
+    )
   return candidates[:num_classes]
 
 
-def write_task(task_dir: str, splits: Dict[str, List[Document]], classes: Sequence[str],
-               num_train: int, num_eval: int, seed: int) -> Dict:
+def write_task(
+    task_dir: str,
+    splits: Dict[str, List[Document]],
+    classes: Sequence[str],
+    num_train: int,
+    num_eval: int,
+    seed: int,
+) -> Dict:
   """Writes the custom-task folder: train.tsv, dev.tsv, test.tsv and test_labels.tsv.
 
   Every split has the same number of passages of each class (the smallest pool's, at
@@ -304,8 +314,9 @@ def write_task(task_dir: str, splits: Dict[str, List[Document]], classes: Sequen
   """
   os.makedirs(task_dir, exist_ok=True)
   counts = {}
-  for offset, (split, total) in enumerate((("train", num_train), ("dev", num_eval),
-                                           ("test", num_eval))):
+  for offset, (split, total) in enumerate(
+      (("train", num_train), ("dev", num_eval), ("test", num_eval))
+  ):
     rng = random.Random(seed + 1000 * (offset + 1))
     pools = {c: [] for c in classes}
     for document in splits[split]:
@@ -323,10 +334,14 @@ def write_task(task_dir: str, splits: Dict[str, List[Document]], classes: Sequen
     io_utils.atomic_write_text(os.path.join(task_dir, f"{split}.tsv"), "\n".join(lines) + "\n")
     if split == "test":
       labels = ["index\tlabel"] + [f"test-{i}\t{r[1]}" for i, r in enumerate(rows)]
-      io_utils.atomic_write_text(os.path.join(task_dir, "test_labels.tsv"),
-                                 "\n".join(labels) + "\n")
-    counts[split] = {"examples": len(rows), "per_class": per_class,
-                     "documents": sum(d.source in pools for d in splits[split])}
+      io_utils.atomic_write_text(
+          os.path.join(task_dir, "test_labels.tsv"), "\n".join(labels) + "\n"
+      )
+    counts[split] = {
+        "examples": len(rows),
+        "per_class": per_class,
+        "documents": sum(d.source in pools for d in splits[split]),
+    }
   return counts
 
 
@@ -354,8 +369,8 @@ def accuracy_on_test(predictions_file: str, labels_file: str) -> Tuple[float, in
   predicted = {row["index"]: row["prediction"] for row in read_tsv(predictions_file)}
   missing = set(truth) - set(predicted)
   if missing:
-    raise io_utils.InputError(f"{predictions_file} lacks {len(missing)} test examples, "
-                              f"e.g. {sorted(missing)[:3]}")
+    raise io_utils.InputError(
+        f"{predictions_file} lacks {len(missing)} test examples, " f"e.g. {sorted(missing)[:3]}"
+    )
   correct = sum(predicted[i] == label for i, label in truth.items())
   return correct / len(truth), len(truth)
-

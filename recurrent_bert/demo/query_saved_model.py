@@ -39,9 +39,14 @@ def classify(export_dir: str, queries: List[Dict]) -> List[Dict]:
   probabilities = out["probabilities"].numpy()  # [num_queries, num_labels]
   answers = []
   for i, query in enumerate(queries):
-    answers.append(dict(query, label=labels[i].decode("utf-8"),
-                        probability=float(probabilities[i][int(label_ids[i])]),
-                        probabilities=[float(p) for p in probabilities[i]]))
+    answers.append(
+        dict(
+            query,
+            label=labels[i].decode("utf-8"),
+            probability=float(probabilities[i][int(label_ids[i])]),
+            probabilities=[float(p) for p in probabilities[i]],
+        )
+    )
   return answers
 
 
@@ -52,8 +57,10 @@ def main(argv: List[str]) -> None:
   answers = classify(export_dir, queries)
   for i, answer in enumerate(answers):
     print(f"query {i + 1}: {answer['text']!r}")
-    print(f"  answer: {answer['label']} (probability {answer['probability']:.2f})" +
-          (f"; truth: {answer['truth']}" if answer.get("truth") else ""))
+    print(
+        f"  answer: {answer['label']} (probability {answer['probability']:.2f})"
+        + (f"; truth: {answer['truth']}" if answer.get("truth") else "")
+    )
   ours = sorted(m for m in sys.modules if m.split(".")[0] == "recurrent_bert")
   if ours:
     raise SystemExit(f"the query process imported {ours}")

@@ -26,12 +26,16 @@ from recurrent_bert import io_utils
 from recurrent_bert import jobs
 from recurrent_bert import model_dir as layout
 
-
 DISPLAY_NAMES = {
-    "bert": "BERT-orig", "bert_rab": "BERT-rab", "trans_blstm_1": "TRANS-BLSTM-1",
-    "trans_blstm_2": "TRANS-BLSTM-2", "trans_blstm_small_1": "TRANS-BLSTM-SMALL-1",
-    "trans_blstm_small_2": "TRANS-BLSTM-SMALL-2", "swishrnn": "SwishRNN-BERT",
-    "blstm": "BLSTM-only"}
+    "bert": "BERT-orig",
+    "bert_rab": "BERT-rab",
+    "trans_blstm_1": "TRANS-BLSTM-1",
+    "trans_blstm_2": "TRANS-BLSTM-2",
+    "trans_blstm_small_1": "TRANS-BLSTM-SMALL-1",
+    "trans_blstm_small_2": "TRANS-BLSTM-SMALL-2",
+    "swishrnn": "SwishRNN-BERT",
+    "blstm": "BLSTM-only",
+}
 
 
 def family_of(preset: str) -> str:
@@ -52,7 +56,7 @@ def final_loss(records: Dict[int, Dict], key: str = "mlm_loss") -> float:
   steps = sorted(records)
   if not steps:
     return float("nan")
-  tail = steps[-last_n(len(steps)):]
+  tail = steps[-last_n(len(steps)) :]
   return sum(float(records[s][key]) for s in tail) / len(tail)
 
 
@@ -84,6 +88,7 @@ def step_time(train_dir: str) -> Tuple[float, int, bool]:
   # TensorFlow only here: the demo's driver imports this module for its names.
   import tensorflow as tf
   from tensorflow.core.util import event_pb2
+
   measured: List[float] = []
   first_intervals: List[float] = []
   steps_measured = 0
@@ -111,6 +116,7 @@ def count_parameters(model_config_file: str) -> int:
   """The encoder's parameters (embeddings, blocks, pooler) of a model_config.json."""
   # The models (hence TensorFlow) only here: the driver imports this module too.
   from recurrent_bert.models import count_parameters as count
+
   total, _ = count(config.ModelConfig.from_file(model_config_file))
   return int(total)
 
@@ -132,6 +138,7 @@ def _pm(values: Sequence[float]) -> str:
 def plot_losses(curves: Dict[str, Dict[int, float]], path: str, title: str) -> None:
   """All models' MLM training loss in one figure: raw (faint) and smoothed."""
   import matplotlib
+
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
@@ -185,64 +192,93 @@ def write_report(inputs: Dict) -> Dict:
     runs = [results[f"finetune:{preset}:seed{seed}"] for seed in seeds]
     ft_steps = [r.get("seconds_per_train_step") for r in runs]
     ft_steps = [v for v in ft_steps if v is not None and math.isfinite(v)]
-    rows.append({
-        "preset": preset, "model": display_name(preset), "family": family_of(preset),
-        "parameters": count_parameters(os.path.join(model_dir, layout.MODEL_CONFIG_FILE)),
-        "pretrain_seconds_per_step": seconds, "pretrain_steps_timed": measured,
-        "step_time_includes_tracing": with_tracing,
-        "pretrain_steps": max(records) if records else 0,
-        "final_mlm_loss": final_loss(records, "mlm_loss"),
-        "final_loss": final_loss(records, "loss"),
-        "load_average": results[f"pretrain:{preset}"].get("load_average"),
-        "pretrain_cores_used": _cores_used(inputs["timings"], f"pretrain:{preset}"),
-        "dev_accuracy": [r["dev_accuracy"] for r in runs],
-        "test_accuracy": [r["test_accuracy"] for r in runs],
-        "seeds": list(seeds),
-        "finetune_seconds_per_step": statistics.fmean(ft_steps) if ft_steps else None,
-    })
+    rows.append(
+        {
+            "preset": preset,
+            "model": display_name(preset),
+            "family": family_of(preset),
+            "parameters": count_parameters(os.path.join(model_dir, layout.MODEL_CONFIG_FILE)),
+            "pretrain_seconds_per_step": seconds,
+            "pretrain_steps_timed": measured,
+            "step_time_includes_tracing": with_tracing,
+            "pretrain_steps": max(records) if records else 0,
+            "final_mlm_loss": final_loss(records, "mlm_loss"),
+            "final_loss": final_loss(records, "loss"),
+            "load_average": results[f"pretrain:{preset}"].get("load_average"),
+            "pretrain_cores_used": _cores_used(inputs["timings"], f"pretrain:{preset}"),
+            "dev_accuracy": [r["dev_accuracy"] for r in runs],
+            "test_accuracy": [r["test_accuracy"] for r in runs],
+            "seeds": list(seeds),
+            "finetune_seconds_per_step": statistics.fmean(ft_steps) if ft_steps else None,
+        }
+    )
     curves[f"{display_name(preset)} ({preset})"] = {
-        step: float(r["mlm_loss"]) for step, r in records.items()}
+        step: float(r["mlm_loss"]) for step, r in records.items()
+    }
   reference = next((r for r in rows if r["family"] == "bert"), rows[0])
   for row in rows:
-    row["step_time_ratio"] = (row["pretrain_seconds_per_step"] /
-                              reference["pretrain_seconds_per_step"])
+    row["step_time_ratio"] = (
+        row["pretrain_seconds_per_step"] / reference["pretrain_seconds_per_step"]
+    )
     ft_ref = reference["finetune_seconds_per_step"]
-    row["finetune_step_time_ratio"] = (row["finetune_seconds_per_step"] / ft_ref
-                                       if ft_ref and row["finetune_seconds_per_step"]
-                                       else None)
+    row["finetune_step_time_ratio"] = (
+        row["finetune_seconds_per_step"] / ft_ref
+        if ft_ref and row["finetune_seconds_per_step"]
+        else None
+    )
 
   png = os.path.join(out_dir, "mlm_loss.png")
-  plot_losses(curves, png, f"MLM training loss: {s['size']} models, the same data, "
-              f"{s['pretrain_steps']} steps x {s['batch_size']} x {s['seq_length']} tokens\n"
-              f"(faint: every step; bold: centred moving average of "
-              f"{max(1, s['pretrain_steps'] // 25) | 1} steps)")
+  plot_losses(
+      curves,
+      png,
+      f"MLM training loss: {s['size']} models, the same data, "
+      f"{s['pretrain_steps']} steps x {s['batch_size']} x {s['seq_length']} tokens\n"
+      f"(faint: every step; bold: centred moving average of "
+      f"{max(1, s['pretrain_steps'] // 25) | 1} steps)",
+  )
 
   tensorboard_dir = os.path.join(out_dir, "tensorboard")
   for preset in presets:
-    copy_tensorboard(os.path.join(inputs["pretrain_dirs"][preset], "train"),
-                     os.path.join(tensorboard_dir, preset, "pretrain", "train"))
+    copy_tensorboard(
+        os.path.join(inputs["pretrain_dirs"][preset], "train"),
+        os.path.join(tensorboard_dir, preset, "pretrain", "train"),
+    )
     for seed in seeds:
       for part in ("train", "eval"):
-        copy_tensorboard(os.path.join(inputs["finetune_dirs"][preset][str(seed)], part),
-                         os.path.join(tensorboard_dir, preset, f"finetune_seed{seed}", part))
+        copy_tensorboard(
+            os.path.join(inputs["finetune_dirs"][preset][str(seed)], part),
+            os.path.join(tensorboard_dir, preset, f"finetune_seed{seed}", part),
+        )
 
   table = results_table(rows)
   lines = _report_lines(inputs, rows, reference, table, tensorboard_dir)
   report_md = os.path.join(out_dir, "report.md")
   io_utils.atomic_write_text(report_md, "\n".join(lines))
   results_json = os.path.join(out_dir, "results.json")
-  io_utils.atomic_write_json(results_json, {
-      "models": rows, "reference": reference["preset"],
-      "export": results.get("export", {}),
-      "answers": results.get("query", {}).get("answers", []),
-      "task": results.get("task", {}), "stage_timings": inputs["timings"],
-      "settings": s})
-  return {"report_md": report_md, "mlm_loss_png": png, "tensorboard_dir": tensorboard_dir,
-          "results_json": results_json, "table": table}
+  io_utils.atomic_write_json(
+      results_json,
+      {
+          "models": rows,
+          "reference": reference["preset"],
+          "export": results.get("export", {}),
+          "answers": results.get("query", {}).get("answers", []),
+          "task": results.get("task", {}),
+          "stage_timings": inputs["timings"],
+          "settings": s,
+      },
+  )
+  return {
+      "report_md": report_md,
+      "mlm_loss_png": png,
+      "tensorboard_dir": tensorboard_dir,
+      "results_json": results_json,
+      "table": table,
+  }
 
 
-def _report_lines(inputs: Dict, rows: List[Dict], reference: Dict, table: str,
-                  tensorboard_dir: str) -> List[str]:
+def _report_lines(
+    inputs: Dict, rows: List[Dict], reference: Dict, table: str, tensorboard_dir: str
+) -> List[str]:
   s = inputs["settings"]
   results = inputs["results"]
   work_dir = s["work_dir"]
@@ -257,11 +293,13 @@ def _report_lines(inputs: Dict, rows: List[Dict], reference: Dict, table: str,
   log_steps = max(1, s["pretrain_steps"] // 15)
   splits = corpus.get("splits", {})
   seeds = s["finetune_seeds"]
-  source = ("the built-in corpus: docstrings of the installed Python (standard library "
-            "and packages), one module per document, labelled with its library"
-            if corpus.get("builtin") else
-            "your files (" + ", ".join(s["input_files"]) + "), each document labelled "
-            "with its file")
+  source = (
+      "the built-in corpus: docstrings of the installed Python (standard library "
+      "and packages), one module per document, labelled with its library"
+      if corpus.get("builtin")
+      else "your files (" + ", ".join(s["input_files"]) + "), each document labelled "
+      "with its file"
+  )
   lines = [
       "# recurrent_bert demo report",
       "",
@@ -272,16 +310,17 @@ def _report_lines(inputs: Dict, rows: List[Dict], reference: Dict, table: str,
       "## Setup",
       "",
       f"- **Corpus**: {source}"
-      + (f"; capped at ~{s['corpus_max_bytes'] / 1e6:.1f} MB" if s["corpus_max_bytes"]
-         else "")
+      + (f"; capped at ~{s['corpus_max_bytes'] / 1e6:.1f} MB" if s["corpus_max_bytes"] else "")
       + ". Documents split at random within each source: "
-      + ", ".join(f"{k} {v['documents']:,} documents ({v['bytes'] / 1e6:.2f} MB)"
-                  for k, v in splits.items())
+      + ", ".join(
+          f"{k} {v['documents']:,} documents ({v['bytes'] / 1e6:.2f} MB)" for k, v in splits.items()
+      )
       + ". Dev and test documents are used nowhere in training (neither pretraining nor "
       "fine-tuning).",
       f"- **Vocabulary**: {vocab.get('tokens', s['vocab_size'])} WordPiece tokens, "
       "uncased, learned from the train documents"
-      + (f" (first {s['vocab_max_lines']:,} lines)" if s["vocab_max_lines"] else "") + ".",
+      + (f" (first {s['vocab_max_lines']:,} lines)" if s["vocab_max_lines"] else "")
+      + ".",
       f"- **Pretraining**: MLM + NSP, BERT's recipe (15% of tokens masked, 80/10/10), "
       f"{data.get('instances', 0):,} sequences of {s['seq_length']} tokens (dupe factor "
       f"{s['dupe_factor']}). Every model reads the same records in the same order: "
@@ -292,8 +331,10 @@ def _report_lines(inputs: Dict, rows: List[Dict], reference: Dict, table: str,
       f"- **Fine-tuning task**: which {'library' if corpus.get('builtin') else 'file'} "
       f"does a passage (consecutive sentences, 20-40 words) come from? {len(classes)} "
       f"classes ({', '.join(classes)}), balanced, so chance is {1 / max(1, len(classes)):.3f}; "
-      + ", ".join(f"{k} {v['examples']:,} passages from {v['documents']:,} documents"
-                  for k, v in task.get("splits", {}).items())
+      + ", ".join(
+          f"{k} {v['examples']:,} passages from {v['documents']:,} documents"
+          for k, v in task.get("splits", {}).items()
+      )
       + ". The test labels are kept apart (`task/test_labels.tsv`): fine-tuning only "
       f"writes test predictions. {len(seeds)} seed(s) per model "
       f"({', '.join(map(str, seeds))}): {s['finetune_steps']} steps of "
@@ -321,9 +362,14 @@ def _report_lines(inputs: Dict, rows: List[Dict], reference: Dict, table: str,
       "- *dev / test accuracy*: mean ± sample standard deviation over the seeds; test "
       "accuracy from `predictions/test_predictions.tsv` against the held-out labels. "
       "*fine-tune s/step*: `seconds_per_train_step` of `eval_results.json` (tracing "
-      "excluded), mean over seeds" + (f"; {s['jobs']} fine-tuning runs shared the CPU at "
-                                      "a time, so these are slower and noisier than the "
-                                      "pretraining times" if s.get("jobs", 1) > 1 else "")
+      "excluded), mean over seeds"
+      + (
+          f"; {s['jobs']} fine-tuning runs shared the CPU at "
+          "a time, so these are slower and noisier than the "
+          "pretraining times"
+          if s.get("jobs", 1) > 1
+          else ""
+      )
       + ".",
       "",
       "![MLM training loss](mlm_loss.png)",
@@ -341,32 +387,50 @@ def _report_lines(inputs: Dict, rows: List[Dict], reference: Dict, table: str,
       lines.append(f"| {row['model']} | {seed} | {dev:.3f} | {test:.3f} |")
   lines += ["", "## Exported model and query", ""]
   if export:
-    lines.append(f"Best run by dev accuracy: {display_name(export['preset'])} "
-                 f"(`{export['preset']}`), seed {export['seed']}: dev "
-                 f"{export['dev_accuracy']:.3f}, test {export['test_accuracy']:.3f}. "
-                 f"SavedModel: `{export['export_dir']}` (raw text in; signatures "
-                 "`classify`, `classify_pair`, `encode`, ...).")
+    lines.append(
+        f"Best run by dev accuracy: {display_name(export['preset'])} "
+        f"(`{export['preset']}`), seed {export['seed']}: dev "
+        f"{export['dev_accuracy']:.3f}, test {export['test_accuracy']:.3f}. "
+        f"SavedModel: `{export['export_dir']}` (raw text in; signatures "
+        "`classify`, `classify_pair`, `encode`, ...)."
+    )
     lines.append("")
   for a in answers:
-    lines.append(f"- `classify(text={a['text']!r})` → **{a['label']}** (probability "
-                 f"{a['probability']:.2f})" + (f"; truth: {a['truth']}" if a.get("truth")
-                                               else ""))
-  lines += ["", "Answered in a fresh process that imports only `tensorflow` and "
-            "`tensorflow_text`.", "", "## Stage timings", "",
-            "Wall time on this machine; cpu = user + sys time of the stage's processes. "
-            "Reused stages show the time of the run that made them.", "",
-            "| stage | status | wall | cpu |", "|---|---|---:|---:|"]
+    lines.append(
+        f"- `classify(text={a['text']!r})` → **{a['label']}** (probability "
+        f"{a['probability']:.2f})" + (f"; truth: {a['truth']}" if a.get("truth") else "")
+    )
+  lines += [
+      "",
+      "Answered in a fresh process that imports only `tensorflow` and " "`tensorflow_text`.",
+      "",
+      "## Stage timings",
+      "",
+      "Wall time on this machine; cpu = user + sys time of the stage's processes. "
+      "Reused stages show the time of the run that made them.",
+      "",
+      "| stage | status | wall | cpu |",
+      "|---|---|---:|---:|",
+  ]
   for t in inputs["timings"]:
     cpu = t.get("cpu_seconds")
-    lines.append(f"| {t['stage']} | {t['status']} | {jobs.format_duration(t['seconds'])} | "
-                 + (jobs.format_duration(cpu) if cpu is not None else "") + " |")
-  lines += ["", "## Files", "",
-            f"- TensorBoard: `tensorboard --logdir {tensorboard_dir}` "
-            "(`<preset>/pretrain/train`, `<preset>/finetune_seed<N>/{train,eval}`).",
-            f"- Model dirs: `{work_dir}/pretrain/<preset>` (checkpoints, `metrics.jsonl`, "
-            f"`encoder/` export), `{work_dir}/finetune/<preset>/seed<N>`.",
-            f"- Logs of every stage: `{work_dir}/logs/`; machine-readable results: "
-            "`results.json` beside this file.", ""]
+    lines.append(
+        f"| {t['stage']} | {t['status']} | {jobs.format_duration(t['seconds'])} | "
+        + (jobs.format_duration(cpu) if cpu is not None else "")
+        + " |"
+    )
+  lines += [
+      "",
+      "## Files",
+      "",
+      f"- TensorBoard: `tensorboard --logdir {tensorboard_dir}` "
+      "(`<preset>/pretrain/train`, `<preset>/finetune_seed<N>/{train,eval}`).",
+      f"- Model dirs: `{work_dir}/pretrain/<preset>` (checkpoints, `metrics.jsonl`, "
+      f"`encoder/` export), `{work_dir}/finetune/<preset>/seed<N>`.",
+      f"- Logs of every stage: `{work_dir}/logs/`; machine-readable results: "
+      "`results.json` beside this file.",
+      "",
+  ]
   return lines
 
 
@@ -392,35 +456,44 @@ def _load_note(rows: List[Dict]) -> str:
   loads = [r["load_average"] for r in rows if r.get("load_average") is not None]
   if not loads:
     return ""
-  return (f"; the 5-minute load average at the end of each was {min(loads):.1f} to "
-          f"{max(loads):.1f} on {os.cpu_count()} cores (TensorFlow's own threads count "
-          "too; *CPU cores used* tells whether a model got its share)")
+  return (
+      f"; the 5-minute load average at the end of each was {min(loads):.1f} to "
+      f"{max(loads):.1f} on {os.cpu_count()} cores (TensorFlow's own threads count "
+      "too; *CPU cores used* tells whether a model got its share)"
+  )
 
 
 def results_table(rows: List[Dict]) -> str:
   busy = contended(rows)
-  lines = ["| model | preset | parameters | pretrain s/step | vs BERT | CPU cores used | "
-           "final MLM loss | dev accuracy | test accuracy | fine-tune s/step |",
-           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+  lines = [
+      "| model | preset | parameters | pretrain s/step | vs BERT | CPU cores used | "
+      "final MLM loss | dev accuracy | test accuracy | fine-tune s/step |",
+      "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+  ]
   for r in rows:
     step = r["pretrain_seconds_per_step"]
-    mark = ("*" if r["step_time_includes_tracing"] else "") + (
-        "†" if r["preset"] in busy else "")
+    mark = ("*" if r["step_time_includes_tracing"] else "") + ("†" if r["preset"] in busy else "")
     ft = r["finetune_seconds_per_step"]
     cores = r.get("pretrain_cores_used")
     lines.append(
         f"| {r['model']} | `{r['preset']}` | {r['parameters'] / 1e6:.2f}M | "
         f"{step:.3f}{mark} | {r['step_time_ratio']:.2f}x | "
-        + (f"{cores:.2f}" if cores else "n/a") + f" | {r['final_mlm_loss']:.3f} | "
+        + (f"{cores:.2f}" if cores else "n/a")
+        + f" | {r['final_mlm_loss']:.3f} | "
         f"{_pm(r['dev_accuracy'])} | {_pm(r['test_accuracy'])} | "
-        + (f"{ft:.3f}" if ft else "n/a") + " |")
+        + (f"{ft:.3f}" if ft else "n/a")
+        + " |"
+    )
   if any(r["step_time_includes_tracing"] for r in rows):
     lines += ["", "\\* too few log intervals to leave out the first: includes tracing."]
   if busy:
-    lines += ["", "† this model's pretraining got clearly less CPU than the others' "
-              "(CPU cores used < 80% of the best): other work was running on the machine "
-              "and its step time, and the ratios against it, are inflated. Re-run the demo "
-              "on a quiet machine for clean ratios."]
+    lines += [
+        "",
+        "† this model's pretraining got clearly less CPU than the others' "
+        "(CPU cores used < 80% of the best): other work was running on the machine "
+        "and its step time, and the ratios against it, are inflated. Re-run the demo "
+        "on a quiet machine for clean ratios.",
+    ]
   return "\n".join(lines)
 
 

@@ -27,6 +27,7 @@ class Settings:
   max_predictions_per_seq and warmup_steps (their defaults resolved), finetune_seeds
   (sorted integers), queries (--query) and redo (--redo, blanks dropped).
   """
+
   work_dir: str
   input_files: List[str]
   cache_dir: Optional[str]
@@ -58,8 +59,17 @@ class Settings:
 
   def fingerprint(self) -> Dict:
     """Settings that shape the stage outputs (the models and seeds may change)."""
-    skip = {"work_dir", "presets", "finetune_seeds", "jobs", "num_workers", "queries",
-            "cache_dir", "size", "redo"}
+    skip = {
+        "work_dir",
+        "presets",
+        "finetune_seeds",
+        "jobs",
+        "num_workers",
+        "queries",
+        "cache_dir",
+        "size",
+        "redo",
+    }
     return {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
 
   def path(self, *parts: str) -> str:
@@ -81,8 +91,11 @@ def check_settings(settings: Settings) -> None:
   """
   path = settings.path(SETTINGS_FILE)
   current = settings.fingerprint()
-  made = any(os.listdir(settings.path(d)) for d in ("stages", "pretrain", "finetune")
-             if os.path.isdir(settings.path(d)))
+  made = any(
+      os.listdir(settings.path(d))
+      for d in ("stages", "pretrain", "finetune")
+      if os.path.isdir(settings.path(d))
+  )
   if os.path.exists(path) and made:
     with open(path, encoding="utf-8") as f:
       recorded = json.load(f)
@@ -90,9 +103,11 @@ def check_settings(settings: Settings) -> None:
     if changed:
       lines = [f"  --{k}: {old!r} there, {new!r} now" for k, (old, new) in changed.items()]
       raise SettingsMismatch(
-          f"{settings.work_dir} holds a demo made with other settings:\n" +
-          "\n".join(lines) + "\nRe-run with the same settings to resume it, or give "
-          "another --work_dir (or delete this one) to start afresh.")
+          f"{settings.work_dir} holds a demo made with other settings:\n"
+          + "\n".join(lines)
+          + "\nRe-run with the same settings to resume it, or give "
+          "another --work_dir (or delete this one) to start afresh."
+      )
   else:
     os.makedirs(settings.work_dir, exist_ok=True)
     io_utils.atomic_write_json(path, current)

@@ -48,6 +48,7 @@ class Stage:
     parallel_group: consecutive stages of one group run side by side.
     output_dir: a directory the stage makes, deleted when --redo names the stage.
   """
+
   name: str
   title: str
   estimate: float
@@ -109,8 +110,9 @@ class StageRunner:
     by_name = {st.name: st for st in stages}
     unknown = [n for n in names if n not in by_name]
     if unknown:
-      raise StageError(f"--redo: no stage {unknown}; the stages are: "
-                       + ", ".join(st.name for st in stages))
+      raise StageError(
+          f"--redo: no stage {unknown}; the stages are: " + ", ".join(st.name for st in stages)
+      )
     for name in names:
       if os.path.exists(self.marker(name)):
         os.remove(self.marker(name))
@@ -136,11 +138,18 @@ class StageRunner:
       elapsed = jobs.format_duration(time.time() - self.start_time)
       if record is not None:
         self.results[stage.name] = record["result"]
-        self.timings.append({"stage": stage.name, "status": "reused",
-                             "seconds": record["seconds"],
-                             "cpu_seconds": record.get("cpu_seconds")})
-        say(f"[{index + 1}/{total}] {stage.title}: reused (finished earlier in "
-            f"{jobs.format_duration(record['seconds'])})")
+        self.timings.append(
+            {
+                "stage": stage.name,
+                "status": "reused",
+                "seconds": record["seconds"],
+                "cpu_seconds": record.get("cpu_seconds"),
+            }
+        )
+        say(
+            f"[{index + 1}/{total}] {stage.title}: reused (finished earlier in "
+            f"{jobs.format_duration(record['seconds'])})"
+        )
         index += 1
         continue
       group = [stage]
@@ -154,8 +163,10 @@ class StageRunner:
       if len(group) == 1:
         say(f"\n[{index + 1}/{total}] {stage.title}  (elapsed {elapsed}, ETA ~{eta})")
       else:
-        say(f"\n[{index + 1}/{total}] {len(group)} runs, {self.parallel} at a time: "
-            f"{stage.parallel_group}  (elapsed {elapsed}, ETA ~{eta})")
+        say(
+            f"\n[{index + 1}/{total}] {len(group)} runs, {self.parallel} at a time: "
+            f"{stage.parallel_group}  (elapsed {elapsed}, ETA ~{eta})"
+        )
       if len(group) == 1 and stage.run is not None:
         self._run_here(stage)
       else:
@@ -164,14 +175,17 @@ class StageRunner:
       index += 1
 
   def _finish(self, stage: Stage, result: Dict, wall: float, cpu: Optional[float]) -> None:
-    record = {"stage": stage.name, "seconds": round(wall, 2),
-              "cpu_seconds": None if cpu is None else round(cpu, 2),
-              "finished_at": time.strftime("%Y-%m-%d %H:%M:%S"),
-              "key": stage.key, "result": result}
+    record = {
+        "stage": stage.name,
+        "seconds": round(wall, 2),
+        "cpu_seconds": None if cpu is None else round(cpu, 2),
+        "finished_at": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "key": stage.key,
+        "result": result,
+    }
     io_utils.atomic_write_json(self.marker(stage.name), record)
     self.results[stage.name] = result
-    self.timings.append({"stage": stage.name, "status": "ran", "seconds": wall,
-                         "cpu_seconds": cpu})
+    self.timings.append({"stage": stage.name, "status": "ran", "seconds": wall, "cpu_seconds": cpu})
     self._eta.finished(stage.estimate, wall)
 
   def _run_here(self, stage: Stage) -> None:
@@ -187,8 +201,9 @@ class StageRunner:
       os.makedirs(os.path.dirname(log_path), exist_ok=True)
       with open(log_path, "a", encoding="utf-8") as f:
         f.write(traceback.format_exc())
-      raise StageError(f"stage {stage.name!r} failed: {type(e).__name__}: {e}\n"
-                       f"  Traceback in {log_path}") from e
+      raise StageError(
+          f"stage {stage.name!r} failed: {type(e).__name__}: {e}\n" f"  Traceback in {log_path}"
+      ) from e
     wall = time.time() - start
     self._finish(stage, result, wall, time.process_time() + jobs.children_cpu() - cpu)
     self._print_result(stage, wall)
@@ -203,21 +218,27 @@ class StageRunner:
     def on_exit(job: jobs.Job, code: int, wall: float, cpu: Optional[float]) -> None:
       if code != 0:
         tail = jobs.log_tail(job.log_path, indent="      | ")
-        raise StageError(f"stage {job.name!r} failed (exit code {code}).\n"
-                         f"  Last lines of its log:\n{tail}\n"
-                         f"  Full log: {job.log_path}\n"
-                         f"  Command: cd {job.cwd or os.getcwd()} && {' '.join(job.command)}")
+        raise StageError(
+            f"stage {job.name!r} failed (exit code {code}).\n"
+            f"  Last lines of its log:\n{tail}\n"
+            f"  Full log: {job.log_path}\n"
+            f"  Command: cd {job.cwd or os.getcwd()} && {' '.join(job.command)}"
+        )
       stage = by_name[job.name]
       try:
         result = stage.after() if stage.after else {}
       except (io_utils.InputError, OSError, ValueError, KeyError) as e:
-        raise StageError(f"stage {job.name!r}: its outputs are not what was expected: {e}. "
-                         f"Log: {job.log_path}") from e
+        raise StageError(
+            f"stage {job.name!r}: its outputs are not what was expected: {e}. "
+            f"Log: {job.log_path}"
+        ) from e
       self._finish(stage, result, wall, cpu)
       self._print_result(stage, wall, label(job.name))
 
-    commands = [jobs.Job(g.name, g.command(), self.log(g.name), g.echo, label(g.name),
-                         self.cwd) for g in group]
+    commands = [
+        jobs.Job(g.name, g.command(), self.log(g.name), g.echo, label(g.name), self.cwd)
+        for g in group
+    ]
     jobs.run_jobs(commands, parallel, on_exit)
 
   def _print_result(self, stage: Stage, wall: float, label: str = "") -> None:
@@ -229,6 +250,8 @@ class StageRunner:
     say("\nstage timings (wall; cpu = user + sys of the stage's processes, when it ran alone):")
     for t in self.timings:
       cpu = t.get("cpu_seconds")
-      say(f"  {t['stage']:40s} {t['status']:7s} {t['seconds']:8.1f} s" +
-          (f"  cpu {cpu:8.1f} s" if cpu is not None else ""))
+      say(
+          f"  {t['stage']:40s} {t['status']:7s} {t['seconds']:8.1f} s"
+          + (f"  cpu {cpu:8.1f} s" if cpu is not None else "")
+      )
     say(f"\ntotal {jobs.format_duration(time.time() - self.start_time)} this run.")

@@ -14,10 +14,12 @@ FLAGS = flags.FLAGS
 
 def define_flags() -> None:
   """--input_files (required), --cache_dir and --builtin_max_bytes."""
-  flags.DEFINE_list("input_files", None,
-                    "Text files or globs (comma-separated); `builtin` = the built-in corpus.")
-  flags.DEFINE_string("cache_dir", None,
-                      "Where `builtin` is built (default ~/.cache/recurrent_bert).")
+  flags.DEFINE_list(
+      "input_files", None, "Text files or globs (comma-separated); `builtin` = the built-in corpus."
+  )
+  flags.DEFINE_string(
+      "cache_dir", None, "Where `builtin` is built (default ~/.cache/recurrent_bert)."
+  )
   flags.DEFINE_integer("builtin_max_bytes", 0, "Cap of the built-in corpus size (0 = all).")
   flags.mark_flag_as_required("input_files")
 
@@ -32,5 +34,7 @@ def input_files() -> List[str]:
     io_utils.InputError: a pattern matching nothing, named with the flag.
   """
   from recurrent_bert.data import builtin_corpus
-  return builtin_corpus.resolve_input_files(FLAGS.input_files, "input_files",
-                                            FLAGS.cache_dir, FLAGS.builtin_max_bytes or None)
+
+  return builtin_corpus.resolve_input_files(
+      FLAGS.input_files, "input_files", FLAGS.cache_dir, FLAGS.builtin_max_bytes or None
+  )

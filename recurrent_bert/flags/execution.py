@@ -14,35 +14,50 @@ from recurrent_bert import cli
 FLAGS = flags.FLAGS
 
 # --help group of the execution flags (see recurrent_bert/cli.py).
-EXECUTION_HELP = ("distribution_strategy", "num_cpu_devices", "tpu", "mixed_precision",
-                  "jit_compile")
+EXECUTION_HELP = (
+    "distribution_strategy",
+    "num_cpu_devices",
+    "tpu",
+    "mixed_precision",
+    "jit_compile",
+)
 
 
 def define_flags() -> None:
   """--mixed_precision, --jit_compile, --distribution_strategy, --tpu, --num_cpu_devices
   and --run_dir."""
-  flags.DEFINE_enum("mixed_precision", "float32",
-                    ["float32", "mixed_bfloat16", "mixed_float16"],
-                    "Compute dtype policy; mixed_float16 adds dynamic loss scaling.")
+  flags.DEFINE_enum(
+      "mixed_precision",
+      "float32",
+      ["float32", "mixed_bfloat16", "mixed_float16"],
+      "Compute dtype policy; mixed_float16 adds dynamic loss scaling.",
+  )
   flags.DEFINE_boolean("jit_compile", False, "XLA-compile the forward/backward step.")
-  flags.DEFINE_enum("distribution_strategy", "default",
-                    ["default", "one_device", "mirrored", "multi_worker_mirrored", "tpu"],
-                    "tf.distribute strategy; multi_worker_mirrored reads TF_CONFIG.")
+  flags.DEFINE_enum(
+      "distribution_strategy",
+      "default",
+      ["default", "one_device", "mirrored", "multi_worker_mirrored", "tpu"],
+      "tf.distribute strategy; multi_worker_mirrored reads TF_CONFIG.",
+  )
   flags.DEFINE_string("tpu", None, "TPU name or grpc:// address ('local' on a TPU VM).")
-  flags.DEFINE_integer("num_cpu_devices", 1,
-                       "Split the CPU into this many logical devices (mirrored without "
-                       "GPUs).")
-  flags.register_validator("num_cpu_devices", lambda v: v >= 1,
-                           "--num_cpu_devices must be >= 1")
+  flags.DEFINE_integer(
+      "num_cpu_devices",
+      1,
+      "Split the CPU into this many logical devices (mirrored without " "GPUs).",
+  )
+  flags.register_validator("num_cpu_devices", lambda v: v >= 1, "--num_cpu_devices must be >= 1")
   flags.register_multi_flags_validator(
       ["distribution_strategy", "tpu"],
       lambda f: f["distribution_strategy"] != "tpu" or f["tpu"],
-      "--distribution_strategy=tpu needs --tpu")
+      "--distribution_strategy=tpu needs --tpu",
+  )
   flags.DEFINE_string(
-      "run_dir", None,
+      "run_dir",
+      None,
       "Folder that relative paths in the other path flags (data, vocabulary, model "
       "dirs, checkpoints) are taken from; default: the working directory. Flagfiles "
-      "name their run folder here once.")
+      "name their run folder here once.",
+  )
 
 
 def make_strategy():
@@ -55,10 +70,12 @@ def make_strategy():
     (strategy: tf.distribute.Strategy, is_chief: bool, worker_id: int).
   """
   from recurrent_bert.training import distribution
+
   distribution.configure_cpu_devices(FLAGS.num_cpu_devices)
   try:
     strategy = distribution.get_distribution_strategy(
-        FLAGS.distribution_strategy, FLAGS.tpu, FLAGS.num_cpu_devices)
+        FLAGS.distribution_strategy, FLAGS.tpu, FLAGS.num_cpu_devices
+    )
   except ValueError as e:
     cli.fail(str(e))
   return strategy, distribution.is_chief(strategy), distribution.worker_id(strategy)

@@ -17,67 +17,96 @@ from typing import Optional, Sequence
 from absl import flags
 
 from recurrent_bert import model_dir as layout
-from recurrent_bert.flags import optimization as optimizer_flags
-from recurrent_bert.flags import execution as run_flags
 from recurrent_bert.cli import fail
+from recurrent_bert.flags import execution as run_flags
+from recurrent_bert.flags import optimization as optimizer_flags
 
 FLAGS = flags.FLAGS
 
 
-def define_flags(*, learning_rate: float, train_batch_size: int, max_seq_length: int,
-                 num_train_epochs: float) -> None:
+def define_flags(
+    *, learning_rate: float, train_batch_size: int, max_seq_length: int, num_train_epochs: float
+) -> None:
   """Defines the shared flags; defaults are the entry point's paper protocol."""
-  flags.DEFINE_enum("mode", "train_and_eval", ["train", "eval", "predict", "train_and_eval"],
-                    "train: fine-tune only; eval: dev metrics of --checkpoint; predict: "
-                    "prediction files of --checkpoint; train_and_eval: fine-tune with "
-                    "evaluation, keep the best checkpoint, then evaluate and predict.")
-  flags.DEFINE_string("model_dir", None, "Checkpoints, best/, eval_results.json, "
-                      "predictions/, TensorBoard logs (see training/finetuning.py).")
-  flags.DEFINE_string("init_checkpoint", None,
-                      "Encoder to start from: a pretraining model_dir or its encoder/ "
-                      "export, a tools/convert_checkpoint.py output dir, or a prefix.")
-  flags.DEFINE_string("model_config", None,
-                      "Preset or ModelConfig JSON, for a run without --init_checkpoint.")
-  flags.DEFINE_string("checkpoint", None, "eval/predict: the checkpoint (prefix or dir); "
-                      "default: model_dir/best, else model_dir's latest.")
-  flags.DEFINE_string("vocab_file", None,
-                      "vocab.txt; default: the one beside --init_checkpoint / in model_dir.")
-  flags.DEFINE_boolean("do_lower_case", None,
-                       "Tokenizer casing; default: as recorded by the checkpoint, else true.")
+  flags.DEFINE_enum(
+      "mode",
+      "train_and_eval",
+      ["train", "eval", "predict", "train_and_eval"],
+      "train: fine-tune only; eval: dev metrics of --checkpoint; predict: "
+      "prediction files of --checkpoint; train_and_eval: fine-tune with "
+      "evaluation, keep the best checkpoint, then evaluate and predict.",
+  )
+  flags.DEFINE_string(
+      "model_dir",
+      None,
+      "Checkpoints, best/, eval_results.json, "
+      "predictions/, TensorBoard logs (see training/finetuning.py).",
+  )
+  flags.DEFINE_string(
+      "init_checkpoint",
+      None,
+      "Encoder to start from: a pretraining model_dir or its encoder/ "
+      "export, a tools/convert_checkpoint.py output dir, or a prefix.",
+  )
+  flags.DEFINE_string(
+      "model_config", None, "Preset or ModelConfig JSON, for a run without --init_checkpoint."
+  )
+  flags.DEFINE_string(
+      "checkpoint",
+      None,
+      "eval/predict: the checkpoint (prefix or dir); "
+      "default: model_dir/best, else model_dir's latest.",
+  )
+  flags.DEFINE_string(
+      "vocab_file", None, "vocab.txt; default: the one beside --init_checkpoint / in model_dir."
+  )
+  flags.DEFINE_boolean(
+      "do_lower_case", None, "Tokenizer casing; default: as recorded by the checkpoint, else true."
+  )
   flags.DEFINE_string("cache_dir", None, "Feature caches; default model_dir/features.")
   flags.DEFINE_integer("max_seq_length", max_seq_length, "Tokens per packed input.")
   flags.DEFINE_integer("train_batch_size", train_batch_size, "Global training batch.")
   flags.DEFINE_integer("eval_batch_size", 32, "Global evaluation batch.")
   flags.DEFINE_float("num_train_epochs", num_train_epochs, "Epochs (unless max steps).")
   flags.DEFINE_integer("max_train_steps", None, "Training steps; overrides epochs.")
-  optimizer_flags.define_flags(learning_rate=learning_rate, warmup_steps=None,
-                               warmup_proportion=0.1)
+  optimizer_flags.define_flags(
+      learning_rate=learning_rate, warmup_steps=None, warmup_proportion=0.1
+  )
   flags.DEFINE_integer("seed", 0, "Seeds the head's weights, dropout and data order.")
   flags.DEFINE_integer("shuffle_buffer_size", 100000, "Training examples shuffled together.")
-  flags.DEFINE_integer("eval_every_steps", 0,
-                       "train_and_eval: evaluate (and maybe keep as best) every N steps; "
-                       "0 = at the end only.")
+  flags.DEFINE_integer(
+      "eval_every_steps",
+      0,
+      "train_and_eval: evaluate (and maybe keep as best) every N steps; " "0 = at the end only.",
+  )
   flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every N steps.")
   flags.DEFINE_integer("keep_checkpoint_max", 2, "Training checkpoints kept.")
   flags.DEFINE_integer("log_steps", 100, "Progress line every N steps.")
   flags.DEFINE_integer("steps_per_loop", 100, "Steps per tf.function call.")
   run_flags.define_flags()
   flags.mark_flags_as_required(["model_dir"])
-  for name in ("max_seq_length", "train_batch_size", "eval_batch_size",
-               "save_checkpoints_steps", "keep_checkpoint_max", "log_steps",
-               "steps_per_loop", "shuffle_buffer_size"):
+  for name in (
+      "max_seq_length",
+      "train_batch_size",
+      "eval_batch_size",
+      "save_checkpoints_steps",
+      "keep_checkpoint_max",
+      "log_steps",
+      "steps_per_loop",
+      "shuffle_buffer_size",
+  ):
     flags.register_validator(name, lambda v: v >= 1, f"--{name} must be >= 1")
-  flags.register_validator("max_train_steps", lambda v: v is None or v >= 1,
-                           "--max_train_steps must be >= 1")
-  flags.register_validator("num_train_epochs", lambda v: v > 0,
-                           "--num_train_epochs must be > 0")
-  flags.register_validator("eval_every_steps", lambda v: v >= 0,
-                           "--eval_every_steps must be >= 0")
+  flags.register_validator(
+      "max_train_steps", lambda v: v is None or v >= 1, "--max_train_steps must be >= 1"
+  )
+  flags.register_validator("num_train_epochs", lambda v: v > 0, "--num_train_epochs must be > 0")
+  flags.register_validator("eval_every_steps", lambda v: v >= 0, "--eval_every_steps must be >= 0")
 
 
 @dataclasses.dataclass
 class RunParts:
   """What the shared flags resolve to."""
+
   model_config: object
   vocab_file: str
   do_lower_case: bool
@@ -88,11 +117,23 @@ class RunParts:
 def help_groups(task_flags):
   """--help groups of a fine-tuning command whose own flags are `task_flags`."""
   return {
-      "task and data": ("run_dir", *task_flags, "max_seq_length", "cache_dir",
-                        "shuffle_buffer_size"),
+      "task and data": (
+          "run_dir",
+          *task_flags,
+          "max_seq_length",
+          "cache_dir",
+          "shuffle_buffer_size",
+      ),
       "model": ("init_checkpoint", "model_config", "vocab_file", "do_lower_case"),
-      "mode and output": ("mode", "model_dir", "checkpoint", "eval_every_steps",
-                          "save_checkpoints_steps", "keep_checkpoint_max", "log_steps"),
+      "mode and output": (
+          "mode",
+          "model_dir",
+          "checkpoint",
+          "eval_every_steps",
+          "save_checkpoints_steps",
+          "keep_checkpoint_max",
+          "log_steps",
+      ),
       "optimisation": optimizer_flags.OPTIMIZATION_HELP + ("seed",),
       "execution": run_flags.EXECUTION_HELP + ("steps_per_loop",),
   }
@@ -103,8 +144,13 @@ def help_groups(task_flags):
 PATH_FLAGS = ("model_dir", "init_checkpoint", "checkpoint", "vocab_file", "cache_dir")
 # Settings a fine-tuned model was trained with (task_info.json). eval, predict and a
 # resumed run use the recorded value; a flag that contradicts it is refused.
-RECORDED_SETTINGS = ("max_seq_length", "do_lower_case", "doc_stride", "max_query_length",
-                     "max_answer_length")
+RECORDED_SETTINGS = (
+    "max_seq_length",
+    "do_lower_case",
+    "doc_stride",
+    "max_query_length",
+    "max_answer_length",
+)
 
 
 def _use_recorded_settings(info, model_dir: str) -> None:
@@ -113,14 +159,17 @@ def _use_recorded_settings(info, model_dir: str) -> None:
       continue
     recorded = getattr(info, name)
     if FLAGS[name].present and FLAGS[name].value != recorded:
-      fail(f"--{name}={FLAGS[name].value} differs from {name}={recorded} recorded in "
-           f"{os.path.join(model_dir, layout.TASK_INFO_FILE)} when the model was trained; "
-           "drop the flag (the recorded value is used) or give a new --model_dir")
+      fail(
+          f"--{name}={FLAGS[name].value} differs from {name}={recorded} recorded in "
+          f"{os.path.join(model_dir, layout.TASK_INFO_FILE)} when the model was trained; "
+          "drop the flag (the recorded value is used) or give a new --model_dir"
+      )
     FLAGS[name].value = recorded
 
 
 def _same_file(path_a: str, path_b: str) -> bool:
-  from recurrent_bert.data import feature_cache  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.data import feature_cache
+
   return feature_cache.file_fingerprint(path_a) == feature_cache.file_fingerprint(path_b)
 
 
@@ -131,11 +180,12 @@ def resolve_run(worker_id: int = 0, path_flags: Sequence[str] = ()) -> RunParts:
   Each MultiWorkerMirrored worker converts the data itself, into its own feature cache
   (worker 0 into --cache_dir), so no worker reads a cache another is rewriting.
   """
-  # pylint: disable=g-import-not-at-top
-  from recurrent_bert.config import ConfigError, resolve_config
+
+  from recurrent_bert.config import ConfigError
+  from recurrent_bert.config import resolve_config
   from recurrent_bert.data import tokenization
   from recurrent_bert.training import checkpoints
-  # pylint: enable=g-import-not-at-top
+
   run_flags.apply_run_dir(PATH_FLAGS + tuple(path_flags))
   model_dir = FLAGS.model_dir
   resumed = layout.exists(os.path.join(model_dir, layout.MODEL_CONFIG_FILE))
@@ -169,27 +219,38 @@ def resolve_run(worker_id: int = 0, path_flags: Sequence[str] = ()) -> RunParts:
   if vocab_file is None:
     vocab_file = recorded_vocab
   elif resumed and recorded_vocab and not _same_file(vocab_file, recorded_vocab):
-    fail(f"--vocab_file={vocab_file} differs from {recorded_vocab}, the vocabulary "
-         "the model in --model_dir was trained with; drop the flag or give a new "
-         "--model_dir")
+    fail(
+        f"--vocab_file={vocab_file} differs from {recorded_vocab}, the vocabulary "
+        "the model in --model_dir was trained with; drop the flag or give a new "
+        "--model_dir"
+    )
   if vocab_file is None:
     where = model_dir if resumed else init
-    fail(f"{where!r} records no vocabulary ({layout.VOCAB_FILE}); pass --vocab_file (the "
-         "vocabulary the encoder was pretrained with)" if where else
-         "--model_config starts from random weights: pass --vocab_file")
+    fail(
+        f"{where!r} records no vocabulary ({layout.VOCAB_FILE}); pass --vocab_file (the "
+        "vocabulary the encoder was pretrained with)"
+        if where
+        else "--model_config starts from random weights: pass --vocab_file"
+    )
   try:
     vocab_size = len(tokenization.load_vocab(vocab_file))
   except ValueError as e:
     fail(str(e))
   if vocab_size > config.vocab_size:
-    fail(f"--vocab_file {vocab_file} has {vocab_size} tokens, the model only "
-         f"{config.vocab_size} embeddings")
+    fail(
+        f"--vocab_file {vocab_file} has {vocab_size} tokens, the model only "
+        f"{config.vocab_size} embeddings"
+    )
   if not init and not resumed and vocab_size != config.vocab_size:
     config = config.replace(vocab_size=vocab_size)
-  if (config.position_embedding == "absolute" and
-      FLAGS.max_seq_length > config.max_position_embeddings):
-    fail(f"--max_seq_length={FLAGS.max_seq_length} exceeds the model's "
-         f"max_position_embeddings={config.max_position_embeddings}")
+  if (
+      config.position_embedding == "absolute"
+      and FLAGS.max_seq_length > config.max_position_embeddings
+  ):
+    fail(
+        f"--max_seq_length={FLAGS.max_seq_length} exceeds the model's "
+        f"max_position_embeddings={config.max_position_embeddings}"
+    )
 
   do_lower_case = FLAGS.do_lower_case
   if do_lower_case is None:
@@ -201,7 +262,8 @@ def resolve_run(worker_id: int = 0, path_flags: Sequence[str] = ()) -> RunParts:
 
 
 def settings_from_flags():
-  from recurrent_bert.training.finetuning import FinetuneSettings  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.training.finetuning import FinetuneSettings
+
   names = [f.name for f in dataclasses.fields(FinetuneSettings)]
   return FinetuneSettings(**{name: FLAGS[name].value for name in names})
 
@@ -214,15 +276,24 @@ def run_task(strategy, adapter, parts: RunParts, is_chief: bool, worker_id: int)
   Returns:
     The evaluation results ({} for train / predict).
   """
-  # pylint: disable=g-import-not-at-top
+
   from absl import logging
-  from recurrent_bert.training import finetuning, loop
-  # pylint: enable=g-import-not-at-top
+
+  from recurrent_bert.training import finetuning
+  from recurrent_bert.training import loop
+
   if FLAGS.mode in ("train", "train_and_eval"):
     optimizer_flags.check_optimizer_flags(strategy.num_replicas_in_sync)
-  finetuner = finetuning.Finetuner(strategy, adapter, settings_from_flags(), parts.model_config,
-                                   parts.init_checkpoint, parts.vocab_file, is_chief,
-                                   worker_id)
+  finetuner = finetuning.Finetuner(
+      strategy,
+      adapter,
+      settings_from_flags(),
+      parts.model_config,
+      parts.init_checkpoint,
+      parts.vocab_file,
+      is_chief,
+      worker_id,
+  )
   try:
     return finetuner.run(FLAGS.mode, FLAGS.checkpoint)
   except loop.NonFiniteLossError as e:

@@ -21,16 +21,35 @@ OPTIMIZERS = ("adamw", "lamb")
 DECAY_SCHEDULES = ("linear", "polynomial", "cosine", "constant")
 # The --help group of the optimisation flags (see recurrent_bert/cli.py); a command lists
 # the batch and step flags it defines itself beside them.
-OPTIMIZATION_HELP = ("train_batch_size", "eval_batch_size", "num_train_steps",
-                     "num_train_epochs", "max_train_steps", "gradient_accumulation_steps",
-                     "optimizer", "learning_rate", "warmup_steps", "warmup_proportion",
-                     "decay_schedule", "decay_power", "end_learning_rate", "weight_decay",
-                     "adam_beta1", "adam_beta2", "adam_epsilon", "clip_norm")
+OPTIMIZATION_HELP = (
+    "train_batch_size",
+    "eval_batch_size",
+    "num_train_steps",
+    "num_train_epochs",
+    "max_train_steps",
+    "gradient_accumulation_steps",
+    "optimizer",
+    "learning_rate",
+    "warmup_steps",
+    "warmup_proportion",
+    "decay_schedule",
+    "decay_power",
+    "end_learning_rate",
+    "weight_decay",
+    "adam_beta1",
+    "adam_beta2",
+    "adam_epsilon",
+    "clip_norm",
+)
 
 
-def define_flags(*, learning_rate: float, warmup_steps: Optional[int],
-                 warmup_proportion: Optional[float] = None,
-                 adam_beta2: float = 0.999) -> None:
+def define_flags(
+    *,
+    learning_rate: float,
+    warmup_steps: Optional[int],
+    warmup_proportion: Optional[float] = None,
+    adam_beta2: float = 0.999,
+) -> None:
   """Defines --optimizer, the schedule, the optimizer's hyperparameters, --clip_norm and
   --gradient_accumulation_steps.
 
@@ -41,37 +60,54 @@ def define_flags(*, learning_rate: float, warmup_steps: Optional[int],
       warmup as a fraction of the steps) with this default.
     adam_beta2: default of --adam_beta2.
   """
-  flags.DEFINE_enum("optimizer", "adamw", list(OPTIMIZERS),
-                    "adamw: Adam with decoupled weight decay; lamb: LAMB (You et al. "
-                    "2019), layer-wise trust ratio for large batches.")
+  flags.DEFINE_enum(
+      "optimizer",
+      "adamw",
+      list(OPTIMIZERS),
+      "adamw: Adam with decoupled weight decay; lamb: LAMB (You et al. "
+      "2019), layer-wise trust ratio for large batches.",
+  )
   flags.DEFINE_float("learning_rate", learning_rate, "Peak learning rate.")
-  flags.DEFINE_integer("warmup_steps", warmup_steps,
-                       "Linear warmup steps (updates)." + (
-                           " Overrides --warmup_proportion." if warmup_proportion is not None
-                           else ""))
+  flags.DEFINE_integer(
+      "warmup_steps",
+      warmup_steps,
+      "Linear warmup steps (updates)."
+      + (" Overrides --warmup_proportion." if warmup_proportion is not None else ""),
+  )
   if warmup_proportion is not None:
-    flags.DEFINE_float("warmup_proportion", warmup_proportion,
-                       "Warmup as a fraction of the steps.")
-  flags.DEFINE_enum("decay_schedule", "linear", list(DECAY_SCHEDULES),
-                    "Decay after warmup to --end_learning_rate at the last step: linear, "
-                    "polynomial (power --decay_power), cosine, or constant (no decay).")
+    flags.DEFINE_float("warmup_proportion", warmup_proportion, "Warmup as a fraction of the steps.")
+  flags.DEFINE_enum(
+      "decay_schedule",
+      "linear",
+      list(DECAY_SCHEDULES),
+      "Decay after warmup to --end_learning_rate at the last step: linear, "
+      "polynomial (power --decay_power), cosine, or constant (no decay).",
+  )
   flags.DEFINE_float("decay_power", 1.0, "Power of --decay_schedule=polynomial.")
   flags.DEFINE_float("end_learning_rate", 0.0, "Learning rate reached at the last step.")
   flags.DEFINE_float("weight_decay", 0.01, "Decoupled weight decay (not on LayerNorm/bias).")
   flags.DEFINE_float("adam_beta1", 0.9, "beta_1 (AdamW and LAMB).")
   flags.DEFINE_float("adam_beta2", adam_beta2, "beta_2 (AdamW and LAMB).")
   flags.DEFINE_float("adam_epsilon", 1e-6, "epsilon (AdamW and LAMB).")
-  flags.DEFINE_float("clip_norm", 1.0, "Global-norm gradient clipping of the accumulated "
-                     "batch gradient (0 = off).")
-  flags.DEFINE_integer("gradient_accumulation_steps", 1,
-                       "Micro-batches per update: each replica reads --train_batch_size / "
-                       "(N x replicas) examples N times, then one update is made as for "
-                       "the whole batch.")
-  flags.register_validator("warmup_steps", lambda v: v is None or v >= 0,
-                           "--warmup_steps must be >= 0")
+  flags.DEFINE_float(
+      "clip_norm",
+      1.0,
+      "Global-norm gradient clipping of the accumulated " "batch gradient (0 = off).",
+  )
+  flags.DEFINE_integer(
+      "gradient_accumulation_steps",
+      1,
+      "Micro-batches per update: each replica reads --train_batch_size / "
+      "(N x replicas) examples N times, then one update is made as for "
+      "the whole batch.",
+  )
+  flags.register_validator(
+      "warmup_steps", lambda v: v is None or v >= 0, "--warmup_steps must be >= 0"
+  )
   if warmup_proportion is not None:
-    flags.register_validator("warmup_proportion", lambda v: 0 <= v < 1,
-                             "--warmup_proportion must be in [0, 1)")
+    flags.register_validator(
+        "warmup_proportion", lambda v: 0 <= v < 1, "--warmup_proportion must be in [0, 1)"
+    )
   for name in ("learning_rate", "adam_epsilon"):
     flags.register_validator(name, lambda v: v > 0, f"--{name} must be > 0")
   for name in ("end_learning_rate", "weight_decay", "clip_norm"):
@@ -92,9 +128,11 @@ def check_optimizer_flags(num_replicas: int) -> None:
   if FLAGS.decay_power <= 0:
     cli.fail(f"--decay_power={FLAGS.decay_power} must be > 0")
   if FLAGS.train_batch_size % (steps * num_replicas):
-    cli.fail(f"--train_batch_size={FLAGS.train_batch_size} must divide by "
-             f"--gradient_accumulation_steps={steps} x {num_replicas} replica(s) of "
-             f"--distribution_strategy={FLAGS.distribution_strategy}")
+    cli.fail(
+        f"--train_batch_size={FLAGS.train_batch_size} must divide by "
+        f"--gradient_accumulation_steps={steps} x {num_replicas} replica(s) of "
+        f"--distribution_strategy={FLAGS.distribution_strategy}"
+    )
 
 
 def optimizer_kwargs() -> dict:
@@ -103,7 +141,14 @@ def optimizer_kwargs() -> dict:
   Returns:
     Its keyword arguments but the variables, the step counts and loss scaling.
   """
-  return dict(optimizer=FLAGS.optimizer, learning_rate=FLAGS.learning_rate,
-              decay_schedule=FLAGS.decay_schedule, decay_power=FLAGS.decay_power,
-              end_learning_rate=FLAGS.end_learning_rate, weight_decay=FLAGS.weight_decay,
-              beta_1=FLAGS.adam_beta1, beta_2=FLAGS.adam_beta2, epsilon=FLAGS.adam_epsilon)
+  return dict(
+      optimizer=FLAGS.optimizer,
+      learning_rate=FLAGS.learning_rate,
+      decay_schedule=FLAGS.decay_schedule,
+      decay_power=FLAGS.decay_power,
+      end_learning_rate=FLAGS.end_learning_rate,
+      weight_decay=FLAGS.weight_decay,
+      beta_1=FLAGS.adam_beta1,
+      beta_2=FLAGS.adam_beta2,
+      epsilon=FLAGS.adam_epsilon,
+  )

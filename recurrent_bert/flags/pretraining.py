@@ -21,95 +21,139 @@ from recurrent_bert.flags import vocabulary
 FLAGS = flags.FLAGS
 
 HELP_GROUPS = {
-    "data": ("run_dir", "input_files", "vocab_file", "do_lower_case", "max_seq_length",
-             "max_predictions_per_seq", "use_nsp", "dynamic_masking", "masked_lm_prob",
-             "mask_token_prob", "random_token_prob", "do_whole_word_mask",
-             "shuffle_buffer_size"),
+    "data": (
+        "run_dir",
+        "input_files",
+        "vocab_file",
+        "do_lower_case",
+        "max_seq_length",
+        "max_predictions_per_seq",
+        "use_nsp",
+        "dynamic_masking",
+        "masked_lm_prob",
+        "mask_token_prob",
+        "random_token_prob",
+        "do_whole_word_mask",
+        "shuffle_buffer_size",
+    ),
     "model": ("model_config", "vocab_size", "init_checkpoint"),
     "optimisation": optimization.OPTIMIZATION_HELP + ("seed",),
     "execution": execution.EXECUTION_HELP + ("steps_per_loop",),
     "output": ("model_dir", "save_checkpoints_steps", "keep_checkpoint_max", "log_steps"),
-    "evaluation": ("mode", "eval_input_files", "eval_batch_size", "eval_every_steps",
-                   "max_eval_steps"),
+    "evaluation": (
+        "mode",
+        "eval_input_files",
+        "eval_batch_size",
+        "eval_every_steps",
+        "max_eval_steps",
+    ),
 }
 # Taken relative to --run_dir.
-PATH_FLAGS = ("vocab_file", "input_files", "model_dir", "init_checkpoint",
-              "eval_input_files")
+PATH_FLAGS = ("vocab_file", "input_files", "model_dir", "init_checkpoint", "eval_input_files")
 MODES = ("train", "eval", "train_and_eval")
 
 
 def define_flags() -> None:
   """Every flag of recurrent_bert.pretrain, with its checks."""
-  flags.DEFINE_string("model_config", "bert_base",
-                      "Preset name (e.g. bert_base, swishrnn_tiny) or a ModelConfig JSON "
-                      "file.")
-  flags.DEFINE_integer("vocab_size", None,
-                       "Overrides the config's vocab_size. Default: the size of --vocab_file "
-                       "when given, else the config's.")
+  flags.DEFINE_string(
+      "model_config",
+      "bert_base",
+      "Preset name (e.g. bert_base, swishrnn_tiny) or a ModelConfig JSON " "file.",
+  )
+  flags.DEFINE_integer(
+      "vocab_size",
+      None,
+      "Overrides the config's vocab_size. Default: the size of --vocab_file "
+      "when given, else the config's.",
+  )
   vocabulary.define_flags(
       vocab_file_note="the data's, needed by --dynamic_masking, copied to the export",
       do_lower_case_note="recorded in the encoder export with --vocab_file so raw-text "
-      "serving tokenizes as the data tool did")
-  flags.DEFINE_list("input_files", None,
-                    "TFRecord files or globs (comma-separated, gs:// ok).")
+      "serving tokenizes as the data tool did",
+  )
+  flags.DEFINE_list("input_files", None, "TFRecord files or globs (comma-separated, gs:// ok).")
   masking.define_flags(reads_records=True)
   flags.DEFINE_integer("shuffle_buffer_size", 10000, "Examples in the shuffle buffer.")
   flags.DEFINE_integer("train_batch_size", 256, "Global batch size (all replicas).")
   flags.DEFINE_integer("num_train_steps", 1000000, "Total training steps.")
   optimization.define_flags(learning_rate=1e-4, warmup_steps=10000)
-  flags.DEFINE_integer("steps_per_loop", 100,
-                       "Steps per tf.function call (host round trip).")
+  flags.DEFINE_integer("steps_per_loop", 100, "Steps per tf.function call (host round trip).")
   execution.define_flags()
   flags.DEFINE_integer("seed", 0, "Seeds the weights, the input order and dynamic masks.")
   flags.DEFINE_string("model_dir", None, "Checkpoints, summaries and the final export.")
-  flags.DEFINE_string("init_checkpoint", None,
-                      "Weights to start from (no optimizer/step): a phase 1 model_dir or "
-                      "checkpoint for phase 2, or an encoder export for a warm start.")
+  flags.DEFINE_string(
+      "init_checkpoint",
+      None,
+      "Weights to start from (no optimizer/step): a phase 1 model_dir or "
+      "checkpoint for phase 2, or an encoder export for a warm start.",
+  )
   flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many steps.")
   flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept.")
-  flags.DEFINE_integer("log_steps", 100,
-                       "Progress line and summaries every this many steps.")
-  flags.DEFINE_enum("mode", None, MODES,
-                    "train; eval (the latest checkpoint of --model_dir on "
-                    "--eval_input_files); train_and_eval. Default: train_and_eval with "
-                    "--eval_input_files, else train.")
-  flags.DEFINE_list("eval_input_files", None,
-                    "Held-out TFRecord files or globs (records of other documents than "
-                    "--input_files'), each read once per evaluation.")
-  flags.DEFINE_integer("eval_batch_size", None,
-                       "Global eval batch size. Default: --train_batch_size / "
-                       "--gradient_accumulation_steps.")
-  flags.DEFINE_integer("eval_every_steps", 0,
-                       "train_and_eval: evaluate after every this many steps (and after "
-                       "the last); 0 = after the last step only.")
-  flags.DEFINE_integer("max_eval_steps", 0,
-                       "Stop each evaluation after this many batches; 0 = every record.")
+  flags.DEFINE_integer("log_steps", 100, "Progress line and summaries every this many steps.")
+  flags.DEFINE_enum(
+      "mode",
+      None,
+      MODES,
+      "train; eval (the latest checkpoint of --model_dir on "
+      "--eval_input_files); train_and_eval. Default: train_and_eval with "
+      "--eval_input_files, else train.",
+  )
+  flags.DEFINE_list(
+      "eval_input_files",
+      None,
+      "Held-out TFRecord files or globs (records of other documents than "
+      "--input_files'), each read once per evaluation.",
+  )
+  flags.DEFINE_integer(
+      "eval_batch_size",
+      None,
+      "Global eval batch size. Default: --train_batch_size / " "--gradient_accumulation_steps.",
+  )
+  flags.DEFINE_integer(
+      "eval_every_steps",
+      0,
+      "train_and_eval: evaluate after every this many steps (and after "
+      "the last); 0 = after the last step only.",
+  )
+  flags.DEFINE_integer(
+      "max_eval_steps", 0, "Stop each evaluation after this many batches; 0 = every record."
+  )
   flags.mark_flag_as_required("model_dir")
   flags.register_multi_flags_validator(
-      ["input_files", "mode"], lambda f: f["input_files"] or f["mode"] == "eval",
-      "--input_files is required (unless --mode=eval)")
+      ["input_files", "mode"],
+      lambda f: f["input_files"] or f["mode"] == "eval",
+      "--input_files is required (unless --mode=eval)",
+  )
   flags.register_multi_flags_validator(
       ["eval_input_files", "mode"],
       lambda f: f["eval_input_files"] or f["mode"] in (None, "train"),
-      "--mode=eval and --mode=train_and_eval need --eval_input_files")
+      "--mode=eval and --mode=train_and_eval need --eval_input_files",
+  )
   for name in ("eval_every_steps", "max_eval_steps"):
-    flags.register_validator(name, lambda v: v is not None and v >= 0,
-                             f"--{name} must be >= 0")
-  flags.register_validator("eval_batch_size", lambda v: v is None or v >= 1,
-                           "--eval_batch_size must be >= 1")
-  for name in ("train_batch_size", "num_train_steps", "steps_per_loop",
-               "save_checkpoints_steps", "keep_checkpoint_max", "log_steps",
-               "shuffle_buffer_size"):
-    flags.register_validator(name, lambda v: v is not None and v >= 1,
-                             f"--{name} must be >= 1")
+    flags.register_validator(name, lambda v: v is not None and v >= 0, f"--{name} must be >= 0")
+  flags.register_validator(
+      "eval_batch_size", lambda v: v is None or v >= 1, "--eval_batch_size must be >= 1"
+  )
+  for name in (
+      "train_batch_size",
+      "num_train_steps",
+      "steps_per_loop",
+      "save_checkpoints_steps",
+      "keep_checkpoint_max",
+      "log_steps",
+      "shuffle_buffer_size",
+  ):
+    flags.register_validator(name, lambda v: v is not None and v >= 1, f"--{name} must be >= 1")
   flags.register_multi_flags_validator(
       ["warmup_steps", "num_train_steps"],
       lambda f: f["warmup_steps"] < f["num_train_steps"],
-      "--warmup_steps must be < --num_train_steps")
+      "--warmup_steps must be < --num_train_steps",
+  )
   flags.register_multi_flags_validator(
       ["dynamic_masking", "vocab_file"],
       lambda f: not f["dynamic_masking"] or f["vocab_file"],
-      "--dynamic_masking needs --vocab_file (for the [MASK]/[CLS]/[SEP] ids)")
+      "--dynamic_masking needs --vocab_file (for the [MASK]/[CLS]/[SEP] ids)",
+  )
 
 
 def model_config():
@@ -121,6 +165,7 @@ def model_config():
   from recurrent_bert.config import ConfigError
   from recurrent_bert.config import resolve_config
   from recurrent_bert.data import tokenization
+
   recorded = os.path.join(FLAGS.model_dir, layout.MODEL_CONFIG_FILE)
   if mode() == "eval" and layout.exists(recorded):
     # The model the checkpoints hold, whatever --model_config says.
@@ -134,18 +179,24 @@ def model_config():
     cli.fail(f"--model_config: {e}")
   vocab_size = FLAGS.vocab_size
   if FLAGS.vocab_file and not layout.exists(FLAGS.vocab_file):
-    cli.fail(f"--vocab_file: {FLAGS.vocab_file!r} does not exist; make it with: python -m "
-             f"tools.build_vocab --input_files=<your text or builtin> --output_file="
-             f"{FLAGS.vocab_file} (or see the data commands in the flagfile's header)")
+    cli.fail(
+        f"--vocab_file: {FLAGS.vocab_file!r} does not exist; make it with: python -m "
+        f"tools.build_vocab --input_files=<your text or builtin> --output_file="
+        f"{FLAGS.vocab_file} (or see the data commands in the flagfile's header)"
+    )
   if vocab_size is None and FLAGS.vocab_file:
     # A malformed vocabulary is an InputError, a ValueError: one line naming it.
     vocab_size = cli.run_checked(lambda: len(tokenization.load_vocab(FLAGS.vocab_file)))
   if vocab_size is not None and vocab_size != config.vocab_size:
     config = config.replace(vocab_size=vocab_size)
-  if (config.position_embedding == "absolute" and
-      FLAGS.max_seq_length > config.max_position_embeddings):
-    cli.fail(f"--max_seq_length={FLAGS.max_seq_length} exceeds the model's "
-             f"max_position_embeddings={config.max_position_embeddings}")
+  if (
+      config.position_embedding == "absolute"
+      and FLAGS.max_seq_length > config.max_position_embeddings
+  ):
+    cli.fail(
+        f"--max_seq_length={FLAGS.max_seq_length} exceeds the model's "
+        f"max_position_embeddings={config.max_position_embeddings}"
+    )
   return config
 
 
@@ -159,7 +210,8 @@ def mode() -> str:
 def eval_batch_size() -> int:
   """--eval_batch_size, or one micro-batch over all replicas."""
   return FLAGS.eval_batch_size or max(
-      1, FLAGS.train_batch_size // FLAGS.gradient_accumulation_steps)
+      1, FLAGS.train_batch_size // FLAGS.gradient_accumulation_steps
+  )
 
 
 def data_config():
@@ -180,8 +232,9 @@ def data_config():
   def build(flag_name="input_files"):
     masker = None
     if FLAGS.dynamic_masking:
-      masker = dynamic_masking.DynamicMasker(masking.masking_config(),
-                                             tokenization.load_vocab(FLAGS.vocab_file))
+      masker = dynamic_masking.DynamicMasker(
+          masking.masking_config(), tokenization.load_vocab(FLAGS.vocab_file)
+      )
     try:
       files = io_utils.expand_input_patterns(FLAGS[flag_name].value, flag_name)
     except io_utils.InputError as e:
@@ -190,11 +243,16 @@ def data_config():
           f"{e}; make the records with: python -m tools.create_pretraining_data "
           f"--input_files=<your text or builtin> --vocab_file=<vocab.txt> "
           f"--output_dir={data_dir} --max_seq_length={FLAGS.max_seq_length} (or see the "
-          "data commands in the flagfile's header)") from None
+          "data commands in the flagfile's header)"
+      ) from None
     config = pretraining_dataset.PretrainingDataConfig(
-        input_files=files, max_seq_length=FLAGS.max_seq_length,
-        max_predictions_per_seq=FLAGS.max_predictions_per_seq, seed=FLAGS.seed,
-        shuffle_buffer_size=FLAGS.shuffle_buffer_size, masker=masker)
+        input_files=files,
+        max_seq_length=FLAGS.max_seq_length,
+        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+        seed=FLAGS.seed,
+        shuffle_buffer_size=FLAGS.shuffle_buffer_size,
+        masker=masker,
+    )
     pretraining_dataset.check_record_layout(files[0], config)
     if flag_name == "input_files" and FLAGS.init_checkpoint:
       try:
@@ -204,6 +262,5 @@ def data_config():
     return config
 
   train_config = cli.run_checked(build) if mode() != "eval" else None
-  eval_config = (cli.run_checked(lambda: build("eval_input_files"))
-                 if mode() != "train" else None)
+  eval_config = cli.run_checked(lambda: build("eval_input_files")) if mode() != "train" else None
   return train_config, eval_config

@@ -14,8 +14,12 @@ def _help(text: str, note: str) -> str:
   return f"{text}; {note}." if note else f"{text}."
 
 
-def define_flags(*, vocab_file_note: Optional[str] = "",
-                 do_lower_case: Optional[bool] = True, do_lower_case_note: str = "") -> None:
+def define_flags(
+    *,
+    vocab_file_note: Optional[str] = "",
+    do_lower_case: Optional[bool] = True,
+    do_lower_case_note: str = "",
+) -> None:
   """--vocab_file (unless `vocab_file_note` is None) and --do_lower_case.
 
   Args:
@@ -26,8 +30,11 @@ def define_flags(*, vocab_file_note: Optional[str] = "",
     do_lower_case_note: appended to --do_lower_case's help.
   """
   if vocab_file_note is not None:
-    flags.DEFINE_string("vocab_file", None,
-                        _help("vocab.txt (ours or google-research/bert's)", vocab_file_note))
-  flags.DEFINE_boolean("do_lower_case", do_lower_case,
-                       _help("Lower-case and strip accents (an uncased vocabulary)",
-                             do_lower_case_note))
+    flags.DEFINE_string(
+        "vocab_file", None, _help("vocab.txt (ours or google-research/bert's)", vocab_file_note)
+    )
+  flags.DEFINE_boolean(
+      "do_lower_case",
+      do_lower_case,
+      _help("Lower-case and strip accents (an uncased vocabulary)", do_lower_case_note),
+  )

@@ -4,7 +4,7 @@ import keras
 
 
 def get_activation(name):
-  """"gelu" is the exact erf form; "gelu_approximate" the tanh form of TF1 BERT."""
+  """ "gelu" is the exact erf form; "gelu_approximate" the tanh form of TF1 BERT."""
   if name == "gelu":
     return lambda x: keras.activations.gelu(x, approximate=False)
   if name == "gelu_approximate":

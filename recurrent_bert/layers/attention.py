@@ -1,8 +1,8 @@
 """Multi-head scaled dot-product self-attention with a padding mask (SPEC §2)."""
 
 import keras
-import numpy as np
 from keras import ops
+import numpy as np
 
 _FLOAT32_MIN = float(np.finfo(np.float32).min)
 
@@ -18,8 +18,9 @@ class SelfAttention(keras.layers.Layer):
   Output: [B, T, H].
   """
 
-  def __init__(self, hidden_size, num_heads, attention_dropout_rate=0.1,
-               initializer_range=0.02, **kwargs):
+  def __init__(
+      self, hidden_size, num_heads, attention_dropout_rate=0.1, initializer_range=0.02, **kwargs
+  ):
     super().__init__(**kwargs)
     self.hidden_size = hidden_size
     self.num_heads = num_heads
@@ -28,14 +29,22 @@ class SelfAttention(keras.layers.Layer):
     self.initializer_range = initializer_range
     init = keras.initializers.TruncatedNormal(stddev=initializer_range)
     dense = lambda name: keras.layers.EinsumDense(
-        "btd,dnh->btnh", output_shape=(None, num_heads, self.head_size),
-        bias_axes="nh", kernel_initializer=init, name=name)
+        "btd,dnh->btnh",
+        output_shape=(None, num_heads, self.head_size),
+        bias_axes="nh",
+        kernel_initializer=init,
+        name=name,
+    )
     self.query = dense("query")
     self.key = dense("key")
     self.value = dense("value")
     self.output_dense = keras.layers.EinsumDense(
-        "btnh,nhd->btd", output_shape=(None, hidden_size), bias_axes="d",
-        kernel_initializer=init, name="output")
+        "btnh,nhd->btd",
+        output_shape=(None, hidden_size),
+        bias_axes="d",
+        kernel_initializer=init,
+        name="output",
+    )
     self.dropout = keras.layers.Dropout(attention_dropout_rate)
 
   def build(self, input_shape):
@@ -48,7 +57,7 @@ class SelfAttention(keras.layers.Layer):
     q = self.query(x)  # [B, T, A, d]
     k = self.key(x)
     v = self.value(x)
-    q = q * ops.cast(1.0 / self.head_size ** 0.5, q.dtype)
+    q = q * ops.cast(1.0 / self.head_size**0.5, q.dtype)
     logits = ops.einsum("bqnh,bknh->bnqk", q, k)  # [B, A, T, T]
     if attention_bias is not None:
       logits = logits + ops.cast(attention_bias, logits.dtype)
@@ -63,7 +72,10 @@ class SelfAttention(keras.layers.Layer):
     return self.output_dense(context)
 
   def get_config(self):
-    return {**super().get_config(), "hidden_size": self.hidden_size,
-            "num_heads": self.num_heads,
-            "attention_dropout_rate": self.attention_dropout_rate,
-            "initializer_range": self.initializer_range}
+    return {
+        **super().get_config(),
+        "hidden_size": self.hidden_size,
+        "num_heads": self.num_heads,
+        "attention_dropout_rate": self.attention_dropout_rate,
+        "initializer_range": self.initializer_range,
+    }

@@ -1,8 +1,8 @@
 """Bidirectional LSTM mixer of TRANS-BLSTM (SPEC §3)."""
 
 import keras
-import tensorflow as tf
 from keras import ops
+import tensorflow as tf
 
 from recurrent_bert.config import BLSTM_IMPLEMENTATIONS as IMPLEMENTATIONS
 from recurrent_bert.layers.graph_utils import dense_2d
@@ -65,8 +65,15 @@ def _cell_gradient(dh, dc_next, gates, c, c_prev):
   i, f, g, o = tf.split(gates, 4, axis=-1)
   tanh_c = tf.tanh(c)
   dc = dc_next + dh * o * (1 - tanh_c * tanh_c)
-  dz = tf.concat([dc * g * i * (1 - i), dc * c_prev * f * (1 - f),
-                  dc * i * (1 - g * g), dh * tanh_c * o * (1 - o)], -1)
+  dz = tf.concat(
+      [
+          dc * g * i * (1 - i),
+          dc * c_prev * f * (1 - f),
+          dc * i * (1 - g * g),
+          dh * tanh_c * o * (1 - o),
+      ],
+      -1,
+  )
   return dz, dc * f
 
 
@@ -79,8 +86,7 @@ def _direction_indices(positions):
   return tf.stack([b, positions, n], -1)
 
 
-def _fused_forward(forward_inputs, backward_inputs, forward_kernel, backward_kernel,
-                   lengths):
+def _fused_forward(forward_inputs, backward_inputs, forward_kernel, backward_kernel, lengths):
   """Both LSTM directions in one XLA loop; returns the outputs and what the gradient
   needs (no autodiff state).
 
@@ -112,25 +118,40 @@ def _fused_forward(forward_inputs, backward_inputs, forward_kernel, backward_ker
 
   def body(t, h, c, h_out, c_all, gates_all):
     backward_positions = reversed_positions[t]  # [B]
-    z = tf.stack([tf.gather(forward_inputs, t, axis=1),
-                  tf.gather(backward_inputs, backward_positions, axis=1, batch_dims=1)])
+    z = tf.stack(
+        [
+            tf.gather(forward_inputs, t, axis=1),
+            tf.gather(backward_inputs, backward_positions, axis=1, batch_dims=1),
+        ]
+    )
     h, c, gates = _cell(z + tf.matmul(h, kernels), c)
     at_t = tf.stack([t, 0, 0, 0])
     index = _direction_indices(tf.stack([tf.fill([batch], t), reversed_positions[t]], 1))
     # In both directions, loop step t is a padded position exactly when t >= length.
     real = tf.cast(t < lengths, h.dtype)[None, :, None]
-    return (t + 1, h, c,
-            tf.tensor_scatter_nd_update(h_out, index, tf.transpose(h * real, [1, 0, 2])),
-            dynamic_update_slice(c_all, c[None], at_t),
-            dynamic_update_slice(gates_all, gates[None], at_t))
+    return (
+        t + 1,
+        h,
+        c,
+        tf.tensor_scatter_nd_update(h_out, index, tf.transpose(h * real, [1, 0, 2])),
+        dynamic_update_slice(c_all, c[None], at_t),
+        dynamic_update_slice(gates_all, gates[None], at_t),
+    )
 
   dtype = forward_inputs.dtype
   _, _, _, h, c, gates = tf.while_loop(
-      lambda t, *_: t < length, body,
-      (tf.constant(0), zeros, zeros, tf.zeros([batch, length, 2, units], dtype),
-       tf.zeros([length, 2, batch, units], dtype),
-       tf.zeros([length, 2, batch, 4 * units], dtype)),
-      maximum_iterations=length)
+      lambda t, *_: t < length,
+      body,
+      (
+          tf.constant(0),
+          zeros,
+          zeros,
+          tf.zeros([batch, length, 2, units], dtype),
+          tf.zeros([length, 2, batch, units], dtype),
+          tf.zeros([length, 2, batch, 4 * units], dtype),
+      ),
+      maximum_iterations=length,
+  )
   return h, c, gates
 
 
@@ -172,8 +193,11 @@ def _fused_backward(dh_out, h, c, gates, forward_kernel, backward_kernel, length
 
   dinputs = tf.zeros([batch, length, gates.shape[-1]], h.dtype)
   _, _, _, dforward, dbackward = tf.while_loop(
-      lambda s, *_: s < length, body, (tf.constant(0), zeros, zeros, dinputs, dinputs),
-      maximum_iterations=length)
+      lambda s, *_: s < length,
+      body,
+      (tf.constant(0), zeros, zeros, dinputs, dinputs),
+      maximum_iterations=length,
+  )
   # h[t-1] of each position's own direction, in h's layout (zero at each direction's
   # first step): forward, position p - 1; backward, the position of loop step
   # reversed(p) - 1.
@@ -185,16 +209,21 @@ def _fused_backward(dh_out, h, c, gates, forward_kernel, backward_kernel, length
   b = tf.broadcast_to(tf.range(batch)[:, None, None], tf.shape(previous))
   n = tf.broadcast_to(tf.range(2)[None, None, :], tf.shape(previous))
   h_prev = tf.gather_nd(padded, tf.stack([b, previous + 1, n], -1))  # [B, T, 2, u]
-  return (dforward, dbackward, tf.einsum("btu,btg->ug", h_prev[:, :, 0], dforward),
-          tf.einsum("btu,btg->ug", h_prev[:, :, 1], dbackward))
+  return (
+      dforward,
+      dbackward,
+      tf.einsum("btu,btg->ug", h_prev[:, :, 0], dforward),
+      tf.einsum("btu,btg->ug", h_prev[:, :, 1], dbackward),
+  )
 
 
 _fused_forward_xla = tf.function(_fused_forward, jit_compile=True, autograph=False)
 _fused_backward_xla = tf.function(_fused_backward, jit_compile=True, autograph=False)
 
 
-def bidirectional_lstm_recurrence(forward_inputs, backward_inputs, forward_kernel,
-                                  backward_kernel, lengths):
+def bidirectional_lstm_recurrence(
+    forward_inputs, backward_inputs, forward_kernel, backward_kernel, lengths
+):
   """h of a forward and a backward (within each real prefix) LSTM from their gate inputs,
   with a hand-written gradient.
 
@@ -240,20 +269,38 @@ def block_lstm(x, kernel, recurrent_kernel, bias):
     h: [T, B, u].
   """
   x, kernel, recurrent_kernel, bias = (
-      tf.stop_gradient(t) for t in (x, kernel, recurrent_kernel, bias))
+      tf.stop_gradient(t) for t in (x, kernel, recurrent_kernel, bias)
+  )
   units = recurrent_kernel.shape[0]
   zeros = tf.zeros([tf.shape(x)[1], units], x.dtype)
   no_peephole = tf.zeros([units], x.dtype)
-  inputs = dict(seq_len_max=tf.cast(tf.shape(x)[0], tf.int64), x=x, cs_prev=zeros,
-                h_prev=zeros, w=tf.concat([kernel, recurrent_kernel], 0), wci=no_peephole,
-                wcf=no_peephole, wco=no_peephole, b=bias)
-  i, cs, f, o, ci, co, h = tf.raw_ops.BlockLSTMV2(cell_clip=0.0, use_peephole=False,
-                                                   **inputs)
+  inputs = dict(
+      seq_len_max=tf.cast(tf.shape(x)[0], tf.int64),
+      x=x,
+      cs_prev=zeros,
+      h_prev=zeros,
+      w=tf.concat([kernel, recurrent_kernel], 0),
+      wci=no_peephole,
+      wcf=no_peephole,
+      wco=no_peephole,
+      b=bias,
+  )
+  i, cs, f, o, ci, co, h = tf.raw_ops.BlockLSTMV2(cell_clip=0.0, use_peephole=False, **inputs)
 
   def grad(dh):
     dx, _, _, dw, _, _, _, db = tf.raw_ops.BlockLSTMGradV2(
-        i=i, cs=cs, f=f, o=o, ci=ci, co=co, h=h, cs_grad=tf.zeros_like(cs), h_grad=dh,
-        use_peephole=False, **inputs)
+        i=i,
+        cs=cs,
+        f=f,
+        o=o,
+        ci=ci,
+        co=co,
+        h=h,
+        cs_grad=tf.zeros_like(cs),
+        h_grad=dh,
+        use_peephole=False,
+        **inputs,
+    )
     return dx, dw[:-units], dw[-units:], db
 
   return h, grad
@@ -293,12 +340,14 @@ class BidirectionalLSTM(keras.layers.Layer):
   Output: [B, T, projection_size] if projecting, else [B, T, 2 * units].
   """
 
-  def __init__(self, units, projection_size=None, initializer_range=0.02,
-               implementation="auto", **kwargs):
+  def __init__(
+      self, units, projection_size=None, initializer_range=0.02, implementation="auto", **kwargs
+  ):
     super().__init__(**kwargs)
     if implementation not in IMPLEMENTATIONS:
-      raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, "
-                       f"got {implementation!r}")
+      raise ValueError(
+          f"implementation must be one of {IMPLEMENTATIONS}, " f"got {implementation!r}"
+      )
     # The padding mask arrives explicitly as `attention_mask`; accepting Keras' implicit
     # mask too lets stacked BLSTMs (the span decoder) pass tensors to each other.
     self.supports_masking = True
@@ -314,17 +363,21 @@ class BidirectionalLSTM(keras.layers.Layer):
     # layer, to the next block's Bidirectional (seen as an intermittent load error).
     self._lstm_templates = (
         keras.layers.LSTM(units, return_sequences=True, name="lstm"),
-        keras.layers.LSTM(units, return_sequences=True, go_backwards=True,
-                          name="backward_lstm"))
+        keras.layers.LSTM(units, return_sequences=True, go_backwards=True, name="backward_lstm"),
+    )
     self.bilstm = keras.layers.Bidirectional(
-        self._lstm_templates[0], backward_layer=self._lstm_templates[1],
-        merge_mode="concat", name="bilstm")
+        self._lstm_templates[0],
+        backward_layer=self._lstm_templates[1],
+        merge_mode="concat",
+        name="bilstm",
+    )
     self.projection = None
     if projection_size:
       self.projection = keras.layers.Dense(
           projection_size,
           kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
-          name="projection")
+          name="projection",
+      )
 
   def __setattr__(self, name, value):
     if name == "_lstm_templates":  # not sublayers: the Bidirectional owns the weights
@@ -355,9 +408,12 @@ class BidirectionalLSTM(keras.layers.Layer):
 
     def run(lstm, inputs):
       cell = lstm.cell
-      return lstm_scan(inputs, ops.cast(cell.kernel, x.dtype),
-                       ops.cast(cell.recurrent_kernel, x.dtype),
-                       ops.cast(cell.bias, x.dtype))
+      return lstm_scan(
+          inputs,
+          ops.cast(cell.kernel, x.dtype),
+          ops.cast(cell.recurrent_kernel, x.dtype),
+          ops.cast(cell.bias, x.dtype),
+      )
 
     forward = run(self.bilstm.forward_layer, x)
     # Reversing only each real prefix puts the padding after it, where it cannot reach
@@ -367,18 +423,19 @@ class BidirectionalLSTM(keras.layers.Layer):
     return tf.concat([forward, backward], axis=-1) * mask[:, :, None]
 
   def _fused_directions(self, x, attention_mask):
-    """Both directions with `bidirectional_lstm_recurrence`: [B, T, H_in] -> [B, T, 2u].
-    """
+    """Both directions with `bidirectional_lstm_recurrence`: [B, T, H_in] -> [B, T, 2u]."""
     lengths = tf.reduce_sum(tf.cast(attention_mask, tf.int32), axis=1)
     cells = (self.bilstm.forward_layer.cell, self.bilstm.backward_layer.cell)
     # One input projection per direction: concatenating the two [H_in, 4u] kernels into
     # one matmul holds a copy of both (and of their gradient) until the backward pass;
     # with that and stacked [T, 2, B, .] copies outside the loop, one full-size block
     # peaked at 2.3x the FFN's memory, 1.7x without (graph mode), and ran no faster.
-    inputs = [dense_2d(x, ops.cast(cell.kernel, x.dtype), ops.cast(cell.bias, x.dtype))
-              for cell in cells]
+    inputs = [
+        dense_2d(x, ops.cast(cell.kernel, x.dtype), ops.cast(cell.bias, x.dtype)) for cell in cells
+    ]
     h = bidirectional_lstm_recurrence(
-        *inputs, *(ops.cast(cell.recurrent_kernel, x.dtype) for cell in cells), lengths)
+        *inputs, *(ops.cast(cell.recurrent_kernel, x.dtype) for cell in cells), lengths
+    )
     batch, length = tf.shape(x)[0], tf.shape(x)[1]
     return tf.reshape(h, [batch, length, 2 * self.units])  # already 0 at padding
 
@@ -391,8 +448,9 @@ class BidirectionalLSTM(keras.layers.Layer):
 
     def run(lstm, inputs):
       cell = lstm.cell
-      return block_lstm(inputs, *(ops.cast(w, x.dtype) for w in (
-          cell.kernel, cell.recurrent_kernel, cell.bias)))
+      return block_lstm(
+          inputs, *(ops.cast(w, x.dtype) for w in (cell.kernel, cell.recurrent_kernel, cell.bias))
+      )
 
     forward = run(self.bilstm.forward_layer, x)
     backward = reverse(run(self.bilstm.backward_layer, reverse(x)))
@@ -418,7 +476,10 @@ class BidirectionalLSTM(keras.layers.Layer):
     return tuple(input_shape[:-1]) + (width,)
 
   def get_config(self):
-    return {**super().get_config(), "units": self.units,
-            "projection_size": self.projection_size,
-            "initializer_range": self.initializer_range,
-            "implementation": self.implementation}
+    return {
+        **super().get_config(),
+        "units": self.units,
+        "projection_size": self.projection_size,
+        "initializer_range": self.initializer_range,
+        "implementation": self.implementation,
+    }

@@ -12,9 +12,18 @@ class Embeddings(keras.layers.Layer):
   `token_embeddings` ([V, H]) is exposed so the MLM head can tie its output weights.
   """
 
-  def __init__(self, vocab_size, hidden_size, max_position_embeddings=512,
-               type_vocab_size=2, use_position_embedding=True, dropout_rate=0.1,
-               layer_norm_epsilon=1e-12, initializer_range=0.02, **kwargs):
+  def __init__(
+      self,
+      vocab_size,
+      hidden_size,
+      max_position_embeddings=512,
+      type_vocab_size=2,
+      use_position_embedding=True,
+      dropout_rate=0.1,
+      layer_norm_epsilon=1e-12,
+      initializer_range=0.02,
+      **kwargs,
+  ):
     super().__init__(**kwargs)
     self.vocab_size = vocab_size
     self.hidden_size = hidden_size
@@ -26,11 +35,12 @@ class Embeddings(keras.layers.Layer):
     self.initializer_range = initializer_range
     init = keras.initializers.TruncatedNormal(stddev=initializer_range)
     self.token_embedding = keras.layers.Embedding(
-        vocab_size, hidden_size, embeddings_initializer=init, name="token_embedding")
+        vocab_size, hidden_size, embeddings_initializer=init, name="token_embedding"
+    )
     self.segment_embedding = keras.layers.Embedding(
-        type_vocab_size, hidden_size, embeddings_initializer=init, name="segment_embedding")
-    self.layer_norm = keras.layers.LayerNormalization(
-        epsilon=layer_norm_epsilon, name="layer_norm")
+        type_vocab_size, hidden_size, embeddings_initializer=init, name="segment_embedding"
+    )
+    self.layer_norm = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="layer_norm")
     self.dropout = keras.layers.Dropout(dropout_rate)
 
   def build(self, input_shape):
@@ -40,7 +50,8 @@ class Embeddings(keras.layers.Layer):
       self.position_embeddings = self.add_weight(
           name="position_embeddings",
           shape=(self.max_position_embeddings, self.hidden_size),
-          initializer=keras.initializers.TruncatedNormal(stddev=self.initializer_range))
+          initializer=keras.initializers.TruncatedNormal(stddev=self.initializer_range),
+      )
     self.layer_norm.build((None, None, self.hidden_size))
     self.built = True
 
@@ -58,8 +69,19 @@ class Embeddings(keras.layers.Layer):
     return self.dropout(self.layer_norm(x), training=training)
 
   def get_config(self):
-    return {**super().get_config(), **{
-        k: getattr(self, k) for k in (
-            "vocab_size", "hidden_size", "max_position_embeddings", "type_vocab_size",
-            "use_position_embedding", "dropout_rate", "layer_norm_epsilon",
-            "initializer_range")}}
+    return {
+        **super().get_config(),
+        **{
+            k: getattr(self, k)
+            for k in (
+                "vocab_size",
+                "hidden_size",
+                "max_position_embeddings",
+                "type_vocab_size",
+                "use_position_embedding",
+                "dropout_rate",
+                "layer_norm_epsilon",
+                "initializer_range",
+            )
+        },
+    }

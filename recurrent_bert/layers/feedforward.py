@@ -9,8 +9,9 @@ from recurrent_bert.layers.activations import get_activation
 class FeedForward(keras.layers.Layer):
   """`W2 act(W1 x + b1) + b2`. Input [B, T, H] -> output [B, T, H]; inner size d_ff."""
 
-  def __init__(self, hidden_size, intermediate_size, activation="gelu",
-               initializer_range=0.02, **kwargs):
+  def __init__(
+      self, hidden_size, intermediate_size, activation="gelu", initializer_range=0.02, **kwargs
+  ):
     super().__init__(**kwargs)
     self.hidden_size = hidden_size
     self.intermediate_size = intermediate_size
@@ -18,10 +19,12 @@ class FeedForward(keras.layers.Layer):
     self.initializer_range = initializer_range
     init = keras.initializers.TruncatedNormal(stddev=initializer_range)
     self.intermediate = keras.layers.Dense(
-        intermediate_size, activation=get_activation(activation),
-        kernel_initializer=init, name="intermediate")
-    self.output_dense = keras.layers.Dense(hidden_size, kernel_initializer=init,
-                                           name="output")
+        intermediate_size,
+        activation=get_activation(activation),
+        kernel_initializer=init,
+        name="intermediate",
+    )
+    self.output_dense = keras.layers.Dense(hidden_size, kernel_initializer=init, name="output")
 
   def build(self, input_shape):
     self.intermediate.build((None, None, self.hidden_size))
@@ -33,6 +36,10 @@ class FeedForward(keras.layers.Layer):
     return self.output_dense(self.intermediate(x))
 
   def get_config(self):
-    return {**super().get_config(), "hidden_size": self.hidden_size,
-            "intermediate_size": self.intermediate_size, "activation": self.activation,
-            "initializer_range": self.initializer_range}
+    return {
+        **super().get_config(),
+        "hidden_size": self.hidden_size,
+        "intermediate_size": self.intermediate_size,
+        "activation": self.activation,
+        "initializer_range": self.initializer_range,
+    }

@@ -1,6 +1,7 @@
 """TensorFlow graph helpers shared by the recurrent layers (SwishRNN, BLSTM)."""
 
 import tensorflow as tf
+
 # Not public, but the XLA ops' only Python home: tf.raw_ops lists no Xla* op, and
 # tf.tensor_scatter_nd_update lowers to a scatter, not an in-place slice update.
 from tensorflow.compiler.tf2xla.python import xla

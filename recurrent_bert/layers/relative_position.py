@@ -27,7 +27,8 @@ def relative_position_bucket(relative_position, num_buckets=32, max_distance=128
   # Clamp to 1 so the log is defined where the exact branch is taken anyway.
   log_ratio = ops.log(ops.maximum(ops.cast(distance, "float32"), 1.0) / exact)
   log_bucket = exact + ops.cast(
-      log_ratio / math.log(max_distance / exact) * (half - exact), "int32")
+      log_ratio / math.log(max_distance / exact) * (half - exact), "int32"
+  )
   log_bucket = ops.minimum(log_bucket, half - 1)
   return bucket + ops.where(distance < exact, distance, log_bucket)
 
@@ -40,8 +41,7 @@ class RelativePositionBias(keras.layers.Layer):
   the [B, A, T, T] attention logits (query index on axis 2, key index on axis 3).
   """
 
-  def __init__(self, num_heads, num_buckets=32, max_distance=128,
-               initializer_range=0.02, **kwargs):
+  def __init__(self, num_heads, num_buckets=32, max_distance=128, initializer_range=0.02, **kwargs):
     super().__init__(**kwargs)
     self.num_heads = num_heads
     self.num_buckets = num_buckets
@@ -50,8 +50,10 @@ class RelativePositionBias(keras.layers.Layer):
 
   def build(self, input_shape):
     self.bias_table = self.add_weight(
-        name="bias_table", shape=(self.num_buckets, self.num_heads),
-        initializer=keras.initializers.TruncatedNormal(stddev=self.initializer_range))
+        name="bias_table",
+        shape=(self.num_buckets, self.num_heads),
+        initializer=keras.initializers.TruncatedNormal(stddev=self.initializer_range),
+    )
     self.built = True
 
   def call(self, inputs):
@@ -63,6 +65,10 @@ class RelativePositionBias(keras.layers.Layer):
     return ops.cast(ops.transpose(bias, (2, 0, 1))[None], self.compute_dtype)
 
   def get_config(self):
-    return {**super().get_config(), "num_heads": self.num_heads,
-            "num_buckets": self.num_buckets, "max_distance": self.max_distance,
-            "initializer_range": self.initializer_range}
+    return {
+        **super().get_config(),
+        "num_heads": self.num_heads,
+        "num_buckets": self.num_buckets,
+        "max_distance": self.max_distance,
+        "initializer_range": self.initializer_range,
+    }

@@ -1,8 +1,8 @@
 """SwishRNN of Lei et al. (2022), the recurrent replacement of BERT's FFN (SPEC §4)."""
 
 import keras
-import tensorflow as tf
 from keras import ops
+import tensorflow as tf
 
 from recurrent_bert.config import SWISH_RNN_DIRECTIONS
 from recurrent_bert.config import SWISH_RNN_IMPLEMENTATIONS as IMPLEMENTATIONS
@@ -105,14 +105,17 @@ def _chunked_loop(step, elems, initial, num_outputs, k, unroll, reverse=False):
 
   arrays = [tf.TensorArray(initial.dtype, size=num_chunks) for _ in range(num_outputs)]
   _, _, arrays = tf.while_loop(
-      lambda i, *_: i < num_chunks, body, (tf.constant(0), initial, arrays),
-      maximum_iterations=num_chunks)
+      lambda i, *_: i < num_chunks,
+      body,
+      (tf.constant(0), initial, arrays),
+      maximum_iterations=num_chunks,
+  )
   results = []
   for a in arrays:
     out = a.stack()  # [num_chunks, unroll, B, k, D]
     out = tf.reshape(out, tf.concat([[padded], tf.shape(out)[2:]], 0))
     if reverse:
-      out = tf.reverse(out[padded - num_blocks:], [0])
+      out = tf.reverse(out[padded - num_blocks :], [0])
     results.append(_from_blocks(out, length))
   return results
 
@@ -133,9 +136,15 @@ def _xla_loop(step, elems, initial, num_outputs, k, reverse=False, previous=()):
   num_blocks = (length + k - 1) // k
   padding = num_blocks * k - length
   # Pads (copies) only when T is not a multiple of k.
-  elems, previous = ([t if isinstance(padding, int) and padding == 0
-                      else tf.pad(t, [[0, 0], [0, padding], [0, 0]]) for t in ts]
-                     for ts in (elems, previous))
+  elems, previous = (
+      [
+          t
+          if isinstance(padding, int) and padding == 0
+          else tf.pad(t, [[0, 0], [0, padding], [0, 0]])
+          for t in ts
+      ]
+      for ts in (elems, previous)
+  )
   shape = tf.nest.flatten(initial)[0].shape
   size = tf.shape(tf.nest.flatten(initial)[0])
 
@@ -147,16 +156,21 @@ def _xla_loop(step, elems, initial, num_outputs, k, reverse=False, previous=()):
   def body(i, state, buffers):
     start = (num_blocks - 1 - i if reverse else i) * k
     pieces = [read(t, start) for t in elems]
-    pieces += [tf.where(start > 0, read(t, tf.maximum(start - k, 0)), tf.zeros_like(p))
-               for t, p in zip(previous, pieces)]
+    pieces += [
+        tf.where(start > 0, read(t, tf.maximum(start - k, 0)), tf.zeros_like(p))
+        for t, p in zip(previous, pieces)
+    ]
     state, outs = step(state, *pieces)
     buffers = [dynamic_update_slice(b, o, [0, start, 0]) for b, o in zip(buffers, outs)]
     return i + 1, state, buffers
 
   buffers = [tf.zeros_like(elems[0]) for _ in range(num_outputs)]
-  _, state, buffers = tf.while_loop(lambda i, *_: i < num_blocks, body,
-                                    (tf.constant(0), initial, buffers),
-                                    maximum_iterations=num_blocks)
+  _, state, buffers = tf.while_loop(
+      lambda i, *_: i < num_blocks,
+      body,
+      (tf.constant(0), initial, buffers),
+      maximum_iterations=num_blocks,
+  )
   if not (isinstance(padding, int) and padding == 0):
     buffers = [b[:, :length] for b in buffers]
   return buffers + [state]
@@ -186,9 +200,13 @@ def _fused_forward(x1, residual, alpha, beta, k, gate, state_bias, gate_in_loop)
     return c, (c,) + tuple(_gate_forward(c, g, state_bias) for g in gate_block)
 
   batch, depth = tf.shape(x1)[0], tf.shape(x1)[2]
-  c, *out, _ = _xla_loop(step, [x1, x1 if residual is None else residual] +
-                         ([gate] if in_loop else []),
-                         tf.zeros([batch, k, depth], x1.dtype), 2 if in_loop else 1, k)
+  c, *out, _ = _xla_loop(
+      step,
+      [x1, x1 if residual is None else residual] + ([gate] if in_loop else []),
+      tf.zeros([batch, k, depth], x1.dtype),
+      2 if in_loop else 1,
+      k,
+  )
   c = with_static_shape(c, x1.shape)
   out = out[0] if in_loop else _gate_forward(c, gate, state_bias)
   return with_static_shape(out, x1.shape), c
@@ -222,14 +240,19 @@ def _fused_backward(dout, c, x1, alpha, beta, k, shared, gate, state_bias, gate_
     s = tf.sigmoid(alpha * z + beta)
     q = g * z * s * (1 - s)  # g dSwish/dbeta; g dSwish/dalpha = z q
     dz = g * s + alpha * q  # g dSwish/dz
-    return ((dz, dalpha + z * q, dbeta + q, *dbias),
-            ((g - dz,) if shared else (-dz, g)) + dgate)
+    return ((dz, dalpha + z * q, dbeta + q, *dbias), ((g - dz,) if shared else (-dz, g)) + dgate)
 
   batch, depth = tf.shape(x1)[0], tf.shape(x1)[2]
   zeros = tf.zeros([batch, k, depth], dout.dtype)
   *dinputs, (_, *sums) = _xla_loop(
-      step, [dout, x1] + ([gate, c] if in_loop else []), (zeros,) * (3 + in_loop),
-      (1 if shared else 2) + in_loop, k, reverse=True, previous=[c])
+      step,
+      [dout, x1] + ([gate, c] if in_loop else []),
+      (zeros,) * (3 + in_loop),
+      (1 if shared else 2) + in_loop,
+      k,
+      reverse=True,
+      previous=[c],
+  )
   totals = tuple(tf.reduce_sum(t, [0, 1]) for t in sums)  # dalpha, dbeta[, dbias]
   dinputs = [with_static_shape(d, x1.shape) for d in dinputs]
   if not in_loop:
@@ -239,6 +262,7 @@ def _fused_backward(dout, c, x1, alpha, beta, k, shared, gate, state_bias, gate_
 
 def _loop_forward(x1, residual, alpha, beta, k, unroll):
   """States c and gates s = sigmoid(alpha z + beta), z[i] = c[i-k] - x1[i]."""
+
   def step(c_prev, x1_block, residual_block):
     z = c_prev - x1_block
     s = tf.sigmoid(alpha * z + beta)
@@ -246,8 +270,7 @@ def _loop_forward(x1, residual, alpha, beta, k, unroll):
     return c, (c, s)
 
   batch, depth = tf.shape(x1)[0], tf.shape(x1)[2]
-  c, s = _chunked_loop(step, [x1, residual], tf.zeros([batch, k, depth], x1.dtype), 2, k,
-                       unroll)
+  c, s = _chunked_loop(step, [x1, residual], tf.zeros([batch, k, depth], x1.dtype), 2, k, unroll)
   return with_static_shape(c, x1.shape), with_static_shape(s, x1.shape)
 
 
@@ -264,8 +287,15 @@ def _loop_backward(dc, c, s, x1, alpha, k, unroll):
     return g, (g,)
 
   batch, depth = tf.shape(x1)[0], tf.shape(x1)[2]
-  g, = _chunked_loop(step, [_shift_earlier(dswish, k), dc],
-                     tf.zeros([batch, k, depth], dc.dtype), 1, k, unroll, reverse=True)
+  (g,) = _chunked_loop(
+      step,
+      [_shift_earlier(dswish, k), dc],
+      tf.zeros([batch, k, depth], dc.dtype),
+      1,
+      k,
+      unroll,
+      reverse=True,
+  )
   g = with_static_shape(g, dc.shape)
   return -g * dswish, g, tf.reduce_sum(g * z * q, [0, 1]), tf.reduce_sum(g * q, [0, 1])
 
@@ -274,12 +304,12 @@ _fused_forward_xla = tf.function(_fused_forward, jit_compile=True, autograph=Fal
 _fused_backward_xla = tf.function(_fused_backward, jit_compile=True, autograph=False)
 
 
-def _custom_gradient_recurrence(x1, residual, alpha, beta, gate, state_bias, k, unroll,
-                                fused):
+def _custom_gradient_recurrence(x1, residual, alpha, beta, gate, state_bias, k, unroll, fused):
   shared = residual is None  # residual is x1: one input, one gradient
   names = ("x1", "residual", "alpha", "beta", "gate", "state_bias")
-  given = {n: t for n, t in zip(names, (x1, residual, alpha, beta, gate, state_bias))
-           if t is not None}
+  given = {
+      n: t for n, t in zip(names, (x1, residual, alpha, beta, gate, state_bias)) if t is not None
+  }
 
   @tf.custom_gradient
   def recurrence(*args):
@@ -294,8 +324,9 @@ def _custom_gradient_recurrence(x1, residual, alpha, beta, gate, state_bias, k, 
       # vs 1.20x the FFN; base 1.16x vs 1.09x).
       in_loop = not in_xla_program()
       out, c = _fused_forward_xla(x1, residual, alpha, beta, k, gate, state_bias, in_loop)
-      return out, lambda dout: _fused_backward_xla(dout, c, x1, alpha, beta, k, shared,
-                                                    gate, state_bias, in_loop)
+      return out, lambda dout: _fused_backward_xla(
+          dout, c, x1, alpha, beta, k, shared, gate, state_bias, in_loop
+      )
     c, s = _loop_forward(x1, x1 if shared else residual, alpha, beta, k, unroll)
 
     def grad(dout):
@@ -320,13 +351,25 @@ def _scan_recurrence(x1, residual, alpha, beta, k):
     z = c_prev - x1_block
     return z * tf.sigmoid(alpha * z + beta) + residual_block
 
-  c = tf.scan(step, (_to_blocks(x1, num_blocks, k), _to_blocks(residual, num_blocks, k)),
-              initializer=tf.zeros([batch, k, depth], x1.dtype))
+  c = tf.scan(
+      step,
+      (_to_blocks(x1, num_blocks, k), _to_blocks(residual, num_blocks, k)),
+      initializer=tf.zeros([batch, k, depth], x1.dtype),
+  )
   return _from_blocks(c, length)
 
 
-def swish_rnn_recurrence(x1, residual, alpha, beta, step_size=1, implementation="auto",
-                         unroll=DEFAULT_UNROLL, gate=None, state_bias=None):
+def swish_rnn_recurrence(
+    x1,
+    residual,
+    alpha,
+    beta,
+    step_size=1,
+    implementation="auto",
+    unroll=DEFAULT_UNROLL,
+    gate=None,
+    state_bias=None,
+):
   """Runs `c[i] = Swish(c[i-k] - x1[i]) + residual[i]`, `c[<0] = 0`, left to right.
 
   `Swish(z) = z * sigmoid(alpha * z + beta)`. With step size k, position i depends on
@@ -349,8 +392,7 @@ def swish_rnn_recurrence(x1, residual, alpha, beta, step_size=1, implementation=
     c, or the gated output: [B, T, D].
   """
   if implementation not in IMPLEMENTATIONS:
-    raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, "
-                     f"got {implementation!r}")
+    raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, " f"got {implementation!r}")
   if step_size < 1 or unroll < 1:
     raise ValueError(f"step_size and unroll must be >= 1, got {step_size}, {unroll}")
   if (gate is None) != (state_bias is None):
@@ -359,13 +401,22 @@ def swish_rnn_recurrence(x1, residual, alpha, beta, step_size=1, implementation=
     implementation = "fused"
   x1, residual, alpha, beta, gate, state_bias = (
       None if t is None else tf.convert_to_tensor(t)
-      for t in (x1, residual, alpha, beta, gate, state_bias))
+      for t in (x1, residual, alpha, beta, gate, state_bias)
+  )
   if implementation == "scan":
     c = _scan_recurrence(x1, x1 if residual is None else residual, alpha, beta, step_size)
     return _gate_forward(c, gate, state_bias)
-  return _custom_gradient_recurrence(x1, residual, alpha, beta, gate, state_bias,
-                                     step_size, unroll,
-                                     fused=implementation == "fused")
+  return _custom_gradient_recurrence(
+      x1,
+      residual,
+      alpha,
+      beta,
+      gate,
+      state_bias,
+      step_size,
+      unroll,
+      fused=implementation == "fused",
+  )
 
 
 @keras.saving.register_keras_serializable(package="recurrent_bert")
@@ -394,13 +445,24 @@ class SwishRNN(keras.layers.Layer):
   Output: [B, T, H].
   """
 
-  def __init__(self, hidden_size, inner_size, step_size=1, residual="x1", gate="gelu",
-               direction="forward", initializer_range=0.02, implementation="auto",
-               unroll=DEFAULT_UNROLL, **kwargs):
+  def __init__(
+      self,
+      hidden_size,
+      inner_size,
+      step_size=1,
+      residual="x1",
+      gate="gelu",
+      direction="forward",
+      initializer_range=0.02,
+      implementation="auto",
+      unroll=DEFAULT_UNROLL,
+      **kwargs,
+  ):
     super().__init__(**kwargs)
     if implementation not in IMPLEMENTATIONS:
-      raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, "
-                       f"got {implementation!r}")
+      raise ValueError(
+          f"implementation must be one of {IMPLEMENTATIONS}, " f"got {implementation!r}"
+      )
     if residual not in SWISH_RNN_RESIDUALS:
       raise ValueError(f"residual must be one of {SWISH_RNN_RESIDUALS}, got {residual!r}")
     if direction not in SWISH_RNN_DIRECTIONS:
@@ -420,7 +482,8 @@ class SwishRNN(keras.layers.Layer):
     self.output_dense = keras.layers.Dense(
         hidden_size,
         kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
-        name="output")
+        name="output",
+    )
 
   def build(self, input_shape):
     init = keras.initializers.TruncatedNormal(stddev=self.initializer_range)
@@ -452,8 +515,9 @@ class SwishRNN(keras.layers.Layer):
     else:  # X2 itself is needed as well as its gate
       residual = dense_2d(x, ops.cast(self.x2_kernel, x.dtype))
       gate = self._gate_fn(residual + gate_bias)
-    x1, residual, gate = (None if t is None else tf.cast(t, "float32")
-                          for t in (x1, residual, gate))
+    x1, residual, gate = (
+        None if t is None else tf.cast(t, "float32") for t in (x1, residual, gate)
+    )
     if self.direction != "forward" and attention_mask is not None:
       real = tf.cast(attention_mask, "float32")[:, :, None]
       x1 = x1 * real
@@ -463,15 +527,33 @@ class SwishRNN(keras.layers.Layer):
     # aligned: the gate is position-wise.
     flip = self._flip_backward_channels
     out = swish_rnn_recurrence(
-        flip(x1), None if residual is None else flip(residual),
-        tf.cast(self.alpha, "float32"), tf.cast(self.beta, "float32"), self.step_size,
-        implementation=self.implementation, unroll=self.unroll, gate=flip(gate),
-        state_bias=tf.cast(self.state_bias, "float32"))
+        flip(x1),
+        None if residual is None else flip(residual),
+        tf.cast(self.alpha, "float32"),
+        tf.cast(self.beta, "float32"),
+        self.step_size,
+        implementation=self.implementation,
+        unroll=self.unroll,
+        gate=flip(gate),
+        state_bias=tf.cast(self.state_bias, "float32"),
+    )
     return self.output_dense(tf.cast(flip(out), x.dtype))
 
   def get_config(self):
-    return {**super().get_config(), **{
-        k: getattr(self, k) for k in ("hidden_size", "inner_size", "step_size",
-                                      "residual", "gate", "direction",
-                                      "initializer_range", "implementation",
-                                      "unroll")}}
+    return {
+        **super().get_config(),
+        **{
+            k: getattr(self, k)
+            for k in (
+                "hidden_size",
+                "inner_size",
+                "step_size",
+                "residual",
+                "gate",
+                "direction",
+                "initializer_range",
+                "implementation",
+                "unroll",
+            )
+        },
+    }

@@ -32,45 +32,77 @@ class TransformerBlock(keras.layers.Layer):
     swish_rnn_*: see `SwishRNN`.
   """
 
-  def __init__(self, hidden_size, num_heads, intermediate_size, mixer="ffn",
-               use_attention=True, hidden_act="gelu", blstm_units=None,
-               blstm_projection=True, blstm_implementation="auto", swish_rnn_size=None, swish_rnn_step_size=1,
-               swish_rnn_residual="x1", swish_rnn_gate="gelu",
-               swish_rnn_direction="forward", swish_rnn_implementation="auto",
-               dropout_rate=0.1,
-               attention_dropout_rate=0.1, layer_norm_epsilon=1e-12,
-               initializer_range=0.02, **kwargs):
+  def __init__(
+      self,
+      hidden_size,
+      num_heads,
+      intermediate_size,
+      mixer="ffn",
+      use_attention=True,
+      hidden_act="gelu",
+      blstm_units=None,
+      blstm_projection=True,
+      blstm_implementation="auto",
+      swish_rnn_size=None,
+      swish_rnn_step_size=1,
+      swish_rnn_residual="x1",
+      swish_rnn_gate="gelu",
+      swish_rnn_direction="forward",
+      swish_rnn_implementation="auto",
+      dropout_rate=0.1,
+      attention_dropout_rate=0.1,
+      layer_norm_epsilon=1e-12,
+      initializer_range=0.02,
+      **kwargs,
+  ):
     super().__init__(**kwargs)
     if mixer not in MIXERS:
       raise ValueError(f"mixer must be one of {MIXERS}, got {mixer!r}")
     self._config = dict(
-        hidden_size=hidden_size, num_heads=num_heads, intermediate_size=intermediate_size,
-        mixer=mixer, use_attention=use_attention, hidden_act=hidden_act,
-        blstm_units=blstm_units, blstm_projection=blstm_projection,
-        blstm_implementation=blstm_implementation, swish_rnn_size=swish_rnn_size, swish_rnn_step_size=swish_rnn_step_size,
-        swish_rnn_residual=swish_rnn_residual, swish_rnn_gate=swish_rnn_gate,
+        hidden_size=hidden_size,
+        num_heads=num_heads,
+        intermediate_size=intermediate_size,
+        mixer=mixer,
+        use_attention=use_attention,
+        hidden_act=hidden_act,
+        blstm_units=blstm_units,
+        blstm_projection=blstm_projection,
+        blstm_implementation=blstm_implementation,
+        swish_rnn_size=swish_rnn_size,
+        swish_rnn_step_size=swish_rnn_step_size,
+        swish_rnn_residual=swish_rnn_residual,
+        swish_rnn_gate=swish_rnn_gate,
         swish_rnn_direction=swish_rnn_direction,
-        swish_rnn_implementation=swish_rnn_implementation, dropout_rate=dropout_rate,
+        swish_rnn_implementation=swish_rnn_implementation,
+        dropout_rate=dropout_rate,
         attention_dropout_rate=attention_dropout_rate,
-        layer_norm_epsilon=layer_norm_epsilon, initializer_range=initializer_range)
+        layer_norm_epsilon=layer_norm_epsilon,
+        initializer_range=initializer_range,
+    )
     self.hidden_size = hidden_size
     self.mixer = mixer
     self.use_attention = use_attention
 
     if use_attention:
-      self.attention = SelfAttention(hidden_size, num_heads, attention_dropout_rate,
-                                     initializer_range, name="attention")
+      self.attention = SelfAttention(
+          hidden_size, num_heads, attention_dropout_rate, initializer_range, name="attention"
+      )
       self.attention_layer_norm = keras.layers.LayerNormalization(
-          epsilon=layer_norm_epsilon, name="attention_layer_norm")
+          epsilon=layer_norm_epsilon, name="attention_layer_norm"
+      )
 
     def blstm():
       units = blstm_units or hidden_size
-      return BidirectionalLSTM(units, hidden_size if blstm_projection else None,
-                               initializer_range, blstm_implementation, name="blstm")
+      return BidirectionalLSTM(
+          units,
+          hidden_size if blstm_projection else None,
+          initializer_range,
+          blstm_implementation,
+          name="blstm",
+      )
 
     def ffn():
-      return FeedForward(hidden_size, intermediate_size, hidden_act, initializer_range,
-                         name="ffn")
+      return FeedForward(hidden_size, intermediate_size, hidden_act, initializer_range, name="ffn")
 
     # Each branch of the second sublayer, and whether it reads X (True) or Xbar.
     if mixer == "ffn":
@@ -80,15 +112,28 @@ class TransformerBlock(keras.layers.Layer):
     elif mixer == "parallel_blstm":
       branches = [(ffn(), False), (blstm(), True)]
     else:
-      branches = [(SwishRNN(hidden_size, swish_rnn_size, swish_rnn_step_size,
-                            swish_rnn_residual, swish_rnn_gate, swish_rnn_direction,
-                            initializer_range, swish_rnn_implementation,
-                            name="swish_rnn"), False)]
+      branches = [
+          (
+              SwishRNN(
+                  hidden_size,
+                  swish_rnn_size,
+                  swish_rnn_step_size,
+                  swish_rnn_residual,
+                  swish_rnn_gate,
+                  swish_rnn_direction,
+                  initializer_range,
+                  swish_rnn_implementation,
+                  name="swish_rnn",
+              ),
+              False,
+          )
+      ]
     self.branch_layers = [layer for layer, _ in branches]
     self._branch_reads_block_input = [reads for _, reads in branches]
     self.dropout = keras.layers.Dropout(dropout_rate)
     self.output_layer_norm = keras.layers.LayerNormalization(
-        epsilon=layer_norm_epsilon, name="output_layer_norm")
+        epsilon=layer_norm_epsilon, name="output_layer_norm"
+    )
 
   def build(self, input_shape):
     shape = (None, None, self.hidden_size)
@@ -106,8 +151,7 @@ class TransformerBlock(keras.layers.Layer):
       attended = self.attention(x, attention_mask, attention_bias, training=training)
       x_bar = self.attention_layer_norm(x + self.dropout(attended, training=training))
     total = x_bar
-    for layer, reads_block_input in zip(self.branch_layers,
-                                        self._branch_reads_block_input):
+    for layer, reads_block_input in zip(self.branch_layers, self._branch_reads_block_input):
       branch = layer(x if reads_block_input else x_bar, attention_mask, training=training)
       total = total + self.dropout(branch, training=training)
     return self.output_layer_norm(total)

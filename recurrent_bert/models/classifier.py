@@ -19,8 +19,9 @@ class Classifier(HeadedModel):
     self.encoder = encoder
     self.num_classes = num_classes
     self.dropout_rate = c.dropout_rate if dropout_rate is None else dropout_rate
-    self.head = ClassificationHead(num_classes, self.dropout_rate, c.initializer_range,
-                                   name="classification_head")
+    self.head = ClassificationHead(
+        num_classes, self.dropout_rate, c.initializer_range, name="classification_head"
+    )
     inputs = encoder_inputs()
     logits = self.head(encoder(inputs)["pooled_output"])
     super().__init__(inputs=inputs, outputs=logits, **kwargs)

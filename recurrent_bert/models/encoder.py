@@ -13,8 +13,7 @@ ENCODER_INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 
 def encoder_inputs():
   """Fresh symbolic inputs for a functional model: {name: int32 [B, T]} per input name."""
-  return {name: keras.Input((None,), dtype="int32", name=name)
-          for name in ENCODER_INPUT_NAMES}
+  return {name: keras.Input((None,), dtype="int32", name=name) for name in ENCODER_INPUT_NAMES}
 
 
 @keras.saving.register_keras_serializable(package="recurrent_bert")
@@ -40,40 +39,67 @@ class Encoder(keras.Model):
       config = ModelConfig.from_dict(config)
     c = config
     self.embeddings = Embeddings(
-        c.vocab_size, c.hidden_size, c.max_position_embeddings, c.type_vocab_size,
+        c.vocab_size,
+        c.hidden_size,
+        c.max_position_embeddings,
+        c.type_vocab_size,
         use_position_embedding=c.position_embedding == "absolute",
-        dropout_rate=c.dropout_rate, layer_norm_epsilon=c.layer_norm_epsilon,
-        initializer_range=c.initializer_range, name="embeddings")
+        dropout_rate=c.dropout_rate,
+        layer_norm_epsilon=c.layer_norm_epsilon,
+        initializer_range=c.initializer_range,
+        name="embeddings",
+    )
 
     def relative_bias(name):
-      return RelativePositionBias(c.num_heads, c.relative_num_buckets,
-                                  c.relative_max_distance, c.initializer_range, name=name)
+      return RelativePositionBias(
+          c.num_heads,
+          c.relative_num_buckets,
+          c.relative_max_distance,
+          c.initializer_range,
+          name=name,
+      )
 
     uses_relative_bias = c.attention_bias == "relative"
-    self.shared_relative_bias = (relative_bias("relative_attention_bias")
-                                 if uses_relative_bias and c.relative_bias_shared else None)
+    self.shared_relative_bias = (
+        relative_bias("relative_attention_bias")
+        if uses_relative_bias and c.relative_bias_shared
+        else None
+    )
     self.blocks = []
     self.block_relative_biases = []
     for i in range(c.num_layers):
-      self.blocks.append(TransformerBlock(
-          c.hidden_size, c.num_heads, c.intermediate_size, mixer=c.mixer,
-          use_attention=c.use_attention, hidden_act=c.hidden_act,
-          blstm_units=c.resolved_blstm_units, blstm_projection=c.blstm_projection,
-          blstm_implementation=c.blstm_implementation,
-          swish_rnn_size=c.resolved_swish_rnn_size,
-          swish_rnn_step_size=c.swish_rnn_step_size(i),
-          swish_rnn_residual=c.swish_rnn_residual, swish_rnn_gate=c.swish_rnn_gate,
-          swish_rnn_direction=c.swish_rnn_direction,
-          swish_rnn_implementation=c.swish_rnn_implementation, dropout_rate=c.dropout_rate,
-          attention_dropout_rate=c.attention_dropout_rate,
-          layer_norm_epsilon=c.layer_norm_epsilon,
-          initializer_range=c.initializer_range, name=f"block_{i}"))
+      self.blocks.append(
+          TransformerBlock(
+              c.hidden_size,
+              c.num_heads,
+              c.intermediate_size,
+              mixer=c.mixer,
+              use_attention=c.use_attention,
+              hidden_act=c.hidden_act,
+              blstm_units=c.resolved_blstm_units,
+              blstm_projection=c.blstm_projection,
+              blstm_implementation=c.blstm_implementation,
+              swish_rnn_size=c.resolved_swish_rnn_size,
+              swish_rnn_step_size=c.swish_rnn_step_size(i),
+              swish_rnn_residual=c.swish_rnn_residual,
+              swish_rnn_gate=c.swish_rnn_gate,
+              swish_rnn_direction=c.swish_rnn_direction,
+              swish_rnn_implementation=c.swish_rnn_implementation,
+              dropout_rate=c.dropout_rate,
+              attention_dropout_rate=c.attention_dropout_rate,
+              layer_norm_epsilon=c.layer_norm_epsilon,
+              initializer_range=c.initializer_range,
+              name=f"block_{i}",
+          )
+      )
       if uses_relative_bias and not c.relative_bias_shared:
         self.block_relative_biases.append(relative_bias(f"relative_attention_bias_{i}"))
     self.pooler = keras.layers.Dense(
-        c.hidden_size, activation="tanh",
+        c.hidden_size,
+        activation="tanh",
         kernel_initializer=keras.initializers.TruncatedNormal(stddev=c.initializer_range),
-        name="pooler")
+        name="pooler",
+    )
 
     inputs = encoder_inputs()
     x = self.embeddings(inputs["input_ids"], inputs["segment_ids"])
@@ -84,10 +110,11 @@ class Encoder(keras.Model):
       x = block(x, inputs["input_mask"], bias)
       encoder_outputs.append(x)
     pooled = self.pooler(x[:, 0, :])
-    super().__init__(inputs=inputs,
-                     outputs={"sequence_output": x, "pooled_output": pooled,
-                              "encoder_outputs": encoder_outputs},
-                     **kwargs)
+    super().__init__(
+        inputs=inputs,
+        outputs={"sequence_output": x, "pooled_output": pooled, "encoder_outputs": encoder_outputs},
+        **kwargs,
+    )
     self.config = config
 
   def call(self, inputs, training=None, mask=None):
@@ -106,8 +133,7 @@ class Encoder(keras.Model):
     return self.embeddings.token_embeddings
 
   def get_config(self):
-    return {"name": self.name, "trainable": self.trainable,
-            "config": self.config.to_dict()}
+    return {"name": self.name, "trainable": self.trainable, "config": self.config.to_dict()}
 
   @classmethod
   def from_config(cls, config):
@@ -123,8 +149,11 @@ def build_encoder(config_or_preset):
   Returns:
     A new `Encoder` with freshly initialised weights.
   """
-  config = (config_or_preset if isinstance(config_or_preset, ModelConfig)
-            else resolve_config(config_or_preset))
+  config = (
+      config_or_preset
+      if isinstance(config_or_preset, ModelConfig)
+      else resolve_config(config_or_preset)
+  )
   return Encoder(config)
 
 
@@ -139,10 +168,10 @@ def count_parameters(config):
   # keras.src: no public API drops that queue (keras.backend.clear_session would also reset
   # every name counter and graph of the caller).
   from keras.src.backend.common import global_state
+
   with keras.StatelessScope():
     encoder = Encoder(config)
-    by_layer = {layer.name: layer.count_params() for layer in encoder.layers
-                if layer.weights}
+    by_layer = {layer.name: layer.count_params() for layer in encoder.layers if layer.weights}
     total = encoder.count_params()
     global_state.set_global_attribute("uninitialized_variables", [])
   return total, by_layer

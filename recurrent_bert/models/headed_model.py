@@ -18,9 +18,12 @@ class HeadedModel(keras.Model):
     raise NotImplementedError
 
   def get_config(self):
-    return {"name": self.name, "trainable": self.trainable,
-            "encoder": keras.saving.serialize_keras_object(self.encoder),
-            **self._head_config()}
+    return {
+        "name": self.name,
+        "trainable": self.trainable,
+        "encoder": keras.saving.serialize_keras_object(self.encoder),
+        **self._head_config(),
+    }
 
   @classmethod
   def from_config(cls, config):

@@ -26,8 +26,14 @@ class MaskedLMHead(keras.layers.Layer):
   layer, the `Pretrainer` that owns both rebuilds it.
   """
 
-  def __init__(self, embeddings, hidden_act="gelu", layer_norm_epsilon=1e-12,
-               initializer_range=0.02, **kwargs):
+  def __init__(
+      self,
+      embeddings,
+      hidden_act="gelu",
+      layer_norm_epsilon=1e-12,
+      initializer_range=0.02,
+      **kwargs,
+  ):
     super().__init__(**kwargs)
     self._embeddings = embeddings  # not tracked as a sublayer: its weights are the encoder's
     self.vocab_size = embeddings.vocab_size
@@ -36,10 +42,12 @@ class MaskedLMHead(keras.layers.Layer):
     self.layer_norm_epsilon = layer_norm_epsilon
     self.initializer_range = initializer_range
     self.transform = keras.layers.Dense(
-        self.hidden_size, activation=get_activation(hidden_act),
-        kernel_initializer=_initializer(initializer_range), name="transform")
-    self.layer_norm = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon,
-                                                      name="layer_norm")
+        self.hidden_size,
+        activation=get_activation(hidden_act),
+        kernel_initializer=_initializer(initializer_range),
+        name="transform",
+    )
+    self.layer_norm = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="layer_norm")
 
   def __setattr__(self, name, value):
     if name == "_embeddings":  # keep the tied layer out of Keras' tracking
@@ -50,8 +58,9 @@ class MaskedLMHead(keras.layers.Layer):
   def build(self, input_shape):
     self.transform.build((None, None, self.hidden_size))
     self.layer_norm.build((None, None, self.hidden_size))
-    self.output_bias = self.add_weight(name="output_bias", shape=(self.vocab_size,),
-                                       initializer="zeros")
+    self.output_bias = self.add_weight(
+        name="output_bias", shape=(self.vocab_size,), initializer="zeros"
+    )
     self.built = True
 
   def call(self, sequence_output, masked_positions):
@@ -79,9 +88,9 @@ class ClassificationHead(keras.layers.Layer):
     self.dropout_rate = dropout_rate
     self.initializer_range = initializer_range
     self.dropout = keras.layers.Dropout(dropout_rate)
-    self.dense = keras.layers.Dense(num_classes,
-                                    kernel_initializer=_initializer(initializer_range),
-                                    name="logits")
+    self.dense = keras.layers.Dense(
+        num_classes, kernel_initializer=_initializer(initializer_range), name="logits"
+    )
 
   def build(self, input_shape):
     self.dense.build(tuple(input_shape))
@@ -94,9 +103,12 @@ class ClassificationHead(keras.layers.Layer):
     return tuple(input_shape[:-1]) + (self.num_classes,)
 
   def get_config(self):
-    return {**super().get_config(), "num_classes": self.num_classes,
-            "dropout_rate": self.dropout_rate,
-            "initializer_range": self.initializer_range}
+    return {
+        **super().get_config(),
+        "num_classes": self.num_classes,
+        "dropout_rate": self.dropout_rate,
+        "initializer_range": self.initializer_range,
+    }
 
 
 @keras.saving.register_keras_serializable(package="recurrent_bert")
@@ -111,19 +123,32 @@ class SpanHead(keras.layers.Layer):
   set to -1e9.
   """
 
-  def __init__(self, hidden_size, use_blstm_decoder=False, initializer_range=0.02,
-               blstm_implementation="auto", **kwargs):
+  def __init__(
+      self,
+      hidden_size,
+      use_blstm_decoder=False,
+      initializer_range=0.02,
+      blstm_implementation="auto",
+      **kwargs,
+  ):
     super().__init__(**kwargs)
     self.hidden_size = hidden_size
     self.use_blstm_decoder = use_blstm_decoder
     self.initializer_range = initializer_range
     self.blstm_implementation = blstm_implementation
     self.decoder_layers = [
-        BidirectionalLSTM(hidden_size, hidden_size, initializer_range, blstm_implementation,
-                          name=f"decoder_blstm_{i}")
-        for i in range(2 if use_blstm_decoder else 0)]
-    self.span = keras.layers.Dense(2, kernel_initializer=_initializer(initializer_range),
-                                   name="span")
+        BidirectionalLSTM(
+            hidden_size,
+            hidden_size,
+            initializer_range,
+            blstm_implementation,
+            name=f"decoder_blstm_{i}",
+        )
+        for i in range(2 if use_blstm_decoder else 0)
+    ]
+    self.span = keras.layers.Dense(
+        2, kernel_initializer=_initializer(initializer_range), name="span"
+    )
 
   def build(self, input_shape):
     for layer in self.decoder_layers:
@@ -145,7 +170,10 @@ class SpanHead(keras.layers.Layer):
     return {"start_logits": shape, "end_logits": shape}
 
   def get_config(self):
-    return {**super().get_config(), "hidden_size": self.hidden_size,
-            "use_blstm_decoder": self.use_blstm_decoder,
-            "initializer_range": self.initializer_range,
-            "blstm_implementation": self.blstm_implementation}
+    return {
+        **super().get_config(),
+        "hidden_size": self.hidden_size,
+        "use_blstm_decoder": self.use_blstm_decoder,
+        "initializer_range": self.initializer_range,
+        "blstm_implementation": self.blstm_implementation,
+    }

@@ -20,16 +20,18 @@ class Pretrainer(HeadedModel):
     c = encoder.config
     self.encoder = encoder
     self.use_nsp = use_nsp
-    self.mlm_head = MaskedLMHead(encoder.embeddings, c.hidden_act, c.layer_norm_epsilon,
-                                 c.initializer_range, name="mlm_head")
-    self.nsp_head = (ClassificationHead(2, 0.0, c.initializer_range, name="nsp_head")
-                     if use_nsp else None)
+    self.mlm_head = MaskedLMHead(
+        encoder.embeddings, c.hidden_act, c.layer_norm_epsilon, c.initializer_range, name="mlm_head"
+    )
+    self.nsp_head = (
+        ClassificationHead(2, 0.0, c.initializer_range, name="nsp_head") if use_nsp else None
+    )
     inputs = encoder_inputs()
-    inputs["masked_lm_positions"] = keras.Input((None,), dtype="int32",
-                                                name="masked_lm_positions")
+    inputs["masked_lm_positions"] = keras.Input((None,), dtype="int32", name="masked_lm_positions")
     encoded = encoder(inputs)
-    outputs = {"mlm_logits": self.mlm_head(encoded["sequence_output"],
-                                           inputs["masked_lm_positions"])}
+    outputs = {
+        "mlm_logits": self.mlm_head(encoded["sequence_output"], inputs["masked_lm_positions"])
+    }
     if use_nsp:
       outputs["nsp_logits"] = self.nsp_head(encoded["pooled_output"])
     super().__init__(inputs=inputs, outputs=outputs, **kwargs)

@@ -19,8 +19,13 @@ class SpanExtractor(HeadedModel):
     c = encoder.config
     self.encoder = encoder
     self.use_blstm_decoder = use_blstm_decoder
-    self.head = SpanHead(c.hidden_size, use_blstm_decoder, c.initializer_range,
-                         c.blstm_implementation, name="span_head")
+    self.head = SpanHead(
+        c.hidden_size,
+        use_blstm_decoder,
+        c.initializer_range,
+        c.blstm_implementation,
+        name="span_head",
+    )
     inputs = encoder_inputs()
     outputs = self.head(encoder(inputs)["sequence_output"], inputs["input_mask"])
     super().__init__(inputs=inputs, outputs=outputs, **kwargs)

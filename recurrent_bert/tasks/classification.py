@@ -19,6 +19,7 @@ from recurrent_bert.data import feature_cache
 from recurrent_bert.data.feature_cache import Features
 from recurrent_bert.data.feature_cache import SplitData
 from recurrent_bert.io_utils import InputError
+from recurrent_bert.model_dir import TaskInfo
 from recurrent_bert.tasks import custom_task
 from recurrent_bert.tasks import glue
 from recurrent_bert.tasks import metrics
@@ -31,7 +32,6 @@ from recurrent_bert.tasks.registry import TaskSpec
 from recurrent_bert.tasks.registry import canonical_task_name
 from recurrent_bert.tasks.registry import get_task
 from recurrent_bert.training import objectives
-from recurrent_bert.model_dir import TaskInfo
 from recurrent_bert.training.finetuning import TaskAdapter
 
 
@@ -44,6 +44,7 @@ class TaskSource:
     read_split: split name -> `SplitData` of `PairExample`s.
     predict_splits: the test splits that exist, the default prediction files.
   """
+
   spec: TaskSpec
   read_split: Callable[[str], SplitData]
   predict_splits: Tuple[str, ...]
@@ -54,14 +55,17 @@ def is_custom_task(task: str) -> bool:
   return canonical_task_name(task) == custom_task.TASK_NAME
 
 
-def _custom_source(data_dir: str, label_list: Optional[Sequence[str]],
-                   trained_label_list: Optional[Sequence[str]]) -> TaskSource:
+def _custom_source(
+    data_dir: str, label_list: Optional[Sequence[str]], trained_label_list: Optional[Sequence[str]]
+) -> TaskSource:
   labels = list(label_list) if label_list else None
   if trained_label_list:
     trained = list(trained_label_list)
     if labels and labels != trained:
-      raise InputError(f"label list {','.join(labels)} differs from the labels "
-                       f"{','.join(trained)} the model was trained with")
+      raise InputError(
+          f"label list {','.join(labels)} differs from the labels "
+          f"{','.join(trained)} the model was trained with"
+      )
     labels = trained
   spec = custom_task.task_spec(labels or custom_task.infer_label_list(data_dir))
   has_test = layout.exists(os.path.join(data_dir, spec.files["test"]))
@@ -72,10 +76,16 @@ def _custom_source(data_dir: str, label_list: Optional[Sequence[str]],
   return TaskSource(spec, read_split, ("test",) if has_test else ())
 
 
-def task_source(task: str, data_dir: Optional[str] = None, *, use_tfds: bool = False,
-                tfds_data_dir: Optional[str] = None, tfds_download: bool = False,
-                label_list: Optional[Sequence[str]] = None,
-                trained_label_list: Optional[Sequence[str]] = None) -> TaskSource:
+def task_source(
+    task: str,
+    data_dir: Optional[str] = None,
+    *,
+    use_tfds: bool = False,
+    tfds_data_dir: Optional[str] = None,
+    tfds_download: bool = False,
+    label_list: Optional[Sequence[str]] = None,
+    trained_label_list: Optional[Sequence[str]] = None,
+) -> TaskSource:
   """Picks the reader of a task: GLUE or SuperGLUE folder, TFDS, or a custom TSV folder.
 
   Args:
@@ -103,17 +113,26 @@ def task_source(task: str, data_dir: Optional[str] = None, *, use_tfds: bool = F
     return _custom_source(data_dir, label_list, trained_label_list)
   spec = get_task(task)
   if use_tfds:
+
     def read_from_tfds(split: str) -> SplitData:
       return tfds_tasks.load_tfds_task(spec.name, split, tfds_data_dir, tfds_download)
+
     return TaskSource(spec, read_from_tfds, tuple(spec.leaderboard_files))
   if spec.benchmark == "superglue":
+
     def read_split(split: str) -> SplitData:
       return superglue.read_superglue(data_dir, spec.name, split)
+
   else:
+
     def read_split(split: str) -> SplitData:
       return glue.read_glue(data_dir, spec.name, split)
-  present = tuple(split for split in spec.leaderboard_files
-                  if layout.exists(os.path.join(data_dir, spec.files[split])))
+
+  present = tuple(
+      split
+      for split in spec.leaderboard_files
+      if layout.exists(os.path.join(data_dir, spec.files[split]))
+  )
   return TaskSource(spec, read_split, present)
 
 
@@ -138,21 +157,41 @@ class ClassificationAdapter(TaskAdapter):
     predict_splits: the splits written as prediction files.
   """
 
-  def __init__(self, spec: TaskSpec, read_split: Callable[[str], SplitData], tokenizer,
-               max_seq_length: int, cache_dir: str, predict_splits: Sequence[str] = ()):
-    super().__init__(cache_dir, [feature_cache.file_fingerprint(tokenizer.vocab_file),
-                                 tokenizer.do_lower_case, max_seq_length, spec.label_list])
+  def __init__(
+      self,
+      spec: TaskSpec,
+      read_split: Callable[[str], SplitData],
+      tokenizer,
+      max_seq_length: int,
+      cache_dir: str,
+      predict_splits: Sequence[str] = (),
+  ):
+    super().__init__(
+        cache_dir,
+        [
+            feature_cache.file_fingerprint(tokenizer.vocab_file),
+            tokenizer.do_lower_case,
+            max_seq_length,
+            spec.label_list,
+        ],
+    )
     self.spec = spec
     self._read_split = read_split
     self._tokenizer = tokenizer
     self._max_seq_length = max_seq_length
-    self.info = TaskInfo(task=spec.name,
-                         kind="regressor" if spec.is_regression else "classifier",
-                         label_names=tuple(spec.label_list or ()),
-                         do_lower_case=tokenizer.do_lower_case,
-                         max_seq_length=max_seq_length, main_metric=spec.main_metric)
-    self.objective = (objectives.RegressionObjective() if spec.is_regression
-                      else objectives.ClassificationObjective())
+    self.info = TaskInfo(
+        task=spec.name,
+        kind="regressor" if spec.is_regression else "classifier",
+        label_names=tuple(spec.label_list or ()),
+        do_lower_case=tokenizer.do_lower_case,
+        max_seq_length=max_seq_length,
+        main_metric=spec.main_metric,
+    )
+    self.objective = (
+        objectives.RegressionObjective()
+        if spec.is_regression
+        else objectives.ClassificationObjective()
+    )
     self.output_keys = ("logits",)
     self.eval_splits = tuple(spec.eval_splits)
     self.predict_splits = tuple(predict_splits)
@@ -161,8 +200,9 @@ class ClassificationAdapter(TaskAdapter):
     return self._read_split(split)
 
   def convert(self, examples: Sequence[PairExample]) -> Features:
-    return pair_features.convert_pair_examples(examples, self._tokenizer,
-                                               self._max_seq_length, self.spec.label_list)
+    return pair_features.convert_pair_examples(
+        examples, self._tokenizer, self._max_seq_length, self.spec.label_list
+    )
 
   def prepare(self, splits: Sequence[str]) -> None:
     """Converts `splits`; the model serves text pairs if any of their examples is a pair."""
@@ -179,21 +219,32 @@ class ClassificationAdapter(TaskAdapter):
     labels = pair_features.label_ids(examples, self.spec.label_list)
     # MultiRC's exact match scores each question's answers together.
     groups = [e.group for e in examples] if "exact_match" in self.spec.metric_names else None
-    results = metrics.task_metrics(self.spec.metric_names,
-                                   self._predictions(outputs["logits"]), labels, groups)
+    results = metrics.task_metrics(
+        self.spec.metric_names, self._predictions(outputs["logits"]), labels, groups
+    )
     results["num_examples"] = len(examples)
     return results
 
-  def write_predictions(self, split: str, outputs: Dict[str, np.ndarray],
-                        output_dir: str) -> List[str]:
+  def write_predictions(
+      self, split: str, outputs: Dict[str, np.ndarray], output_dir: str
+  ) -> List[str]:
     examples = self.examples(split)
     predicted = self._predictions(outputs["logits"])
     if self.spec.benchmark == custom_task.TASK_NAME:
-      return [custom_task.write_predictions(output_dir, split, examples,
-                                            self.spec.label_list, predicted,
-                                            _softmax(outputs["logits"]))]
+      return [
+          custom_task.write_predictions(
+              output_dir,
+              split,
+              examples,
+              self.spec.label_list,
+              predicted,
+              _softmax(outputs["logits"]),
+          )
+      ]
     if self.spec.benchmark == "superglue":
-      return [predictions.write_superglue_submission(output_dir, self.spec.name, examples,
-                                                     predicted)]
-    return [predictions.write_glue_submission(output_dir, self.spec.name, split, examples,
-                                              predicted)]
+      return [
+          predictions.write_superglue_submission(output_dir, self.spec.name, examples, predicted)
+      ]
+    return [
+        predictions.write_glue_submission(output_dir, self.spec.name, split, examples, predicted)
+    ]

@@ -15,11 +15,11 @@ train labels unless given (`--label_list`), so label ids are stable across runs.
 import os
 from typing import List, Optional, Sequence
 
-from recurrent_bert.tasks import glue
 from recurrent_bert import io_utils
+from recurrent_bert.data.feature_cache import SplitData
 from recurrent_bert.io_utils import InputError
 from recurrent_bert.io_utils import atomic_write_text
-from recurrent_bert.data.feature_cache import SplitData
+from recurrent_bert.tasks import glue
 from recurrent_bert.tasks.pair_features import PairExample
 from recurrent_bert.tasks.registry import TaskSpec
 
@@ -29,8 +29,10 @@ SPLITS = ("train", "dev", "test")
 
 def _header(path: str) -> List[str]:
   if not io_utils.isfile(path):
-    raise InputError(f"{path!r} does not exist (custom task: expected train.tsv, "
-                     "dev.tsv and optionally test.tsv)")
+    raise InputError(
+        f"{path!r} does not exist (custom task: expected train.tsv, "
+        "dev.tsv and optionally test.tsv)"
+    )
   with io_utils.open_file(path, "r") as f:
     first = f.readline().rstrip("\r\n").lstrip("\ufeff")
   return first.split("\t")
@@ -41,20 +43,32 @@ def _layout(path: str) -> glue.TsvLayout:
   column = {name: i for i, name in enumerate(header)}
   text_a = column.get("sentence", column.get("sentence1"))
   if text_a is None:
-    raise InputError(f"{path}:1: header {header} has no 'sentence' (or 'sentence1') "
-                     "column")
-  return glue.TsvLayout(text_a, column.get("sentence2"), label=column.get("label"),
-                        index=column.get("index"), num_columns=len(header),
-                        header={text_a: header[text_a]})
+    raise InputError(f"{path}:1: header {header} has no 'sentence' (or 'sentence1') " "column")
+  return glue.TsvLayout(
+      text_a,
+      column.get("sentence2"),
+      label=column.get("label"),
+      index=column.get("index"),
+      num_columns=len(header),
+      header={text_a: header[text_a]},
+  )
 
 
 def task_spec(label_list: Sequence[str]) -> TaskSpec:
   """A TaskSpec for a custom classification task with these label names."""
   if len(label_list) < 2:
     raise InputError(f"a classification task needs at least 2 labels, got {label_list}")
-  return TaskSpec(TASK_NAME, TASK_NAME, tuple(label_list), ("accuracy",), "accuracy",
-                  {split: f"{split}.tsv" for split in SPLITS}, ("dev",), {},
-                  benchmark=TASK_NAME)
+  return TaskSpec(
+      TASK_NAME,
+      TASK_NAME,
+      tuple(label_list),
+      ("accuracy",),
+      "accuracy",
+      {split: f"{split}.tsv" for split in SPLITS},
+      ("dev",),
+      {},
+      benchmark=TASK_NAME,
+  )
 
 
 def infer_label_list(task_dir: str) -> List[str]:
@@ -82,16 +96,23 @@ def read_custom(task_dir: str, split: str, label_list: Sequence[str]) -> SplitDa
   if split != "test" and layout.label is None:
     raise InputError(f"{path}:1: the {split} file needs a 'label' column")
   data = glue.read_tsv(path, task_spec(label_list), split, layout, skip_malformed=False)
-  data.examples = [e if e.index is not None else
-                   PairExample(e.guid, e.text_a, e.text_b, e.label,
-                               index=e.guid.rsplit("-", 1)[-1])
-                   for e in data.examples]
+  data.examples = [
+      e
+      if e.index is not None
+      else PairExample(e.guid, e.text_a, e.text_b, e.label, index=e.guid.rsplit("-", 1)[-1])
+      for e in data.examples
+  ]
   return data
 
 
-def write_predictions(output_dir: str, split: str, examples: Sequence[PairExample],
-                      label_names: Sequence[str], predictions: Sequence[int],
-                      probabilities: Optional[Sequence[Sequence[float]]] = None) -> str:
+def write_predictions(
+    output_dir: str,
+    split: str,
+    examples: Sequence[PairExample],
+    label_names: Sequence[str],
+    predictions: Sequence[int],
+    probabilities: Optional[Sequence[Sequence[float]]] = None,
+) -> str:
   """Writes <split>_predictions.tsv: index, prediction (label name)[, probability]."""
   lines = ["index\tprediction" + ("\tprobability" if probabilities is not None else "")]
   for i, (example, label_id) in enumerate(zip(examples, predictions)):

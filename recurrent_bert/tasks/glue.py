@@ -25,9 +25,9 @@ import os
 from typing import Dict, Optional, Tuple
 
 from recurrent_bert import io_utils
+from recurrent_bert.data.feature_cache import SplitData
 from recurrent_bert.io_utils import InputError
 from recurrent_bert.io_utils import read_lines_checked
-from recurrent_bert.data.feature_cache import SplitData
 from recurrent_bert.tasks.pair_features import PairExample
 from recurrent_bert.tasks.registry import TaskSpec
 from recurrent_bert.tasks.registry import get_task
@@ -45,6 +45,7 @@ class TsvLayout:
     header: None if the file has no header line, else the expected header name of each
       column the reader uses (column → name), so a file of another layout is rejected.
   """
+
   text_a: int
   text_b: Optional[int] = None
   label: Optional[int] = None
@@ -54,38 +55,68 @@ class TsvLayout:
 
 
 _SENTENCE_PAIR_LAYOUTS = (
-    TsvLayout(1, 2, label=3, index=0, num_columns=4,
-              header={1: "sentence1", 2: "sentence2", 3: "label"}),
-    TsvLayout(1, 2, index=0, num_columns=3, header={0: "index", 1: "sentence1",
-                                                    2: "sentence2"}),
+    TsvLayout(
+        1, 2, label=3, index=0, num_columns=4, header={1: "sentence1", 2: "sentence2", 3: "label"}
+    ),
+    TsvLayout(1, 2, index=0, num_columns=3, header={0: "index", 1: "sentence1", 2: "sentence2"}),
 )
 
 # task → (layout of the labeled files, layout of the test files)
 _LAYOUTS: Dict[str, Tuple[TsvLayout, TsvLayout]] = {
-    "cola": (TsvLayout(3, label=1, num_columns=4),
-             TsvLayout(1, index=0, num_columns=2, header={0: "index", 1: "sentence"})),
-    "sst2": (TsvLayout(0, label=1, num_columns=2, header={0: "sentence", 1: "label"}),
-             TsvLayout(1, index=0, num_columns=2, header={0: "index", 1: "sentence"})),
-    "mrpc": (TsvLayout(3, 4, label=0, num_columns=5,
-                       header={0: "Quality", 3: "#1 String", 4: "#2 String"}),
-             TsvLayout(3, 4, index=0, num_columns=5,
-                       header={0: "index", 3: "#1 String", 4: "#2 String"})),
-    "stsb": (TsvLayout(7, 8, label=9, index=0, num_columns=10,
-                       header={7: "sentence1", 8: "sentence2", 9: "score"}),
-             TsvLayout(7, 8, index=0, num_columns=9,
-                       header={0: "index", 7: "sentence1", 8: "sentence2"})),
-    "qqp": (TsvLayout(3, 4, label=5, index=0, num_columns=6,
-                      header={3: "question1", 4: "question2", 5: "is_duplicate"}),
-            TsvLayout(1, 2, index=0, num_columns=3,
-                      header={0: "id", 1: "question1", 2: "question2"})),
-    "mnli": (TsvLayout(8, 9, label=-1, index=0,
-                       header={8: "sentence1", 9: "sentence2", -1: "gold_label"}),
-             TsvLayout(8, 9, index=0, num_columns=10,
-                       header={0: "index", 8: "sentence1", 9: "sentence2"})),
-    "qnli": (TsvLayout(1, 2, label=3, index=0, num_columns=4,
-                       header={1: "question", 2: "sentence", 3: "label"}),
-             TsvLayout(1, 2, index=0, num_columns=3,
-                       header={0: "index", 1: "question", 2: "sentence"})),
+    "cola": (
+        TsvLayout(3, label=1, num_columns=4),
+        TsvLayout(1, index=0, num_columns=2, header={0: "index", 1: "sentence"}),
+    ),
+    "sst2": (
+        TsvLayout(0, label=1, num_columns=2, header={0: "sentence", 1: "label"}),
+        TsvLayout(1, index=0, num_columns=2, header={0: "index", 1: "sentence"}),
+    ),
+    "mrpc": (
+        TsvLayout(
+            3, 4, label=0, num_columns=5, header={0: "Quality", 3: "#1 String", 4: "#2 String"}
+        ),
+        TsvLayout(
+            3, 4, index=0, num_columns=5, header={0: "index", 3: "#1 String", 4: "#2 String"}
+        ),
+    ),
+    "stsb": (
+        TsvLayout(
+            7,
+            8,
+            label=9,
+            index=0,
+            num_columns=10,
+            header={7: "sentence1", 8: "sentence2", 9: "score"},
+        ),
+        TsvLayout(
+            7, 8, index=0, num_columns=9, header={0: "index", 7: "sentence1", 8: "sentence2"}
+        ),
+    ),
+    "qqp": (
+        TsvLayout(
+            3,
+            4,
+            label=5,
+            index=0,
+            num_columns=6,
+            header={3: "question1", 4: "question2", 5: "is_duplicate"},
+        ),
+        TsvLayout(1, 2, index=0, num_columns=3, header={0: "id", 1: "question1", 2: "question2"}),
+    ),
+    "mnli": (
+        TsvLayout(
+            8, 9, label=-1, index=0, header={8: "sentence1", 9: "sentence2", -1: "gold_label"}
+        ),
+        TsvLayout(
+            8, 9, index=0, num_columns=10, header={0: "index", 8: "sentence1", 9: "sentence2"}
+        ),
+    ),
+    "qnli": (
+        TsvLayout(
+            1, 2, label=3, index=0, num_columns=4, header={1: "question", 2: "sentence", 3: "label"}
+        ),
+        TsvLayout(1, 2, index=0, num_columns=3, header={0: "index", 1: "question", 2: "sentence"}),
+    ),
     "rte": _SENTENCE_PAIR_LAYOUTS,
     "wnli": _SENTENCE_PAIR_LAYOUTS,
 }
@@ -98,8 +129,9 @@ def split_file(task_dir: str, task: str, split: str) -> str:
   """The path of one split's file in a task folder (e.g. glue_data/MNLI/dev_matched.tsv)."""
   spec = get_task(task)
   if split not in spec.files:
-    raise InputError(f"task {spec.name} has no split {split!r}; "
-                     f"its splits are {', '.join(spec.files)}")
+    raise InputError(
+        f"task {spec.name} has no split {split!r}; " f"its splits are {', '.join(spec.files)}"
+    )
   return os.path.join(task_dir, spec.files[split])
 
 
@@ -124,15 +156,18 @@ def read_glue(task_dir: str, task: str, split: str) -> SplitData:
     raise InputError(f"{spec.name} is not a GLUE task")
   path = split_file(task_dir, spec.name, split)
   if not io_utils.isfile(path):
-    raise InputError(f"{path!r} does not exist (task {spec.name}, split {split}); "
-                     f"expected the official GLUE folder layout")
+    raise InputError(
+        f"{path!r} does not exist (task {spec.name}, split {split}); "
+        f"expected the official GLUE folder layout"
+    )
   labeled_layout, test_layout = _LAYOUTS[spec.name]
   layout = test_layout if split.startswith("test") else labeled_layout
   return read_tsv(path, spec, split, layout, spec.name in _SKIPS_MALFORMED_ROWS)
 
 
-def read_tsv(path: str, spec: TaskSpec, split: str, layout: TsvLayout,
-             skip_malformed: bool) -> SplitData:
+def read_tsv(
+    path: str, spec: TaskSpec, split: str, layout: TsvLayout, skip_malformed: bool
+) -> SplitData:
   """Reads a GLUE-style TSV file of `layout` into `PairExample`s of `spec`.
 
   Args:
@@ -155,13 +190,17 @@ def read_tsv(path: str, spec: TaskSpec, split: str, layout: TsvLayout,
     header = header_line.lstrip(_BYTE_ORDER_MARK).split("\t")
     num_columns = num_columns or len(header)
     if len(header) != num_columns:
-      raise InputError(f"{path}:{line_number}: header has {len(header)} columns, "
-                       f"{spec.dir_name} {split} files have {num_columns}")
+      raise InputError(
+          f"{path}:{line_number}: header has {len(header)} columns, "
+          f"{spec.dir_name} {split} files have {num_columns}"
+      )
     for column, expected in layout.header.items():
       if header[column] != expected:
-        raise InputError(f"{path}:{line_number}: header column {column % num_columns} is "
-                         f"{header[column]!r}, expected {expected!r} (is this the "
-                         f"{spec.dir_name} {split} file?)")
+        raise InputError(
+            f"{path}:{line_number}: header column {column % num_columns} is "
+            f"{header[column]!r}, expected {expected!r} (is this the "
+            f"{spec.dir_name} {split} file?)"
+        )
 
   for line_number, line in lines:
     fields = line.split("\t")
@@ -177,12 +216,15 @@ def read_tsv(path: str, spec: TaskSpec, split: str, layout: TsvLayout,
         result.skipped.append(message)
         continue
       raise InputError(message)
-    result.examples.append(PairExample(
-        guid=f"{spec.name}-{split}-{line_number}",
-        text_a=fields[layout.text_a],
-        text_b=None if layout.text_b is None else fields[layout.text_b],
-        label=None if label is None else (float(label) if spec.is_regression else label),
-        index=None if layout.index is None else fields[layout.index]))
+    result.examples.append(
+        PairExample(
+            guid=f"{spec.name}-{split}-{line_number}",
+            text_a=fields[layout.text_a],
+            text_b=None if layout.text_b is None else fields[layout.text_b],
+            label=None if label is None else (float(label) if spec.is_regression else label),
+            index=None if layout.index is None else fields[layout.index],
+        )
+    )
   result.report_skipped()
   return result
 

@@ -34,8 +34,10 @@ import numpy as np
 def _as_labels(predictions, labels):
   predictions, labels = np.asarray(predictions), np.asarray(labels)
   if predictions.shape != labels.shape or predictions.ndim != 1:
-    raise ValueError(f"predictions {predictions.shape} and labels {labels.shape} must be "
-                     f"1-D arrays of the same length")
+    raise ValueError(
+        f"predictions {predictions.shape} and labels {labels.shape} must be "
+        f"1-D arrays of the same length"
+    )
   if predictions.size == 0:
     raise ValueError("cannot compute a metric over zero examples")
   return predictions, labels
@@ -72,8 +74,9 @@ def matthews_corr(predictions: Sequence[int], labels: Sequence[int]) -> float:
   total, correct = confusion.sum(), np.trace(confusion)
   true_counts, predicted_counts = confusion.sum(axis=1), confusion.sum(axis=0)
   numerator = correct * total - predicted_counts @ true_counts
-  denominator = np.sqrt((total**2 - predicted_counts @ predicted_counts)
-                        * (total**2 - true_counts @ true_counts))
+  denominator = np.sqrt(
+      (total**2 - predicted_counts @ predicted_counts) * (total**2 - true_counts @ true_counts)
+  )
   return float(numerator / denominator) if denominator else 0.0
 
 
@@ -106,8 +109,9 @@ def spearman(predictions: Sequence[float], labels: Sequence[float]) -> float:
   return pearson(average_ranks(predictions), average_ranks(labels))
 
 
-def multirc_exact_match(predictions: Sequence[int], labels: Sequence[int],
-                        groups: Sequence[Hashable]) -> float:
+def multirc_exact_match(
+    predictions: Sequence[int], labels: Sequence[int], groups: Sequence[Hashable]
+) -> float:
   """Fraction of questions (groups) whose answer options are all predicted right."""
   predictions, labels = _as_labels(predictions, labels)
   if len(groups) != len(labels):
@@ -118,8 +122,12 @@ def multirc_exact_match(predictions: Sequence[int], labels: Sequence[int],
   return float(np.mean(list(all_right.values())))
 
 
-def task_metrics(metric_names: Sequence[str], predictions: Sequence, labels: Sequence,
-                 groups: Optional[Sequence[Hashable]] = None) -> Dict[str, float]:
+def task_metrics(
+    metric_names: Sequence[str],
+    predictions: Sequence,
+    labels: Sequence,
+    groups: Optional[Sequence[Hashable]] = None,
+) -> Dict[str, float]:
   """Computes a task's metrics (e.g. TaskSpec.metric_names) over one evaluation split.
 
   Args:
@@ -131,8 +139,14 @@ def task_metrics(metric_names: Sequence[str], predictions: Sequence, labels: Seq
   Returns:
     name → value.
   """
-  functions = {"accuracy": accuracy, "f1": f1, "f1a": f1, "matthews_corr": matthews_corr,
-               "pearson": pearson, "spearman": spearman}
+  functions = {
+      "accuracy": accuracy,
+      "f1": f1,
+      "f1a": f1,
+      "matthews_corr": matthews_corr,
+      "pearson": pearson,
+      "spearman": spearman,
+  }
   results = {}
   for name in metric_names:
     if name == "exact_match":
@@ -142,8 +156,9 @@ def task_metrics(metric_names: Sequence[str], predictions: Sequence, labels: Seq
     elif name in functions:
       results[name] = functions[name](predictions, labels)
     else:
-      raise ValueError(f"unknown metric {name!r}; known: "
-                       f"{', '.join(sorted([*functions, 'exact_match']))}")
+      raise ValueError(
+          f"unknown metric {name!r}; known: " f"{', '.join(sorted([*functions, 'exact_match']))}"
+      )
   return results
 
 
@@ -184,8 +199,9 @@ def squad_f1(prediction: str, gold: str, empty_matches_empty: bool = False) -> f
   return 2 * precision * recall / (precision + recall)
 
 
-def squad_v1_scores(gold_answers: Mapping[str, Sequence[str]],
-                    predictions: Mapping[str, str]) -> Dict[str, float]:
+def squad_v1_scores(
+    gold_answers: Mapping[str, Sequence[str]], predictions: Mapping[str, str]
+) -> Dict[str, float]:
   """SQuAD v1.1 EM and F1 in percent.
 
   Args:
@@ -205,12 +221,15 @@ def squad_v1_scores(gold_answers: Mapping[str, Sequence[str]],
     exact += max(squad_exact_match(prediction, g) for g in golds)
     f1_total += max(squad_f1(prediction, g) for g in golds)
   total = len(gold_answers)
-  return {"exact_match": 100.0 * exact / total, "f1": 100.0 * f1_total / total,
-          "total": total}
+  return {"exact_match": 100.0 * exact / total, "f1": 100.0 * f1_total / total, "total": total}
 
 
-def _best_threshold(per_question: Dict[str, float], has_answer: Dict[str, bool],
-                    predictions: Mapping[str, str], null_odds: Mapping[str, float]):
+def _best_threshold(
+    per_question: Dict[str, float],
+    has_answer: Dict[str, bool],
+    predictions: Mapping[str, str],
+    null_odds: Mapping[str, float],
+):
   """The no-answer threshold maximising a total score, and that score in percent.
 
   Predicting "unanswerable" for every question scores one per no-answer question. Moving
@@ -230,10 +249,12 @@ def _best_threshold(per_question: Dict[str, float], has_answer: Dict[str, bool],
   return 100.0 * best_total / len(per_question), best_threshold
 
 
-def squad_v2_scores(gold_answers: Mapping[str, Sequence[str]],
-                    predictions: Mapping[str, str],
-                    null_odds: Optional[Mapping[str, float]] = None,
-                    null_threshold: float = 1.0) -> Dict[str, float]:
+def squad_v2_scores(
+    gold_answers: Mapping[str, Sequence[str]],
+    predictions: Mapping[str, str],
+    null_odds: Optional[Mapping[str, float]] = None,
+    null_threshold: float = 1.0,
+) -> Dict[str, float]:
   """SQuAD v2.0 EM and F1 in percent, with no-answer handling.
 
   Args:
@@ -266,15 +287,19 @@ def squad_v2_scores(gold_answers: Mapping[str, Sequence[str]],
     f1_raw[qid] = max(squad_f1(prediction, g, empty_matches_empty=True) for g in kept)
 
   def thresholded(raw):
-    return {qid: (float(not has_answer[qid]) if odds[qid] > null_threshold else score)
-            for qid, score in raw.items()}
+    return {
+        qid: (float(not has_answer[qid]) if odds[qid] > null_threshold else score)
+        for qid, score in raw.items()
+    }
 
   exact, f1_scores = thresholded(exact_raw), thresholded(f1_raw)
 
   def summary(qids, prefix=""):
-    return {f"{prefix}exact_match": 100.0 * sum(exact[q] for q in qids) / len(qids),
-            f"{prefix}f1": 100.0 * sum(f1_scores[q] for q in qids) / len(qids),
-            f"{prefix}total": len(qids)}
+    return {
+        f"{prefix}exact_match": 100.0 * sum(exact[q] for q in qids) / len(qids),
+        f"{prefix}f1": 100.0 * sum(f1_scores[q] for q in qids) / len(qids),
+        f"{prefix}total": len(qids),
+    }
 
   results = summary(list(gold_answers))
   answerable = [q for q in gold_answers if has_answer[q]]
@@ -285,13 +310,14 @@ def squad_v2_scores(gold_answers: Mapping[str, Sequence[str]],
     results.update(summary(unanswerable, "NoAns_"))
   if null_odds is not None:
     results["best_exact_match"], results["best_exact_match_threshold"] = _best_threshold(
-        exact_raw, has_answer, predictions, odds)
+        exact_raw, has_answer, predictions, odds
+    )
     results["best_f1"], results["best_f1_threshold"] = _best_threshold(
-        f1_raw, has_answer, predictions, odds)
+        f1_raw, has_answer, predictions, odds
+    )
   return results
 
 
 def squad_gold_answers(examples) -> Dict[str, List[str]]:
   """question id → gold texts, from `squad.SquadExample`s (unanswerable → [])."""
-  return {e.qas_id: ([] if e.is_impossible else [a.text for a in e.answers])
-          for e in examples}
+  return {e.qas_id: ([] if e.is_impossible else [a.text for a in e.answers]) for e in examples}

@@ -41,6 +41,7 @@ class PairExample:
       GLUE test file, `idx` of BoolQ, (paragraph, question, answer) idx of MultiRC.
     group: examples that are scored together (MultiRC: one question's answers).
   """
+
   guid: str
   text_a: str
   text_b: Optional[str]
@@ -64,7 +65,7 @@ def tokenize_texts(tokenizer, texts: Sequence[str]) -> List[List[int]]:
   """
   ids: List[List[int]] = []
   for begin in range(0, len(texts), _TOKENIZE_BATCH_SIZE):
-    batch = list(texts[begin:begin + _TOKENIZE_BATCH_SIZE])
+    batch = list(texts[begin : begin + _TOKENIZE_BATCH_SIZE])
     pieces = tokenizer.tokenize_flat(tf.constant(batch, dtype=tf.string))
     ids.extend(pieces.to_list())
   return ids
@@ -80,8 +81,14 @@ def truncate_longest_first(ids_a: List[int], ids_b: List[int], max_total: int) -
     longer.pop()
 
 
-def pack_pair(ids_a: Sequence[int], ids_b: Optional[Sequence[int]], max_seq_length: int,
-              cls_id: int, sep_id: int, pad_id: int) -> Tuple[List[int], List[int], List[int]]:
+def pack_pair(
+    ids_a: Sequence[int],
+    ids_b: Optional[Sequence[int]],
+    max_seq_length: int,
+    cls_id: int,
+    sep_id: int,
+    pad_id: int,
+) -> Tuple[List[int], List[int], List[int]]:
   """Packs one (truncated) segment pair as [CLS] a [SEP] (b [SEP]) and pads it.
 
   Args:
@@ -97,15 +104,21 @@ def pack_pair(ids_a: Sequence[int], ids_b: Optional[Sequence[int]], max_seq_leng
     input_ids += [*ids_b, sep_id]
     segment_ids += [1] * (len(ids_b) + 1)
   if len(input_ids) > max_seq_length:
-    raise ValueError(f"packed length {len(input_ids)} exceeds max_seq_length "
-                     f"{max_seq_length}; truncate first")
+    raise ValueError(
+        f"packed length {len(input_ids)} exceeds max_seq_length "
+        f"{max_seq_length}; truncate first"
+    )
   padding = max_seq_length - len(input_ids)
   input_mask = [1] * len(input_ids) + [0] * padding
   return input_ids + [pad_id] * padding, input_mask, segment_ids + [0] * padding
 
 
-def convert_pair_examples(examples: Sequence[PairExample], tokenizer, max_seq_length: int,
-                          label_list: Optional[Sequence[str]] = None) -> Features:
+def convert_pair_examples(
+    examples: Sequence[PairExample],
+    tokenizer,
+    max_seq_length: int,
+    label_list: Optional[Sequence[str]] = None,
+) -> Features:
   """Tokenizes, truncates (longest first) and packs examples into model features.
 
   Args:
@@ -131,23 +144,25 @@ def convert_pair_examples(examples: Sequence[PairExample], tokenizer, max_seq_le
   ids_a = tokenize_texts(tokenizer, [e.text_a for e in examples])
   pair_positions = [i for i, e in enumerate(examples) if e.text_b is not None]
   ids_b: List[Optional[List[int]]] = [None] * num_examples
-  for i, ids in zip(pair_positions,
-                    tokenize_texts(tokenizer, [examples[i].text_b for i in pair_positions])):
+  for i, ids in zip(
+      pair_positions, tokenize_texts(tokenizer, [examples[i].text_b for i in pair_positions])
+  ):
     ids_b[i] = ids
 
-  arrays = {name: np.zeros((num_examples, max_seq_length), np.int32)
-            for name in ("input_ids", "input_mask", "segment_ids")}
+  arrays = {
+      name: np.zeros((num_examples, max_seq_length), np.int32)
+      for name in ("input_ids", "input_mask", "segment_ids")
+  }
   truncated = np.zeros(num_examples, np.int32)
   for i in range(num_examples):
     a, b = ids_a[i], ids_b[i]
     original = len(a) + (len(b) if b is not None else 0)
     if b is None:
-      del a[max_seq_length - 2:]
+      del a[max_seq_length - 2 :]
     else:
       truncate_longest_first(a, b, max_seq_length - 3)
     truncated[i] = original - len(a) - (len(b) if b is not None else 0)
-    packed = pack_pair(a, b, max_seq_length, tokenizer.cls_id, tokenizer.sep_id,
-                       tokenizer.pad_id)
+    packed = pack_pair(a, b, max_seq_length, tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id)
     for name, row in zip(("input_ids", "input_mask", "segment_ids"), packed):
       arrays[name][i] = row
   arrays["label_ids"] = label_ids(examples, label_list)
@@ -156,19 +171,18 @@ def convert_pair_examples(examples: Sequence[PairExample], tokenizer, max_seq_le
   return arrays
 
 
-def label_ids(examples: Sequence[PairExample], label_list: Optional[Sequence[str]]
-              ) -> np.ndarray:
+def label_ids(examples: Sequence[PairExample], label_list: Optional[Sequence[str]]) -> np.ndarray:
   """Label ids [N] int32 (-1 when unlabeled), or float32 targets [N] (NaN) for regression."""
   if label_list is None:
-    return np.array([np.nan if e.label is None else float(e.label) for e in examples],
-                    np.float32)
+    return np.array([np.nan if e.label is None else float(e.label) for e in examples], np.float32)
   index_of = {name: i for i, name in enumerate(label_list)}
   ids = np.full(len(examples), -1, np.int32)
   for i, example in enumerate(examples):
     if example.label is None:
       continue
     if example.label not in index_of:
-      raise ValueError(f"example {example.guid}: label {example.label!r} is not one of "
-                       f"{list(label_list)}")
+      raise ValueError(
+          f"example {example.guid}: label {example.label!r} is not one of " f"{list(label_list)}"
+      )
     ids[i] = index_of[example.label]
   return ids

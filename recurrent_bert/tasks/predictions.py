@@ -1,14 +1,14 @@
 """Prediction files in the formats the leaderboards and official scorers read; atomic writes.
 
-  GLUE       <Task>.tsv (CoLA.tsv, MNLI-m.tsv, ...): header "index\\tprediction", then one
-             line per test example: its index column and the label NAME (as in the task's
-             files: 0/1, entailment/not_entailment, ...) or, for STS-B, the score.
-  SuperGLUE  BoolQ.jsonl: {"idx": i, "label": "true"|"false"} per line;
-             MultiRC.jsonl: per paragraph {"idx": p, "passage": {"questions": [{"idx": q,
-             "answers": [{"idx": a, "label": 0|1}, ...]}, ...]}}.
-  SQuAD      predictions.json {qid: text}; nbest_predictions.json {qid: [{text,
-             probability, start_logit, end_logit}, ...]}; null_odds.json {qid: odds}
-             (v2.0), as google-research/bert writes them and the official v2.0 scorer reads.
+GLUE       <Task>.tsv (CoLA.tsv, MNLI-m.tsv, ...): header "index\\tprediction", then one
+           line per test example: its index column and the label NAME (as in the task's
+           files: 0/1, entailment/not_entailment, ...) or, for STS-B, the score.
+SuperGLUE  BoolQ.jsonl: {"idx": i, "label": "true"|"false"} per line;
+           MultiRC.jsonl: per paragraph {"idx": p, "passage": {"questions": [{"idx": q,
+           "answers": [{"idx": a, "label": 0|1}, ...]}, ...]}}.
+SQuAD      predictions.json {qid: text}; nbest_predictions.json {qid: [{text,
+           probability, start_logit, end_logit}, ...]}; null_odds.json {qid: odds}
+           (v2.0), as google-research/bert writes them and the official v2.0 scorer reads.
 """
 
 import json
@@ -43,8 +43,9 @@ def _check_lengths(examples: Sequence, predictions: Sequence) -> None:
     raise ValueError(f"{len(predictions)} predictions for {len(examples)} examples")
 
 
-def write_glue_submission(output_dir: str, task: str, split: str,
-                          examples: Sequence[PairExample], predictions: Sequence) -> str:
+def write_glue_submission(
+    output_dir: str, task: str, split: str, examples: Sequence[PairExample], predictions: Sequence
+) -> str:
   """Writes a GLUE leaderboard TSV for one test split.
 
   Args:
@@ -71,8 +72,9 @@ def write_glue_submission(output_dir: str, task: str, split: str,
   return path
 
 
-def write_superglue_submission(output_dir: str, task: str, examples: Sequence[PairExample],
-                               predictions: Sequence[int]) -> str:
+def write_superglue_submission(
+    output_dir: str, task: str, examples: Sequence[PairExample], predictions: Sequence[int]
+) -> str:
   """Writes BoolQ.jsonl or MultiRC.jsonl for the test split.
 
   Args:
@@ -98,21 +100,27 @@ def write_superglue_submission(output_dir: str, task: str, examples: Sequence[Pa
   return path
 
 
-def _multirc_records(examples: Sequence[PairExample], names: Sequence[str]
-                     ) -> List[Dict[str, Any]]:
+def _multirc_records(examples: Sequence[PairExample], names: Sequence[str]) -> List[Dict[str, Any]]:
   """Nests per-answer predictions back into paragraphs and questions, in input order."""
   paragraphs: Dict[int, Dict[int, List[Dict[str, int]]]] = {}
   for example, name in zip(examples, names):
     paragraph_idx, question_idx, answer_idx = (int(i) for i in example.index)
     answers = paragraphs.setdefault(paragraph_idx, {}).setdefault(question_idx, [])
     answers.append({"idx": answer_idx, "label": int(name)})
-  return [{"idx": p, "passage": {"questions": [{"idx": q, "answers": answers}
-                                               for q, answers in questions.items()]}}
-          for p, questions in paragraphs.items()]
+  return [
+      {
+          "idx": p,
+          "passage": {
+              "questions": [{"idx": q, "answers": answers} for q, answers in questions.items()]
+          },
+      }
+      for p, questions in paragraphs.items()
+  ]
 
 
-def write_squad_predictions(output_dir: str, predictions, version_2_with_negative: bool
-                            ) -> Dict[str, str]:
+def write_squad_predictions(
+    output_dir: str, predictions, version_2_with_negative: bool
+) -> Dict[str, str]:
   """Writes predictions.json, nbest_predictions.json and (v2.0) null_odds.json.
 
   Args:
@@ -123,8 +131,7 @@ def write_squad_predictions(output_dir: str, predictions, version_2_with_negativ
   Returns:
     file name → path written.
   """
-  files = {"predictions.json": predictions.predictions,
-           "nbest_predictions.json": predictions.nbest}
+  files = {"predictions.json": predictions.predictions, "nbest_predictions.json": predictions.nbest}
   if version_2_with_negative:
     files["null_odds.json"] = predictions.null_odds
   paths = {}

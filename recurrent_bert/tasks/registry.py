@@ -26,6 +26,7 @@ class TaskSpec:
     leaderboard_files: test split → submission file name.
     benchmark: "glue" or "superglue".
   """
+
   name: str
   dir_name: str
   label_list: Optional[Tuple[str, ...]]
@@ -58,31 +59,104 @@ _BINARY = ("0", "1")
 _ENTAILMENT = ("entailment", "not_entailment")
 
 GLUE_TASKS: Dict[str, TaskSpec] = {
-    spec.name: spec for spec in (
-        TaskSpec("cola", "CoLA", _BINARY, ("matthews_corr", "accuracy"), "matthews_corr",
-                 _standard_files(), ("dev",), {"test": "CoLA.tsv"}),
-        TaskSpec("sst2", "SST-2", _BINARY, ("accuracy",), "accuracy",
-                 _standard_files(), ("dev",), {"test": "SST-2.tsv"}),
-        TaskSpec("mrpc", "MRPC", _BINARY, ("f1", "accuracy"), "f1",
-                 _standard_files(), ("dev",), {"test": "MRPC.tsv"}),
-        TaskSpec("stsb", "STS-B", None, ("pearson", "spearman"), "spearman",
-                 _standard_files(), ("dev",), {"test": "STS-B.tsv"}),
-        TaskSpec("qqp", "QQP", _BINARY, ("f1", "accuracy"), "f1",
-                 _standard_files(), ("dev",), {"test": "QQP.tsv"}),
-        TaskSpec("mnli", "MNLI", ("contradiction", "entailment", "neutral"),
-                 ("accuracy",), "accuracy",
-                 {"train": "train.tsv", "dev_matched": "dev_matched.tsv",
-                  "dev_mismatched": "dev_mismatched.tsv",
-                  "test_matched": "test_matched.tsv",
-                  "test_mismatched": "test_mismatched.tsv"},
-                 ("dev_matched", "dev_mismatched"),
-                 {"test_matched": "MNLI-m.tsv", "test_mismatched": "MNLI-mm.tsv"}),
-        TaskSpec("qnli", "QNLI", _ENTAILMENT, ("accuracy",), "accuracy",
-                 _standard_files(), ("dev",), {"test": "QNLI.tsv"}),
-        TaskSpec("rte", "RTE", _ENTAILMENT, ("accuracy",), "accuracy",
-                 _standard_files(), ("dev",), {"test": "RTE.tsv"}),
-        TaskSpec("wnli", "WNLI", _BINARY, ("accuracy",), "accuracy",
-                 _standard_files(), ("dev",), {"test": "WNLI.tsv"}),
+    spec.name: spec
+    for spec in (
+        TaskSpec(
+            "cola",
+            "CoLA",
+            _BINARY,
+            ("matthews_corr", "accuracy"),
+            "matthews_corr",
+            _standard_files(),
+            ("dev",),
+            {"test": "CoLA.tsv"},
+        ),
+        TaskSpec(
+            "sst2",
+            "SST-2",
+            _BINARY,
+            ("accuracy",),
+            "accuracy",
+            _standard_files(),
+            ("dev",),
+            {"test": "SST-2.tsv"},
+        ),
+        TaskSpec(
+            "mrpc",
+            "MRPC",
+            _BINARY,
+            ("f1", "accuracy"),
+            "f1",
+            _standard_files(),
+            ("dev",),
+            {"test": "MRPC.tsv"},
+        ),
+        TaskSpec(
+            "stsb",
+            "STS-B",
+            None,
+            ("pearson", "spearman"),
+            "spearman",
+            _standard_files(),
+            ("dev",),
+            {"test": "STS-B.tsv"},
+        ),
+        TaskSpec(
+            "qqp",
+            "QQP",
+            _BINARY,
+            ("f1", "accuracy"),
+            "f1",
+            _standard_files(),
+            ("dev",),
+            {"test": "QQP.tsv"},
+        ),
+        TaskSpec(
+            "mnli",
+            "MNLI",
+            ("contradiction", "entailment", "neutral"),
+            ("accuracy",),
+            "accuracy",
+            {
+                "train": "train.tsv",
+                "dev_matched": "dev_matched.tsv",
+                "dev_mismatched": "dev_mismatched.tsv",
+                "test_matched": "test_matched.tsv",
+                "test_mismatched": "test_mismatched.tsv",
+            },
+            ("dev_matched", "dev_mismatched"),
+            {"test_matched": "MNLI-m.tsv", "test_mismatched": "MNLI-mm.tsv"},
+        ),
+        TaskSpec(
+            "qnli",
+            "QNLI",
+            _ENTAILMENT,
+            ("accuracy",),
+            "accuracy",
+            _standard_files(),
+            ("dev",),
+            {"test": "QNLI.tsv"},
+        ),
+        TaskSpec(
+            "rte",
+            "RTE",
+            _ENTAILMENT,
+            ("accuracy",),
+            "accuracy",
+            _standard_files(),
+            ("dev",),
+            {"test": "RTE.tsv"},
+        ),
+        TaskSpec(
+            "wnli",
+            "WNLI",
+            _BINARY,
+            ("accuracy",),
+            "accuracy",
+            _standard_files(),
+            ("dev",),
+            {"test": "WNLI.tsv"},
+        ),
     )
 }
 
@@ -90,12 +164,28 @@ GLUE_TASKS: Dict[str, TaskSpec] = {
 _JSONL_FILES = {"train": "train.jsonl", "dev": "val.jsonl", "test": "test.jsonl"}
 
 SUPERGLUE_TASKS: Dict[str, TaskSpec] = {
-    "boolq": TaskSpec("boolq", "BoolQ", ("false", "true"), ("accuracy",), "accuracy",
-                      dict(_JSONL_FILES), ("dev",), {"test": "BoolQ.jsonl"},
-                      benchmark="superglue"),
-    "multirc": TaskSpec("multirc", "MultiRC", ("0", "1"), ("f1a", "exact_match"), "f1a",
-                        dict(_JSONL_FILES), ("dev",), {"test": "MultiRC.jsonl"},
-                        benchmark="superglue"),
+    "boolq": TaskSpec(
+        "boolq",
+        "BoolQ",
+        ("false", "true"),
+        ("accuracy",),
+        "accuracy",
+        dict(_JSONL_FILES),
+        ("dev",),
+        {"test": "BoolQ.jsonl"},
+        benchmark="superglue",
+    ),
+    "multirc": TaskSpec(
+        "multirc",
+        "MultiRC",
+        ("0", "1"),
+        ("f1a", "exact_match"),
+        "f1a",
+        dict(_JSONL_FILES),
+        ("dev",),
+        {"test": "MultiRC.jsonl"},
+        benchmark="superglue",
+    ),
 }
 
 
@@ -104,7 +194,7 @@ TASKS: Dict[str, TaskSpec] = {**GLUE_TASKS, **SUPERGLUE_TASKS}
 
 
 def canonical_task_name(name: str) -> str:
-  """"SST-2", "sst_2", "STS-B" → "sst2", "stsb"."""
+  """ "SST-2", "sst_2", "STS-B" → "sst2", "stsb"."""
   return name.strip().lower().replace("-", "").replace("_", "")
 
 

@@ -19,17 +19,20 @@ import numpy as np
 
 from recurrent_bert import io_utils
 
-FILLER = ("the cat dog bird fish tree house road river stone cloud rain wind green blue "
-          "small large quick slow bright dark warm cold happy quiet loud old new red "
-          "walks runs sees finds makes takes holds likes wants needs").split()
+FILLER = (
+    "the cat dog bird fish tree house road river stone cloud rain wind green blue "
+    "small large quick slow bright dark warm cold happy quiet loud old new red "
+    "walks runs sees finds makes takes holds likes wants needs"
+).split()
 MARKERS = {"entailment": "yes", "not_entailment": "no"}
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 FRUITS = ("apple", "banana", "cherry", "grape", "lemon", "mango", "melon", "peach")
 
 
 def write_vocab(path):
-  words = sorted(set(FILLER) | set(MARKERS.values()) | set(FRUITS) |
-                 {"which", "fruit", "is", "it", "?", "."})
+  words = sorted(
+      set(FILLER) | set(MARKERS.values()) | set(FRUITS) | {"which", "fruit", "is", "it", "?", "."}
+  )
   io_utils.atomic_write_text(str(path), "\n".join(SPECIAL + words) + "\n")
   return str(path)
 
@@ -52,15 +55,13 @@ def marker_pairs(num_examples, seed):
 
 def write_rte_folder(directory, num_train=400, num_dev=100, num_test=20, seed=0):
   """An RTE-format GLUE folder (index, sentence1, sentence2[, label]) of marker pairs."""
-  for split, count, offset in (("train", num_train, 0), ("dev", num_dev, 1),
-                               ("test", num_test, 2)):
+  for split, count, offset in (("train", num_train, 0), ("dev", num_dev, 1), ("test", num_test, 2)):
     rows = marker_pairs(count, seed * 10 + offset)
     header = "index\tsentence1\tsentence2" + ("" if split == "test" else "\tlabel")
     lines = [header]
     for i, (a, b, label) in enumerate(rows):
       lines.append(f"{i}\t{a}\t{b}" + ("" if split == "test" else f"\t{label}"))
-    io_utils.atomic_write_text(os.path.join(directory, f"{split}.tsv"),
-                               "\n".join(lines) + "\n")
+    io_utils.atomic_write_text(os.path.join(directory, f"{split}.tsv"), "\n".join(lines) + "\n")
   return str(directory)
 
 
@@ -73,9 +74,18 @@ def squad_examples(num_examples, seed):
     answer = str(rng.choice(FRUITS))
     context = f"{before} {answer} {_sentence(rng, int(rng.integers(2, 14)))} ."
     start = len(before) + 1
-    paragraphs.append({"context": context, "qas": [{
-        "id": f"q{seed}-{n}", "question": "which fruit is it ?",
-        "answers": [{"text": answer, "answer_start": start}]}]})
+    paragraphs.append(
+        {
+            "context": context,
+            "qas": [
+                {
+                    "id": f"q{seed}-{n}",
+                    "question": "which fruit is it ?",
+                    "answers": [{"text": answer, "answer_start": start}],
+                }
+            ],
+        }
+    )
   return {"version": "1.1", "data": [{"title": "generated", "paragraphs": paragraphs}]}
 
 
@@ -83,6 +93,5 @@ def write_squad_files(directory, num_train=300, num_dev=60, seed=0):
   paths = {}
   for split, count, offset in (("train", num_train, 0), ("dev", num_dev, 1)):
     paths[split] = os.path.join(directory, f"{split}-v1.1.json")
-    io_utils.atomic_write_text(paths[split],
-                               json.dumps(squad_examples(count, seed * 10 + offset)))
+    io_utils.atomic_write_text(paths[split], json.dumps(squad_examples(count, seed * 10 + offset)))
   return paths

@@ -44,6 +44,7 @@ class SpanSettings:
     null_score_diff_threshold: v2.0: predict no answer when null score − best span
       score exceeds this.
   """
+
   max_seq_length: int
   doc_stride: int
   max_query_length: int
@@ -52,9 +53,14 @@ class SpanSettings:
   null_score_diff_threshold: float
 
 
-def squad_reader(version: str, files: Mapping[str, str], *, use_tfds: bool = False,
-                 tfds_data_dir: Optional[str] = None,
-                 tfds_download: bool = False) -> Callable[[str], SplitData]:
+def squad_reader(
+    version: str,
+    files: Mapping[str, str],
+    *,
+    use_tfds: bool = False,
+    tfds_data_dir: Optional[str] = None,
+    tfds_download: bool = False,
+) -> Callable[[str], SplitData]:
   """split ("train" or "dev") -> `SplitData` of `SquadExample`s, from files or TFDS.
 
   Args:
@@ -67,6 +73,7 @@ def squad_reader(version: str, files: Mapping[str, str], *, use_tfds: bool = Fal
   Returns:
     The reader; it raises InputError for a split without a file.
   """
+
   def read_split(split: str) -> SplitData:
     if use_tfds:
       return tfds_tasks.load_tfds_squad(version, split, tfds_data_dir, tfds_download)
@@ -93,22 +100,42 @@ class SpanExtractionAdapter(TaskAdapter):
     predict_splits: () or ("dev",), the split scored and written as predictions.
   """
 
-  def __init__(self, read_split: Callable[[str], SplitData], tokenizer, cache_dir: str,
-               settings: SpanSettings, *, version_2: bool, use_blstm_decoder: bool = False,
-               predict_splits: Sequence[str] = (DEV_SPLIT,)):
-    super().__init__(cache_dir, [feature_cache.file_fingerprint(tokenizer.vocab_file),
-                                 tokenizer.do_lower_case, settings.max_seq_length,
-                                 settings.doc_stride, settings.max_query_length])
+  def __init__(
+      self,
+      read_split: Callable[[str], SplitData],
+      tokenizer,
+      cache_dir: str,
+      settings: SpanSettings,
+      *,
+      version_2: bool,
+      use_blstm_decoder: bool = False,
+      predict_splits: Sequence[str] = (DEV_SPLIT,),
+  ):
+    super().__init__(
+        cache_dir,
+        [
+            feature_cache.file_fingerprint(tokenizer.vocab_file),
+            tokenizer.do_lower_case,
+            settings.max_seq_length,
+            settings.doc_stride,
+            settings.max_query_length,
+        ],
+    )
     self._read_split = read_split
     self._tokenizer = tokenizer
     self.settings = settings
     self.version_2 = version_2
     self.info = TaskInfo(
-        task="squad_v2" if version_2 else "squad", kind="span",
-        use_blstm_decoder=use_blstm_decoder, do_lower_case=tokenizer.do_lower_case,
-        max_seq_length=settings.max_seq_length, main_metric="f1",
+        task="squad_v2" if version_2 else "squad",
+        kind="span",
+        use_blstm_decoder=use_blstm_decoder,
+        do_lower_case=tokenizer.do_lower_case,
+        max_seq_length=settings.max_seq_length,
+        main_metric="f1",
         max_query_length=settings.max_query_length,
-        max_answer_length=settings.max_answer_length, doc_stride=settings.doc_stride)
+        max_answer_length=settings.max_answer_length,
+        doc_stride=settings.doc_stride,
+    )
     self.objective = objectives.SpanObjective()
     self.output_keys = ("start_logits", "end_logits")
     self.predict_splits = tuple(predict_splits)
@@ -119,24 +146,33 @@ class SpanExtractionAdapter(TaskAdapter):
 
   def prepare(self, splits: Sequence[str]) -> None:
     """Converts `splits`; a dev split without answers is predicted, not scored."""
-    if DEV_SPLIT in splits and self.eval_splits and not any(
-        e.answers or e.is_impossible for e in self.examples(DEV_SPLIT)):
+    if (
+        DEV_SPLIT in splits
+        and self.eval_splits
+        and not any(e.answers or e.is_impossible for e in self.examples(DEV_SPLIT))
+    ):
       logging.info("the predict file has no answers: writing predictions only")
       self.eval_splits = ()
     super().prepare(splits)
 
   def convert(self, examples: Sequence[SquadExample]) -> Features:
     s = self.settings
-    return squad.squad_features(examples, self._tokenizer, s.max_seq_length, s.doc_stride,
-                                s.max_query_length)
+    return squad.squad_features(
+        examples, self._tokenizer, s.max_seq_length, s.doc_stride, s.max_query_length
+    )
 
-  def _postprocess(self, split: str, outputs: Dict[str, np.ndarray]
-                   ) -> squad.SquadPredictions:
+  def _postprocess(self, split: str, outputs: Dict[str, np.ndarray]) -> squad.SquadPredictions:
     s = self.settings
     return squad.postprocess_squad(
-        self.examples(split), self.features(split), outputs["start_logits"],
-        outputs["end_logits"], s.n_best_size, s.max_answer_length, self.version_2,
-        s.null_score_diff_threshold)
+        self.examples(split),
+        self.features(split),
+        outputs["start_logits"],
+        outputs["end_logits"],
+        s.n_best_size,
+        s.max_answer_length,
+        self.version_2,
+        s.null_score_diff_threshold,
+    )
 
   def evaluate(self, split: str, outputs: Dict[str, np.ndarray]) -> Dict[str, float]:
     result = self._postprocess(split, outputs)
@@ -145,9 +181,10 @@ class SpanExtractionAdapter(TaskAdapter):
       return metrics.squad_v2_scores(gold, result.predictions, result.null_odds)
     return metrics.squad_v1_scores(gold, result.predictions)
 
-  def write_predictions(self, split: str, outputs: Dict[str, np.ndarray],
-                        output_dir: str) -> List[str]:
-    paths = predictions.write_squad_predictions(output_dir,
-                                                self._postprocess(split, outputs),
-                                                self.version_2)
+  def write_predictions(
+      self, split: str, outputs: Dict[str, np.ndarray], output_dir: str
+  ) -> List[str]:
+    paths = predictions.write_squad_predictions(
+        output_dir, self._postprocess(split, outputs), self.version_2
+    )
     return list(paths.values())

@@ -34,11 +34,11 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from recurrent_bert.data import tokenization
 from recurrent_bert import io_utils
-from recurrent_bert.io_utils import InputError
+from recurrent_bert.data import tokenization
 from recurrent_bert.data.feature_cache import Features
 from recurrent_bert.data.feature_cache import SplitData
+from recurrent_bert.io_utils import InputError
 from recurrent_bert.tasks.pair_features import pack_pair
 from recurrent_bert.tasks.pair_features import tokenize_texts
 
@@ -68,6 +68,7 @@ class SquadExample:
     is_impossible: v2.0 unanswerable question.
     title: the article's title.
   """
+
   qas_id: str
   question: str
   context: str
@@ -81,6 +82,7 @@ class SquadExample:
 
 class _LineDict(dict):
   """A JSON object remembering the line its "{" is on."""
+
   line = 0
 
 
@@ -138,8 +140,10 @@ def _field(obj: Any, key: str, expected_type, json_path: List, optional: bool = 
   value = obj[key]
   wrong_bool = isinstance(value, bool) and expected_type is not bool
   if wrong_bool or not isinstance(value, expected_type):
-    raise _SchemaError(json_path, f"field {key!r} should be {expected_type.__name__}, "
-                                  f"got {json.dumps(value)[:60]}")
+    raise _SchemaError(
+        json_path,
+        f"field {key!r} should be {expected_type.__name__}, " f"got {json.dumps(value)[:60]}",
+    )
   return value
 
 
@@ -163,7 +167,7 @@ def read_squad(path: str) -> SplitData:
   except OSError as e:
     raise InputError(f"cannot read SQuAD file {path!r}: {e.strerror or e}") from e
   except UnicodeDecodeError as e:
-    line = e.object[:e.start].count(b"\n") + 1
+    line = e.object[: e.start].count(b"\n") + 1
     raise InputError(f"{path}:{line}: not valid UTF-8") from e
   try:
     document = json.loads(text)
@@ -174,8 +178,7 @@ def read_squad(path: str) -> SplitData:
   except _SchemaError as e:
     line = _line_of(text, e.json_path)
     where = f"{path}:{line}" if line is not None else path
-    raise InputError(f"{where}: {_path_text(e.json_path) or 'top level'}: {e.message}"
-                     ) from None
+    raise InputError(f"{where}: {_path_text(e.json_path) or 'top level'}: {e.message}") from None
   return SplitData(examples=examples, source=path)
 
 
@@ -195,21 +198,30 @@ def _squad_examples(document: Any) -> List[SquadExample]:
         seen_ids.add(qas_id)
         is_impossible = bool(_field(qa, "is_impossible", bool, qa_path, optional=True))
         answers = []
-        for k, answer in enumerate(_field(qa, "answers", list, qa_path, optional=True)
-                                   or []):
+        for k, answer in enumerate(_field(qa, "answers", list, qa_path, optional=True) or []):
           answer_path = qa_path + ["answers", k]
           answer_text = _field(answer, "text", str, answer_path)
           start = _field(answer, "answer_start", int, answer_path)
-          if context[start:start + len(answer_text)] != answer_text or start < 0:
-            raise _SchemaError(answer_path, f"answer {answer_text!r} is not at "
-                               f"answer_start {start} of the context (found "
-                               f"{context[max(start, 0):max(start, 0) + len(answer_text)]!r})")
+          if context[start : start + len(answer_text)] != answer_text or start < 0:
+            raise _SchemaError(
+                answer_path,
+                f"answer {answer_text!r} is not at "
+                f"answer_start {start} of the context (found "
+                f"{context[max(start, 0):max(start, 0) + len(answer_text)]!r})",
+            )
           answers.append(SquadAnswer(answer_text, start))
         if is_impossible and answers:
           raise _SchemaError(qa_path, "an is_impossible question must have no answers")
-        examples.append(SquadExample(
-            qas_id=qas_id, question=_field(qa, "question", str, qa_path), context=context,
-            answers=tuple(answers), is_impossible=is_impossible, title=title))
+        examples.append(
+            SquadExample(
+                qas_id=qas_id,
+                question=_field(qa, "question", str, qa_path),
+                context=context,
+                answers=tuple(answers),
+                is_impossible=is_impossible,
+                title=title,
+            )
+        )
   return examples
 
 
@@ -225,6 +237,7 @@ class ContextPieces:
     char_start, char_end: int [P]; piece i covers context[char_start[i]:char_end[i]]
       (the whole basic-tokenizer word it belongs to).
   """
+
   ids: np.ndarray
   char_start: np.ndarray
   char_end: np.ndarray
@@ -275,11 +288,13 @@ def context_pieces(contexts: Sequence[str], tokenizer) -> List[ContextPieces]:
   sub_words: List[str] = []
   sub_start, sub_end, sub_context = [], [], []
   for begin in range(0, len(words), _TOKENIZE_BATCH_SIZE):
-    batch = words[begin:begin + _TOKENIZE_BATCH_SIZE]
+    batch = words[begin : begin + _TOKENIZE_BATCH_SIZE]
     pieces, byte_starts, byte_ends = tf_text.regex_split_with_offsets(
-        tf.constant(batch, tf.string), _SPLIT_REGEX, _KEEP_REGEX)
-    for w, (word, parts, starts, ends) in enumerate(zip(
-        batch, pieces.to_list(), byte_starts.to_list(), byte_ends.to_list())):
+        tf.constant(batch, tf.string), _SPLIT_REGEX, _KEEP_REGEX
+    )
+    for w, (word, parts, starts, ends) in enumerate(
+        zip(batch, pieces.to_list(), byte_starts.to_list(), byte_ends.to_list())
+    ):
       if len(word.encode("utf-8")) == len(word):
         char_of = None  # ASCII: byte offsets are char offsets
       else:
@@ -292,15 +307,16 @@ def context_pieces(contexts: Sequence[str], tokenizer) -> List[ContextPieces]:
         sub_context.append(word_context[begin + w])
 
   piece_ids = tokenize_texts(tokenizer, sub_words)
-  per_context: List[Tuple[List[int], List[int], List[int]]] = [
-      ([], [], []) for _ in contexts]
+  per_context: List[Tuple[List[int], List[int], List[int]]] = [([], [], []) for _ in contexts]
   for ids, start, end, c in zip(piece_ids, sub_start, sub_end, sub_context):
     target = per_context[c]
     target[0].extend(ids)
     target[1].extend([start] * len(ids))
     target[2].extend([end] * len(ids))
-  return [ContextPieces(np.array(ids, np.int64), np.array(starts, np.int64),
-                        np.array(ends, np.int64)) for ids, starts, ends in per_context]
+  return [
+      ContextPieces(np.array(ids, np.int64), np.array(starts, np.int64), np.array(ends, np.int64))
+      for ids, starts, ends in per_context
+  ]
 
 
 def answer_piece_span(pieces: ContextPieces, answer: SquadAnswer) -> Optional[Tuple[int, int]]:
@@ -321,8 +337,9 @@ def window_starts(num_pieces: int, window_length: int, doc_stride: int) -> List[
     start += min(window_length, doc_stride)
 
 
-def best_window_of_pieces(starts: Sequence[int], lengths: Sequence[int], num_pieces: int
-                          ) -> np.ndarray:
+def best_window_of_pieces(
+    starts: Sequence[int], lengths: Sequence[int], num_pieces: int
+) -> np.ndarray:
   """int [num_pieces]: the window in which each context piece has the most context.
 
   A piece's context in a window is min(pieces left of it, pieces right of it) plus a small
@@ -332,13 +349,17 @@ def best_window_of_pieces(starts: Sequence[int], lengths: Sequence[int], num_pie
   lengths = np.asarray(lengths)[:, None]
   pieces = np.arange(num_pieces)[None, :]
   left, right = pieces - starts, starts + lengths - 1 - pieces
-  scores = np.where((left >= 0) & (right >= 0), np.minimum(left, right) + 0.01 * lengths,
-                    -np.inf)
+  scores = np.where((left >= 0) & (right >= 0), np.minimum(left, right) + 0.01 * lengths, -np.inf)
   return np.argmax(scores, axis=0)  # the first maximum: the earlier window
 
 
-def squad_features(examples: Sequence[SquadExample], tokenizer, max_seq_length: int = 384,
-                   doc_stride: int = 128, max_query_length: int = 64) -> Features:
+def squad_features(
+    examples: Sequence[SquadExample],
+    tokenizer,
+    max_seq_length: int = 384,
+    doc_stride: int = 128,
+    max_query_length: int = 64,
+) -> Features:
   """Converts examples into windowed features (one example → one or more rows).
 
   Args:
@@ -359,9 +380,20 @@ def squad_features(examples: Sequence[SquadExample], tokenizer, max_seq_length: 
         piece, -1 for [CLS], question, [SEP] and padding
       token_is_max_context: int32 [N, T]; 1 where this row is the piece's best window
   """
-  rows: Dict[str, List[Any]] = {name: [] for name in (
-      "input_ids", "input_mask", "segment_ids", "start_positions", "end_positions",
-      "example_index", "token_char_start", "token_char_end", "token_is_max_context")}
+  rows: Dict[str, List[Any]] = {
+      name: []
+      for name in (
+          "input_ids",
+          "input_mask",
+          "segment_ids",
+          "start_positions",
+          "end_positions",
+          "example_index",
+          "token_char_start",
+          "token_char_end",
+          "token_is_max_context",
+      )
+  }
   unique_contexts = list(dict.fromkeys(e.context for e in examples))
   pieces_of = dict(zip(unique_contexts, context_pieces(unique_contexts, tokenizer)))
   questions = tokenize_texts(tokenizer, [e.question for e in examples])
@@ -370,8 +402,10 @@ def squad_features(examples: Sequence[SquadExample], tokenizer, max_seq_length: 
     question_ids = question_ids[:max_query_length]
     max_window = max_seq_length - len(question_ids) - 3
     if max_window <= 0:
-      raise ValueError(f"max_seq_length {max_seq_length} leaves no room for the context "
-                       f"after a {len(question_ids)}-piece question")
+      raise ValueError(
+          f"max_seq_length {max_seq_length} leaves no room for the context "
+          f"after a {len(question_ids)}-piece question"
+      )
     pieces = pieces_of[example.context]
     answer_span = None
     if example.answers and not example.is_impossible:
@@ -383,8 +417,13 @@ def squad_features(examples: Sequence[SquadExample], tokenizer, max_seq_length: 
     for w, (start, length) in enumerate(zip(starts, lengths)):
       window = slice(start, start + length)
       input_ids, input_mask, segment_ids = pack_pair(
-          question_ids, pieces.ids[window].tolist(), max_seq_length, tokenizer.cls_id,
-          tokenizer.sep_id, tokenizer.pad_id)
+          question_ids,
+          pieces.ids[window].tolist(),
+          max_seq_length,
+          tokenizer.cls_id,
+          tokenizer.sep_id,
+          tokenizer.pad_id,
+      )
       char_start = np.full(max_seq_length, -1, np.int32)
       char_end = np.full(max_seq_length, -1, np.int32)
       max_context = np.zeros(max_seq_length, np.int32)
@@ -393,21 +432,34 @@ def squad_features(examples: Sequence[SquadExample], tokenizer, max_seq_length: 
       char_end[inside] = pieces.char_end[window]
       max_context[inside] = best_window[window] == w
       start_position = end_position = 0
-      if (answer_span is not None and answer_span[0] >= start
-          and answer_span[1] < start + length):
+      if answer_span is not None and answer_span[0] >= start and answer_span[1] < start + length:
         start_position = answer_span[0] - start + context_offset
         end_position = answer_span[1] - start + context_offset
-      for name, value in (("input_ids", input_ids), ("input_mask", input_mask),
-                          ("segment_ids", segment_ids), ("start_positions", start_position),
-                          ("end_positions", end_position), ("example_index", example_index),
-                          ("token_char_start", char_start), ("token_char_end", char_end),
-                          ("token_is_max_context", max_context)):
+      for name, value in (
+          ("input_ids", input_ids),
+          ("input_mask", input_mask),
+          ("segment_ids", segment_ids),
+          ("start_positions", start_position),
+          ("end_positions", end_position),
+          ("example_index", example_index),
+          ("token_char_start", char_start),
+          ("token_char_end", char_end),
+          ("token_is_max_context", max_context),
+      ):
         rows[name].append(value)
-  return {name: (np.array(values, np.int32) if values
-                 else np.zeros((0,) if name in ("start_positions", "end_positions",
-                                                "example_index") else (0, max_seq_length),
-                               np.int32))
-          for name, values in rows.items()}
+  return {
+      name: (
+          np.array(values, np.int32)
+          if values
+          else np.zeros(
+              (0,)
+              if name in ("start_positions", "end_positions", "example_index")
+              else (0, max_seq_length),
+              np.int32,
+          )
+      )
+      for name, values in rows.items()
+  }
 
 
 # ---------------------------------------------------------------------- post-processing
@@ -423,6 +475,7 @@ class SquadPredictions:
       end_logit}, best first; probabilities are a softmax over the listed scores.
     null_odds: question id → null score − best span score (v2.0 only, else empty).
   """
+
   predictions: Dict[str, str]
   nbest: Dict[str, List[Dict[str, Any]]]
   null_odds: Dict[str, float]
@@ -435,20 +488,27 @@ def _top_indices(logits: np.ndarray, allowed: np.ndarray, count: int) -> np.ndar
   return candidates[order]
 
 
-def _span_candidates(features: Mapping[str, np.ndarray], row: int, start_logits: np.ndarray,
-                     end_logits: np.ndarray, n_best_size: int, max_answer_length: int
-                     ) -> List[Tuple[float, int, int, int]]:
+def _span_candidates(
+    features: Mapping[str, np.ndarray],
+    row: int,
+    start_logits: np.ndarray,
+    end_logits: np.ndarray,
+    n_best_size: int,
+    max_answer_length: int,
+) -> List[Tuple[float, int, int, int]]:
   """(score, row, start, end) of the valid spans among a window's best starts and ends."""
   in_context = features["token_char_start"][row] >= 0
-  starts = _top_indices(start_logits[row],
-                        in_context & (features["token_is_max_context"][row] > 0), n_best_size)
+  starts = _top_indices(
+      start_logits[row], in_context & (features["token_is_max_context"][row] > 0), n_best_size
+  )
   ends = _top_indices(end_logits[row], in_context, n_best_size)
   candidates = []
   for start in starts:
     for end in ends:
       if start <= end < start + max_answer_length:
-        candidates.append((float(start_logits[row, start] + end_logits[row, end]),
-                           row, int(start), int(end)))
+        candidates.append(
+            (float(start_logits[row, start] + end_logits[row, end]), row, int(start), int(end))
+        )
   return candidates
 
 
@@ -458,11 +518,16 @@ def _softmax(scores: Sequence[float]) -> List[float]:
   return (exp / exp.sum()).tolist()
 
 
-def postprocess_squad(examples: Sequence[SquadExample], features: Mapping[str, np.ndarray],
-                      start_logits: np.ndarray, end_logits: np.ndarray,
-                      n_best_size: int = 20, max_answer_length: int = 30,
-                      version_2_with_negative: bool = False,
-                      null_score_diff_threshold: float = 0.0) -> SquadPredictions:
+def postprocess_squad(
+    examples: Sequence[SquadExample],
+    features: Mapping[str, np.ndarray],
+    start_logits: np.ndarray,
+    end_logits: np.ndarray,
+    n_best_size: int = 20,
+    max_answer_length: int = 30,
+    version_2_with_negative: bool = False,
+    null_score_diff_threshold: float = 0.0,
+) -> SquadPredictions:
   """Turns span logits into answer texts (exact substrings of the original contexts).
 
   Args:
@@ -483,20 +548,23 @@ def postprocess_squad(examples: Sequence[SquadExample], features: Mapping[str, n
   for row, example_index in enumerate(features["example_index"].tolist()):
     rows_of.setdefault(example_index, []).append(row)
   if start_logits.shape != features["input_ids"].shape or end_logits.shape != start_logits.shape:
-    raise ValueError(f"logits {start_logits.shape}/{end_logits.shape} do not match the "
-                     f"features {features['input_ids'].shape}")
+    raise ValueError(
+        f"logits {start_logits.shape}/{end_logits.shape} do not match the "
+        f"features {features['input_ids'].shape}"
+    )
 
   result = SquadPredictions({}, {}, {})
   for example_index, example in enumerate(examples):
     rows = rows_of.get(example_index, [])
     candidates = []
     for row in rows:
-      candidates += _span_candidates(features, row, start_logits, end_logits, n_best_size,
-                                     max_answer_length)
+      candidates += _span_candidates(
+          features, row, start_logits, end_logits, n_best_size, max_answer_length
+      )
     candidates.sort(key=lambda c: -c[0])
     entries: List[Dict[str, Any]] = []
     seen_texts = set()
-    for score, row, start, end in candidates:
+    for _, row, start, end in candidates:
       if len(entries) == n_best_size:
         break
       char_start = int(features["token_char_start"][row, start])
@@ -505,14 +573,22 @@ def postprocess_squad(examples: Sequence[SquadExample], features: Mapping[str, n
       if text in seen_texts:
         continue
       seen_texts.add(text)
-      entries.append({"text": text, "start_logit": float(start_logits[row, start]),
-                      "end_logit": float(end_logits[row, end])})
+      entries.append(
+          {
+              "text": text,
+              "start_logit": float(start_logits[row, start]),
+              "end_logit": float(end_logits[row, end]),
+          }
+      )
     best_span = entries[0] if entries else None
 
     if version_2_with_negative and rows:
       null_row = min(rows, key=lambda r: start_logits[r, 0] + end_logits[r, 0])
-      null_entry = {"text": "", "start_logit": float(start_logits[null_row, 0]),
-                    "end_logit": float(end_logits[null_row, 0])}
+      null_entry = {
+          "text": "",
+          "start_logit": float(start_logits[null_row, 0]),
+          "end_logit": float(end_logits[null_row, 0]),
+      }
       null_score = null_entry["start_logit"] + null_entry["end_logit"]
       entries.append(null_entry)
       entries.sort(key=lambda e: -(e["start_logit"] + e["end_logit"]))
@@ -528,8 +604,9 @@ def postprocess_squad(examples: Sequence[SquadExample], features: Mapping[str, n
 
     if not entries:
       entries = [{"text": "", "start_logit": 0.0, "end_logit": 0.0}]
-    for entry, probability in zip(entries, _softmax(
-        [e["start_logit"] + e["end_logit"] for e in entries])):
+    for entry, probability in zip(
+        entries, _softmax([e["start_logit"] + e["end_logit"] for e in entries])
+    ):
       entry["probability"] = probability
     result.predictions[example.qas_id] = prediction
     result.nbest[example.qas_id] = entries

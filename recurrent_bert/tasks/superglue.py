@@ -21,12 +21,13 @@ import os
 from typing import Any, Iterator, List, Tuple
 
 from recurrent_bert import io_utils
+from recurrent_bert.data.feature_cache import SplitData
 from recurrent_bert.io_utils import InputError
 from recurrent_bert.io_utils import read_lines_checked
-from recurrent_bert.data.feature_cache import SplitData
 from recurrent_bert.tasks.pair_features import PairExample
 from recurrent_bert.tasks.registry import SUPERGLUE_TASKS
 from recurrent_bert.tasks.registry import get_task
+
 
 class _Record:
   """One parsed JSON object plus where it came from, for precise error messages."""
@@ -49,8 +50,10 @@ class _Record:
     # bool is a subclass of int; an int field must not accept true/false and vice versa.
     wrong_bool = isinstance(value, bool) and bool not in _as_tuple(expected_type)
     if wrong_bool or not isinstance(value, expected_type):
-      raise InputError(f"{self.where}: field {location!r} should be "
-                       f"{_type_names(expected_type)}, got {json.dumps(value)[:60]}")
+      raise InputError(
+          f"{self.where}: field {location!r} should be "
+          f"{_type_names(expected_type)}, got {json.dumps(value)[:60]}"
+      )
     return value
 
   def children(self, key: str) -> Iterator["_Record"]:
@@ -64,8 +67,13 @@ def _as_tuple(types) -> Tuple[type, ...]:
 
 
 def _type_names(types) -> str:
-  names = {str: "a string", int: "an integer", bool: "true/false", list: "a list",
-           dict: "an object"}
+  names = {
+      str: "a string",
+      int: "an integer",
+      bool: "true/false",
+      list: "a list",
+      dict: "an object",
+  }
   return " or ".join(names.get(t, t.__name__) for t in _as_tuple(types))
 
 
@@ -101,11 +109,13 @@ def read_superglue(task_dir: str, task: str, split: str) -> SplitData:
   """
   spec = get_task(task)
   if spec.name not in SUPERGLUE_TASKS:
-    raise InputError(f"{spec.name} is not one of the SuperGLUE tasks "
-                     f"{', '.join(SUPERGLUE_TASKS)}")
+    raise InputError(
+        f"{spec.name} is not one of the SuperGLUE tasks " f"{', '.join(SUPERGLUE_TASKS)}"
+    )
   if split not in spec.files:
-    raise InputError(f"task {spec.name} has no split {split!r}; "
-                     f"its splits are {', '.join(spec.files)}")
+    raise InputError(
+        f"task {spec.name} has no split {split!r}; " f"its splits are {', '.join(spec.files)}"
+    )
   path = os.path.join(task_dir, spec.files[split])
   labeled = not split.startswith("test")
   parse = _boolq_examples if spec.name == "boolq" else _multirc_examples
@@ -118,10 +128,15 @@ def read_superglue(task_dir: str, task: str, split: str) -> SplitData:
 def _boolq_examples(record: _Record, split: str, labeled: bool) -> List[PairExample]:
   idx = record.get("idx", int)
   label = record.get("label", bool, optional=not labeled)
-  return [PairExample(
-      guid=f"boolq-{split}-{idx}", text_a=record.get("question", str),
-      text_b=record.get("passage", str),
-      label=None if label is None else ("true" if label else "false"), index=idx)]
+  return [
+      PairExample(
+          guid=f"boolq-{split}-{idx}",
+          text_a=record.get("question", str),
+          text_b=record.get("passage", str),
+          label=None if label is None else ("true" if label else "false"),
+          index=idx,
+      )
+  ]
 
 
 def _multirc_examples(record: _Record, split: str, labeled: bool) -> List[PairExample]:
@@ -137,11 +152,17 @@ def _multirc_examples(record: _Record, split: str, labeled: bool) -> List[PairEx
       answer_idx = answer.get("idx", int)
       label = answer.get("label", (int, bool), optional=not labeled)
       if label is not None and int(label) not in (0, 1):
-        raise InputError(f"{answer.where}: field {answer.path}.label must be 0 or 1, "
-                         f"got {label}")
-      examples.append(PairExample(
-          guid=f"multirc-{split}-{group}-{answer_idx}", text_a=paragraph,
-          text_b=f"{question_text} {answer.get('text', str)}",
-          label=None if label is None else str(int(label)),
-          index=(paragraph_idx, question_idx, answer_idx), group=group))
+        raise InputError(
+            f"{answer.where}: field {answer.path}.label must be 0 or 1, " f"got {label}"
+        )
+      examples.append(
+          PairExample(
+              guid=f"multirc-{split}-{group}-{answer_idx}",
+              text_a=paragraph,
+              text_b=f"{question_text} {answer.get('text', str)}",
+              label=None if label is None else str(int(label)),
+              index=(paragraph_idx, question_idx, answer_idx),
+              group=group,
+          )
+      )
   return examples

@@ -14,18 +14,24 @@ data came from. TFDS marks unlabeled (test) examples with label -1; they get lab
 import dataclasses
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from recurrent_bert.io_utils import InputError
-from recurrent_bert.tasks.squad import SquadAnswer
-from recurrent_bert.tasks.squad import SquadExample
 from recurrent_bert.data.feature_cache import SplitData
+from recurrent_bert.io_utils import InputError
 from recurrent_bert.tasks.pair_features import PairExample
 from recurrent_bert.tasks.registry import TaskSpec
 from recurrent_bert.tasks.registry import get_task
+from recurrent_bert.tasks.squad import SquadAnswer
+from recurrent_bert.tasks.squad import SquadExample
 
 # Our split names → TFDS's.
-_TFDS_SPLITS = {"train": "train", "dev": "validation", "test": "test",
-                "dev_matched": "validation_matched", "dev_mismatched": "validation_mismatched",
-                "test_matched": "test_matched", "test_mismatched": "test_mismatched"}
+_TFDS_SPLITS = {
+    "train": "train",
+    "dev": "validation",
+    "test": "test",
+    "dev_matched": "validation_matched",
+    "dev_mismatched": "validation_mismatched",
+    "test_matched": "test_matched",
+    "test_mismatched": "test_mismatched",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,16 +62,19 @@ def _text(value: Any) -> str:
   return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
-def _load_numpy(name: str, split: str, data_dir: Optional[str], download: bool
-                ) -> Tuple[Iterator[Dict[str, Any]], Any]:
+def _load_numpy(
+    name: str, split: str, data_dir: Optional[str], download: bool
+) -> Tuple[Iterator[Dict[str, Any]], Any]:
   """tfds.load as numpy dicts, with an actionable error when the data is not prepared."""
-  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  import tensorflow_datasets as tfds
+
   if split not in _TFDS_SPLITS:
     raise InputError(f"unknown split {split!r}; use one of {', '.join(_TFDS_SPLITS)}")
   tfds_split = _TFDS_SPLITS[split]
   try:
-    dataset, info = tfds.load(name, split=tfds_split, data_dir=data_dir,
-                              download=download, with_info=True)
+    dataset, info = tfds.load(
+        name, split=tfds_split, data_dir=data_dir, download=download, with_info=True
+    )
   except AssertionError as e:  # what TFDS raises for "no prepared data" (4.9)
     where = data_dir or "the default TFDS data dir (~/tensorflow_datasets or $TFDS_DATA_DIR)"
     raise InputError(
@@ -73,7 +82,8 @@ def _load_numpy(name: str, split: str, data_dir: Optional[str], download: bool
         f"on a machine with network access: `tfds build {name} "
         f"--data_dir={data_dir or '~/tensorflow_datasets'}` (some GLUE/SuperGLUE/SQuAD "
         f"sources need manual steps, see the TFDS catalog page of {name}), then copy the "
-        f"directory here; or let TFDS download it (--tfds_download). TFDS said: {e}") from None
+        f"directory here; or let TFDS download it (--tfds_download). TFDS said: {e}"
+    ) from None
   return tfds.as_numpy(dataset), info
 
 
@@ -93,8 +103,9 @@ def _label_names(spec: TaskSpec, info) -> Callable[[int], Optional[str]]:
   return convert
 
 
-def load_tfds_task(task: str, split: str, data_dir: Optional[str] = None,
-                   download: bool = False) -> SplitData:
+def load_tfds_task(
+    task: str, split: str, data_dir: Optional[str] = None, download: bool = False
+) -> SplitData:
   """Loads a GLUE or SuperGLUE (BoolQ, MultiRC) split from TFDS.
 
   Args:
@@ -115,8 +126,10 @@ def load_tfds_task(task: str, split: str, data_dir: Optional[str] = None,
   records, info = _load_numpy(source.name, split, data_dir, download)
   examples: List[PairExample] = []
   if spec.is_regression:
+
     def label_of(value):
       return None if value < 0 else float(value)
+
   else:
     label_of = _label_names(spec, info)
   for n, record in enumerate(records):
@@ -124,21 +137,32 @@ def load_tfds_task(task: str, split: str, data_dir: Optional[str] = None,
     if spec.name == "multirc":
       idx = record["idx"]
       index = (int(idx["paragraph"]), int(idx["question"]), int(idx["answer"]))
-      examples.append(PairExample(
-          guid=f"multirc-{split}-{index[0]}-{index[1]}-{index[2]}",
-          text_a=_text(record["paragraph"]),
-          text_b=f"{_text(record['question'])} {_text(record['answer'])}",
-          label=label, index=index, group=f"{index[0]}-{index[1]}"))
+      examples.append(
+          PairExample(
+              guid=f"multirc-{split}-{index[0]}-{index[1]}-{index[2]}",
+              text_a=_text(record["paragraph"]),
+              text_b=f"{_text(record['question'])} {_text(record['answer'])}",
+              label=label,
+              index=index,
+              group=f"{index[0]}-{index[1]}",
+          )
+      )
       continue
-    examples.append(PairExample(
-        guid=f"{spec.name}-{split}-{n}", text_a=_text(record[source.text_a]),
-        text_b=None if source.text_b is None else _text(record[source.text_b]),
-        label=label, index=int(record["idx"])))
+    examples.append(
+        PairExample(
+            guid=f"{spec.name}-{split}-{n}",
+            text_a=_text(record[source.text_a]),
+            text_b=None if source.text_b is None else _text(record[source.text_b]),
+            label=label,
+            index=int(record["idx"]),
+        )
+    )
   return SplitData(examples=examples, source=f"tfds:{source.name}/{_TFDS_SPLITS[split]}")
 
 
-def load_tfds_squad(version: str, split: str, data_dir: Optional[str] = None,
-                    download: bool = False) -> SplitData:
+def load_tfds_squad(
+    version: str, split: str, data_dir: Optional[str] = None, download: bool = False
+) -> SplitData:
   """Loads SQuAD v1.1 or v2.0 ("train" or "dev") from TFDS as `SquadExample`s.
 
   Answers whose text is not at their answer_start in the context cannot be used for
@@ -146,8 +170,9 @@ def load_tfds_squad(version: str, split: str, data_dir: Optional[str] = None,
   data has none; TFDS's mock data is random).
   """
   if version not in SQUAD_TFDS_NAMES:
-    raise InputError(f"SQuAD version must be one of {', '.join(SQUAD_TFDS_NAMES)}, "
-                     f"got {version!r}")
+    raise InputError(
+        f"SQuAD version must be one of {', '.join(SQUAD_TFDS_NAMES)}, " f"got {version!r}"
+    )
   name = SQUAD_TFDS_NAMES[version]
   records, _ = _load_numpy(name, split, data_dir, download)
   result = SplitData(examples=[], source=f"tfds:{name}/{_TFDS_SPLITS.get(split, split)}")
@@ -156,15 +181,22 @@ def load_tfds_squad(version: str, split: str, data_dir: Optional[str] = None,
     answers = []
     for text, start in zip(record["answers"]["text"], record["answers"]["answer_start"]):
       text, start = _text(text), int(start)
-      if start < 0 or context[start:start + len(text)] != text:
-        result.skipped.append(f"{result.source} question {qas_id}: answer {text!r} is not "
-                              f"at answer_start {start}")
+      if start < 0 or context[start : start + len(text)] != text:
+        result.skipped.append(
+            f"{result.source} question {qas_id}: answer {text!r} is not " f"at answer_start {start}"
+        )
         continue
       answers.append(SquadAnswer(text, start))
     is_impossible = bool(record.get("is_impossible", False))
-    result.examples.append(SquadExample(
-        qas_id=qas_id, question=_text(record["question"]), context=context,
-        answers=() if is_impossible else tuple(answers), is_impossible=is_impossible,
-        title=_text(record.get("title", b""))))
+    result.examples.append(
+        SquadExample(
+            qas_id=qas_id,
+            question=_text(record["question"]),
+            context=context,
+            answers=() if is_impossible else tuple(answers),
+            is_impossible=is_impossible,
+            title=_text(record.get("title", b"")),
+        )
+    )
   result.report_skipped()
   return result

@@ -14,9 +14,9 @@ from typing import Optional, Tuple
 
 import tensorflow as tf
 
+from recurrent_bert import io_utils
 from recurrent_bert import model_dir as layout
 from recurrent_bert.config import ModelConfig
-from recurrent_bert import io_utils
 
 # Re-exported for callers that name them through this module.
 MODEL_CONFIG_FILE = layout.MODEL_CONFIG_FILE
@@ -53,8 +53,9 @@ def write_model_config(directory: str, config: ModelConfig) -> None:
   io_utils.atomic_write_text(os.path.join(directory, MODEL_CONFIG_FILE), config.to_json())
 
 
-def write_tokenizer_files(directory: str, vocab_file: Optional[str],
-                          do_lower_case: Optional[bool]) -> None:
+def write_tokenizer_files(
+    directory: str, vocab_file: Optional[str], do_lower_case: Optional[bool]
+) -> None:
   """vocab.txt (a copy of `vocab_file`) and tokenizer.json, what a reader tokenizes with.
 
   Without a vocabulary nothing is written; with an unknown casing (None: a converted
@@ -64,8 +65,10 @@ def write_tokenizer_files(directory: str, vocab_file: Optional[str],
     return
   io_utils.atomic_copy(vocab_file, os.path.join(directory, layout.VOCAB_FILE))
   if do_lower_case is not None:
-    io_utils.atomic_write_text(os.path.join(directory, layout.TOKENIZER_FILE),
-                               layout.TokenizerInfo(do_lower_case=do_lower_case).to_json())
+    io_utils.atomic_write_text(
+        os.path.join(directory, layout.TOKENIZER_FILE),
+        layout.TokenizerInfo(do_lower_case=do_lower_case).to_json(),
+    )
 
 
 def _is_checkpoint_prefix(path: str) -> bool:
@@ -86,6 +89,7 @@ class ModelSource:
     vocab_file: the recorded vocabulary, or None.
     do_lower_case: the recorded casing, or None.
   """
+
   kind: str
   prefix: str
   config_dir: str
@@ -132,45 +136,58 @@ def resolve_model(path: str) -> ModelSource:
     directory = os.path.dirname(path)
     is_export = os.path.basename(path) == layout.EXPORT_PREFIX
     kind = "encoder export" if is_export else "checkpoint prefix"
-    search = (directory, os.path.dirname(directory)) if is_export else (
-        directory, os.path.join(directory, layout.EXPORT_DIR))
+    search = (
+        (directory, os.path.dirname(directory))
+        if is_export
+        else (directory, os.path.join(directory, layout.EXPORT_DIR))
+    )
     return _with_tokenizer(ModelSource(kind, path, directory, is_export), search)
   export_prefix = os.path.join(path, layout.EXPORT_PREFIX)
   if _is_checkpoint_prefix(export_prefix):
-    return _with_tokenizer(ModelSource("encoder export", export_prefix, path, True),
-                           (path, os.path.dirname(path)))
+    return _with_tokenizer(
+        ModelSource("encoder export", export_prefix, path, True), (path, os.path.dirname(path))
+    )
   is_dir = tf.io.gfile.isdir(path)
   if is_dir and layout.is_finetuning_dir(path):
     best = os.path.join(path, layout.BEST_DIR)
     latest = tf.train.latest_checkpoint(best) or tf.train.latest_checkpoint(path)
     if latest:
       config_dir = os.path.dirname(latest)
-      return _with_tokenizer(ModelSource("fine-tuning model_dir", latest, config_dir, False),
-                             (config_dir, path))
+      return _with_tokenizer(
+          ModelSource("fine-tuning model_dir", latest, config_dir, False), (config_dir, path)
+      )
   latest = tf.train.latest_checkpoint(path) if is_dir else None
   if latest:
-    return _with_tokenizer(ModelSource(_checkpoint_kind(path), latest, path, False),
-                           (path, export_dir))
+    return _with_tokenizer(
+        ModelSource(_checkpoint_kind(path), latest, path, False), (path, export_dir)
+    )
   nested_export = os.path.join(export_dir, layout.EXPORT_PREFIX)
   if _is_checkpoint_prefix(nested_export):
-    kind = ("converted model dir" if layout.exists(os.path.join(
-        path, layout.CONVERSION_REPORT_FILE)) else "pretraining model_dir")
-    return _with_tokenizer(ModelSource(kind, nested_export, export_dir, True),
-                           (export_dir, path))
+    kind = (
+        "converted model dir"
+        if layout.exists(os.path.join(path, layout.CONVERSION_REPORT_FILE))
+        else "pretraining model_dir"
+    )
+    return _with_tokenizer(ModelSource(kind, nested_export, export_dir, True), (export_dir, path))
   if is_dir and layout.is_saved_model(path):
     raise CheckpointNotFoundError(
-        f"{path!r} is a SavedModel export (for serving): give the model dir it was "
-        "exported from")
+        f"{path!r} is a SavedModel export (for serving): give the model dir it was " "exported from"
+    )
   if is_dir and layout.exists(os.path.join(path, MODEL_CONFIG_FILE)):
     raise CheckpointNotFoundError(
         f"{path!r} has a {MODEL_CONFIG_FILE} but no checkpoint yet (a run that has not "
-        "saved one): wait for its first checkpoint, or give a checkpoint prefix")
-  what = "a directory without checkpoints" if is_dir else (
-      "not a file or directory" if not layout.exists(path) else "a file, not a checkpoint")
+        "saved one): wait for its first checkpoint, or give a checkpoint prefix"
+    )
+  what = (
+      "a directory without checkpoints"
+      if is_dir
+      else ("not a file or directory" if not layout.exists(path) else "a file, not a checkpoint")
+  )
   raise CheckpointNotFoundError(
       f"{path!r} is {what}; a model is a pretraining or fine-tuning model_dir, an "
       "encoder/ export, a tools/convert_checkpoint.py output dir, or a checkpoint prefix "
-      "(…/ckpt-N)")
+      "(…/ckpt-N)"
+  )
 
 
 def resolve_checkpoint(path: str) -> Tuple[str, str, bool]:
@@ -195,8 +212,7 @@ def _encoder_checkpoint(encoder, is_export: bool) -> tf.train.Checkpoint:
   """A Checkpoint whose object graph puts the encoder's weights where the files do."""
   weights = variables_by_path(encoder)
   # Exports key them under "encoder", training checkpoints (whole Pretrainer) "model".
-  return tf.train.Checkpoint(encoder=weights) if is_export else tf.train.Checkpoint(
-      model=weights)
+  return tf.train.Checkpoint(encoder=weights) if is_export else tf.train.Checkpoint(model=weights)
 
 
 def restore_encoder_weights(encoder, path: str) -> str:
@@ -222,7 +238,8 @@ def load_encoder(path: str, config: Optional[ModelConfig] = None):
   Returns:
     A `recurrent_bert.models.Encoder` with the saved weights.
   """
-  from recurrent_bert.models import build_encoder  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.models import build_encoder
+
   prefix, config_dir, _ = resolve_checkpoint(path)
   encoder = build_encoder(config or read_model_config(config_dir))
   restore_encoder_weights(encoder, prefix)
@@ -242,9 +259,14 @@ def restore_pretrainer_weights(pretrainer, path: str) -> str:
   return prefix
 
 
-def export_encoder(encoder, model_dir: str, *, vocab_file: Optional[str] = None,
-                   do_lower_case: Optional[bool] = None, info: Optional[dict] = None
-                   ) -> str:
+def export_encoder(
+    encoder,
+    model_dir: str,
+    *,
+    vocab_file: Optional[str] = None,
+    do_lower_case: Optional[bool] = None,
+    info: Optional[dict] = None,
+) -> str:
   """Writes model_dir/encoder atomically (temp dir, then rename); returns its path.
 
   `do_lower_case` defaults to `info["do_lower_case"]` (None: not known).
@@ -259,9 +281,9 @@ def export_encoder(encoder, model_dir: str, *, vocab_file: Optional[str] = None,
   final_dir = os.path.join(model_dir, EXPORT_DIR)
   with io_utils.atomic_directory(final_dir) as tmp_dir:
     tf.train.Checkpoint(encoder=variables_by_path(encoder)).write(
-        os.path.join(tmp_dir, EXPORT_PREFIX))
+        os.path.join(tmp_dir, EXPORT_PREFIX)
+    )
     write_model_config(tmp_dir, encoder.config)
     write_tokenizer_files(tmp_dir, vocab_file, do_lower_case)
-    io_utils.atomic_write_json(os.path.join(tmp_dir, layout.EXPORT_INFO_FILE),
-                               info)
+    io_utils.atomic_write_json(os.path.join(tmp_dir, layout.EXPORT_INFO_FILE), info)
   return final_dir

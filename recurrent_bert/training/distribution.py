@@ -13,8 +13,8 @@ Logical CPU devices must be configured before TensorFlow initialises its runtime
 
 from typing import Optional
 
-import tensorflow as tf
 from absl import logging
+import tensorflow as tf
 
 STRATEGIES = ("default", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 
@@ -25,11 +25,13 @@ def configure_cpu_devices(num_cpu_devices: int) -> None:
     return
   cpu = tf.config.list_physical_devices("CPU")[0]
   tf.config.set_logical_device_configuration(
-      cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(num_cpu_devices)])
+      cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(num_cpu_devices)]
+  )
 
 
-def get_distribution_strategy(name: str, tpu_address: Optional[str] = None,
-                              num_cpu_devices: int = 1) -> tf.distribute.Strategy:
+def get_distribution_strategy(
+    name: str, tpu_address: Optional[str] = None, num_cpu_devices: int = 1
+) -> tf.distribute.Strategy:
   """Builds the strategy `name` (one of STRATEGIES).
 
   Args:
@@ -55,11 +57,13 @@ def get_distribution_strategy(name: str, tpu_address: Optional[str] = None,
   if name == "mirrored":
     if gpus:
       return tf.distribute.MirroredStrategy()
-    cpus = [d.name for d in tf.config.list_logical_devices("CPU")][:max(1, num_cpu_devices)]
+    cpus = [d.name for d in tf.config.list_logical_devices("CPU")][: max(1, num_cpu_devices)]
     return tf.distribute.MirroredStrategy(devices=cpus)
   if not tpu_address:
-    raise ValueError("--distribution_strategy=tpu needs --tpu (a TPU name, grpc:// "
-                     "address, or 'local' on a TPU VM)")
+    raise ValueError(
+        "--distribution_strategy=tpu needs --tpu (a TPU name, grpc:// "
+        "address, or 'local' on a TPU VM)"
+    )
   try:
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_address)
     if tpu_address not in ("", "local"):
@@ -69,8 +73,9 @@ def get_distribution_strategy(name: str, tpu_address: Optional[str] = None,
   except (ValueError, RuntimeError, tf.errors.OpError) as e:
     # No TPU at that address, or none attached: one line, not TensorFlow's op dump.
     first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-    raise ValueError(f"--distribution_strategy=tpu: no TPU reachable at --tpu="
-                     f"{tpu_address} ({first_line})") from None
+    raise ValueError(
+        f"--distribution_strategy=tpu: no TPU reachable at --tpu=" f"{tpu_address} ({first_line})"
+    ) from None
   return tf.distribute.TPUStrategy(resolver)
 
 
@@ -81,8 +86,9 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
     return True
   task_type, task_id = resolver.task_type, resolver.task_id
   # With TF_CONFIG listing "worker"s only, worker 0 is the chief.
-  return task_type in (None, "chief") or (task_type == "worker" and task_id == 0
-                                           and "chief" not in resolver.cluster_spec().jobs)
+  return task_type in (None, "chief") or (
+      task_type == "worker" and task_id == 0 and "chief" not in resolver.cluster_spec().jobs
+  )
 
 
 def worker_id(strategy: tf.distribute.Strategy) -> int:

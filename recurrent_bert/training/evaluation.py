@@ -18,8 +18,9 @@ from recurrent_bert.data import feature_cache
 ROW_ID = "row_id"
 
 
-def eval_dataset(cache_path: str, global_batch_size: int,
-                 input_context: tf.distribute.InputContext) -> tf.data.Dataset:
+def eval_dataset(
+    cache_path: str, global_batch_size: int, input_context: tf.distribute.InputContext
+) -> tf.data.Dataset:
   """One input pipeline's share of the (padded, numbered) rows of a feature cache.
 
   Yields dicts of the cache's features with a per-replica batch axis B, plus
@@ -49,9 +50,13 @@ class Predictor:
     output_keys: the outputs to return.
   """
 
-  def __init__(self, strategy: tf.distribute.Strategy, model,
-               model_inputs: Callable[[Dict[str, tf.Tensor]], Dict[str, tf.Tensor]],
-               output_keys: Sequence[str]):
+  def __init__(
+      self,
+      strategy: tf.distribute.Strategy,
+      model,
+      model_inputs: Callable[[Dict[str, tf.Tensor]], Dict[str, tf.Tensor]],
+      output_keys: Sequence[str],
+  ):
     self.strategy = strategy
     self.model = model
     self.model_inputs = model_inputs
@@ -83,7 +88,8 @@ class Predictor:
     """
     options = tf.distribute.InputOptions(experimental_fetch_to_device=True)
     dataset = self.strategy.distribute_datasets_from_function(
-        lambda ctx: eval_dataset(cache_path, global_batch_size, ctx), options)
+        lambda ctx: eval_dataset(cache_path, global_batch_size, ctx), options
+    )
     parts: Dict[str, list] = {k: [] for k in (*self.output_keys, ROW_ID)}
     for batch in dataset:
       for k, v in self._step(batch).items():

@@ -22,27 +22,32 @@ import math
 import os
 from typing import Dict, List, Optional, Sequence
 
+from absl import logging
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
+from recurrent_bert import io_utils
 from recurrent_bert import model_dir as layout
 from recurrent_bert.config import ModelConfig
-from recurrent_bert import io_utils
 from recurrent_bert.data import feature_cache
+
+# TaskInfo and the file names are also named through this module by its callers.
+from recurrent_bert.model_dir import BEST_DIR
+from recurrent_bert.model_dir import EVAL_RESULTS_FILE
+from recurrent_bert.model_dir import TaskInfo
 from recurrent_bert.training import checkpoints
 from recurrent_bert.training import evaluation
 from recurrent_bert.training import loop as loop_lib
 from recurrent_bert.training import optimization
-# TaskInfo and the file names are also named through this module by its callers.
-from recurrent_bert.model_dir import BEST_DIR, EVAL_RESULTS_FILE, TaskInfo
 
 MODES = ("train", "eval", "predict", "train_and_eval")
 
 
 def build_task_model(encoder, info: TaskInfo):
   """The task model of `info` around `encoder` (a Classifier or a SpanExtractor)."""
-  from recurrent_bert.models import Classifier, SpanExtractor  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.models import Classifier
+  from recurrent_bert.models import SpanExtractor
+
   if info.kind == "span":
     return SpanExtractor(encoder, use_blstm_decoder=info.use_blstm_decoder)
   if info.kind == "regressor":
@@ -80,7 +85,8 @@ def load_task_model(model_dir: str, checkpoint: Optional[str] = None):
   Returns:
     (model, TaskInfo, the directory holding its model_config / vocab, checkpoint prefix).
   """
-  from recurrent_bert.models import build_encoder  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.models import build_encoder
+
   directory = task_model_dir(model_dir)
   info = TaskInfo.read(directory)
   model = build_task_model(build_encoder(checkpoints.read_model_config(directory)), info)
@@ -134,8 +140,9 @@ class TaskAdapter:
     """Metrics of one labeled split from the model outputs [N, ...] of its features."""
     raise NotImplementedError
 
-  def write_predictions(self, split: str, outputs: Dict[str, np.ndarray],
-                        output_dir: str) -> List[str]:
+  def write_predictions(
+      self, split: str, outputs: Dict[str, np.ndarray], output_dir: str
+  ) -> List[str]:
     """Writes the split's prediction files; returns their paths."""
     raise NotImplementedError
 
@@ -176,6 +183,7 @@ class TaskAdapter:
 @dataclasses.dataclass
 class FinetuneSettings:
   """The optimisation and bookkeeping flags of a fine-tuning run."""
+
   model_dir: str
   train_batch_size: int = 32
   eval_batch_size: int = 32
@@ -219,11 +227,21 @@ class Finetuner:
     is_chief: the worker that writes files.
   """
 
-  def __init__(self, strategy, adapter: TaskAdapter, settings: FinetuneSettings,
-               model_config: ModelConfig, init_checkpoint: Optional[str],
-               vocab_file: Optional[str], is_chief: bool = True, worker_id: int = 0):
-    import keras  # pylint: disable=g-import-not-at-top
-    from recurrent_bert.models import build_encoder  # pylint: disable=g-import-not-at-top
+  def __init__(
+      self,
+      strategy,
+      adapter: TaskAdapter,
+      settings: FinetuneSettings,
+      model_config: ModelConfig,
+      init_checkpoint: Optional[str],
+      vocab_file: Optional[str],
+      is_chief: bool = True,
+      worker_id: int = 0,
+  ):
+    import keras
+
+    from recurrent_bert.models import build_encoder
+
     self.strategy = strategy
     self.adapter = adapter
     self.settings = settings
@@ -237,20 +255,23 @@ class Finetuner:
     keras.config.set_dtype_policy(settings.mixed_precision)
     with strategy.scope():
       self.model = build_task_model(build_encoder(model_config), adapter.info)
-    self.predictor = evaluation.Predictor(strategy, self.model, adapter.objective.model_inputs,
-                                          adapter.output_keys)
-    self.eval_writer = (tf.summary.create_file_writer(
-        os.path.join(self.model_dir, layout.EVAL_EVENTS_DIR))
-                        if is_chief else tf.summary.create_noop_writer())
+    self.predictor = evaluation.Predictor(
+        strategy, self.model, adapter.objective.model_inputs, adapter.output_keys
+    )
+    self.eval_writer = (
+        tf.summary.create_file_writer(os.path.join(self.model_dir, layout.EVAL_EVENTS_DIR))
+        if is_chief
+        else tf.summary.create_noop_writer()
+    )
 
   # -- files ---------------------------------------------------------------------
 
   def _write_model_files(self, directory: str) -> None:
     checkpoints.write_model_config(directory, self.model_config)
-    io_utils.atomic_write_text(os.path.join(directory, layout.TASK_INFO_FILE),
-                               self.adapter.info.to_json())
-    checkpoints.write_tokenizer_files(directory, self.vocab_file,
-                                      self.adapter.info.do_lower_case)
+    io_utils.atomic_write_text(
+        os.path.join(directory, layout.TASK_INFO_FILE), self.adapter.info.to_json()
+    )
+    checkpoints.write_tokenizer_files(directory, self.vocab_file, self.adapter.info.do_lower_case)
 
   def _best_value(self) -> float:
     best = layout.read_best_metrics(self.model_dir)
@@ -269,21 +290,28 @@ class Finetuner:
 
     `extra` (e.g. training time per step) is recorded beside them.
     """
-    results = {"task": self.adapter.info.task, "global_step": step, "checkpoint": checkpoint,
-               "main_metric": self.adapter.info.main_metric,
-               "eval_splits": list(self.adapter.eval_splits), **(extra or {})}
+    results = {
+        "task": self.adapter.info.task,
+        "global_step": step,
+        "checkpoint": checkpoint,
+        "main_metric": self.adapter.info.main_metric,
+        "eval_splits": list(self.adapter.eval_splits),
+        **(extra or {}),
+    }
     for split in self.adapter.eval_splits:
       metrics = self.adapter.evaluate(split, self.predict_split(split))
       results[split] = metrics
-      logging.info("eval %s step %d: %s", split, step,
-                   " ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
+      logging.info(
+          "eval %s step %d: %s", split, step, " ".join(f"{k}={v:.4f}" for k, v in metrics.items())
+      )
       with self.eval_writer.as_default():
         for name, value in metrics.items():
           loop_lib.write_scalar(f"{split}/{name}", value, step)
     self.eval_writer.flush()
     if self.adapter.eval_splits:
       results["main_metric_value"] = results[self.adapter.eval_splits[0]][
-          self.adapter.info.main_metric]
+          self.adapter.info.main_metric
+      ]
     if self.is_chief:
       io_utils.atomic_write_json(os.path.join(self.model_dir, EVAL_RESULTS_FILE), results)
     return results
@@ -312,11 +340,15 @@ class Finetuner:
     s = self.settings
     # Micro-batches: gradient_accumulation_steps of them per replica make one update.
     per_replica = input_context.get_per_replica_batch_size(
-        s.train_batch_size // s.gradient_accumulation_steps)
+        s.train_batch_size // s.gradient_accumulation_steps
+    )
     rows = feature_cache.load_feature_dataset(self.adapter.feature_cache("train"))
     rows = rows.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-    rows = rows.shuffle(s.shuffle_buffer_size, seed=s.seed + input_context.input_pipeline_id,
-                        reshuffle_each_iteration=True).repeat()
+    rows = rows.shuffle(
+        s.shuffle_buffer_size,
+        seed=s.seed + input_context.input_pipeline_id,
+        reshuffle_each_iteration=True,
+    ).repeat()
     rows = rows.batch(per_replica, drop_remainder=True)
     return rows.skip(skip_batches).prefetch(tf.data.AUTOTUNE)
 
@@ -329,32 +361,57 @@ class Finetuner:
     s = self.settings
     split = s.gradient_accumulation_steps * self.strategy.num_replicas_in_sync
     if s.train_batch_size % split:
-      raise ValueError(f"--train_batch_size={s.train_batch_size} must divide by "
-                       f"--gradient_accumulation_steps x replicas = {split}")
+      raise ValueError(
+          f"--train_batch_size={s.train_batch_size} must divide by "
+          f"--gradient_accumulation_steps x replicas = {split}"
+      )
     num_steps = self.num_train_steps()
-    warmup = (s.warmup_steps if s.warmup_steps is not None
-              else int(s.warmup_proportion * num_steps))
+    warmup = s.warmup_steps if s.warmup_steps is not None else int(s.warmup_proportion * num_steps)
     warmup = min(warmup, num_steps - 1)
-    logging.info("%s: %d training examples, %d steps of %d, warmup %d",
-                 self.adapter.info.task, self.adapter.num_examples("train"), num_steps,
-                 s.train_batch_size, warmup)
+    logging.info(
+        "%s: %d training examples, %d steps of %d, warmup %d",
+        self.adapter.info.task,
+        self.adapter.num_examples("train"),
+        num_steps,
+        s.train_batch_size,
+        warmup,
+    )
     with self.strategy.scope():
       optimizer = optimization.create_optimizer(
-          self.model.trainable_variables, learning_rate=s.learning_rate,
-          num_train_steps=num_steps, warmup_steps=warmup, weight_decay=s.weight_decay,
-          beta_1=s.adam_beta1, beta_2=s.adam_beta2, epsilon=s.adam_epsilon,
-          loss_scaling=s.mixed_precision == "mixed_float16", optimizer=s.optimizer,
-          decay_schedule=s.decay_schedule, decay_power=s.decay_power,
-          end_learning_rate=s.end_learning_rate)
+          self.model.trainable_variables,
+          learning_rate=s.learning_rate,
+          num_train_steps=num_steps,
+          warmup_steps=warmup,
+          weight_decay=s.weight_decay,
+          beta_1=s.adam_beta1,
+          beta_2=s.adam_beta2,
+          epsilon=s.adam_epsilon,
+          loss_scaling=s.mixed_precision == "mixed_float16",
+          optimizer=s.optimizer,
+          decay_schedule=s.decay_schedule,
+          decay_power=s.decay_power,
+          end_learning_rate=s.end_learning_rate,
+      )
     trainer = loop_lib.TrainingLoop(
-        self.strategy, self.model, optimizer, self._train_dataset_fn, self.adapter.objective,
-        model_dir=self.model_dir, global_batch_size=s.train_batch_size,
-        num_train_steps=num_steps, steps_per_loop=s.steps_per_loop,
+        self.strategy,
+        self.model,
+        optimizer,
+        self._train_dataset_fn,
+        self.adapter.objective,
+        model_dir=self.model_dir,
+        global_batch_size=s.train_batch_size,
+        num_train_steps=num_steps,
+        steps_per_loop=s.steps_per_loop,
         save_checkpoints_steps=s.save_checkpoints_steps,
-        keep_checkpoint_max=s.keep_checkpoint_max, log_steps=s.log_steps,
-        clip_norm=s.clip_norm, jit_compile=s.jit_compile,
-        loss_scaling=s.mixed_precision == "mixed_float16", is_chief=self.is_chief,
-        worker_id=self.worker_id, gradient_accumulation_steps=s.gradient_accumulation_steps)
+        keep_checkpoint_max=s.keep_checkpoint_max,
+        log_steps=s.log_steps,
+        clip_norm=s.clip_norm,
+        jit_compile=s.jit_compile,
+        loss_scaling=s.mixed_precision == "mixed_float16",
+        is_chief=self.is_chief,
+        worker_id=self.worker_id,
+        gradient_accumulation_steps=s.gradient_accumulation_steps,
+    )
     if self.is_chief:
       self._write_model_files(self.model_dir)
     if self.init_checkpoint and tf.train.latest_checkpoint(self.model_dir) is None:
@@ -364,18 +421,26 @@ class Finetuner:
     # A save is collective, so every worker saves the best weights: the chief to best/,
     # the others to a scratch copy that they restore at the end themselves. Reading the
     # chief's best/ instead would race with its writes of the same step.
-    own_best_dir = best_dir if self.is_chief else os.path.join(
-        self.model_dir, layout.SCRATCH_DIR, f"best_{self.worker_id}")
+    own_best_dir = (
+        best_dir
+        if self.is_chief
+        else os.path.join(self.model_dir, layout.SCRATCH_DIR, f"best_{self.worker_id}")
+    )
     if not self.is_chief:
       io_utils.remove_tree(own_best_dir)  # left by a killed run
     best_manager = tf.train.CheckpointManager(
         tf.train.Checkpoint(model=checkpoints.variables_by_path(self.model)),
-        own_best_dir, max_to_keep=1)
+        own_best_dir,
+        max_to_keep=1,
+    )
 
     # Every worker must make the same keep-or-not decision, so the best value lives in
     # memory, read once from the chief's file before training.
-    best = {"value": self._best_value(), "step": None,
-            "saved": tf.io.gfile.exists(os.path.join(best_dir, layout.BEST_METRICS_FILE))}
+    best = {
+        "value": self._best_value(),
+        "step": None,
+        "saved": tf.io.gfile.exists(os.path.join(best_dir, layout.BEST_METRICS_FILE)),
+    }
 
     def evaluate_and_keep_best(step: int) -> None:
       results = self.evaluate(step, tf.train.latest_checkpoint(self.model_dir) or "")
@@ -386,16 +451,21 @@ class Finetuner:
         if not self.is_chief:
           return
         self._write_model_files(best_dir)
-        io_utils.atomic_write_json(os.path.join(best_dir, layout.BEST_METRICS_FILE),
-                                   {"main_metric_value": value, **results})
-        logging.info("new best %s=%.4f at step %d", self.adapter.info.main_metric, value,
-                     step)
+        io_utils.atomic_write_json(
+            os.path.join(best_dir, layout.BEST_METRICS_FILE),
+            {"main_metric_value": value, **results},
+        )
+        logging.info("new best %s=%.4f at step %d", self.adapter.info.main_metric, value, step)
 
     can_evaluate = evaluate_during_training and bool(self.adapter.eval_splits)
-    trainer.run(evaluate=evaluate_and_keep_best if can_evaluate else None,
-                eval_every_steps=s.eval_every_steps)
-    timing = {"seconds_per_train_step": loop_lib.seconds_per_step(trainer.step_timings),
-              "num_train_steps": num_steps}
+    trainer.run(
+        evaluate=evaluate_and_keep_best if can_evaluate else None,
+        eval_every_steps=s.eval_every_steps,
+    )
+    timing = {
+        "seconds_per_train_step": loop_lib.seconds_per_step(trainer.step_timings),
+        "num_train_steps": num_steps,
+    }
     logging.info("training: %.4f s/step", timing["seconds_per_train_step"])
     if not can_evaluate:
       return {}

@@ -53,11 +53,11 @@ import threading
 import time
 from typing import Callable, Dict, List, Optional, Tuple
 
-import tensorflow as tf
 from absl import logging
+import tensorflow as tf
 
-from recurrent_bert import model_dir as layout
 from recurrent_bert import io_utils
+from recurrent_bert import model_dir as layout
 from recurrent_bert.training import checkpoints
 from recurrent_bert.training import objectives
 
@@ -65,16 +65,17 @@ from recurrent_bert.training import objectives
 def _scalar_metadata():
   # What tensorboard's tf.summary.scalar writes, from TF's own protos: TensorBoard is
   # not a dependency, but its scalar dashboard reads these events.
-  from tensorflow.core.framework import summary_pb2  # pylint: disable=g-import-not-at-top
+  from tensorflow.core.framework import summary_pb2
+
   return summary_pb2.SummaryMetadata(
       plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"),
-      data_class=summary_pb2.DATA_CLASS_SCALAR)
+      data_class=summary_pb2.DATA_CLASS_SCALAR,
+  )
 
 
 def write_scalar(name: str, value: float, step: int) -> None:
   """A TensorBoard scalar on the default summary writer."""
-  tf.summary.write(name, tf.constant(value, tf.float32), step=step,
-                   metadata=_scalar_metadata())
+  tf.summary.write(name, tf.constant(value, tf.float32), step=step, metadata=_scalar_metadata())
 
 
 class NonFiniteLossError(RuntimeError):
@@ -95,8 +96,7 @@ class TrainingInterrupted(KeyboardInterrupt):
     reason: why the checkpoint is older than `step` (empty when it is not).
   """
 
-  def __init__(self, step: int, model_dir: str, checkpoint_step: Optional[int],
-               reason: str = ""):
+  def __init__(self, step: int, model_dir: str, checkpoint_step: Optional[int], reason: str = ""):
     super().__init__(step, model_dir, checkpoint_step, reason)
     self.step = step
     self.model_dir = model_dir
@@ -106,15 +106,18 @@ class TrainingInterrupted(KeyboardInterrupt):
   def __str__(self) -> str:
     head = f"interrupted at step {self.step}"
     if self.checkpoint_step == self.step:
-      return (f"{head}: checkpoint saved in {self.model_dir}; run the same command to "
-              "resume")
+      return f"{head}: checkpoint saved in {self.model_dir}; run the same command to " "resume"
     reason = f"{self.reason}; " if self.reason else ""
     if self.checkpoint_step is not None:
-      return (f"{head}: {reason}the last periodic checkpoint (step "
-              f"{self.checkpoint_step}) is kept in {self.model_dir}; run the same command "
-              "to resume from it")
-    return (f"{head}: {reason}no checkpoint yet in {self.model_dir}; run the same command "
-            "to start again")
+      return (
+          f"{head}: {reason}the last periodic checkpoint (step "
+          f"{self.checkpoint_step}) is kept in {self.model_dir}; run the same command "
+          "to resume from it"
+      )
+    return (
+        f"{head}: {reason}no checkpoint yet in {self.model_dir}; run the same command "
+        "to start again"
+    )
 
 
 def _num_workers(strategy: tf.distribute.Strategy) -> int:
@@ -123,8 +126,7 @@ def _num_workers(strategy: tf.distribute.Strategy) -> int:
   if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or not resolver:
     return 1
   spec = resolver.cluster_spec()
-  return max(1, sum(spec.num_tasks(job) for job in ("chief", "worker")
-                    if job in spec.jobs))
+  return max(1, sum(spec.num_tasks(job) for job in ("chief", "worker") if job in spec.jobs))
 
 
 class Throughput:
@@ -144,8 +146,7 @@ class Throughput:
   def _reset(self) -> None:
     self.steps, self.seconds, self.examples, self.tokens = 0, 0.0, 0.0, 0.0
 
-  def call_done(self, start: float, end: float, steps: int, examples: float,
-                tokens: float) -> None:
+  def call_done(self, start: float, end: float, steps: int, examples: float, tokens: float) -> None:
     """Counts a loop call that ran from `start` to `end` (the first one is left out)."""
     if self._mark is None:
       self.first_call_seconds = end - start
@@ -171,9 +172,11 @@ class Throughput:
     if not self.steps:
       return None
     seconds = max(self.seconds, 1e-9)
-    rates = {"steps_per_second": self.steps / seconds,
-             "examples_per_second": self.examples / seconds,
-             "tokens_per_second": self.tokens / seconds}
+    rates = {
+        "steps_per_second": self.steps / seconds,
+        "examples_per_second": self.examples / seconds,
+        "tokens_per_second": self.tokens / seconds,
+    }
     self._reset()
     return rates
 
@@ -205,14 +208,28 @@ class TrainingLoop:
   one of training/objectives.py.
   """
 
-  def __init__(self, strategy: tf.distribute.Strategy, model, optimizer,
-               dataset_fn: Callable[[tf.distribute.InputContext, int], tf.data.Dataset],
-               objective, *, model_dir: str, global_batch_size: int, num_train_steps: int,
-               steps_per_loop: int = 100, save_checkpoints_steps: int = 1000,
-               keep_checkpoint_max: int = 5, log_steps: int = 100, clip_norm: float = 1.0,
-               jit_compile: bool = False, loss_scaling: bool = False,
-               is_chief: bool = True, worker_id: int = 0,
-               gradient_accumulation_steps: int = 1):
+  def __init__(
+      self,
+      strategy: tf.distribute.Strategy,
+      model,
+      optimizer,
+      dataset_fn: Callable[[tf.distribute.InputContext, int], tf.data.Dataset],
+      objective,
+      *,
+      model_dir: str,
+      global_batch_size: int,
+      num_train_steps: int,
+      steps_per_loop: int = 100,
+      save_checkpoints_steps: int = 1000,
+      keep_checkpoint_max: int = 5,
+      log_steps: int = 100,
+      clip_norm: float = 1.0,
+      jit_compile: bool = False,
+      loss_scaling: bool = False,
+      is_chief: bool = True,
+      worker_id: int = 0,
+      gradient_accumulation_steps: int = 1,
+  ):
     self.strategy = strategy
     self.model = model
     self.optimizer = optimizer
@@ -229,34 +246,47 @@ class TrainingLoop:
     self.is_chief = is_chief
     self.objective = objective
     if gradient_accumulation_steps < 1:
-      raise ValueError(f"gradient_accumulation_steps must be >= 1, got "
-                       f"{gradient_accumulation_steps}")
+      raise ValueError(
+          f"gradient_accumulation_steps must be >= 1, got " f"{gradient_accumulation_steps}"
+      )
     self.accumulation_steps = gradient_accumulation_steps
     with strategy.scope():
       self.global_step = tf.Variable(
-          0, dtype=tf.int64, trainable=False, name="global_step",
-          aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+          0,
+          dtype=tf.int64,
+          trainable=False,
+          name="global_step",
+          aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+      )
 
     # The default strategy hands out a plain (trackable) tf.data iterator.
     probe = strategy.distribute_datasets_from_function(lambda ctx: tf.data.Dataset.range(1))
     self.iterator_in_checkpoint = isinstance(iter(probe), tf.data.Iterator)
     self._iterator = None
-    state = dict(model=checkpoints.variables_by_path(model, include_rng_state=True),
-                 optimizer=optimizer,
-                 global_step=self.global_step)
+    state = dict(
+        model=checkpoints.variables_by_path(model, include_rng_state=True),
+        optimizer=optimizer,
+        global_step=self.global_step,
+    )
     if self.iterator_in_checkpoint:
       self._iterator = self._make_iterator(skip_steps=0)
       state["iterator"] = self._iterator
     self.checkpoint = tf.train.Checkpoint(**state)
     # Every MultiWorkerMirrored worker must take part in saving; only the chief's copy
     # is kept, the others write to a scratch directory they delete.
-    self._checkpoint_dir = (model_dir if is_chief else
-                            os.path.join(model_dir, layout.SCRATCH_DIR, f"worker_{worker_id}"))
-    self.manager = tf.train.CheckpointManager(self.checkpoint, self._checkpoint_dir,
-                                              max_to_keep=keep_checkpoint_max)
+    self._checkpoint_dir = (
+        model_dir
+        if is_chief
+        else os.path.join(model_dir, layout.SCRATCH_DIR, f"worker_{worker_id}")
+    )
+    self.manager = tf.train.CheckpointManager(
+        self.checkpoint, self._checkpoint_dir, max_to_keep=keep_checkpoint_max
+    )
     self.summary_writer = (
         tf.summary.create_file_writer(os.path.join(model_dir, layout.TRAIN_EVENTS_DIR))
-        if is_chief else tf.summary.create_noop_writer())
+        if is_chief
+        else tf.summary.create_noop_writer()
+    )
     # (steps, seconds) of each loop call of `run`; the first includes tracing.
     self.step_timings: List[Tuple[int, float]] = []
     # A checkpoint save is collective: one worker alone cannot save on Ctrl-C.
@@ -264,18 +294,19 @@ class TrainingLoop:
     self._stop_requested = False
     self._saved_step: Optional[int] = None  # of the latest checkpoint (None: none)
     self._train_loop = tf.function(self._train_loop_fn)
-    self._forward_backward = tf.function(self._forward_backward_fn,
-                                         jit_compile=jit_compile)
+    self._forward_backward = tf.function(self._forward_backward_fn, jit_compile=jit_compile)
 
   # -- input --------------------------------------------------------------------------
 
   def _make_iterator(self, skip_steps: int):
     def dataset_fn(input_context):
       # Each step takes N micro-batches per replica; a pipeline feeds this many replicas.
-      replicas_per_pipeline = max(1, self.strategy.num_replicas_in_sync //
-                                  input_context.num_input_pipelines)
-      return self.dataset_fn(input_context,
-                             skip_steps * self.accumulation_steps * replicas_per_pipeline)
+      replicas_per_pipeline = max(
+          1, self.strategy.num_replicas_in_sync // input_context.num_input_pipelines
+      )
+      return self.dataset_fn(
+          input_context, skip_steps * self.accumulation_steps * replicas_per_pipeline
+      )
 
     options = tf.distribute.InputOptions(experimental_fetch_to_device=True)
     return iter(self.strategy.distribute_datasets_from_function(dataset_fn, options))
@@ -318,15 +349,21 @@ class TrainingLoop:
     def body(i, loss, sums, accumulated):
       batch = tf.nest.map_structure(lambda x: x[i], rest)
       micro_loss, micro_sums, micro_grads = self._forward_backward(batch, global_normalizers)
-      return (i + 1, loss + micro_loss,
-              {k: sums[k] + micro_sums[k] for k in sums},
-              [a + micro_grads[j] for a, j in zip(accumulated, present)])
+      return (
+          i + 1,
+          loss + micro_loss,
+          {k: sums[k] + micro_sums[k] for k in sums},
+          [a + micro_grads[j] for a, j in zip(accumulated, present)],
+      )
 
     # parallel_iterations=1: the next micro-batch starts when this one's gradients are
     # summed, which bounds memory to one micro-batch's activations.
     _, loss, sums, accumulated = tf.while_loop(
-        lambda i, *_: i < len(micro_batches) - 1, body,
-        (tf.constant(0), loss, sums, [grads[j] for j in present]), parallel_iterations=1)
+        lambda i, *_: i < len(micro_batches) - 1,
+        body,
+        (tf.constant(0), loss, sums, [grads[j] for j in present]),
+        parallel_iterations=1,
+    )
     grads = list(grads)
     for j, g in zip(present, accumulated):
       grads[j] = g
@@ -363,13 +400,17 @@ class TrainingLoop:
     """
     stat_names = self.objective.stat_names
     totals = {name: tf.constant(0.0) for name in stat_names}
-    step_values = {k: tf.TensorArray(tf.float32, size=num_steps)
-                   for k in ("loss", *self.objective.step_value_names)}
+    step_values = {
+        k: tf.TensorArray(tf.float32, size=num_steps)
+        for k in ("loss", *self.objective.step_value_names)
+    }
     for i in tf.range(num_steps):
       micro_batches = [next(iterator) for _ in range(self.accumulation_steps)]
       per_replica = self.strategy.run(self._replica_step, args=(micro_batches,))
-      reduced = {k: self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
-                 for k, v in per_replica.items()}
+      reduced = {
+          k: self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
+          for k, v in per_replica.items()
+      }
       step_values = {k: array.write(i, reduced[k]) for k, array in step_values.items()}
       totals = {name: totals[name] + reduced[name] for name in stat_names}
       self.global_step.assign_add(1)
@@ -395,12 +436,17 @@ class TrainingLoop:
 
   def _learning_rate(self, step: int) -> float:
     inner = getattr(self.optimizer, "inner_optimizer", self.optimizer)
-    schedule = inner._learning_rate  # pylint: disable=protected-access
+    schedule = inner._learning_rate
     return float(schedule(step)) if callable(schedule) else float(schedule)
 
-  def _log_progress(self, step: int, sums: Dict[str, float], num_steps: int,
-                    rates: Optional[Dict[str, float]],
-                    first_call_seconds: Optional[float] = None) -> None:
+  def _log_progress(
+      self,
+      step: int,
+      sums: Dict[str, float],
+      num_steps: int,
+      rates: Optional[Dict[str, float]],
+      first_call_seconds: Optional[float] = None,
+  ) -> None:
     """The progress line and summaries of the `num_steps` steps ending at `step`.
 
     `rates` (see `Throughput`) is None when only the first, tracing call ran since the
@@ -408,16 +454,23 @@ class TrainingLoop:
     """
     summary = self.objective.summarize(sums, num_steps)
     learning_rate = self._learning_rate(step)
-    parts = [f"step {step}/{self.num_train_steps}",
-             *self.objective.progress_fields(summary), f"lr={learning_rate:.1e}"]
+    parts = [
+        f"step {step}/{self.num_train_steps}",
+        *self.objective.progress_fields(summary),
+        f"lr={learning_rate:.1e}",
+    ]
     if rates:
       eta = (self.num_train_steps - step) / rates["steps_per_second"]
-      parts += [f"{rates['steps_per_second']:.1f} steps/s",
-                f"{rates['examples_per_second']:.0f} ex/s", f"ETA {format_duration(eta)}"]
+      parts += [
+          f"{rates['steps_per_second']:.1f} steps/s",
+          f"{rates['examples_per_second']:.0f} ex/s",
+          f"ETA {format_duration(eta)}",
+      ]
     else:
       later = "; ETA from the next log" if step < self.num_train_steps else ""
-      parts.append(f"(first call, with compilation: "
-                   f"{format_duration(first_call_seconds or 0.0)}{later})")
+      parts.append(
+          f"(first call, with compilation: " f"{format_duration(first_call_seconds or 0.0)}{later})"
+      )
     logging.info(" ".join(parts))
     scalars = dict(summary, learning_rate=learning_rate, **(rates or {}))
     with self.summary_writer.as_default():
@@ -435,8 +488,7 @@ class TrainingLoop:
     if self._iterator is None:
       self._iterator = self._make_iterator(skip_steps=int(self.global_step.numpy()))
     sums, values = self._train_loop(self._iterator, tf.constant(num_steps, tf.int32))
-    return ({k: float(v) for k, v in sums.items()},
-            {k: v.numpy() for k, v in values.items()})
+    return ({k: float(v) for k, v in sums.items()}, {k: v.numpy() for k, v in values.items()})
 
   # -- Ctrl-C -------------------------------------------------------------------------
 
@@ -451,11 +503,15 @@ class TrainingLoop:
       raise KeyboardInterrupt  # the second Ctrl-C: stop now, without saving
     self._stop_requested = True
     if self._num_workers > 1:
-      logging.warning("Ctrl-C: stopping after the current loop call, without saving (a "
-                      "save needs every worker); the last periodic checkpoint is kept")
+      logging.warning(
+          "Ctrl-C: stopping after the current loop call, without saving (a "
+          "save needs every worker); the last periodic checkpoint is kept"
+      )
     else:
-      logging.warning("Ctrl-C: stopping after the current loop call to save a checkpoint "
-                      "(Ctrl-C again stops at once, without saving)")
+      logging.warning(
+          "Ctrl-C: stopping after the current loop call to save a checkpoint "
+          "(Ctrl-C again stops at once, without saving)"
+      )
 
   @contextlib.contextmanager
   def _stop_between_calls_on_sigint(self):
@@ -474,8 +530,11 @@ class TrainingLoop:
     # way. Not ours to change: a signal the process was started with ignored (nohup,
     # `&` in a script) stays ignored, an embedding program keeps its own handler.
     ours = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
-    previous = {signum: signal.signal(signum, self._on_sigint)
-                for signum, default in ours.items() if signal.getsignal(signum) is default}
+    previous = {
+        signum: signal.signal(signum, self._on_sigint)
+        for signum, default in ours.items()
+        if signal.getsignal(signum) is default
+    }
     try:
       yield
     finally:
@@ -496,8 +555,9 @@ class TrainingLoop:
 
   # -- the loop -----------------------------------------------------------------------
 
-  def run(self, evaluate: Optional[Callable[[int], None]] = None,
-          eval_every_steps: int = 0) -> Dict[str, float]:
+  def run(
+      self, evaluate: Optional[Callable[[int], None]] = None, eval_every_steps: int = 0
+  ) -> Dict[str, float]:
     """Trains from the latest checkpoint (if any) to num_train_steps.
 
     Args:
@@ -523,8 +583,9 @@ class TrainingLoop:
         raise
       except KeyboardInterrupt:
         # A second Ctrl-C, anywhere: a re-run resumes from the last finished save.
-        raise TrainingInterrupted(completed[0], self.model_dir, self._saved_step,
-                                  "stopped at once, not saved") from None
+        raise TrainingInterrupted(
+            completed[0], self.model_dir, self._saved_step, "stopped at once, not saved"
+        ) from None
 
   def _run(self, evaluate, eval_every_steps, completed: List[int]) -> Dict[str, float]:
     self.restore()
@@ -554,25 +615,33 @@ class TrainingLoop:
       if step >= self.num_train_steps:
         break
       # A loop ends at the next log, checkpoint, evaluation or final step.
-      boundaries = [self.num_train_steps, step + self.steps_per_loop,
-                    (step // self.log_steps + 1) * self.log_steps,
-                    (step // self.save_checkpoints_steps + 1) * self.save_checkpoints_steps]
+      boundaries = [
+          self.num_train_steps,
+          step + self.steps_per_loop,
+          (step // self.log_steps + 1) * self.log_steps,
+          (step // self.save_checkpoints_steps + 1) * self.save_checkpoints_steps,
+      ]
       if eval_every:
         boundaries.append((step // eval_every + 1) * eval_every)
       num_steps = min(boundaries) - step
       if not self.step_timings:
-        logging.info("compiling the training loop (its first call traces it; rates and "
-                     "ETA are measured from the end of that call)...")
+        logging.info(
+            "compiling the training loop (its first call traces it; rates and "
+            "ETA are measured from the end of that call)..."
+        )
       call_start = time.perf_counter()
       sums, values = self.train_steps(num_steps)
       call_end = time.perf_counter()
       self.step_timings.append((num_steps, call_end - call_start))
-      throughput.call_done(call_start, call_end, num_steps, sums["num_examples"],
-                           sums["num_tokens"])
+      throughput.call_done(
+          call_start, call_end, num_steps, sums["num_examples"], sums["num_tokens"]
+      )
       losses = values["loss"]
       if log_metrics:
-        rows = [{"step": step + i + 1, **{k: float(v[i]) for k, v in values.items()}}
-                for i in range(num_steps)]
+        rows = [
+            {"step": step + i + 1, **{k: float(v[i]) for k, v in values.items()}}
+            for i in range(num_steps)
+        ]
         with tf.io.gfile.GFile(metrics_path, "a") as f:
           f.write("".join(json.dumps(row) + "\n" for row in rows))
       bad = [i for i, loss in enumerate(losses) if not math.isfinite(loss)]
@@ -581,7 +650,8 @@ class TrainingLoop:
             f"loss is {losses[bad[0]]} at step {step + bad[0] + 1}; stopping without "
             f"saving. The last good checkpoint is kept: "
             f"{tf.train.latest_checkpoint(self.model_dir) or 'none (no checkpoint yet)'}. "
-            "Try a lower --learning_rate, more --warmup_steps or a smaller --clip_norm.")
+            "Try a lower --learning_rate, more --warmup_steps or a smaller --clip_norm."
+        )
       step += num_steps
       completed[0] = step
       for name in interval_sums:
@@ -589,14 +659,16 @@ class TrainingLoop:
       interval_steps += num_steps
       if step % self.log_steps == 0 or step == self.num_train_steps:
         last_summary = self.objective.summarize(interval_sums, interval_steps)
-        self._log_progress(step, interval_sums, interval_steps, throughput.take(),
-                           throughput.first_call_seconds)
+        self._log_progress(
+            step, interval_sums, interval_steps, throughput.take(), throughput.first_call_seconds
+        )
         interval_sums = {name: 0.0 for name in stat_names}
         interval_steps = 0
       if step % self.save_checkpoints_steps == 0 or step == self.num_train_steps:
         self._save()
-      if evaluate is not None and (step == self.num_train_steps or
-                                   (eval_every and step % eval_every == 0)):
+      if evaluate is not None and (
+          step == self.num_train_steps or (eval_every and step % eval_every == 0)
+      ):
         evaluate(step)
         throughput.skip_until(time.perf_counter())  # evaluation is not training time
     return last_summary
@@ -613,6 +685,11 @@ class PretrainingLoop(TrainingLoop):
   """The loop with the pretraining objective (MLM, + NSP when the model has it)."""
 
   def __init__(self, strategy, model, optimizer, dataset_fn, **kwargs):
-    super().__init__(strategy, model, optimizer, dataset_fn,
-                     objectives.PretrainingObjective(getattr(model, "use_nsp", False)),
-                     **kwargs)
+    super().__init__(
+        strategy,
+        model,
+        optimizer,
+        dataset_fn,
+        objectives.PretrainingObjective(getattr(model, "use_nsp", False)),
+        **kwargs,
+    )

@@ -13,12 +13,20 @@ from typing import Dict, Optional
 
 import tensorflow as tf
 
-STAT_NAMES = ("mlm_loss_sum", "mlm_weight_sum", "mlm_correct", "nsp_loss_sum",
-              "nsp_correct", "num_examples", "num_tokens")
+STAT_NAMES = (
+    "mlm_loss_sum",
+    "mlm_weight_sum",
+    "mlm_correct",
+    "nsp_loss_sum",
+    "nsp_correct",
+    "num_examples",
+    "num_tokens",
+)
 
 
-def masked_lm_sums(mlm_logits: tf.Tensor, masked_lm_ids: tf.Tensor,
-                   masked_lm_weights: tf.Tensor) -> Dict[str, tf.Tensor]:
+def masked_lm_sums(
+    mlm_logits: tf.Tensor, masked_lm_ids: tf.Tensor, masked_lm_weights: tf.Tensor
+) -> Dict[str, tf.Tensor]:
   """Weighted MLM cross-entropy and accuracy, as sums.
 
   Args:
@@ -34,15 +42,17 @@ def masked_lm_sums(mlm_logits: tf.Tensor, masked_lm_ids: tf.Tensor,
   ids = tf.cast(masked_lm_ids, tf.int32)
   weights = tf.cast(masked_lm_weights, tf.float32)
   cross_entropy = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=logits)
-  correct = tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), ids),
-                    tf.float32)
-  return {"mlm_loss_sum": tf.reduce_sum(weights * cross_entropy),
-          "mlm_weight_sum": tf.reduce_sum(weights),
-          "mlm_correct": tf.reduce_sum(weights * correct)}
+  correct = tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), ids), tf.float32)
+  return {
+      "mlm_loss_sum": tf.reduce_sum(weights * cross_entropy),
+      "mlm_weight_sum": tf.reduce_sum(weights),
+      "mlm_correct": tf.reduce_sum(weights * correct),
+  }
 
 
-def next_sentence_sums(nsp_logits: tf.Tensor, labels: tf.Tensor,
-                       example_weights: Optional[tf.Tensor] = None) -> Dict[str, tf.Tensor]:
+def next_sentence_sums(
+    nsp_logits: tf.Tensor, labels: tf.Tensor, example_weights: Optional[tf.Tensor] = None
+) -> Dict[str, tf.Tensor]:
   """NSP cross-entropy and accuracy sums.
 
   Args:
@@ -54,27 +64,27 @@ def next_sentence_sums(nsp_logits: tf.Tensor, labels: tf.Tensor,
   logits = tf.cast(nsp_logits, tf.float32)
   labels = tf.cast(tf.reshape(labels, [-1]), tf.int32)
   cross_entropy = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
-  correct = tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), labels),
-                    tf.float32)
+  correct = tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), labels), tf.float32)
   if example_weights is not None:
     cross_entropy *= example_weights
     correct *= example_weights
   return {"nsp_loss_sum": tf.reduce_sum(cross_entropy), "nsp_correct": tf.reduce_sum(correct)}
 
 
-def pretraining_sums(batch: Dict[str, tf.Tensor], outputs: Dict[str, tf.Tensor]
-                     ) -> Dict[str, tf.Tensor]:
+def pretraining_sums(
+    batch: Dict[str, tf.Tensor], outputs: Dict[str, tf.Tensor]
+) -> Dict[str, tf.Tensor]:
   """All STAT_NAMES sums of one (per-replica) batch; NSP terms are 0 without NSP.
 
   A batch with float32 [B] `example_weights` (evaluation's padded batches) counts only
   the rows of weight 1 in num_examples and the NSP sums.
   """
   example_weights = batch.get("example_weights")
-  sums = masked_lm_sums(outputs["mlm_logits"], batch["masked_lm_ids"],
-                        batch["masked_lm_weights"])
+  sums = masked_lm_sums(outputs["mlm_logits"], batch["masked_lm_ids"], batch["masked_lm_weights"])
   if "nsp_logits" in outputs:
-    sums.update(next_sentence_sums(outputs["nsp_logits"], batch["next_sentence_labels"],
-                                   example_weights))
+    sums.update(
+        next_sentence_sums(outputs["nsp_logits"], batch["next_sentence_labels"], example_weights)
+    )
   else:
     sums.update(nsp_loss_sum=tf.constant(0.0), nsp_correct=tf.constant(0.0))
   if example_weights is None:
@@ -91,10 +101,14 @@ def summarize(sums: Dict[str, float], num_steps: int, use_nsp: bool) -> Dict[str
   The MLM loss is the mean over steps of each step's weighted mean, approximated here by
   the pooled weighted mean (equal when every step has the same number of predictions).
   """
+
   def ratio(a, b):
     return float(a) / float(b) if b else 0.0
-  out = {"mlm_loss": ratio(sums["mlm_loss_sum"], sums["mlm_weight_sum"]),
-         "mlm_accuracy": ratio(sums["mlm_correct"], sums["mlm_weight_sum"])}
+
+  out = {
+      "mlm_loss": ratio(sums["mlm_loss_sum"], sums["mlm_weight_sum"]),
+      "mlm_accuracy": ratio(sums["mlm_correct"], sums["mlm_weight_sum"]),
+  }
   if use_nsp:
     out["nsp_loss"] = ratio(sums["nsp_loss_sum"], sums["num_examples"])
     out["nsp_accuracy"] = ratio(sums["nsp_correct"], sums["num_examples"])

@@ -49,8 +49,10 @@ class PretrainingObjective:
     return {k: batch[k] for k in (*ENCODER_INPUT_NAMES, "masked_lm_positions")}
 
   def normalizers(self, batch: Tensors) -> Tensors:
-    return {"mlm_weight": tf.reduce_sum(batch["masked_lm_weights"]),
-            "examples": _num_examples(batch)}
+    return {
+        "mlm_weight": tf.reduce_sum(batch["masked_lm_weights"]),
+        "examples": _num_examples(batch),
+    }
 
   def sums(self, batch: Tensors, outputs: Tensors) -> Tensors:
     return metric_sums.pretraining_sums(batch, outputs)
@@ -92,9 +94,12 @@ class _ExampleMeanObjective:
 
   def sums(self, batch: Tensors, outputs) -> Tensors:
     losses, correct = self.example_losses_and_correct(batch, outputs)
-    return {"loss_sum": tf.reduce_sum(losses), "correct": tf.reduce_sum(correct),
-            "num_examples": _num_examples(batch),
-            "num_tokens": tf.reduce_sum(tf.cast(batch["input_mask"], tf.float32))}
+    return {
+        "loss_sum": tf.reduce_sum(losses),
+        "correct": tf.reduce_sum(correct),
+        "num_examples": _num_examples(batch),
+        "num_tokens": tf.reduce_sum(tf.cast(batch["input_mask"], tf.float32)),
+    }
 
   def loss(self, sums: Tensors, normalizers: Tensors) -> tf.Tensor:
     return sums["loss_sum"] / tf.maximum(normalizers["examples"], 1.0)
@@ -103,8 +108,10 @@ class _ExampleMeanObjective:
     return {}
 
   def summarize(self, sums: Dict[str, float], num_steps: int) -> Dict[str, float]:
-    return {"loss": _ratio(sums["loss_sum"], sums["num_examples"]),
-            "train_accuracy": _ratio(sums["correct"], sums["num_examples"])}
+    return {
+        "loss": _ratio(sums["loss_sum"], sums["num_examples"]),
+        "train_accuracy": _ratio(sums["correct"], sums["num_examples"]),
+    }
 
   def progress_fields(self, summary: Dict[str, float]) -> List[str]:
     return [f"loss={summary['loss']:.4f}", f"train_acc={summary['train_accuracy']:.2f}"]
@@ -144,8 +151,7 @@ class SpanObjective(_ExampleMeanObjective):
     for name in ("start", "end"):
       labels = tf.cast(batch[f"{name}_positions"], tf.int32)
       logits = tf.cast(outputs[f"{name}_logits"], tf.float32)
-      losses.append(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
-                                                                   logits=logits))
+      losses.append(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
       correct.append(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), labels))
     both = tf.logical_and(correct[0], correct[1])
     return (losses[0] + losses[1]) / 2.0, tf.cast(both, tf.float32)

@@ -39,10 +39,10 @@ DECAY_SCHEDULES = ("linear", "polynomial", "cosine", "constant")
 
 # Matched against a variable's full path (e.g. "block_0/swish_rnn/alpha").
 _NO_DECAY_PATTERNS = (
-    r"(^|/)[a-z_]*layer_norm/(gamma|beta)$",               # every LayerNormalization
-    r"(^|/)[a-z_]*bias$",                                  # bias, output_bias, state_bias, ...
-    r"(^|/)bias_table$",                                   # T5 relative attention bias
-    r"/swish_rnn/(alpha|beta)$",                           # SwishRNN gate parameters
+    r"(^|/)[a-z_]*layer_norm/(gamma|beta)$",  # every LayerNormalization
+    r"(^|/)[a-z_]*bias$",  # bias, output_bias, state_bias, ...
+    r"(^|/)bias_table$",  # T5 relative attention bias
+    r"/swish_rnn/(alpha|beta)$",  # SwishRNN gate parameters
 )
 _NO_DECAY_RE = re.compile("|".join(_NO_DECAY_PATTERNS))
 
@@ -60,20 +60,28 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
   Tensor; the result is a float32 scalar.
   """
 
-  def __init__(self, peak_learning_rate: float, warmup_steps: int, decay_steps: int,
-               end_learning_rate: float = 0.0, decay_schedule: str = "linear",
-               decay_power: float = 1.0):
+  def __init__(
+      self,
+      peak_learning_rate: float,
+      warmup_steps: int,
+      decay_steps: int,
+      end_learning_rate: float = 0.0,
+      decay_schedule: str = "linear",
+      decay_power: float = 1.0,
+  ):
     """Args:
-      peak_learning_rate: η, reached at step `warmup_steps`.
-      warmup_steps: W >= 0 (0 = no warmup).
-      decay_steps: N, the total number of training steps (N > W).
-      end_learning_rate: η_end, the rate at and after step N.
-      decay_schedule: one of DECAY_SCHEDULES.
-      decay_power: p of the polynomial schedule (> 0).
+    peak_learning_rate: η, reached at step `warmup_steps`.
+    warmup_steps: W >= 0 (0 = no warmup).
+    decay_steps: N, the total number of training steps (N > W).
+    end_learning_rate: η_end, the rate at and after step N.
+    decay_schedule: one of DECAY_SCHEDULES.
+    decay_power: p of the polynomial schedule (> 0).
     """
     if warmup_steps < 0 or decay_steps <= warmup_steps:
-      raise ValueError(f"need 0 <= warmup_steps < num_train_steps, got warmup_steps="
-                       f"{warmup_steps}, num_train_steps={decay_steps}")
+      raise ValueError(
+          f"need 0 <= warmup_steps < num_train_steps, got warmup_steps="
+          f"{warmup_steps}, num_train_steps={decay_steps}"
+      )
     if decay_schedule not in DECAY_SCHEDULES:
       raise ValueError(f"decay_schedule={decay_schedule!r}: choose one of {DECAY_SCHEDULES}")
     if decay_power <= 0:
@@ -105,18 +113,28 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
     return tf.where(step < warmup, warming, decaying)
 
   def get_config(self):
-    return {"peak_learning_rate": self.peak_learning_rate,
-            "warmup_steps": self.warmup_steps, "decay_steps": self.decay_steps,
-            "end_learning_rate": self.end_learning_rate,
-            "decay_schedule": self.decay_schedule, "decay_power": self.decay_power}
+    return {
+        "peak_learning_rate": self.peak_learning_rate,
+        "warmup_steps": self.warmup_steps,
+        "decay_steps": self.decay_steps,
+        "end_learning_rate": self.end_learning_rate,
+        "decay_schedule": self.decay_schedule,
+        "decay_power": self.decay_power,
+    }
 
 
 @keras.saving.register_keras_serializable(package="recurrent_bert")
 class WarmupLinearDecay(WarmupDecay):
   """BERT's schedule: `WarmupDecay` with linear decay (kept for existing callers)."""
 
-  def __init__(self, peak_learning_rate: float, warmup_steps: int, decay_steps: int,
-               end_learning_rate: float = 0.0, **unused_config):
+  def __init__(
+      self,
+      peak_learning_rate: float,
+      warmup_steps: int,
+      decay_steps: int,
+      end_learning_rate: float = 0.0,
+      **unused_config,
+  ):
     super().__init__(peak_learning_rate, warmup_steps, decay_steps, end_learning_rate)
 
 
@@ -143,11 +161,17 @@ class Lamb(keras.optimizers.Optimizer):
       the training loop does both on the all-reduced gradient.
   """
 
-  def __init__(self, learning_rate=1e-3, beta_1: float = 0.9, beta_2: float = 0.999,
-               epsilon: float = 1e-6, weight_decay: float = 0.01, name: str = "lamb",
-               **kwargs):
-    super().__init__(learning_rate=learning_rate, weight_decay=weight_decay, name=name,
-                     **kwargs)
+  def __init__(
+      self,
+      learning_rate=1e-3,
+      beta_1: float = 0.9,
+      beta_2: float = 0.999,
+      epsilon: float = 1e-6,
+      weight_decay: float = 0.01,
+      name: str = "lamb",
+      **kwargs,
+  ):
+    super().__init__(learning_rate=learning_rate, weight_decay=weight_decay, name=name, **kwargs)
     self.beta_1 = beta_1
     self.beta_2 = beta_2
     self.epsilon = epsilon
@@ -157,7 +181,8 @@ class Lamb(keras.optimizers.Optimizer):
       return
     super().build(var_list)
     self._momentums, self._velocities = self.add_optimizer_variables(
-        var_list, ["momentum", "velocity"])
+        var_list, ["momentum", "velocity"]
+    )
 
   def _apply_weight_decay(self, variables):
     # The base class would decay before the update (AdamW's way); in LAMB the decay
@@ -173,8 +198,7 @@ class Lamb(keras.optimizers.Optimizer):
     index = self._get_variable_index(variable)
     m, v = self._momentums[index], self._velocities[index]
     self.assign_add(m, ops.multiply(ops.subtract(gradient, m), 1.0 - self.beta_1))
-    self.assign_add(v, ops.multiply(ops.subtract(ops.square(gradient), v),
-                                    1.0 - self.beta_2))
+    self.assign_add(v, ops.multiply(ops.subtract(ops.square(gradient), v), 1.0 - self.beta_2))
     m_hat = ops.divide(m, 1.0 - ops.power(ops.cast(self.beta_1, dtype), t))
     v_hat = ops.divide(v, 1.0 - ops.power(ops.cast(self.beta_2, dtype), t))
     update = ops.divide(m_hat, ops.add(ops.sqrt(v_hat), self.epsilon))
@@ -184,9 +208,11 @@ class Lamb(keras.optimizers.Optimizer):
       weight_norm = ops.sqrt(ops.sum(ops.square(variable)))
       update_norm = ops.sqrt(ops.sum(ops.square(update)))
       both_positive = ops.logical_and(weight_norm > 0, update_norm > 0)
-      trust_ratio = ops.where(both_positive,
-                              ops.divide(weight_norm, ops.maximum(update_norm, 1e-30)),
-                              ops.ones_like(weight_norm))
+      trust_ratio = ops.where(
+          both_positive,
+          ops.divide(weight_norm, ops.maximum(update_norm, 1e-30)),
+          ops.ones_like(weight_norm),
+      )
       update = ops.multiply(update, trust_ratio)
     self.assign_sub(variable, ops.multiply(lr, update))
 
@@ -196,12 +222,22 @@ class Lamb(keras.optimizers.Optimizer):
     return config
 
 
-def create_optimizer(trainable_variables: Iterable, *, learning_rate: float,
-                     num_train_steps: int, warmup_steps: int, end_learning_rate: float = 0.0,
-                     weight_decay: float = 0.01, beta_1: float = 0.9, beta_2: float = 0.999,
-                     epsilon: float = 1e-6, loss_scaling: bool = False,
-                     optimizer: str = "adamw", decay_schedule: str = "linear",
-                     decay_power: float = 1.0):
+def create_optimizer(
+    trainable_variables: Iterable,
+    *,
+    learning_rate: float,
+    num_train_steps: int,
+    warmup_steps: int,
+    end_learning_rate: float = 0.0,
+    weight_decay: float = 0.01,
+    beta_1: float = 0.9,
+    beta_2: float = 0.999,
+    epsilon: float = 1e-6,
+    loss_scaling: bool = False,
+    optimizer: str = "adamw",
+    decay_schedule: str = "linear",
+    decay_power: float = 1.0,
+):
   """AdamW or LAMB on `WarmupDecay`, with the weight-decay exclusions, built.
 
   Call under the strategy's scope: the slots are created here (built eagerly so a
@@ -222,13 +258,20 @@ def create_optimizer(trainable_variables: Iterable, *, learning_rate: float,
   if optimizer not in OPTIMIZERS:
     raise ValueError(f"--optimizer={optimizer!r}: choose one of {OPTIMIZERS}")
   variables: List = list(trainable_variables)
-  schedule = WarmupDecay(learning_rate, warmup_steps, num_train_steps, end_learning_rate,
-                         decay_schedule, decay_power)
+  schedule = WarmupDecay(
+      learning_rate, warmup_steps, num_train_steps, end_learning_rate, decay_schedule, decay_power
+  )
   optimizer_class = keras.optimizers.AdamW if optimizer == "adamw" else Lamb
-  result = optimizer_class(learning_rate=schedule, weight_decay=weight_decay,
-                           beta_1=beta_1, beta_2=beta_2, epsilon=epsilon)
+  result = optimizer_class(
+      learning_rate=schedule,
+      weight_decay=weight_decay,
+      beta_1=beta_1,
+      beta_2=beta_2,
+      epsilon=epsilon,
+  )
   result.exclude_from_weight_decay(
-      var_list=[v for v in variables if excluded_from_weight_decay(v.path)])
+      var_list=[v for v in variables if excluded_from_weight_decay(v.path)]
+  )
   if loss_scaling:
     result = keras.optimizers.LossScaleOptimizer(result)
   result.build(variables)

@@ -50,13 +50,20 @@ class PretrainingEvaluator:
     jit_compile: compile the per-replica step with XLA.
   """
 
-  def __init__(self, strategy: tf.distribute.Strategy, model,
-               data_config: PretrainingDataConfig, global_batch_size: int,
-               max_eval_steps: int = 0, jit_compile: bool = False):
+  def __init__(
+      self,
+      strategy: tf.distribute.Strategy,
+      model,
+      data_config: PretrainingDataConfig,
+      global_batch_size: int,
+      max_eval_steps: int = 0,
+      jit_compile: bool = False,
+  ):
     replicas = strategy.num_replicas_in_sync
     if global_batch_size % replicas:
-      raise ValueError(f"eval batch size {global_batch_size} is not a multiple of the "
-                       f"{replicas} replicas")
+      raise ValueError(
+          f"eval batch size {global_batch_size} is not a multiple of the " f"{replicas} replicas"
+      )
     self.strategy = strategy
     self.model = model
     self.data_config = data_config
@@ -68,7 +75,8 @@ class PretrainingEvaluator:
       raise ValueError(f"the eval files hold no records: {list(data_config.input_files)}")
     # Input pipelines (one per worker or host) never outnumber the replicas.
     self.num_steps = pretraining_dataset.eval_steps(
-        self.num_records, global_batch_size, replicas, max_eval_steps)
+        self.num_records, global_batch_size, replicas, max_eval_steps
+    )
     self._replica_step = tf.function(self._forward_sums, jit_compile=jit_compile)
     self._eval_fn = tf.function(self._eval_loop)
 
@@ -80,17 +88,25 @@ class PretrainingEvaluator:
     totals = {name: tf.constant(0.0) for name in metric_sums.STAT_NAMES}
     for _ in tf.range(self.num_steps):
       per_replica = self.strategy.run(self._replica_step, args=(next(iterator),))
-      totals = {name: totals[name] + self.strategy.reduce(
-          tf.distribute.ReduceOp.SUM, per_replica[name], axis=None) for name in totals}
+      totals = {
+          name: totals[name]
+          + self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica[name], axis=None)
+          for name in totals
+      }
     return totals
 
   def _dataset_fn(self, input_context: tf.distribute.InputContext) -> tf.data.Dataset:
     batch = input_context.get_per_replica_batch_size(self.global_batch_size)
-    replicas_per_pipeline = max(1, self.strategy.num_replicas_in_sync //
-                                input_context.num_input_pipelines)
+    replicas_per_pipeline = max(
+        1, self.strategy.num_replicas_in_sync // input_context.num_input_pipelines
+    )
     return pretraining_dataset.make_eval_dataset(
-        self.data_config, batch, self.num_steps * replicas_per_pipeline,
-        input_context.input_pipeline_id, input_context.num_input_pipelines)
+        self.data_config,
+        batch,
+        self.num_steps * replicas_per_pipeline,
+        input_context.input_pipeline_id,
+        input_context.num_input_pipelines,
+    )
 
   def evaluate_sums(self) -> Dict[str, float]:
     """The STAT_NAMES sums over the eval set (every worker must call it)."""
@@ -111,14 +127,16 @@ class PretrainingEvaluator:
 def restore_for_eval(model, checkpoint: str) -> int:
   """Loads a training checkpoint's model weights (not the optimizer); returns its step."""
   global_step = tf.Variable(0, dtype=tf.int64, name="global_step")
-  status = tf.train.Checkpoint(model=checkpoints.variables_by_path(model),
-                               global_step=global_step).read(checkpoint)
+  status = tf.train.Checkpoint(
+      model=checkpoints.variables_by_path(model), global_step=global_step
+  ).read(checkpoint)
   status.assert_existing_objects_matched().expect_partial()
   return int(global_step.numpy())
 
 
-def record_eval_results(model_dir: str, step: int, checkpoint: str,
-                        results: Dict[str, float]) -> Dict:
+def record_eval_results(
+    model_dir: str, step: int, checkpoint: str, results: Dict[str, float]
+) -> Dict:
   """Writes one evaluation where fine-tuning writes its own (call on the chief only).
 
   TensorBoard scalars `eval/<metric>` in model_dir/eval/, a metrics.jsonl row
@@ -138,8 +156,14 @@ def record_eval_results(model_dir: str, step: int, checkpoint: str,
   metrics_path = os.path.join(model_dir, layout.METRICS_LOG_FILE)
   with tf.io.gfile.GFile(metrics_path, "a") as f:
     f.write(json.dumps(row) + "\n")
-  summary = {"task": "pretraining", "global_step": step, "checkpoint": checkpoint,
-             "main_metric": "mlm_loss", "eval_splits": [EVAL_SPLIT], EVAL_SPLIT: results,
-             "main_metric_value": results["mlm_loss"]}
+  summary = {
+      "task": "pretraining",
+      "global_step": step,
+      "checkpoint": checkpoint,
+      "main_metric": "mlm_loss",
+      "eval_splits": [EVAL_SPLIT],
+      EVAL_SPLIT: results,
+      "main_metric_value": results["mlm_loss"],
+  }
   io_utils.atomic_write_json(os.path.join(model_dir, layout.EVAL_RESULTS_FILE), summary)
   return summary

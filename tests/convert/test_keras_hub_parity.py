@@ -9,12 +9,17 @@ from recurrent_bert.models import Encoder
 
 
 def test_same_outputs_as_keras_hub_bert_backbone(rng):
-  config = get_preset("bert_tiny").replace(vocab_size=500, max_position_embeddings=64,
-                                           hidden_act="gelu_approximate")
+  config = get_preset("bert_tiny").replace(
+      vocab_size=500, max_position_embeddings=64, hidden_act="gelu_approximate"
+  )
   hub = keras_hub.models.BertBackbone(
-      vocabulary_size=500, num_layers=config.num_layers, num_heads=config.num_heads,
-      hidden_dim=config.hidden_size, intermediate_dim=config.intermediate_size,
-      max_sequence_length=64)
+      vocabulary_size=500,
+      num_layers=config.num_layers,
+      num_heads=config.num_heads,
+      hidden_dim=config.hidden_size,
+      intermediate_dim=config.intermediate_size,
+      max_sequence_length=64,
+  )
   ours = Encoder(config)
   copied = load_from_keras_hub_bert(ours, hub)
   assert copied == hub.count_params() == ours.count_params()
@@ -25,6 +30,7 @@ def test_same_outputs_as_keras_hub_bert_backbone(rng):
   theirs = hub({"token_ids": ids, "segment_ids": segments, "padding_mask": mask})
   mine = ours({"input_ids": ids, "segment_ids": segments, "input_mask": mask})
   real = mask.astype(bool)
-  np.testing.assert_allclose(mine["sequence_output"].numpy()[real],
-                             theirs["sequence_output"].numpy()[real], atol=1e-5)
+  np.testing.assert_allclose(
+      mine["sequence_output"].numpy()[real], theirs["sequence_output"].numpy()[real], atol=1e-5
+  )
   np.testing.assert_allclose(mine["pooled_output"], theirs["pooled_output"], atol=1e-5)

@@ -18,8 +18,14 @@ V, P, H, F, L, A = 50, 16, 8, 12, 2, 2
 
 def _config():
   return get_preset("bert_tiny").replace(
-      vocab_size=V, hidden_size=H, intermediate_size=F, num_layers=L, num_heads=A,
-      max_position_embeddings=P, hidden_act="gelu_approximate")
+      vocab_size=V,
+      hidden_size=H,
+      intermediate_size=F,
+      num_layers=L,
+      num_heads=A,
+      max_position_embeddings=P,
+      hidden_act="gelu_approximate",
+  )
 
 
 def test_tf1_checkpoint_gives_numpy_bert_outputs(rng, tmp_path):
@@ -34,19 +40,30 @@ def test_tf1_checkpoint_gives_numpy_bert_outputs(rng, tmp_path):
   segments = np.array([[0, 0, 0, 1, 1, 1, 1], [0, 0, 1, 1, 0, 0, 0]], "int32")
   mask = np.array([[1] * 7, [1] * 4 + [0] * 3], "int32")
   positions = np.array([[1, 5], [2, 3]], "int32")
-  out = model({"input_ids": ids, "segment_ids": segments, "input_mask": mask,
-               "masked_lm_positions": positions}, training=False)
-  want = ref.numpy_bert(values, ids, segments, mask, A, approximate_gelu=True,
-                        masked_positions=positions)
+  out = model(
+      {
+          "input_ids": ids,
+          "segment_ids": segments,
+          "input_mask": mask,
+          "masked_lm_positions": positions,
+      },
+      training=False,
+  )
+  want = ref.numpy_bert(
+      values, ids, segments, mask, A, approximate_gelu=True, masked_positions=positions
+  )
   np.testing.assert_allclose(out["mlm_logits"], want["mlm_logits"], atol=1e-4, rtol=1e-4)
   np.testing.assert_allclose(out["nsp_logits"], want["nsp_logits"], atol=1e-4, rtol=1e-4)
 
 
-@pytest.mark.parametrize("name, shape, message", [
-    ("bert/encoder/layer_1/intermediate/dense/bias", None, "no variable"),
-    ("bert/encoder/layer_0/attention/self/key/kernel", (H, H + 2), r"\(8, 10\)"),
-    ("cls/predictions/output_bias", (V + 1,), "mlm_head/output_bias"),
-])
+@pytest.mark.parametrize(
+    "name, shape, message",
+    [
+        ("bert/encoder/layer_1/intermediate/dense/bias", None, "no variable"),
+        ("bert/encoder/layer_0/attention/self/key/kernel", (H, H + 2), r"\(8, 10\)"),
+        ("cls/predictions/output_bias", (V + 1,), "mlm_head/output_bias"),
+    ],
+)
 def test_missing_or_misshapen_variable_is_named(rng, tmp_path, name, shape, message):
   values = checkpoint_files.random_tf1_bert(rng, V, P, H, F, L)
   if shape is None:

@@ -12,17 +12,25 @@ from recurrent_bert.models import Pretrainer
 V, P, H, F, L, A = 50, 16, 8, 12, 2, 2
 
 
-@pytest.mark.parametrize("family, new_part, unused_part", [
-    ("trans_blstm_2", "/blstm/", None),          # keeps its FFN, adds a BLSTM
-    ("trans_blstm_1", "/blstm/", "/ffn/"),       # BLSTM replaces the FFN
-    ("swishrnn", "swish_rnn", "/ffn/"),          # + relative attention bias
-])
+@pytest.mark.parametrize(
+    "family, new_part, unused_part",
+    [
+        ("trans_blstm_2", "/blstm/", None),  # keeps its FFN, adds a BLSTM
+        ("trans_blstm_1", "/blstm/", "/ffn/"),  # BLSTM replaces the FFN
+        ("swishrnn", "swish_rnn", "/ffn/"),  # + relative attention bias
+    ],
+)
 def test_warm_start_copies_shared_weights_only(family, new_part, unused_part):
-  sizes = dict(vocab_size=V, max_position_embeddings=P, hidden_size=H, num_heads=A,
-               num_layers=L, intermediate_size=F)
+  sizes = dict(
+      vocab_size=V,
+      max_position_embeddings=P,
+      hidden_size=H,
+      num_heads=A,
+      num_layers=L,
+      intermediate_size=F,
+  )
   source = Pretrainer(Encoder(get_preset("bert_tiny").replace(**sizes)))
-  target_config = get_preset(f"{family}_tiny").replace(**sizes, swish_rnn_size=16,
-                                                       blstm_units=None)
+  target_config = get_preset(f"{family}_tiny").replace(**sizes, swish_rnn_size=16, blstm_units=None)
   target = Pretrainer(Encoder(target_config))
   initial = {v.path: v.numpy() for v in target.weights}
   report = warm_start(target, source)
@@ -46,9 +54,9 @@ def test_warm_start_copies_shared_weights_only(family, new_part, unused_part):
 
 def test_warm_start_shape_mismatch_names_the_weights():
   source = Encoder(get_preset("bert_tiny").replace(vocab_size=V, max_position_embeddings=P))
-  target = Encoder(get_preset("swishrnn_tiny").replace(vocab_size=V + 1,
-                                                       max_position_embeddings=P))
-  with pytest.raises(CheckpointMappingError,
-                     match=r"embeddings/token_embedding/embeddings: target \(51, 128\), "
-                           r"source \(50, 128\)"):
+  target = Encoder(get_preset("swishrnn_tiny").replace(vocab_size=V + 1, max_position_embeddings=P))
+  with pytest.raises(
+      CheckpointMappingError,
+      match=r"embeddings/token_embedding/embeddings: target \(51, 128\), " r"source \(50, 128\)",
+  ):
     warm_start(target, source)

@@ -41,15 +41,22 @@ def test_docstring_cleaning_and_sentence_splitting():
     value: The input value. Must be positive.
   """
   import inspect
+
   paragraphs = builtin_corpus.docstring_paragraphs(inspect.cleandoc(doc))
   sentences = [s for p in paragraphs for s in builtin_corpus.split_sentences(p)]
-  assert sentences == ["Compute the thing.", "It is fast, e.g. for small inputs.",
-                       "The input value.", "Must be positive."]
+  assert sentences == [
+      "Compute the thing.",
+      "It is fast, e.g. for small inputs.",
+      "The input value.",
+      "Must be positive.",
+  ]
 
 
 def test_builtin_name_resolves_to_cache(tmp_path):
-  [path] = builtin_corpus.resolve_input_files(["builtin"], cache_dir=str(tmp_path),
-                                              max_bytes=20_000)
+  [path] = builtin_corpus.resolve_input_files(
+      ["builtin"], cache_dir=str(tmp_path), max_bytes=20_000
+  )
   assert path.startswith(str(tmp_path)) and open(path).read().strip()
-  assert builtin_corpus.resolve_input_files(["builtin"], cache_dir=str(tmp_path),
-                                            max_bytes=20_000) == [path]
+  assert builtin_corpus.resolve_input_files(
+      ["builtin"], cache_dir=str(tmp_path), max_bytes=20_000
+  ) == [path]

@@ -12,9 +12,11 @@ from recurrent_bert.io_utils import InputError
 
 def _example_features(num_rows=5, seq_length=6):
   rng = np.random.default_rng(0)
-  return {"input_ids": rng.integers(0, 100, (num_rows, seq_length)).astype(np.int32),
-          "label_ids": rng.normal(size=num_rows).astype(np.float32),
-          "example_index": np.arange(num_rows, dtype=np.int32)}
+  return {
+      "input_ids": rng.integers(0, 100, (num_rows, seq_length)).astype(np.int32),
+      "label_ids": rng.normal(size=num_rows).astype(np.float32),
+      "example_index": np.arange(num_rows, dtype=np.int32),
+  }
 
 
 def test_cache_roundtrip_through_numpy_and_tf_data(tmp_path):
@@ -35,7 +37,8 @@ def test_cache_roundtrip_through_numpy_and_tf_data(tmp_path):
   record = next(iter(tf.data.TFRecordDataset(path)))
   parsed = tf.train.Example.FromString(record.numpy())
   assert list(parsed.features.feature["input_ids"].int64_list.value) == (
-      features["input_ids"][0].tolist())
+      features["input_ids"][0].tolist()
+  )
 
 
 def test_cached_features_reuses_only_a_matching_complete_cache(tmp_path):

@@ -4,8 +4,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from recurrent_bert.data import masking, schema
-from recurrent_bert.data.dynamic_masking import DynamicMasker, MaskingConfig, mask_input_ids
+from recurrent_bert.data import masking
+from recurrent_bert.data import schema
+from recurrent_bert.data.dynamic_masking import DynamicMasker
+from recurrent_bert.data.dynamic_masking import MaskingConfig
+from recurrent_bert.data.dynamic_masking import mask_input_ids
 
 VOCAB_SIZE, PAD, CLS, SEP, MASK = 1000, 0, 2, 3, 4
 FIRST_CONTINUATION = 900  # ids >= 900 play the role of `##` pieces here
@@ -18,7 +21,7 @@ def random_batch(rng, batch=512, length=64):
     size = rng.integers(8, length + 1)
     body = rng.integers(10, VOCAB_SIZE, size=size - 3)
     split = rng.integers(1, size - 2)
-    ids[row, :size] = [CLS, *body[:split - 1], SEP, *body[split - 1:], SEP][:size]
+    ids[row, :size] = [CLS, *body[: split - 1], SEP, *body[split - 1 :], SEP][:size]
     ids[row, size - 1] = SEP
     mask[row, :size] = 1
   return ids, mask
@@ -32,11 +35,28 @@ IMPLEMENTATIONS = ("graph", "numpy")
 def run(config, ids, mask, seed=(1, 2), implementation="graph"):
   starts = ids < FIRST_CONTINUATION
   if implementation == "numpy":
-    return masking.mask_batch(ids, mask, starts, np.random.default_rng(seed), config,
-                              vocab_size=VOCAB_SIZE, mask_id=MASK, cls_id=CLS, sep_id=SEP)
-  out = mask_input_ids(tf.constant(ids), tf.constant(mask), tf.constant(starts),
-                       tf.constant(seed, tf.int64), config, vocab_size=VOCAB_SIZE,
-                       mask_id=MASK, cls_id=CLS, sep_id=SEP)
+    return masking.mask_batch(
+        ids,
+        mask,
+        starts,
+        np.random.default_rng(seed),
+        config,
+        vocab_size=VOCAB_SIZE,
+        mask_id=MASK,
+        cls_id=CLS,
+        sep_id=SEP,
+    )
+  out = mask_input_ids(
+      tf.constant(ids),
+      tf.constant(mask),
+      tf.constant(starts),
+      tf.constant(seed, tf.int64),
+      config,
+      vocab_size=VOCAB_SIZE,
+      mask_id=MASK,
+      cls_id=CLS,
+      sep_id=SEP,
+  )
   return {k: v.numpy() for k, v in out.items()}
 
 
@@ -77,8 +97,12 @@ def test_counts_positions_and_80_10_10(implementation):
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 def test_swishrnn_recipe_masks_everything_with_mask_token(implementation):
   ids, mask = random_batch(np.random.default_rng(1), batch=64)
-  out = run(MaskingConfig(mask_token_prob=1.0, random_token_prob=0.0), ids, mask,
-            implementation=implementation)
+  out = run(
+      MaskingConfig(mask_token_prob=1.0, random_token_prob=0.0),
+      ids,
+      mask,
+      implementation=implementation,
+  )
   positions, weights = out["masked_lm_positions"], out["masked_lm_weights"] > 0
   new = np.take_along_axis(out["input_ids"], positions, axis=1)[weights]
   assert np.all(new == MASK)
@@ -114,9 +138,20 @@ def test_whole_word_masking_takes_words_whole(implementation):
 def test_runs_under_xla_with_static_shapes():
   ids, mask = random_batch(np.random.default_rng(3), batch=8, length=32)
   config = MaskingConfig(max_predictions_per_seq=5, whole_word_mask=True)
-  fn = tf.function(lambda i, m, s: mask_input_ids(
-      i, m, i < FIRST_CONTINUATION, s, config, vocab_size=VOCAB_SIZE, mask_id=MASK,
-      cls_id=CLS, sep_id=SEP), jit_compile=True)
+  fn = tf.function(
+      lambda i, m, s: mask_input_ids(
+          i,
+          m,
+          i < FIRST_CONTINUATION,
+          s,
+          config,
+          vocab_size=VOCAB_SIZE,
+          mask_id=MASK,
+          cls_id=CLS,
+          sep_id=SEP,
+      ),
+      jit_compile=True,
+  )
   out = fn(tf.constant(ids), tf.constant(mask), tf.constant([5, 6], tf.int64))
   assert out["masked_lm_positions"].shape == (8, 5)
   assert out["input_ids"].shape == (8, 32)
@@ -127,9 +162,16 @@ def test_dataset_masks_afresh_each_epoch_and_reproducibly(tmp_path):
   path = str(tmp_path / "unmasked.tfrecord")
   with tf.io.TFRecordWriter(path) as writer:
     for row in range(len(ids)):
-      writer.write(schema.serialize_example({
-          "input_ids": ids[row], "input_mask": mask[row], "segment_ids": np.zeros(48),
-          "next_sentence_labels": [0]}))
+      writer.write(
+          schema.serialize_example(
+              {
+                  "input_ids": ids[row],
+                  "input_mask": mask[row],
+                  "segment_ids": np.zeros(48),
+                  "next_sentence_labels": [0],
+              }
+          )
+      )
   vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(995)]
   masker = DynamicMasker(MaskingConfig(max_predictions_per_seq=7), vocab)
 
@@ -143,7 +185,8 @@ def test_dataset_masks_afresh_each_epoch_and_reproducibly(tmp_path):
   assert first[0] != first[1]  # a fresh mask each epoch
   batched = masker.mask_dataset(
       tf.data.TFRecordDataset(path).batch(8).map(lambda r: schema.parse_unmasked_example(r, 48)),
-      seed=1)
+      seed=1,
+  )
   for batch in batched:
     assert batch["masked_lm_positions"].shape == (8, 7)
     assert set(batch) >= set(schema.PRETRAINING_FEATURE_NAMES)

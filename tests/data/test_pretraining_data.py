@@ -9,10 +9,12 @@ import pytest
 import tensorflow as tf
 
 from recurrent_bert.data import pretraining_data
-from recurrent_bert.data.dynamic_masking import DynamicMasker, MaskingConfig
-from recurrent_bert.io_utils import InputError
+from recurrent_bert.data.dynamic_masking import DynamicMasker
+from recurrent_bert.data.dynamic_masking import MaskingConfig
 from recurrent_bert.data.tokenization import load_vocab
-from tests.data.conftest import RESERVED, write_vocab
+from recurrent_bert.io_utils import InputError
+from tests.data.conftest import RESERVED
+from tests.data.conftest import write_vocab
 
 SEQ, PRED = 64, 20
 CLS, SEP, MASK = 2, 3, 4
@@ -31,13 +33,17 @@ def generate(tmp_path, input_files, vocab_file, name="out", shards=2, **override
   out_dir = tmp_path / name
   out_dir.mkdir()
   masking = overrides.pop("masking", MaskingConfig(max_predictions_per_seq=PRED))
-  settings = dict(max_seq_length=SEQ, masking=masking, dupe_factor=2, chunk_bytes=60_000,
-                  show_progress=False)
+  settings = dict(
+      max_seq_length=SEQ, masking=masking, dupe_factor=2, chunk_bytes=60_000, show_progress=False
+  )
   settings.update(overrides)
   options = pretraining_data.GeneratorOptions(
-      input_files=list(input_files), vocab_file=vocab_file,
+      input_files=list(input_files),
+      vocab_file=vocab_file,
       output_files=[str(out_dir / f"shard-{i}.tfrecord") for i in range(shards)],
-      stats_file=str(out_dir / "stats.json"), **settings)
+      stats_file=str(out_dir / "stats.json"),
+      **settings,
+  )
   stats = pretraining_data.create_pretraining_data(options)
   return options.output_files, stats
 
@@ -77,7 +83,7 @@ def test_structure_lengths_and_segments(nsp_run):
     seps = np.flatnonzero(original == SEP)
     assert original[0] == CLS and len(seps) == 2 and seps[1] == size - 1
     assert seps[0] >= 2 and seps[1] - seps[0] >= 2  # both segments non-empty
-    assert np.all(segments[:seps[0] + 1] == 0) and np.all(segments[seps[0] + 1:size] == 1)
+    assert np.all(segments[: seps[0] + 1] == 0) and np.all(segments[seps[0] + 1 : size] == 1)
     assert CLS not in original[1:]
 
 
@@ -123,9 +129,9 @@ def test_nsp_balance_and_random_next_from_another_document(tmp_path):
   records = read_records(paths)
   labels = collections.Counter()
   for record in records:
-    original = original_ids(record)[:int(record["input_mask"].sum())]
+    original = original_ids(record)[: int(record["input_mask"].sum())]
     sep = int(np.flatnonzero(original == SEP)[0])
-    doc_a, doc_b = set(original[1:sep]), set(original[sep + 1:-1])
+    doc_a, doc_b = set(original[1:sep]), set(original[sep + 1 : -1])
     assert len(doc_a) == 1 and len(doc_b) == 1
     label = int(record["next_sentence_labels"][0])
     labels[label] += 1
@@ -141,8 +147,12 @@ def test_nsp_balance_and_random_next_from_another_document(tmp_path):
 def test_whole_word_masking_never_masks_part_of_a_word(tmp_path, corpus_file, vocab_file):
   vocab = load_vocab(vocab_file)
   continuation = np.array([t.startswith("##") for t in vocab])
-  paths, _ = generate(tmp_path, [corpus_file], vocab_file, masking=MaskingConfig(
-      max_predictions_per_seq=PRED, whole_word_mask=True))
+  paths, _ = generate(
+      tmp_path,
+      [corpus_file],
+      vocab_file,
+      masking=MaskingConfig(max_predictions_per_seq=PRED, whole_word_mask=True),
+  )
   records = read_records(paths)
   multi_piece_words_masked = 0
   for record in records:
@@ -153,8 +163,12 @@ def test_whole_word_masking_never_masks_part_of_a_word(tmp_path, corpus_file, vo
     chosen[record["masked_lm_positions"][:count]] = True
     start = 1
     for t in range(2, size + 1):
-      if (t == size or not continuation[original[t]] or original[t] in (CLS, SEP) or
-          original[t - 1] in (CLS, SEP)):
+      if (
+          t == size
+          or not continuation[original[t]]
+          or original[t] in (CLS, SEP)
+          or original[t - 1] in (CLS, SEP)
+      ):
         group = chosen[start:t]
         assert group.all() or not group.any()
         multi_piece_words_masked += int(group.all() and len(group) > 1)
@@ -163,9 +177,15 @@ def test_whole_word_masking_never_masks_part_of_a_word(tmp_path, corpus_file, vo
 
 
 def test_no_nsp_packs_single_segments(tmp_path, corpus_file, vocab_file):
-  paths, stats = generate(tmp_path, [corpus_file], vocab_file, use_nsp=False,
-                          masking=MaskingConfig(max_predictions_per_seq=PRED,
-                                                mask_token_prob=1.0, random_token_prob=0.0))
+  paths, stats = generate(
+      tmp_path,
+      [corpus_file],
+      vocab_file,
+      use_nsp=False,
+      masking=MaskingConfig(
+          max_predictions_per_seq=PRED, mask_token_prob=1.0, random_token_prob=0.0
+      ),
+  )
   records = read_records(paths)
   lengths = []
   for record in records:
@@ -183,17 +203,14 @@ def test_no_nsp_packs_single_segments(tmp_path, corpus_file, vocab_file):
 def test_same_seed_same_bytes_and_workers_do_not_matter(tmp_path, corpus_file, vocab_file):
   first, _ = generate(tmp_path, [corpus_file], vocab_file, name="a", shards=3)
   second, _ = generate(tmp_path, [corpus_file], vocab_file, name="b", shards=3)
-  parallel, _ = generate(tmp_path, [corpus_file], vocab_file, name="c", shards=3,
-                         num_workers=2)
-  other_seed, _ = generate(tmp_path, [corpus_file], vocab_file, name="d", shards=3,
-                           random_seed=99)
+  parallel, _ = generate(tmp_path, [corpus_file], vocab_file, name="c", shards=3, num_workers=2)
+  other_seed, _ = generate(tmp_path, [corpus_file], vocab_file, name="d", shards=3, random_seed=99)
 
   def read_bytes(paths):
     return [open(p, "rb").read() for p in paths]
 
   def multiset(paths):
-    return collections.Counter(
-        r for p in paths for r in tf.compat.v1.io.tf_record_iterator(p))
+    return collections.Counter(r for p in paths for r in tf.compat.v1.io.tf_record_iterator(p))
 
   assert read_bytes(first) == read_bytes(second)
   assert multiset(first) == multiset(parallel)
@@ -203,8 +220,7 @@ def test_same_seed_same_bytes_and_workers_do_not_matter(tmp_path, corpus_file, v
 
 
 def test_dynamic_masking_records_and_read_time_masks(tmp_path, corpus_file, vocab_file):
-  paths, stats = generate(tmp_path, [corpus_file], vocab_file, dynamic_masking=True,
-                          dupe_factor=1)
+  paths, stats = generate(tmp_path, [corpus_file], vocab_file, dynamic_masking=True, dupe_factor=1)
   spec = {k: v for k, v in SPEC.items() if not k.startswith("masked_lm")}
   records = read_records(paths, spec)
   assert len(records) == stats["instances"] > 500
@@ -258,8 +274,13 @@ def test_leftovers_of_killed_swaps_are_cleaned_and_a_half_swap_is_undone(tmp_pat
 
 
 def test_foreign_files_are_named():
-  names = ["pretraining-00000-of-00002.tfrecord", "stats.json", "x.tfrecord",
-           ".pretraining-00001-of-00002.tfrecord.k2j3.tmp", "notes.txt"]
+  names = [
+      "pretraining-00000-of-00002.tfrecord",
+      "stats.json",
+      "x.tfrecord",
+      ".pretraining-00001-of-00002.tfrecord.k2j3.tmp",
+      "notes.txt",
+  ]
   assert pretraining_data.foreign_output_files(names) == ["notes.txt", "x.tfrecord"]
   with pytest.raises(InputError, match=r"'d'.*notes\.txt, x\.tfrecord"):
     pretraining_data.check_output_dir("d", names)
@@ -301,10 +322,10 @@ def test_truncation_follows_berts_rule():
     expected = reference(a, b, 61, pretraining_data.random.Random(seed))
     flat = a + b  # spans of a flat token array holding a then b
     got_a, got_b, removed = pretraining_data.truncate_seq_pair(
-        (0, len(a)), (len(a), len(flat)), 61, pretraining_data.random.Random(seed))
+        (0, len(a)), (len(a), len(flat)), 61, pretraining_data.random.Random(seed)
+    )
     # The same lengths as BERT's loop; each segment keeps a contiguous run of its tokens.
-    assert (got_a[1] - got_a[0], got_b[1] - got_b[0]) == (len(expected[0]),
-                                                          len(expected[1]))
+    assert (got_a[1] - got_a[0], got_b[1] - got_b[0]) == (len(expected[0]), len(expected[1]))
     assert removed == max(0, len(a) + len(b) - 61)
     assert 0 <= got_a[0] <= got_a[1] <= len(a) <= got_b[0] <= got_b[1] <= len(flat)
     fronts["front"] += got_a[0] + (got_b[0] - len(a))
@@ -320,15 +341,28 @@ def test_one_long_line_yields_its_fair_share_of_instances(tmp_path, corpus_file,
   one_line = tmp_path / "one_line.txt"
   one_line.write_text(" ".join(words) + "\n", encoding="utf-8")
   short_lines = tmp_path / "short_lines.txt"
-  short_lines.write_text("\n".join(" ".join(words[i:i + 20])
-                                   for i in range(0, len(words), 20)) + "\n",
-                         encoding="utf-8")
+  short_lines.write_text(
+      "\n".join(" ".join(words[i : i + 20]) for i in range(0, len(words), 20)) + "\n",
+      encoding="utf-8",
+  )
   counts = {}
   for use_nsp in (True, False):
-    _, long_stats = generate(tmp_path, [str(one_line)], vocab_file, name=f"l{use_nsp}",
-                             use_nsp=use_nsp, chunk_bytes=1 << 20)
-    _, short_stats = generate(tmp_path, [str(short_lines)], vocab_file,
-                              name=f"s{use_nsp}", use_nsp=use_nsp, chunk_bytes=1 << 20)
+    _, long_stats = generate(
+        tmp_path,
+        [str(one_line)],
+        vocab_file,
+        name=f"l{use_nsp}",
+        use_nsp=use_nsp,
+        chunk_bytes=1 << 20,
+    )
+    _, short_stats = generate(
+        tmp_path,
+        [str(short_lines)],
+        vocab_file,
+        name=f"s{use_nsp}",
+        use_nsp=use_nsp,
+        chunk_bytes=1 << 20,
+    )
     assert long_stats["input_tokens"] == short_stats["input_tokens"]
     assert long_stats["long_lines_split"] == 1
     assert long_stats["long_line_pieces"] > long_stats["input_tokens"] / (SEQ // 4)

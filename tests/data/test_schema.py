@@ -23,10 +23,14 @@ def test_spec_matches_google_bert():
 def test_round_trip_through_plain_parse_single_example():
   rng = np.random.default_rng(0)
   features = {
-      "input_ids": rng.integers(0, 30000, 128), "input_mask": np.ones(128, int),
-      "segment_ids": np.zeros(128, int), "masked_lm_positions": np.arange(20),
-      "masked_lm_ids": rng.integers(0, 30000, 20), "masked_lm_weights": np.ones(20),
-      "next_sentence_labels": [1]}
+      "input_ids": rng.integers(0, 30000, 128),
+      "input_mask": np.ones(128, int),
+      "segment_ids": np.zeros(128, int),
+      "masked_lm_positions": np.arange(20),
+      "masked_lm_ids": rng.integers(0, 30000, 20),
+      "masked_lm_weights": np.ones(20),
+      "next_sentence_labels": [1],
+  }
   record = schema.serialize_example(features)
   parsed = tf.io.parse_single_example(record, GOOGLE_BERT_SPEC)
   for name, value in features.items():

@@ -7,10 +7,14 @@ from recurrent_bert.demo import origin_task
 
 
 def _documents(num_sources=3, per_source=10, sentences=6):
-  return [origin_task.Document(
-      f"src{s}", [f"Sentence {i} of document {d} in source {s} is here."
-                  for i in range(sentences)])
-          for s in range(num_sources) for d in range(per_source)]
+  return [
+      origin_task.Document(
+          f"src{s}",
+          [f"Sentence {i} of document {d} in source {s} is here." for i in range(sentences)],
+      )
+      for s in range(num_sources)
+      for d in range(per_source)
+  ]
 
 
 def test_split_documents_is_stratified_disjoint_and_seeded():

@@ -27,20 +27,37 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 MODELS = ("bert_tiny", "trans_blstm_small_2_tiny")
 SEQ_LENGTH = 32
 MAX_PREDICTIONS = 5  # round(32 * 0.15625)
-CI_FLAGS = ["--size=tiny", "--models=bert,trans_blstm_small_2", "--finetune_seeds=1,2",
-            "--pretrain_steps=6", "--finetune_steps=4", "--corpus_max_bytes=1000000",
-            "--vocab_size=1000", "--vocab_max_lines=3000", "--task_classes=3",
-            "--task_train_examples=96", "--task_eval_examples=60",
-            f"--seq_length={SEQ_LENGTH}", "--batch_size=8", "--finetune_batch_size=8",
-            "--num_workers=1", "--jobs=2"]
+CI_FLAGS = [
+    "--size=tiny",
+    "--models=bert,trans_blstm_small_2",
+    "--finetune_seeds=1,2",
+    "--pretrain_steps=6",
+    "--finetune_steps=4",
+    "--corpus_max_bytes=1000000",
+    "--vocab_size=1000",
+    "--vocab_max_lines=3000",
+    "--task_classes=3",
+    "--task_train_examples=96",
+    "--task_eval_examples=60",
+    f"--seq_length={SEQ_LENGTH}",
+    "--batch_size=8",
+    "--finetune_batch_size=8",
+    "--num_workers=1",
+    "--jobs=2",
+]
 
 
 def _run_demo(work_dir, cache_dir, *extra, timeout=900):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", RECURRENT_BERT_CACHE=str(cache_dir))
   start = time.time()
   result = subprocess.run(
-      [sys.executable, "-m", "recurrent_bert.demo", f"--work_dir={work_dir}", *CI_FLAGS,
-       *extra], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+      [sys.executable, "-m", "recurrent_bert.demo", f"--work_dir={work_dir}", *CI_FLAGS, *extra],
+      cwd=REPO,
+      env=env,
+      capture_output=True,
+      text=True,
+      timeout=timeout,
+  )
   return result, time.time() - start
 
 
@@ -66,16 +83,18 @@ def test_progress_is_visible(demo_run):
   assert "4 runs, 2 at a time" in out
   assert len(re.findall(r"done in ", out)) == 13
   assert "ETA ~" in out and "elapsed" in out
-  assert re.search(r"step \d+/6 .*loss=", out)       # pretraining progress, forwarded
-  assert "create_pretraining_data" in out            # the data tool's progress bar
-  assert "eval dev" in out                           # fine-tuning evaluation
+  assert re.search(r"step \d+/6 .*loss=", out)  # pretraining progress, forwarded
+  assert "create_pretraining_data" in out  # the data tool's progress bar
+  assert "eval dev" in out  # fine-tuning evaluation
   for name in ("report.md", "mlm_loss.png", "tensorboard", "saved_model"):
     assert name in out.split("stage timings")[-1]  # where the outputs are, at the end
 
 
 def test_tfrecords_parse_with_the_schema(demo_run):
   import tensorflow as tf
+
   from recurrent_bert.data import schema
+
   work_dir = demo_run[0]
   files = sorted(glob.glob(str(work_dir / "pretrain_data" / "*.tfrecord")))
   assert files
@@ -97,8 +116,9 @@ def test_tfrecords_parse_with_the_schema(demo_run):
 
 def test_held_out_documents_are_not_trained_on(demo_run):
   work_dir = demo_run[0]
-  splits = {s: origin_task.load_split(str(work_dir / "corpus"), s)
-            for s in ("train", "dev", "test")}
+  splits = {
+      s: origin_task.load_split(str(work_dir / "corpus"), s) for s in ("train", "dev", "test")
+  }
   keys = {s: {tuple(d.sentences) for d in docs} for s, docs in splits.items()}
   assert keys["dev"] and keys["test"]
   assert not keys["train"] & keys["dev"] and not keys["train"] & keys["test"]
@@ -129,6 +149,7 @@ def test_task_files_are_balanced_and_test_labels_apart(demo_run):
 def test_pretraining_checkpoints_restore(demo_run):
   from recurrent_bert import io_utils
   from recurrent_bert.training import checkpoints
+
   work_dir = demo_run[0]
   for preset in MODELS:
     model_dir = str(work_dir / "pretrain" / preset)
@@ -137,8 +158,14 @@ def test_pretraining_checkpoints_restore(demo_run):
     assert all(math.isfinite(r["mlm_loss"]) for r in records.values())
     encoder = checkpoints.load_encoder(model_dir)
     ids = np.array([[2, 10, 11, 12, 3, 0]], "int32")
-    out = encoder({"input_ids": ids, "input_mask": (ids > 0).astype("int32"),
-                   "segment_ids": np.zeros_like(ids)}, training=False)
+    out = encoder(
+        {
+            "input_ids": ids,
+            "input_mask": (ids > 0).astype("int32"),
+            "segment_ids": np.zeros_like(ids),
+        },
+        training=False,
+    )
     assert out["sequence_output"].shape == (1, 6, 128)
     assert np.isfinite(out["pooled_output"].numpy()).all()
 
@@ -153,7 +180,8 @@ def test_finetuning_results_and_test_accuracy(demo_run):
       assert 0 <= results["dev"]["accuracy"] <= 1
       accuracy, n = origin_task.accuracy_on_test(
           str(model_dir / "predictions" / "test_predictions.tsv"),
-          str(work_dir / "task" / "test_labels.tsv"))
+          str(work_dir / "task" / "test_labels.tsv"),
+      )
       assert 0 <= accuracy <= 1 and n > 0
 
 
@@ -170,24 +198,26 @@ def test_saved_model_answers_raw_text_with_tf_and_tf_text_only(demo_run):
     assert answer["label"] in classes and len(answer["probabilities"]) == len(classes)
     assert sum(answer["probabilities"]) == pytest.approx(1, abs=1e-4)
     assert answer["probability"] == max(answer["probabilities"])
-  command = next(line for line in (work_dir / "logs" / "query.log").read_text().splitlines()
-                 if line.startswith("=== "))
+  command = next(
+      line
+      for line in (work_dir / "logs" / "query.log").read_text().splitlines()
+      if line.startswith("=== ")
+  )
   assert f" -P {pipeline.QUERY_PROGRAM} " in command and " -m " not in command
   assert "answer:" in result.stdout
   assert "(SavedModel loaded in a fresh process with tensorflow + tensorflow_text only)" in (
-      result.stdout)
+      result.stdout
+  )
 
 
 def test_report_lists_every_model_with_finite_numbers(demo_run):
   work_dir = demo_run[0]
   report = (work_dir / "report" / "report.md").read_text()
   for preset in MODELS:
-    rows = [line for line in report.splitlines() if line.startswith("|")
-            and f"`{preset}`" in line]
+    rows = [line for line in report.splitlines() if line.startswith("|") and f"`{preset}`" in line]
     assert len(rows) == 1, report
     cells = [c.strip() for c in rows[0].strip("|").split("|")]
-    numbers = [float(x) for cell in cells[2:]
-               for x in re.findall(r"-?\d+\.\d+|-?\d+(?=M)", cell)]
+    numbers = [float(x) for cell in cells[2:] for x in re.findall(r"-?\d+\.\d+|-?\d+(?=M)", cell)]
     assert len(numbers) >= 8 and all(math.isfinite(x) for x in numbers), rows[0]
     assert "nan" not in rows[0].lower()
   with open(work_dir / "report" / "results.json") as f:
@@ -202,6 +232,7 @@ def test_report_lists_every_model_with_finite_numbers(demo_run):
 
 def test_loss_curves_are_a_valid_png(demo_run):
   import matplotlib.image
+
   path = demo_run[0] / "report" / "mlm_loss.png"
   assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
   image = matplotlib.image.imread(str(path))
@@ -222,8 +253,7 @@ def test_rerun_reuses_every_stage(demo_run):
   result, _ = _run_demo(work_dir, cache_dir, timeout=300)
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
   banners = re.findall(r"^\[\d+/13\] .*$", result.stdout, re.M)
-  assert len(banners) == 13 and all(b.endswith(")") and "reused" in b for b in banners), (
-      banners)
+  assert len(banners) == 13 and all(b.endswith(")") and "reused" in b for b in banners), banners
   # Nothing was trained again: every run's metrics log is untouched.
   assert trained and all(p.stat().st_mtime_ns == t for p, t in trained.items())
   assert (work_dir / "report" / "report.md").exists()
@@ -255,9 +285,21 @@ def test_failing_stage_names_itself_and_its_log(tmp_path):
   corpus = tmp_path / "corpus.txt"
   corpus.write_text("Just one sentence here.\n")
   result = subprocess.run(
-      [sys.executable, "-m", "recurrent_bert.demo", f"--work_dir={tmp_path / 'w'}",
-       f"--input_files={corpus}", "--size=tiny", "--models=bert"], cwd=REPO, env=env,
-      capture_output=True, text=True, timeout=120)
+      [
+          sys.executable,
+          "-m",
+          "recurrent_bert.demo",
+          f"--work_dir={tmp_path / 'w'}",
+          f"--input_files={corpus}",
+          "--size=tiny",
+          "--models=bert",
+      ],
+      cwd=REPO,
+      env=env,
+      capture_output=True,
+      text=True,
+      timeout=120,
+  )
   assert result.returncode == 1
   assert "stage 'corpus' failed" in result.stdout and "demo stopped" in result.stdout
   assert "too few" in result.stdout
@@ -265,28 +307,63 @@ def test_failing_stage_names_itself_and_its_log(tmp_path):
   other = tmp_path / "other.txt"
   other.write_text("Another lone sentence.\n")
   result = subprocess.run(
-      [sys.executable, "-m", "recurrent_bert.demo", f"--work_dir={tmp_path / 'w'}",
-       f"--input_files={other}", "--size=tiny", "--models=bert"], cwd=REPO, env=env,
-      capture_output=True, text=True, timeout=120)
+      [
+          sys.executable,
+          "-m",
+          "recurrent_bert.demo",
+          f"--work_dir={tmp_path / 'w'}",
+          f"--input_files={other}",
+          "--size=tiny",
+          "--models=bert",
+      ],
+      cwd=REPO,
+      env=env,
+      capture_output=True,
+      text=True,
+      timeout=120,
+  )
   assert result.returncode == 1 and "stage 'corpus' failed" in result.stdout
 
 
 def test_own_corpus_classes_are_its_files(tmp_path):
   rng = random.Random(0)
-  words = {"cats": "cat whisker purr meow tail paw fur", "ships": "hull sail mast deck keel "
-           "anchor port", "stars": "orbit nebula comet galaxy quasar pulsar light"}
+  words = {
+      "cats": "cat whisker purr meow tail paw fur",
+      "ships": "hull sail mast deck keel " "anchor port",
+      "stars": "orbit nebula comet galaxy quasar pulsar light",
+  }
   for name, vocab in words.items():
-    docs = ["\n".join(" ".join(rng.choice(vocab.split()) for _ in range(12)) + "."
-                      for _ in range(8)) for _ in range(15)]
+    docs = [
+        "\n".join(" ".join(rng.choice(vocab.split()) for _ in range(12)) + "." for _ in range(8))
+        for _ in range(15)
+    ]
     (tmp_path / f"{name}.txt").write_text("\n\n".join(docs) + "\n")
   settings = settings_lib.Settings(
-      work_dir=str(tmp_path / "w"), input_files=[str(tmp_path / "*.txt")], cache_dir=None,
-      corpus_max_bytes=0, presets=["bert_tiny"], size="tiny", vocab_size=1000,
-      vocab_max_lines=0, seq_length=32, max_predictions_per_seq=5, dupe_factor=1,
-      batch_size=8, pretrain_steps=4, learning_rate=1e-3, warmup_steps=0,
-      finetune_seeds=[1], finetune_steps=2, finetune_batch_size=8,
-      finetune_learning_rate=1e-4, task_train_examples=30, task_eval_examples=9,
-      eval_documents_fraction=0.1, seed=1, task_classes=4)
+      work_dir=str(tmp_path / "w"),
+      input_files=[str(tmp_path / "*.txt")],
+      cache_dir=None,
+      corpus_max_bytes=0,
+      presets=["bert_tiny"],
+      size="tiny",
+      vocab_size=1000,
+      vocab_max_lines=0,
+      seq_length=32,
+      max_predictions_per_seq=5,
+      dupe_factor=1,
+      batch_size=8,
+      pretrain_steps=4,
+      learning_rate=1e-3,
+      warmup_steps=0,
+      finetune_seeds=[1],
+      finetune_steps=2,
+      finetune_batch_size=8,
+      finetune_learning_rate=1e-4,
+      task_train_examples=30,
+      task_eval_examples=9,
+      eval_documents_fraction=0.1,
+      seed=1,
+      task_classes=4,
+  )
   runner = pipeline.Demo(settings)
   runner.results["corpus"] = runner.stage_corpus()
   assert runner.results["corpus"]["splits"]["dev"]["documents"] == 6  # 2 of each file

@@ -14,6 +14,7 @@ def _counting_stage(name, counts, key=None, **kwargs):
   def run():
     counts[name] = counts.get(name, 0) + 1
     return {"summary": f"{name} ran"}
+
   return stages.Stage(name, f"stage {name}", 1.0, key=key or {}, run=run, **kwargs)
 
 
@@ -42,8 +43,7 @@ def test_redo_drops_the_marker_and_the_output_dir(tmp_path):
   output_dir = tmp_path / "model"
 
   def plan():
-    return [_counting_stage("a", counts), _counting_stage("b", counts,
-                                                          output_dir=str(output_dir))]
+    return [_counting_stage("a", counts), _counting_stage("b", counts, output_dir=str(output_dir))]
 
   stages.StageRunner(str(tmp_path)).run(plan())
   output_dir.mkdir()
@@ -67,8 +67,12 @@ def test_a_failing_stage_names_itself_and_its_log(tmp_path):
   assert "Traceback" in (tmp_path / "logs" / "x.log").read_text()
   assert not (tmp_path / "stages" / "x.json").exists()
 
-  failing = stages.Stage("y:1", "y", 1.0, command=_python(
-      "import sys; print('step 1/2'); print('it broke'); sys.exit(3)"))
+  failing = stages.Stage(
+      "y:1",
+      "y",
+      1.0,
+      command=_python("import sys; print('step 1/2'); print('it broke'); sys.exit(3)"),
+  )
   with pytest.raises(stages.StageError) as error:
     runner.run([failing])
   message = str(error.value)
@@ -79,8 +83,14 @@ def test_a_failing_stage_names_itself_and_its_log(tmp_path):
 def test_command_stages_of_a_group_run_side_by_side(tmp_path, capsys):
   def stage(i):
     return stages.Stage(
-        f"run:{i}", f"run {i}", 1.0, command=_python(f"print('step {i}/3')"),
-        echo=re.compile(r"^step"), after=lambda: {"summary": "ok"}, parallel_group="runs")
+        f"run:{i}",
+        f"run {i}",
+        1.0,
+        command=_python(f"print('step {i}/3')"),
+        echo=re.compile(r"^step"),
+        after=lambda: {"summary": "ok"},
+        parallel_group="runs",
+    )
 
   runner = stages.StageRunner(str(tmp_path), parallel=2, cwd=str(tmp_path))
   runner.run([stage(1), stage(2), stage(3)])

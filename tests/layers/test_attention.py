@@ -7,10 +7,19 @@ from tests import references as ref
 
 
 def _weights(layer):
-  return [w.numpy().astype(np.float64) for w in (
-      layer.query.kernel, layer.query.bias, layer.key.kernel, layer.key.bias,
-      layer.value.kernel, layer.value.bias, layer.output_dense.kernel,
-      layer.output_dense.bias)]
+  return [
+      w.numpy().astype(np.float64)
+      for w in (
+          layer.query.kernel,
+          layer.query.bias,
+          layer.key.kernel,
+          layer.key.bias,
+          layer.value.kernel,
+          layer.value.bias,
+          layer.output_dense.kernel,
+          layer.output_dense.bias,
+      )
+  ]
 
 
 def _attention_with_random_weights(rng):

@@ -23,8 +23,13 @@ def _numpy_blstm(arrays, lengths):
   projection.
   """
   x, directions, projection = arrays[0], arrays[1:7], arrays[7:]
-  y = np.concatenate([ref.lstm_direction(x, *directions[3 * d:3 * d + 3], lengths,
-                                         reverse=bool(d)) for d in (0, 1)], -1)
+  y = np.concatenate(
+      [
+          ref.lstm_direction(x, *directions[3 * d : 3 * d + 3], lengths, reverse=bool(d))
+          for d in (0, 1)
+      ],
+      -1,
+  )
   if projection:
     y = y @ projection[0] + projection[1]
   return y
@@ -84,8 +89,7 @@ def _trainable_in_order(layer):
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 @pytest.mark.parametrize("units,projection", [(4, None), (8, 8)])  # SMALL, full (H = 8)
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_outputs_and_gradients_match_numpy_lstm_loops(units, projection, case,
-                                                      implementation):
+def test_outputs_and_gradients_match_numpy_lstm_loops(units, projection, case, implementation):
   """Every implementation, eagerly, in graph mode and XLA-compiled, against the numpy
   loop (outputs) and central differences of it (gradients on x and every weight)."""
   rng = np.random.default_rng(0)  # the same layer and data for every implementation
@@ -108,16 +112,17 @@ def test_outputs_and_gradients_match_numpy_lstm_loops(units, projection, case,
       loss = tf.reduce_sum(y * tf.constant(upstream, tf.float32))
     return y, tape.gradient(loss, [inputs] + _trainable_in_order(layer))
 
-  for mode, fn in (("eager", run), ("graph", tf.function(run)),
-                   ("xla", tf.function(run, jit_compile=True))):
+  for mode, fn in (
+      ("eager", run),
+      ("graph", tf.function(run)),
+      ("xla", tf.function(run, jit_compile=True)),
+  ):
     y, grads = fn()
-    np.testing.assert_allclose(y.numpy()[real], want[real], atol=1e-5, rtol=1e-5,
-                               err_msg=mode)
+    np.testing.assert_allclose(y.numpy()[real], want[real], atol=1e-5, rtol=1e-5, err_msg=mode)
     if projection is None:  # padded positions are exactly zero
       np.testing.assert_array_equal(y.numpy()[~real], 0, err_msg=mode)
     for i, (g, w) in enumerate(zip(grads, _NUMERIC[key])):
-      np.testing.assert_allclose(g.numpy(), w, atol=1e-5, rtol=1e-5,
-                                 err_msg=f"{mode}, array {i}")
+      np.testing.assert_allclose(g.numpy(), w, atol=1e-5, rtol=1e-5, err_msg=f"{mode}, array {i}")
 
 
 def test_scan_gradients_equal_keras_lstm_gradients_under_xla(rng):
@@ -131,8 +136,9 @@ def test_scan_gradients_equal_keras_lstm_gradients_under_xla(rng):
   for v in keras_layer.weights:
     v.assign(rng.normal(scale=0.4, size=v.shape).astype("float32"))
   scan_layer.set_weights(keras_layer.get_weights())
-  weights = tf.constant(rng.normal(size=(2, 9, 8)), tf.float32) * tf.cast(
-      mask, tf.float32)[:, :, None]  # the loss reads real positions only
+  weights = (
+      tf.constant(rng.normal(size=(2, 9, 8)), tf.float32) * tf.cast(mask, tf.float32)[:, :, None]
+  )  # the loss reads real positions only
 
   def loss_and_grads(layer):
     with tf.GradientTape() as tape:
@@ -159,37 +165,39 @@ def test_lstm_settings_stay_cudnn_eligible():
     assert lstm.use_cudnn in ("auto", True)
 
 
-@pytest.mark.parametrize("saved,loaded", [("scan", "fused"), ("fused", "block"),
-                                          ("keras", "fused"), ("fused", "scan")])
-def test_weights_saved_under_one_implementation_load_under_another(rng, tmp_path, saved,
-                                                                   loaded):
+@pytest.mark.parametrize(
+    "saved,loaded", [("scan", "fused"), ("fused", "block"), ("keras", "fused"), ("fused", "scan")]
+)
+def test_weights_saved_under_one_implementation_load_under_another(rng, tmp_path, saved, loaded):
   """Same variables and paths (the Keras Bidirectional LSTM layout) for every
   implementation, so a checkpoint written with one restores into another."""
   x = rng.normal(size=(2, 5, 8)).astype("float32")
   mask = np.array([[1] * 5, [1] * 3 + [0] * 2], "int32")
-  before, after = (BidirectionalLSTM(6, 8, implementation=i, name="blstm")
-                   for i in (saved, loaded))
+  before, after = (BidirectionalLSTM(6, 8, implementation=i, name="blstm") for i in (saved, loaded))
   for layer in (before, after):
     layer.build(x.shape)
   for v in before.weights:
     v.assign(rng.normal(scale=0.4, size=v.shape).astype("float32"))
   assert [v.path for v in after.weights] == [v.path for v in before.weights]
   assert [v.path for v in before.weights] == [
-      f"blstm/bilstm/{d}/lstm_cell/{n}" for d in ("forward_lstm", "backward_lstm")
-      for n in ("kernel", "recurrent_kernel", "bias")] + [
-          "blstm/projection/kernel", "blstm/projection/bias"]
+      f"blstm/bilstm/{d}/lstm_cell/{n}"
+      for d in ("forward_lstm", "backward_lstm")
+      for n in ("kernel", "recurrent_kernel", "bias")
+  ] + ["blstm/projection/kernel", "blstm/projection/bias"]
   # The training checkpoints' format: tf.train.Checkpoint of {variable path: variable}.
-  prefix = tf.train.Checkpoint(model=variables_by_path(before)).write(
-      str(tmp_path / "ckpt"))
-  tf.train.Checkpoint(model=variables_by_path(after)).read(
-      prefix).assert_existing_objects_matched()
+  prefix = tf.train.Checkpoint(model=variables_by_path(before)).write(str(tmp_path / "ckpt"))
+  tf.train.Checkpoint(model=variables_by_path(after)).read(prefix).assert_existing_objects_matched()
   np.testing.assert_allclose(after(x, mask), before(x, mask), atol=1e-5)
 
 
 def test_config_round_trip_and_unknown_implementation():
   layer = BidirectionalLSTM(4, 8, initializer_range=0.1, implementation="fused")
   clone = BidirectionalLSTM.from_config(layer.get_config())
-  assert (clone.units, clone.projection_size, clone.initializer_range,
-          clone.implementation) == (4, 8, 0.1, "fused")
+  assert (clone.units, clone.projection_size, clone.initializer_range, clone.implementation) == (
+      4,
+      8,
+      0.1,
+      "fused",
+  )
   with pytest.raises(ValueError, match="implementation"):
     BidirectionalLSTM(4, implementation="cudnn")

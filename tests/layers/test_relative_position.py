@@ -17,8 +17,22 @@ def test_bucket_matches_spec_formula(num_buckets, max_distance):
 def test_bucket_landmarks():
   # Hand-checked against SPEC §2: exact below 8, keys after the query offset by 16,
   # log-spaced buckets up to 128 and the last bucket of each half beyond it.
-  cases = {0: 0, -1: 1, -7: 7, 1: 17, 7: 23, -8: 8, 8: 24, -128: 15, 128: 31,
-           -1000: 15, 1000: 31, -16: 10, -32: 12, -64: 14}
+  cases = {
+      0: 0,
+      -1: 1,
+      -7: 7,
+      1: 17,
+      7: 23,
+      -8: 8,
+      8: 24,
+      -128: 15,
+      128: 31,
+      -1000: 15,
+      1000: 31,
+      -16: 10,
+      -32: 12,
+      -64: 14,
+  }
   got = relative_position_bucket(np.array(list(cases)), 32, 128).numpy()
   assert dict(zip(cases, got.tolist())) == cases
 

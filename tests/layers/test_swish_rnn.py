@@ -21,9 +21,12 @@ def test_recurrence_matches_numpy_loop(rng, k, length, implementation):
   residual = rng.normal(size=(2, length, 5))
   alpha = rng.uniform(0.5, 1.5, size=5)
   beta = rng.normal(size=5)
-  got = swish_rnn_recurrence(*(tf.constant(a, tf.float32)
-                               for a in (x1, residual, alpha, beta)), step_size=k,
-                             implementation=implementation, unroll=3)
+  got = swish_rnn_recurrence(
+      *(tf.constant(a, tf.float32) for a in (x1, residual, alpha, beta)),
+      step_size=k,
+      implementation=implementation,
+      unroll=3,
+  )
   want = ref.swish_rnn_states(x1, residual, alpha, beta, k)
   np.testing.assert_allclose(got.numpy(), want, atol=1e-5, rtol=1e-5)
 
@@ -45,15 +48,22 @@ def _layer_reference(layer, x, mask=None):
     channels = slice(0, d) if layer.direction == "backward" else slice(d // 2, d)
     for b, n in enumerate(lengths):
       if layer.direction == "bidirectional":
-        c[b:b + 1, :n, :d // 2] = ref.swish_rnn_states(
-            x1[b:b + 1, :n, :d // 2], residual[b:b + 1, :n, :d // 2],
-            w["alpha"][:d // 2], w["beta"][:d // 2], k)
+        c[b : b + 1, :n, : d // 2] = ref.swish_rnn_states(
+            x1[b : b + 1, :n, : d // 2],
+            residual[b : b + 1, :n, : d // 2],
+            w["alpha"][: d // 2],
+            w["beta"][: d // 2],
+            k,
+        )
       rev = ref.swish_rnn_states(
-          x1[b:b + 1, :n][:, ::-1, channels], residual[b:b + 1, :n][:, ::-1, channels],
-          w["alpha"][channels], w["beta"][channels], k)
-      c[b:b + 1, :n, channels] = rev[:, ::-1]
-  gate = ref.gelu(x2 + w["gate_bias"]) if layer.gate == "gelu" else ref.sigmoid(
-      x2 + w["gate_bias"])
+          x1[b : b + 1, :n][:, ::-1, channels],
+          residual[b : b + 1, :n][:, ::-1, channels],
+          w["alpha"][channels],
+          w["beta"][channels],
+          k,
+      )
+      c[b : b + 1, :n, channels] = rev[:, ::-1]
+  gate = ref.gelu(x2 + w["gate_bias"]) if layer.gate == "gelu" else ref.sigmoid(x2 + w["gate_bias"])
   return ((c + w["state_bias"]) * gate) @ w["kernel"] + w["bias"]
 
 
@@ -66,21 +76,27 @@ def _randomise(layer, rng):
 @pytest.mark.parametrize("k", [1, 2, 4])
 @pytest.mark.parametrize("residual,gate", [("x1", "gelu"), ("x2", "sigmoid")])
 def test_layer_matches_spec(rng, k, residual, gate, implementation):
-  layer = SwishRNN(hidden_size=8, inner_size=6, step_size=k, residual=residual, gate=gate,
-                   implementation=implementation)
+  layer = SwishRNN(
+      hidden_size=8,
+      inner_size=6,
+      step_size=k,
+      residual=residual,
+      gate=gate,
+      implementation=implementation,
+  )
   x = _random_layer_inputs(rng, length=7)
   layer.build(x.shape)
   _randomise(layer, rng)
-  np.testing.assert_allclose(layer(x).numpy(), _layer_reference(layer, x),
-                             atol=1e-4, rtol=1e-4)
+  np.testing.assert_allclose(layer(x).numpy(), _layer_reference(layer, x), atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 @pytest.mark.parametrize("direction", ["backward", "bidirectional"])
 @pytest.mark.parametrize("k", [1, 3])
 def test_reverse_directions_ignore_padding(rng, direction, k, implementation):
-  layer = SwishRNN(hidden_size=8, inner_size=6, step_size=k, direction=direction,
-                   implementation=implementation)
+  layer = SwishRNN(
+      hidden_size=8, inner_size=6, step_size=k, direction=direction, implementation=implementation
+  )
   x = _random_layer_inputs(rng, length=9)
   mask = np.ones((2, 9), "int32")
   mask[1, 5:] = 0
@@ -113,15 +129,24 @@ def test_gradients_reach_every_weight_including_alpha_beta(rng, k, implementatio
 
 @pytest.mark.parametrize("implementation", ["fused", "loop"])
 @pytest.mark.parametrize("k", [1, 3])
-@pytest.mark.parametrize("residual,direction", [("x1", "forward"), ("x2", "forward"),
-                                                ("x1", "bidirectional")])
-def test_layer_gradients_match_autodiff_of_the_scan(rng, k, residual, direction,
-                                                    implementation):
+@pytest.mark.parametrize(
+    "residual,direction", [("x1", "forward"), ("x2", "forward"), ("x1", "bidirectional")]
+)
+def test_layer_gradients_match_autodiff_of_the_scan(rng, k, residual, direction, implementation):
   """The hand-written backward of recurrence + gating (+ state bias) vs TF autodiff of
   the plain `tf.scan` and TF ops, the same weights, every weight and the input."""
-  layers = [SwishRNN(hidden_size=8, inner_size=6, step_size=k, residual=residual,
-                     direction=direction, gate="gelu", implementation=impl)
-            for impl in (implementation, "scan")]
+  layers = [
+      SwishRNN(
+          hidden_size=8,
+          inner_size=6,
+          step_size=k,
+          residual=residual,
+          direction=direction,
+          gate="gelu",
+          implementation=impl,
+      )
+      for impl in (implementation, "scan")
+  ]
   x = tf.constant(_random_layer_inputs(rng, length=11))
   mask = np.ones((2, 11), "int32")
   mask[0, 8:] = 0
@@ -138,8 +163,7 @@ def test_layer_gradients_match_autodiff_of_the_scan(rng, k, residual, direction,
     grads.append(tape.gradient(loss, [x] + layer.trainable_weights))
   names = ["input"] + [v.path for v in layers[0].trainable_weights]
   for name, got, want in zip(names, *grads):
-    np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-5, rtol=1e-4,
-                               err_msg=name)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-5, rtol=1e-4, err_msg=name)
 
 
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
@@ -154,8 +178,9 @@ def test_gradient_matches_finite_differences(rng, implementation):
   weights = rng.normal(size=(1, 5, 3))
   tensors = [tf.Variable(a, dtype=tf.float64) for a in (x1, residual, alpha, beta)]
   with tf.GradientTape() as tape:
-    loss = tf.reduce_sum(swish_rnn_recurrence(*tensors, step_size=k,
-                                              implementation=implementation) * weights)
+    loss = tf.reduce_sum(
+        swish_rnn_recurrence(*tensors, step_size=k, implementation=implementation) * weights
+    )
   grads = tape.gradient(loss, tensors)
 
   def objective(arrays):
@@ -200,8 +225,9 @@ def test_rejects_bad_options():
   with pytest.raises(ValueError, match="implementation"):
     SwishRNN(8, 6, implementation="cuda")
   with pytest.raises(ValueError, match="implementation"):
-    swish_rnn_recurrence(*[tf.zeros([1, 2, 3])] * 2, tf.ones([3]), tf.zeros([3]),
-                         implementation="cuda")
+    swish_rnn_recurrence(
+        *[tf.zeros([1, 2, 3])] * 2, tf.ones([3]), tf.zeros([3]), implementation="cuda"
+    )
 
 
 def _numpy_gradients(x1, residual, alpha, beta, k, dc):
@@ -227,8 +253,12 @@ def _numpy_gradients(x1, residual, alpha, beta, k, dc):
 
 def test_numpy_gradient_reference_matches_finite_differences(rng):
   k, shape = 2, (1, 5, 3)
-  arrays = [rng.normal(size=shape), rng.normal(size=shape), rng.uniform(0.5, 1.5, 3),
-            rng.normal(size=3)]
+  arrays = [
+      rng.normal(size=shape),
+      rng.normal(size=shape),
+      rng.uniform(0.5, 1.5, 3),
+      rng.normal(size=3),
+  ]
   weights = rng.normal(size=shape)
   grads = _numpy_gradients(*arrays, k, weights)
   eps = 1e-6
@@ -238,8 +268,9 @@ def test_numpy_gradient_reference_matches_finite_differences(rng):
       minus = [a.copy() for a in arrays]
       plus[which][idx] += eps
       minus[which][idx] -= eps
-      numeric = ((ref.swish_rnn_states(*plus, k) - ref.swish_rnn_states(*minus, k))
-                 * weights).sum() / (2 * eps)
+      numeric = (
+          (ref.swish_rnn_states(*plus, k) - ref.swish_rnn_states(*minus, k)) * weights
+      ).sum() / (2 * eps)
       np.testing.assert_allclose(g[idx], numeric, atol=1e-6, rtol=1e-5)
 
 
@@ -249,14 +280,17 @@ def test_numpy_gradient_reference_matches_finite_differences(rng):
 def test_float32_gradients_match_numpy_loop(rng, k, length, implementation):
   """Every k, T a multiple of k or not, separate x1 and residual: <= 1e-5 in float32."""
   shape = (2, length, 5)
-  arrays = [rng.normal(size=shape), rng.normal(size=shape), rng.uniform(0.5, 1.5, 5),
-            rng.normal(size=5)]
+  arrays = [
+      rng.normal(size=shape),
+      rng.normal(size=shape),
+      rng.uniform(0.5, 1.5, 5),
+      rng.normal(size=5),
+  ]
   upstream = rng.normal(size=shape)
   tensors = [tf.constant(a, tf.float32) for a in arrays]
   with tf.GradientTape() as tape:
     tape.watch(tensors)
-    c = swish_rnn_recurrence(*tensors, step_size=k, implementation=implementation,
-                             unroll=4)
+    c = swish_rnn_recurrence(*tensors, step_size=k, implementation=implementation, unroll=4)
     loss = tf.reduce_sum(c * tf.constant(upstream, tf.float32))
   got = tape.gradient(loss, tensors)
   for g, want in zip(got, _numpy_gradients(*arrays, k, upstream)):
@@ -273,11 +307,11 @@ def test_residual_none_shares_x1_and_sums_its_gradients(rng, k, implementation):
   tensors = [tf.constant(a, tf.float32) for a in (x1, alpha, beta)]
   with tf.GradientTape() as tape:
     tape.watch(tensors)
-    c = swish_rnn_recurrence(tensors[0], None, *tensors[1:], step_size=k,
-                             implementation=implementation)
+    c = swish_rnn_recurrence(
+        tensors[0], None, *tensors[1:], step_size=k, implementation=implementation
+    )
     loss = tf.reduce_sum(c * tf.constant(upstream, tf.float32))
-  np.testing.assert_allclose(c, ref.swish_rnn_states(x1, x1, alpha, beta, k),
-                             atol=1e-5, rtol=1e-5)
+  np.testing.assert_allclose(c, ref.swish_rnn_states(x1, x1, alpha, beta, k), atol=1e-5, rtol=1e-5)
   dx1, dres, dalpha, dbeta = _numpy_gradients(x1, x1, alpha, beta, k, upstream)
   for got, want in zip(tape.gradient(loss, tensors), (dx1 + dres, dalpha, dbeta)):
     np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5)
@@ -294,16 +328,18 @@ def test_loop_unroll_does_not_change_results(rng, unroll):
     tape_scan.watch(x1)
     loss_scan = tf.reduce_sum(swish_rnn_recurrence(x1, x1, alpha, beta, 2, "scan") ** 2)
   np.testing.assert_allclose(loss, loss_scan, rtol=1e-6)
-  np.testing.assert_allclose(tape.gradient(loss, x1), tape_scan.gradient(loss_scan, x1),
-                             rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(
+      tape.gradient(loss, x1), tape_scan.gradient(loss_scan, x1), rtol=1e-5, atol=1e-6
+  )
 
 
 @pytest.mark.parametrize("jit_compile", [False, True])
 def test_graph_mode_with_unknown_batch_and_length(rng, jit_compile):
   """A functional model (symbolic [None, None, H]) reused for two shapes, with gradients."""
   inputs = keras.Input(shape=(None, 8))
-  layers = [SwishRNN(8, 6, step_size=k, implementation=impl)
-            for impl in ("fused", "scan") for k in (3,)]
+  layers = [
+      SwishRNN(8, 6, step_size=k, implementation=impl) for impl in ("fused", "scan") for k in (3,)
+  ]
   model = keras.Model(inputs, [layer(inputs) for layer in layers])
   layers[1].set_weights(layers[0].get_weights())
 
@@ -312,14 +348,14 @@ def test_graph_mode_with_unknown_batch_and_length(rng, jit_compile):
     with tf.GradientTape() as tape:
       tape.watch(x)
       fused, scan = model(x)
-      loss = tf.reduce_sum(fused ** 2) + tf.reduce_sum(scan ** 2)
+      loss = tf.reduce_sum(fused**2) + tf.reduce_sum(scan**2)
     return fused, scan, tape.gradient(loss, [x] + model.trainable_weights)
 
   for shape in [(2, 7, 8), (3, 10, 8)]:
     fused, scan, grads = outputs_and_grads(tf.constant(rng.normal(size=shape), tf.float32))
     np.testing.assert_allclose(fused, scan, rtol=1e-5, atol=1e-6)
     w = len(layers[0].trainable_weights)
-    for a, b in zip(grads[1:1 + w], grads[1 + w:]):
+    for a, b in zip(grads[1 : 1 + w], grads[1 + w :]):
       np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
 
 

@@ -12,8 +12,10 @@ def encoder_batch(rng):
   def make(vocab, batch=2, length=8):
     mask = np.ones((batch, length), "int32")
     mask[1, 5:] = 0
-    return {"input_ids": rng.integers(5, vocab, (batch, length)).astype("int32"),
-            "input_mask": mask,
-            "segment_ids": np.zeros((batch, length), "int32")}
+    return {
+        "input_ids": rng.integers(5, vocab, (batch, length)).astype("int32"),
+        "input_mask": mask,
+        "segment_ids": np.zeros((batch, length), "int32"),
+    }
 
   return make

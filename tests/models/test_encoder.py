@@ -42,32 +42,36 @@ def test_real_positions_ignore_padding_length_and_values(rng, family):
   out_short = encoder(short, training=False)
   out_long = encoder(long, training=False)
   for b, n in enumerate(short["input_mask"].sum(1)):
-    np.testing.assert_allclose(out_long["sequence_output"][b, :n],
-                               out_short["sequence_output"][b, :n], atol=2e-5, rtol=1e-4)
-  np.testing.assert_allclose(out_long["pooled_output"], out_short["pooled_output"],
-                             atol=2e-5, rtol=1e-4)
+    np.testing.assert_allclose(
+        out_long["sequence_output"][b, :n],
+        out_short["sequence_output"][b, :n],
+        atol=2e-5,
+        rtol=1e-4,
+    )
+  np.testing.assert_allclose(
+      out_long["pooled_output"], out_short["pooled_output"], atol=2e-5, rtol=1e-4
+  )
   assert len(out_long["encoder_outputs"]) == encoder.config.num_layers
 
 
 @pytest.mark.parametrize("family", FAMILY_NAMES)
 def test_forward_and_backward_under_xla(rng, family):
   encoder = build_encoder(f"{family}_tiny")
-  inputs = {k: tf.constant(v) for k, v in
-            _batch(rng, encoder.config.vocab_size, [9, 5], total=9).items()}
+  inputs = {
+      k: tf.constant(v) for k, v in _batch(rng, encoder.config.vocab_size, [9, 5], total=9).items()
+  }
 
   def step(batch):
     with tf.GradientTape() as tape:
       out = encoder(batch, training=True)
-      loss = tf.reduce_mean(out["sequence_output"] ** 2) + tf.reduce_mean(
-          out["pooled_output"])
+      loss = tf.reduce_mean(out["sequence_output"] ** 2) + tf.reduce_mean(out["pooled_output"])
     return loss, tape.gradient(loss, encoder.trainable_variables)
 
   loss, grads = tf.function(step, jit_compile=True)(inputs)
   assert np.isfinite(loss.numpy())
   missing = [v.path for v, g in zip(encoder.trainable_variables, grads) if g is None]
   assert not missing, missing
-  assert all(np.all(np.isfinite(g.numpy())) for g in grads if not isinstance(
-      g, tf.IndexedSlices))
+  assert all(np.all(np.isfinite(g.numpy())) for g in grads if not isinstance(g, tf.IndexedSlices))
 
 
 @pytest.mark.parametrize("family", FAMILY_NAMES)
@@ -79,15 +83,13 @@ def test_config_and_keras_file_round_trip(rng, tmp_path, family):
   clone = Encoder.from_config(encoder.get_config())
   assert clone.config == encoder.config
   clone.set_weights(encoder.get_weights())
-  np.testing.assert_allclose(clone(inputs, training=False)["sequence_output"], want,
-                             atol=1e-6)
+  np.testing.assert_allclose(clone(inputs, training=False)["sequence_output"], want, atol=1e-6)
 
   path = str(tmp_path / f"{family}.keras")
   encoder.save(path)
   loaded = keras.models.load_model(path)
   assert isinstance(loaded, Encoder) and loaded.config == encoder.config
-  np.testing.assert_allclose(loaded(inputs, training=False)["sequence_output"], want,
-                             atol=1e-6)
+  np.testing.assert_allclose(loaded(inputs, training=False)["sequence_output"], want, atol=1e-6)
 
 
 def test_relative_bias_per_layer_option(rng):
@@ -108,8 +110,9 @@ def test_inputs_are_matched_by_name_not_position(rng):
   inputs = _batch(rng, encoder.config.vocab_size, [5, 3], total=5)
   want = encoder(inputs, training=False)["sequence_output"].numpy()
   # Extra keys that sort between the real ones must not shift them.
-  noisy = dict(inputs, input_n=np.full((2, 5), 99, "int32"),
-               masked_lm_positions=np.full((2, 2), 7, "int32"))
+  noisy = dict(
+      inputs, input_n=np.full((2, 5), 99, "int32"), masked_lm_positions=np.full((2, 2), 7, "int32")
+  )
   np.testing.assert_array_equal(encoder(noisy, training=False)["sequence_output"], want)
   with pytest.raises(ValueError, match="segment_ids"):
     encoder({"input_ids": inputs["input_ids"], "input_mask": inputs["input_mask"]})
@@ -123,7 +126,8 @@ def test_mixed_bfloat16_forward_and_backward_are_finite(rng, family):
   with tf.GradientTape() as tape:
     out = encoder(inputs, training=True)
     loss = tf.reduce_mean(tf.cast(out["sequence_output"], tf.float32) ** 2) + tf.reduce_mean(
-        tf.cast(out["pooled_output"], tf.float32))
+        tf.cast(out["pooled_output"], tf.float32)
+    )
   assert out["sequence_output"].dtype == tf.bfloat16
   grads = tape.gradient(loss, encoder.trainable_variables)
   assert all(g is not None for g in grads)
@@ -138,8 +142,11 @@ def test_swishrnn_implementations_give_the_same_model(rng):
   scan.set_weights(fused.get_weights())
   assert {b.branch_layers[0].implementation for b in scan.blocks} == {"scan"}
   inputs = _batch(rng, fused.config.vocab_size, [9, 6], total=9)
-  np.testing.assert_allclose(scan(inputs, training=False)["sequence_output"],
-                             fused(inputs, training=False)["sequence_output"], atol=1e-5)
+  np.testing.assert_allclose(
+      scan(inputs, training=False)["sequence_output"],
+      fused(inputs, training=False)["sequence_output"],
+      atol=1e-5,
+  )
 
 
 @pytest.mark.parametrize("family", ["trans_blstm_2", "trans_blstm_small_1"])
@@ -151,12 +158,16 @@ def test_blstm_checkpoint_restores_under_another_implementation(rng, tmp_path, f
   inputs = _batch(rng, fused.config.vocab_size, [9, 6], total=9)
   for encoder in (fused, scan):
     encoder(inputs, training=False)  # builds the weights
-  scan.set_weights([rng.normal(scale=0.1, size=w.shape).astype("float32")
-                    for w in scan.get_weights()])
-  prefix = tf.train.Checkpoint(encoder=variables_by_path(scan)).write(
-      str(tmp_path / "ckpt"))
+  scan.set_weights(
+      [rng.normal(scale=0.1, size=w.shape).astype("float32") for w in scan.get_weights()]
+  )
+  prefix = tf.train.Checkpoint(encoder=variables_by_path(scan)).write(str(tmp_path / "ckpt"))
   tf.train.Checkpoint(encoder=variables_by_path(fused)).read(
-      prefix).assert_existing_objects_matched()
+      prefix
+  ).assert_existing_objects_matched()
   assert sorted(variables_by_path(fused)) == sorted(variables_by_path(scan))
-  np.testing.assert_allclose(fused(inputs, training=False)["sequence_output"],
-                             scan(inputs, training=False)["sequence_output"], atol=1e-5)
+  np.testing.assert_allclose(
+      fused(inputs, training=False)["sequence_output"],
+      scan(inputs, training=False)["sequence_output"],
+      atol=1e-5,
+  )

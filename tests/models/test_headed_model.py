@@ -8,12 +8,16 @@ from recurrent_bert.models import SpanExtractor
 from recurrent_bert.models import build_encoder
 
 
-@pytest.mark.parametrize("make_model", [
-    lambda e: Pretrainer(e, use_nsp=True),
-    lambda e: Classifier(e, num_classes=3),
-    lambda e: Classifier(e, num_classes=1),
-    lambda e: SpanExtractor(e, use_blstm_decoder=True),
-], ids=["pretrainer", "classifier", "regressor", "span_blstm_decoder"])
+@pytest.mark.parametrize(
+    "make_model",
+    [
+        lambda e: Pretrainer(e, use_nsp=True),
+        lambda e: Classifier(e, num_classes=3),
+        lambda e: Classifier(e, num_classes=1),
+        lambda e: SpanExtractor(e, use_blstm_decoder=True),
+    ],
+    ids=["pretrainer", "classifier", "regressor", "span_blstm_decoder"],
+)
 def test_headed_models_round_trip_through_keras_files(encoder_batch, tmp_path, make_model):
   model = make_model(build_encoder("trans_blstm_small_2_tiny"))
   inputs = encoder_batch(model.encoder.config.vocab_size)
@@ -25,7 +29,6 @@ def test_headed_models_round_trip_through_keras_files(encoder_batch, tmp_path, m
   loaded = keras.models.load_model(path)
   assert type(loaded) is type(model)
   got = loaded(inputs, training=False)
-  keras.tree.map_structure(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6),
-                           got, want)
+  keras.tree.map_structure(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6), got, want)
   if isinstance(loaded, Pretrainer):  # the tie survives loading
     assert loaded.mlm_head._embeddings is loaded.encoder.embeddings

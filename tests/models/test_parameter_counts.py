@@ -21,9 +21,12 @@ def test_uninitialised_count_equals_built_model():
 
 # BERT paper (110M / 340M); TRANS-BLSTM paper Table 1 (TRANS-BLSTM-SMALL and TRANS-BLSTM).
 PAPER_SIZES = {
-    "bert_base": 110e6, "bert_large": 340e6,
-    "trans_blstm_small_2_base": 152e6, "trans_blstm_small_2_large": 487e6,
-    "trans_blstm_2_base": 237e6, "trans_blstm_2_large": 789e6,
+    "bert_base": 110e6,
+    "bert_large": 340e6,
+    "trans_blstm_small_2_base": 152e6,
+    "trans_blstm_small_2_large": 487e6,
+    "trans_blstm_2_base": 237e6,
+    "trans_blstm_2_large": 789e6,
 }
 
 

@@ -25,8 +25,9 @@ def test_mlm_logits_use_tied_embeddings_at_masked_positions(rng, encoder_batch):
   want = h @ encoder.token_embeddings.numpy().T + head.output_bias.numpy()
   np.testing.assert_allclose(out["mlm_logits"], want, atol=1e-4, rtol=1e-4)
   # Tied: no second [V, H] table.
-  vocab_tables = [w for w in model.weights if tuple(w.shape) == tuple(
-      encoder.token_embeddings.shape)]
+  vocab_tables = [
+      w for w in model.weights if tuple(w.shape) == tuple(encoder.token_embeddings.shape)
+  ]
   assert len(vocab_tables) == 1
 
 

@@ -6,11 +6,34 @@ import pytest
 
 from recurrent_bert.data.tokenization import BertWordpieceTokenizer
 from tests.data.conftest import RESERVED
-from tests.data.conftest import corpus_file, vocab_file  # noqa: F401
+from tests.data.conftest import corpus_file
+from tests.data.conftest import vocab_file
 from tests.data.conftest import write_vocab
 
-WORDS = ["a1", "a2", "a3", "a4", "a5", "b1", "b2", "b3", "b4", "b5", "b6", "apple", "cat",
-         "dog", "fruit", "is", "it", "red", "the", "which", "?", "."]
+WORDS = [
+    "a1",
+    "a2",
+    "a3",
+    "a4",
+    "a5",
+    "b1",
+    "b2",
+    "b3",
+    "b4",
+    "b5",
+    "b6",
+    "apple",
+    "cat",
+    "dog",
+    "fruit",
+    "is",
+    "it",
+    "red",
+    "the",
+    "which",
+    "?",
+    ".",
+]
 
 
 @pytest.fixture(scope="session")

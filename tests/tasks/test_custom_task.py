@@ -2,8 +2,8 @@
 
 import pytest
 
-from recurrent_bert.tasks import custom_task
 from recurrent_bert.io_utils import InputError
+from recurrent_bert.tasks import custom_task
 
 
 def _write(path, lines):
@@ -11,8 +11,10 @@ def _write(path, lines):
 
 
 def test_columns_by_name_in_any_order_and_labels_sorted(tmp_path):
-  _write(tmp_path / "train.tsv", ["label\tsentence2\tid_unused\tsentence1",
-                                  "pos\tB one\tx\tA one", "neg\tB two\tx\tA \"two\""])
+  _write(
+      tmp_path / "train.tsv",
+      ["label\tsentence2\tid_unused\tsentence1", "pos\tB one\tx\tA one", 'neg\tB two\tx\tA "two"'],
+  )
   _write(tmp_path / "test.tsv", ["index\tsentence1\tsentence2", "7\tA\tB"])
   assert custom_task.infer_label_list(str(tmp_path)) == ["neg", "pos"]
   train = custom_task.read_custom(str(tmp_path), "train", ["neg", "pos"])
@@ -30,11 +32,14 @@ def test_single_sentence_task(tmp_path):
   assert [(e.text_a, e.text_b) for e in dev.examples] == [("hello", None), ("world", None)]
 
 
-@pytest.mark.parametrize("lines,message", [
-    (["text\tlabel", "x\ta"], "train.tsv:1: header"),
-    (["sentence\tlabel", "x\ta", "y"], "train.tsv:3: expected 2"),
-    (["sentence\tlabel", "x\tc"], "train.tsv:2: label 'c'"),
-])
+@pytest.mark.parametrize(
+    "lines,message",
+    [
+        (["text\tlabel", "x\ta"], "train.tsv:1: header"),
+        (["sentence\tlabel", "x\ta", "y"], "train.tsv:3: expected 2"),
+        (["sentence\tlabel", "x\tc"], "train.tsv:2: label 'c'"),
+    ],
+)
 def test_bad_files_name_file_and_line(tmp_path, lines, message):
   _write(tmp_path / "train.tsv", lines)
   with pytest.raises(InputError, match=message):

@@ -4,9 +4,9 @@ import os
 
 import pytest
 
+from recurrent_bert.io_utils import InputError
 from recurrent_bert.tasks import glue
 from recurrent_bert.tasks import registry
-from recurrent_bert.io_utils import InputError
 
 QUOTED = 'He said "hello, world" and left'  # quotes are literal text (QUOTE_NONE)
 UNBALANCED = '"Unbalanced quote, then a tab-free tail'
@@ -32,80 +32,225 @@ FILES = {
     },
     "mrpc": {
         # The official train.tsv starts with a byte-order mark.
-        "train.tsv": "\ufeff" + tsv(["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"],
-                                    ["1", "702876", "702977", QUOTED, UNICODE]),
-        "dev.tsv": tsv(["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"],
-                       ["0", "1", "2", UNBALANCED, "b"]),
-        "test.tsv": tsv(["index", "#1 ID", "#2 ID", "#1 String", "#2 String"],
-                        ["0", "1089874", "1089925", "x", UNICODE]),
+        "train.tsv": "\ufeff"
+        + tsv(
+            ["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"],
+            ["1", "702876", "702977", QUOTED, UNICODE],
+        ),
+        "dev.tsv": tsv(
+            ["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"],
+            ["0", "1", "2", UNBALANCED, "b"],
+        ),
+        "test.tsv": tsv(
+            ["index", "#1 ID", "#2 ID", "#1 String", "#2 String"],
+            ["0", "1089874", "1089925", "x", UNICODE],
+        ),
     },
     "stsb": {
-        "train.tsv": tsv(["index", "genre", "filename", "year", "old_index", "source1",
-                          "source2", "sentence1", "sentence2", "score"],
-                         ["0", "main-captions", "MSRvid", "2012test", "0001", "none", "none",
-                          "A plane is taking off.", QUOTED, "5.000"]),
-        "dev.tsv": tsv(["index", "genre", "filename", "year", "old_index", "source1",
-                        "source2", "sentence1", "sentence2", "score"],
-                       ["7", "g", "f", "y", "o", "s", "s", UNICODE, "b", "0.25"]),
-        "test.tsv": tsv(["index", "genre", "filename", "year", "old_index", "source1",
-                         "source2", "sentence1", "sentence2"],
-                        ["3", "g", "f", "y", "o", "s", "s", "a", UNICODE]),
+        "train.tsv": tsv(
+            [
+                "index",
+                "genre",
+                "filename",
+                "year",
+                "old_index",
+                "source1",
+                "source2",
+                "sentence1",
+                "sentence2",
+                "score",
+            ],
+            [
+                "0",
+                "main-captions",
+                "MSRvid",
+                "2012test",
+                "0001",
+                "none",
+                "none",
+                "A plane is taking off.",
+                QUOTED,
+                "5.000",
+            ],
+        ),
+        "dev.tsv": tsv(
+            [
+                "index",
+                "genre",
+                "filename",
+                "year",
+                "old_index",
+                "source1",
+                "source2",
+                "sentence1",
+                "sentence2",
+                "score",
+            ],
+            ["7", "g", "f", "y", "o", "s", "s", UNICODE, "b", "0.25"],
+        ),
+        "test.tsv": tsv(
+            [
+                "index",
+                "genre",
+                "filename",
+                "year",
+                "old_index",
+                "source1",
+                "source2",
+                "sentence1",
+                "sentence2",
+            ],
+            ["3", "g", "f", "y", "o", "s", "s", "a", UNICODE],
+        ),
     },
     "qqp": {
-        "train.tsv": tsv(["id", "qid1", "qid2", "question1", "question2", "is_duplicate"],
-                         ["1", "3", "4", QUOTED, UNICODE, "0"],
-                         ["2", "5", "6", "broken row with", "too few columns"],
-                         ["3", "7", "8", "a", "b", "duplicate"],
-                         ["4", "9", "10", "c", "d", "1"]),
-        "dev.tsv": tsv(["id", "qid1", "qid2", "question1", "question2", "is_duplicate"],
-                       ["5", "1", "2", UNBALANCED, "q", "1"]),
+        "train.tsv": tsv(
+            ["id", "qid1", "qid2", "question1", "question2", "is_duplicate"],
+            ["1", "3", "4", QUOTED, UNICODE, "0"],
+            ["2", "5", "6", "broken row with", "too few columns"],
+            ["3", "7", "8", "a", "b", "duplicate"],
+            ["4", "9", "10", "c", "d", "1"],
+        ),
+        "dev.tsv": tsv(
+            ["id", "qid1", "qid2", "question1", "question2", "is_duplicate"],
+            ["5", "1", "2", UNBALANCED, "q", "1"],
+        ),
         "test.tsv": tsv(["id", "question1", "question2"], ["0", "a?", UNICODE]),
     },
     "mnli": {
-        "train.tsv": tsv(["index", "promptID", "pairID", "genre",
-                          "sentence1_binary_parse", "sentence2_binary_parse",
-                          "sentence1_parse", "sentence2_parse", "sentence1", "sentence2",
-                          "label1", "gold_label"],
-                         ["0", "31193", "31193n", "government", *MNLI_PARSES, QUOTED,
-                          UNICODE, "neutral", "neutral"]),
-        "dev_matched.tsv": tsv(["index", "promptID", "pairID", "genre",
-                                "sentence1_binary_parse", "sentence2_binary_parse",
-                                "sentence1_parse", "sentence2_parse", "sentence1",
-                                "sentence2", "label1", "label2", "label3", "label4",
-                                "label5", "gold_label"],
-                               ["0", "1", "1e", "fiction", *MNLI_PARSES, "p", "h",
-                                "entailment", "neutral", "entailment", "entailment",
-                                "contradiction", "entailment"]),
-        "dev_mismatched.tsv": tsv(["index", "promptID", "pairID", "genre",
-                                   "sentence1_binary_parse", "sentence2_binary_parse",
-                                   "sentence1_parse", "sentence2_parse", "sentence1",
-                                   "sentence2", "label1", "label2", "label3", "label4",
-                                   "label5", "gold_label"],
-                                  ["0", "1", "1c", "letters", *MNLI_PARSES, UNICODE, "h",
-                                   "contradiction", "", "", "", "", "contradiction"]),
-        "test_matched.tsv": tsv(["index", "promptID", "pairID", "genre",
-                                 "sentence1_binary_parse", "sentence2_binary_parse",
-                                 "sentence1_parse", "sentence2_parse", "sentence1",
-                                 "sentence2"],
-                                ["9", "1", "1", "g", *MNLI_PARSES, "p", QUOTED]),
+        "train.tsv": tsv(
+            [
+                "index",
+                "promptID",
+                "pairID",
+                "genre",
+                "sentence1_binary_parse",
+                "sentence2_binary_parse",
+                "sentence1_parse",
+                "sentence2_parse",
+                "sentence1",
+                "sentence2",
+                "label1",
+                "gold_label",
+            ],
+            [
+                "0",
+                "31193",
+                "31193n",
+                "government",
+                *MNLI_PARSES,
+                QUOTED,
+                UNICODE,
+                "neutral",
+                "neutral",
+            ],
+        ),
+        "dev_matched.tsv": tsv(
+            [
+                "index",
+                "promptID",
+                "pairID",
+                "genre",
+                "sentence1_binary_parse",
+                "sentence2_binary_parse",
+                "sentence1_parse",
+                "sentence2_parse",
+                "sentence1",
+                "sentence2",
+                "label1",
+                "label2",
+                "label3",
+                "label4",
+                "label5",
+                "gold_label",
+            ],
+            [
+                "0",
+                "1",
+                "1e",
+                "fiction",
+                *MNLI_PARSES,
+                "p",
+                "h",
+                "entailment",
+                "neutral",
+                "entailment",
+                "entailment",
+                "contradiction",
+                "entailment",
+            ],
+        ),
+        "dev_mismatched.tsv": tsv(
+            [
+                "index",
+                "promptID",
+                "pairID",
+                "genre",
+                "sentence1_binary_parse",
+                "sentence2_binary_parse",
+                "sentence1_parse",
+                "sentence2_parse",
+                "sentence1",
+                "sentence2",
+                "label1",
+                "label2",
+                "label3",
+                "label4",
+                "label5",
+                "gold_label",
+            ],
+            [
+                "0",
+                "1",
+                "1c",
+                "letters",
+                *MNLI_PARSES,
+                UNICODE,
+                "h",
+                "contradiction",
+                "",
+                "",
+                "",
+                "",
+                "contradiction",
+            ],
+        ),
+        "test_matched.tsv": tsv(
+            [
+                "index",
+                "promptID",
+                "pairID",
+                "genre",
+                "sentence1_binary_parse",
+                "sentence2_binary_parse",
+                "sentence1_parse",
+                "sentence2_parse",
+                "sentence1",
+                "sentence2",
+            ],
+            ["9", "1", "1", "g", *MNLI_PARSES, "p", QUOTED],
+        ),
     },
     "qnli": {
-        "train.tsv": tsv(["index", "question", "sentence", "label"],
-                         ["0", "When?", QUOTED, "not_entailment"]),
-        "dev.tsv": tsv(["index", "question", "sentence", "label"],
-                       ["0", UNICODE, "s", "entailment"]),
+        "train.tsv": tsv(
+            ["index", "question", "sentence", "label"], ["0", "When?", QUOTED, "not_entailment"]
+        ),
+        "dev.tsv": tsv(
+            ["index", "question", "sentence", "label"], ["0", UNICODE, "s", "entailment"]
+        ),
         "test.tsv": tsv(["index", "question", "sentence"], ["0", "q", UNICODE]),
     },
     "rte": {
-        "train.tsv": tsv(["index", "sentence1", "sentence2", "label"],
-                         ["0", QUOTED, UNICODE, "entailment"]),
-        "dev.tsv": tsv(["index", "sentence1", "sentence2", "label"],
-                       ["0", "a", "b", "not_entailment"]),
+        "train.tsv": tsv(
+            ["index", "sentence1", "sentence2", "label"], ["0", QUOTED, UNICODE, "entailment"]
+        ),
+        "dev.tsv": tsv(
+            ["index", "sentence1", "sentence2", "label"], ["0", "a", "b", "not_entailment"]
+        ),
         "test.tsv": tsv(["index", "sentence1", "sentence2"], ["0", UNBALANCED, "b"]),
     },
     "wnli": {
-        "train.tsv": tsv(["index", "sentence1", "sentence2", "label"],
-                         ["0", UNICODE, QUOTED, "1"]),
+        "train.tsv": tsv(["index", "sentence1", "sentence2", "label"], ["0", UNICODE, QUOTED, "1"]),
         "dev.tsv": tsv(["index", "sentence1", "sentence2", "label"], ["0", "a", "b", "0"]),
         "test.tsv": tsv(["index", "sentence1", "sentence2"], ["5", "a", UNICODE]),
     },
@@ -177,32 +322,86 @@ def test_qqp_skips_and_reports_malformed_rows(glue_root):
   assert data.skipped[1].startswith(f"{path}:4: label 'duplicate'")
 
 
-@pytest.mark.parametrize("task, file_name, content, split, line, message", [
-    # A CoLA row that lost a column.
-    ("cola", "train.tsv", tsv(["gj04", "1", "", "ok"], ["gj04", "1", "short"]), "train", 2,
-     "expected 4 tab-separated columns, found 3"),
-    # A tab inside an MNLI sentence shifts every later column.
-    ("mnli", "dev_matched.tsv",
-     FILES["mnli"]["dev_matched.tsv"] + tsv(["1", "2", "2n", "g", *MNLI_PARSES,
-                                             "a\tb", "h", "neutral", "", "", "", "",
-                                             "neutral"]),
-     "dev_matched", 3, "expected 16 tab-separated columns, found 17"),
-    ("qnli", "train.tsv", tsv(["index", "question", "sentence", "label"],
-                              ["0", "q", "s", "entailment"], ["1", "q", "s", "maybe"]),
-     "train", 3, "label 'maybe' is not one of entailment, not_entailment"),
-    ("stsb", "dev.tsv", FILES["stsb"]["train.tsv"] + tsv(
-        ["1", "g", "f", "y", "o", "s", "s", "a", "b", "high"]), "dev", 3,
-     "score 'high' is not a number"),
-    # An RTE file in the QNLI folder: the header names the wrong columns.
-    ("qnli", "dev.tsv", FILES["rte"]["train.tsv"], "dev", 1,
-     "header column 1 is 'sentence1', expected 'question'"),
-    # A labeled file where the test file should be.
-    ("sst2", "test.tsv", FILES["sst2"]["train.tsv"], "test", 1,
-     "header column 0 is 'sentence', expected 'index'"),
-    ("rte", "train.tsv", "", "train", 1, "empty file"),
-])
-def test_broken_files_name_file_and_line(tmp_path, task, file_name, content, split, line,
-                                         message):
+@pytest.mark.parametrize(
+    "task, file_name, content, split, line, message",
+    [
+        # A CoLA row that lost a column.
+        (
+            "cola",
+            "train.tsv",
+            tsv(["gj04", "1", "", "ok"], ["gj04", "1", "short"]),
+            "train",
+            2,
+            "expected 4 tab-separated columns, found 3",
+        ),
+        # A tab inside an MNLI sentence shifts every later column.
+        (
+            "mnli",
+            "dev_matched.tsv",
+            FILES["mnli"]["dev_matched.tsv"]
+            + tsv(
+                [
+                    "1",
+                    "2",
+                    "2n",
+                    "g",
+                    *MNLI_PARSES,
+                    "a\tb",
+                    "h",
+                    "neutral",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "neutral",
+                ]
+            ),
+            "dev_matched",
+            3,
+            "expected 16 tab-separated columns, found 17",
+        ),
+        (
+            "qnli",
+            "train.tsv",
+            tsv(
+                ["index", "question", "sentence", "label"],
+                ["0", "q", "s", "entailment"],
+                ["1", "q", "s", "maybe"],
+            ),
+            "train",
+            3,
+            "label 'maybe' is not one of entailment, not_entailment",
+        ),
+        (
+            "stsb",
+            "dev.tsv",
+            FILES["stsb"]["train.tsv"] + tsv(["1", "g", "f", "y", "o", "s", "s", "a", "b", "high"]),
+            "dev",
+            3,
+            "score 'high' is not a number",
+        ),
+        # An RTE file in the QNLI folder: the header names the wrong columns.
+        (
+            "qnli",
+            "dev.tsv",
+            FILES["rte"]["train.tsv"],
+            "dev",
+            1,
+            "header column 1 is 'sentence1', expected 'question'",
+        ),
+        # A labeled file where the test file should be.
+        (
+            "sst2",
+            "test.tsv",
+            FILES["sst2"]["train.tsv"],
+            "test",
+            1,
+            "header column 0 is 'sentence', expected 'index'",
+        ),
+        ("rte", "train.tsv", "", "train", 1, "empty file"),
+    ],
+)
+def test_broken_files_name_file_and_line(tmp_path, task, file_name, content, split, line, message):
   task_dir = write_task(tmp_path, task, {file_name: content})
   with pytest.raises(InputError) as error:
     glue.read_glue(task_dir, task, split)
@@ -223,7 +422,8 @@ def test_invalid_utf8_and_missing_files(tmp_path):
 
 
 def test_leaderboard_tsv_uses_index_and_label_names(glue_root, tmp_path):
-  from recurrent_bert.tasks import predictions  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.tasks import predictions
+
   test = glue.read_glue(os.path.join(glue_root, "MNLI"), "mnli", "test_matched").examples
   path = predictions.write_glue_submission(str(tmp_path), "mnli", "test_matched", test, [1])
   assert os.path.basename(path) == "MNLI-m.tsv"

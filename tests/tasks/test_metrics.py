@@ -20,23 +20,28 @@ def test_classification_metrics_match_sklearn(seed):
   # Correlated with the labels, so the scores are not all near zero.
   predictions = np.where(rng.random(200) < 0.7, labels, rng.integers(0, 2, size=200))
   assert metrics.accuracy(predictions, labels) == pytest.approx(
-      sk_metrics.accuracy_score(labels, predictions))
-  assert metrics.f1(predictions, labels) == pytest.approx(
-      sk_metrics.f1_score(labels, predictions))
+      sk_metrics.accuracy_score(labels, predictions)
+  )
+  assert metrics.f1(predictions, labels) == pytest.approx(sk_metrics.f1_score(labels, predictions))
   assert metrics.matthews_corr(predictions, labels) == pytest.approx(
-      sk_metrics.matthews_corrcoef(labels, predictions))
+      sk_metrics.matthews_corrcoef(labels, predictions)
+  )
 
 
 def test_matthews_multiclass_and_degenerate_cases_match_sklearn():
   rng = np.random.default_rng(7)
   labels, predictions = rng.integers(0, 3, size=100), rng.integers(0, 3, size=100)
   assert metrics.matthews_corr(predictions, labels) == pytest.approx(
-      sk_metrics.matthews_corrcoef(labels, predictions))
+      sk_metrics.matthews_corrcoef(labels, predictions)
+  )
   constant = np.ones(10, int)
   mixed = np.array([0, 1] * 5)
   # A constant prediction makes MCC undefined; sklearn (and GLUE) report 0.
-  assert metrics.matthews_corr(constant, mixed) == pytest.approx(
-      sk_metrics.matthews_corrcoef(mixed, constant)) == 0.0
+  assert (
+      metrics.matthews_corr(constant, mixed)
+      == pytest.approx(sk_metrics.matthews_corrcoef(mixed, constant))
+      == 0.0
+  )
 
 
 def test_f1_without_positives_is_zero_like_sklearn():
@@ -50,9 +55,11 @@ def test_correlations_match_scipy(seed):
   labels = rng.uniform(0, 5, size=150)
   predictions = labels + rng.normal(0, 1.5, size=150)
   assert metrics.pearson(predictions, labels) == pytest.approx(
-      stats.pearsonr(predictions, labels)[0])
+      stats.pearsonr(predictions, labels)[0]
+  )
   assert metrics.spearman(predictions, labels) == pytest.approx(
-      stats.spearmanr(predictions, labels)[0])
+      stats.spearmanr(predictions, labels)[0]
+  )
 
 
 def test_spearman_with_ties_matches_scipy():
@@ -62,7 +69,8 @@ def test_spearman_with_ties_matches_scipy():
   predictions = np.round(labels + rng.normal(0, 1, size=300), 1)
   np.testing.assert_allclose(metrics.average_ranks(labels), stats.rankdata(labels))
   assert metrics.spearman(predictions, labels) == pytest.approx(
-      stats.spearmanr(predictions, labels)[0])
+      stats.spearmanr(predictions, labels)[0]
+  )
 
 
 def test_multirc_f1a_and_exact_match_by_hand():
@@ -90,14 +98,17 @@ def test_task_metrics_rejects_unknown_names_and_mismatched_lengths():
 # ---------------------------------------------------------------------------- SQuAD
 
 
-@pytest.mark.parametrize("text, normalized", [
-    ("The Eiffel Tower!", "eiffel tower"),
-    ("  an   apple,\ta  day ", "apple day"),
-    ("theatre and another", "theatre and another"),  # articles only as whole words
-    ("A", ""),
-    ("Rock-'n'-Roll", "rocknroll"),
-    ("Zürich's “old town”", "zürichs “old town”"),  # only ASCII punctuation is removed
-])
+@pytest.mark.parametrize(
+    "text, normalized",
+    [
+        ("The Eiffel Tower!", "eiffel tower"),
+        ("  an   apple,\ta  day ", "apple day"),
+        ("theatre and another", "theatre and another"),  # articles only as whole words
+        ("A", ""),
+        ("Rock-'n'-Roll", "rocknroll"),
+        ("Zürich's “old town”", "zürichs “old town”"),  # only ASCII punctuation is removed
+    ],
+)
 def test_normalize_answer_follows_the_official_definition(text, normalized):
   assert metrics.normalize_answer(text) == normalized
 
@@ -125,10 +136,10 @@ def test_squad_v1_scores_by_hand():
 
 def test_squad_v2_scores_no_answer_handling_and_best_threshold_by_hand():
   gold = {
-      "a": ["Paris"],          # answerable
+      "a": ["Paris"],  # answerable
       "b": ["the French", "French"],  # answerable
-      "c": [],                 # unanswerable
-      "d": [],                 # unanswerable
+      "c": [],  # unanswerable
+      "d": [],  # unanswerable
   }
   predictions = {"a": "Paris", "b": "French language", "c": "", "d": "London"}
   null_odds = {"a": -2.0, "b": 0.5, "c": 3.0, "d": 1.0}

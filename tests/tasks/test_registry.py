@@ -8,7 +8,8 @@ from recurrent_bert.tasks import registry
 
 def test_all_nine_tasks_are_registered_with_metrics():
   assert sorted(registry.GLUE_TASKS) == sorted(
-      ["cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli"])
+      ["cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli"]
+  )
   assert registry.get_task("SST-2").name == "sst2"
   assert registry.get_task("STS-B").is_regression and registry.get_task("STS-B").num_labels == 1
   assert registry.get_task("cola").main_metric == "matthews_corr"

@@ -5,9 +5,9 @@ import os
 
 import pytest
 
+from recurrent_bert.io_utils import InputError
 from recurrent_bert.tasks import registry
 from recurrent_bert.tasks import superglue
-from recurrent_bert.io_utils import InputError
 
 PASSAGE = 'The "Zürich" passage — naïve café, 東京.\nSecond line.'
 
@@ -23,13 +23,20 @@ def write_jsonl(directory, name, records):
 
 def test_boolq_labeled_and_test_files(tmp_path):
   task_dir = str(tmp_path / "BoolQ")
-  write_jsonl(task_dir, "val.jsonl", [
-      {"question": "is it \"quoted\"?", "passage": PASSAGE, "idx": 0, "label": True},
-      {"question": "is it false", "passage": "p", "idx": 1, "label": False}])
+  write_jsonl(
+      task_dir,
+      "val.jsonl",
+      [
+          {"question": 'is it "quoted"?', "passage": PASSAGE, "idx": 0, "label": True},
+          {"question": "is it false", "passage": "p", "idx": 1, "label": False},
+      ],
+  )
   write_jsonl(task_dir, "test.jsonl", [{"question": "q", "passage": PASSAGE, "idx": 7}])
   dev = superglue.read_superglue(task_dir, "boolq", "dev")
   assert [(e.text_a, e.text_b, e.label, e.index) for e in dev.examples] == [
-      ('is it "quoted"?', PASSAGE, "true", 0), ("is it false", "p", "false", 1)]
+      ('is it "quoted"?', PASSAGE, "true", 0),
+      ("is it false", "p", "false", 1),
+  ]
   test = superglue.read_superglue(task_dir, "boolq", "test")
   assert [(e.text_b, e.label, e.index) for e in test.examples] == [(PASSAGE, None, 7)]
 
@@ -37,10 +44,22 @@ def test_boolq_labeled_and_test_files(tmp_path):
 def _multirc_record(paragraph_idx, with_labels=True):
   def answer(idx, text, label):
     return {"text": text, "idx": idx, **({"label": label} if with_labels else {})}
-  return {"idx": paragraph_idx, "version": 1.1, "passage": {"text": PASSAGE, "questions": [
-      {"question": "Where?", "idx": 0,
-       "answers": [answer(0, "Zürich", 1), answer(1, "Paris", 0)]},
-      {"question": "What else?", "idx": 1, "answers": [answer(2, "東京", 1)]}]}}
+
+  return {
+      "idx": paragraph_idx,
+      "version": 1.1,
+      "passage": {
+          "text": PASSAGE,
+          "questions": [
+              {
+                  "question": "Where?",
+                  "idx": 0,
+                  "answers": [answer(0, "Zürich", 1), answer(1, "Paris", 0)],
+              },
+              {"question": "What else?", "idx": 1, "answers": [answer(2, "東京", 1)]},
+          ],
+      },
+  }
 
 
 def test_multirc_pairs_grouped_per_question(tmp_path):
@@ -51,31 +70,78 @@ def test_multirc_pairs_grouped_per_question(tmp_path):
   assert [(e.text_a, e.text_b, e.label, e.group, e.index) for e in examples] == [
       (PASSAGE, "Where? Zürich", "1", "3-0", (3, 0, 0)),
       (PASSAGE, "Where? Paris", "0", "3-0", (3, 0, 1)),
-      (PASSAGE, "What else? 東京", "1", "3-1", (3, 1, 2))]
+      (PASSAGE, "What else? 東京", "1", "3-1", (3, 1, 2)),
+  ]
   test = superglue.read_superglue(task_dir, "multirc", "test").examples
   assert [e.label for e in test] == [None, None, None]
   spec = registry.SUPERGLUE_TASKS["multirc"]
   assert spec.metric_names == ("f1a", "exact_match")
 
 
-@pytest.mark.parametrize("task, line, message", [
-    ("boolq", '{"question": "q", "passage": "p", "idx": 1, "label": true',
-     "invalid JSON at column"),
-    ("boolq", '{"question": "q", "passage": "p", "idx": 1}', "missing field 'label'"),
-    ("boolq", '{"question": "q", "passage": "p", "idx": 1, "label": "yes"}',
-     "field 'label' should be true/false"),
-    ("boolq", '["not", "an", "object"]', "must be a JSON object"),
-    ("multirc", json.dumps({"idx": 0, "passage": {"text": "t", "questions": [
-        {"question": "q", "idx": 0, "answers": [{"text": "a", "idx": 0, "label": 1},
-                                                {"text": "b", "label": 0}]}]}}),
-     "missing field 'passage.questions[0].answers[1].idx'"),
-    ("multirc", json.dumps({"idx": 0, "passage": {"text": "t", "questions": [
-        {"question": "q", "idx": 0, "answers": [{"text": "a", "idx": 0, "label": 2}]}]}}),
-     "label must be 0 or 1"),
-])
+@pytest.mark.parametrize(
+    "task, line, message",
+    [
+        (
+            "boolq",
+            '{"question": "q", "passage": "p", "idx": 1, "label": true',
+            "invalid JSON at column",
+        ),
+        ("boolq", '{"question": "q", "passage": "p", "idx": 1}', "missing field 'label'"),
+        (
+            "boolq",
+            '{"question": "q", "passage": "p", "idx": 1, "label": "yes"}',
+            "field 'label' should be true/false",
+        ),
+        ("boolq", '["not", "an", "object"]', "must be a JSON object"),
+        (
+            "multirc",
+            json.dumps(
+                {
+                    "idx": 0,
+                    "passage": {
+                        "text": "t",
+                        "questions": [
+                            {
+                                "question": "q",
+                                "idx": 0,
+                                "answers": [
+                                    {"text": "a", "idx": 0, "label": 1},
+                                    {"text": "b", "label": 0},
+                                ],
+                            }
+                        ],
+                    },
+                }
+            ),
+            "missing field 'passage.questions[0].answers[1].idx'",
+        ),
+        (
+            "multirc",
+            json.dumps(
+                {
+                    "idx": 0,
+                    "passage": {
+                        "text": "t",
+                        "questions": [
+                            {
+                                "question": "q",
+                                "idx": 0,
+                                "answers": [{"text": "a", "idx": 0, "label": 2}],
+                            }
+                        ],
+                    },
+                }
+            ),
+            "label must be 0 or 1",
+        ),
+    ],
+)
 def test_broken_line_names_file_and_line(tmp_path, task, line, message):
-  good = ({"question": "q", "passage": "p", "idx": 0, "label": True} if task == "boolq"
-          else _multirc_record(0))
+  good = (
+      {"question": "q", "passage": "p", "idx": 0, "label": True}
+      if task == "boolq"
+      else _multirc_record(0)
+  )
   task_dir = str(tmp_path / task)
   path = write_jsonl(task_dir, "train.jsonl", [good, good, line])
   with pytest.raises(InputError) as error:
@@ -92,28 +158,48 @@ def test_missing_file_and_wrong_task(tmp_path):
 
 
 def test_submission_jsonl(tmp_path):
-  from recurrent_bert.tasks import predictions  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.tasks import predictions
+
   task_dir = str(tmp_path / "MultiRC")
-  write_jsonl(task_dir, "test.jsonl", [_multirc_record(4, with_labels=False),
-                                       _multirc_record(5, with_labels=False)])
+  write_jsonl(
+      task_dir,
+      "test.jsonl",
+      [_multirc_record(4, with_labels=False), _multirc_record(5, with_labels=False)],
+  )
   examples = superglue.read_superglue(task_dir, "multirc", "test").examples
-  path = predictions.write_superglue_submission(str(tmp_path / "out"), "multirc", examples,
-                                                [1, 0, 1, 0, 0, 1])
+  path = predictions.write_superglue_submission(
+      str(tmp_path / "out"), "multirc", examples, [1, 0, 1, 0, 0, 1]
+  )
   with open(path, encoding="utf-8") as f:
     lines = [json.loads(line) for line in f]
   assert os.path.basename(path) == "MultiRC.jsonl"
   assert lines == [
-      {"idx": 4, "passage": {"questions": [
-          {"idx": 0, "answers": [{"idx": 0, "label": 1}, {"idx": 1, "label": 0}]},
-          {"idx": 1, "answers": [{"idx": 2, "label": 1}]}]}},
-      {"idx": 5, "passage": {"questions": [
-          {"idx": 0, "answers": [{"idx": 0, "label": 0}, {"idx": 1, "label": 0}]},
-          {"idx": 1, "answers": [{"idx": 2, "label": 1}]}]}}]
+      {
+          "idx": 4,
+          "passage": {
+              "questions": [
+                  {"idx": 0, "answers": [{"idx": 0, "label": 1}, {"idx": 1, "label": 0}]},
+                  {"idx": 1, "answers": [{"idx": 2, "label": 1}]},
+              ]
+          },
+      },
+      {
+          "idx": 5,
+          "passage": {
+              "questions": [
+                  {"idx": 0, "answers": [{"idx": 0, "label": 0}, {"idx": 1, "label": 0}]},
+                  {"idx": 1, "answers": [{"idx": 2, "label": 1}]},
+              ]
+          },
+      },
+  ]
   boolq_dir = str(tmp_path / "BoolQ")
-  write_jsonl(boolq_dir, "test.jsonl", [{"question": "q", "passage": "p", "idx": 3},
-                                        {"question": "q", "passage": "p", "idx": 4}])
+  write_jsonl(
+      boolq_dir,
+      "test.jsonl",
+      [{"question": "q", "passage": "p", "idx": 3}, {"question": "q", "passage": "p", "idx": 4}],
+  )
   boolq = superglue.read_superglue(boolq_dir, "boolq", "test").examples
-  path = predictions.write_superglue_submission(str(tmp_path / "out"), "boolq", boolq,
-                                                [1, 0])
+  path = predictions.write_superglue_submission(str(tmp_path / "out"), "boolq", boolq, [1, 0])
   with open(path, encoding="utf-8") as f:
     assert f.read() == ('{"idx": 3, "label": "true"}\n{"idx": 4, "label": "false"}\n')

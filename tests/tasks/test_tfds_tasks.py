@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
+from recurrent_bert.data.tokenization import BertWordpieceTokenizer
+from recurrent_bert.io_utils import InputError
+from recurrent_bert.tasks import pair_features
 from recurrent_bert.tasks import registry
 from recurrent_bert.tasks import squad
-from recurrent_bert.tasks import pair_features
 from recurrent_bert.tasks import tfds_tasks
-from recurrent_bert.io_utils import InputError
-from recurrent_bert.data.tokenization import BertWordpieceTokenizer
 
 NUM_EXAMPLES = 4
 
@@ -38,12 +38,14 @@ def _fake_info(names):
 
 
 def test_label_ids_map_to_the_file_readers_label_names():
-  mnli = tfds_tasks._label_names(registry.get_task("mnli"),
-                                 _fake_info(["entailment", "neutral", "contradiction"]))
+  mnli = tfds_tasks._label_names(
+      registry.get_task("mnli"), _fake_info(["entailment", "neutral", "contradiction"])
+  )
   # TFDS orders MNLI's labels differently from the task's label list: matched by name.
   assert [mnli(i) for i in (0, 1, 2, -1)] == ["entailment", "neutral", "contradiction", None]
-  cola = tfds_tasks._label_names(registry.get_task("cola"),
-                                 _fake_info(["unacceptable", "acceptable"]))
+  cola = tfds_tasks._label_names(
+      registry.get_task("cola"), _fake_info(["unacceptable", "acceptable"])
+  )
   assert [cola(0), cola(1)] == ["0", "1"]
   boolq = tfds_tasks._label_names(registry.get_task("boolq"), _fake_info(["False", "True"]))
   assert [boolq(0), boolq(1)] == ["false", "true"]
@@ -64,8 +66,7 @@ def test_glue_and_superglue_through_mock_tfds(tmp_path, tokenizer):
   for example in multirc.examples:
     assert example.label in ("0", "1")
     assert example.group == f"{example.index[0]}-{example.index[1]}"
-  features = pair_features.convert_pair_examples(mnli.examples, tokenizer, 16,
-                                                 spec.label_list)
+  features = pair_features.convert_pair_examples(mnli.examples, tokenizer, 16, spec.label_list)
   assert features["input_ids"].shape == (NUM_EXAMPLES, 16)
   assert (features["label_ids"] >= 0).all()
 
@@ -79,8 +80,9 @@ def test_squad_through_mock_tfds(tmp_path, tokenizer):
   assert data.skipped and all(not e.answers for e in data.examples)
   features = squad.squad_features(data.examples, tokenizer, 32, 8, 8)
   logits = np.zeros(features["input_ids"].shape, np.float32)
-  result = squad.postprocess_squad(data.examples, features, logits, logits,
-                                   version_2_with_negative=True)
+  result = squad.postprocess_squad(
+      data.examples, features, logits, logits, version_2_with_negative=True
+  )
   assert set(result.predictions) == {e.qas_id for e in data.examples}
   with pytest.raises(InputError, match="version"):
     tfds_tasks.load_tfds_squad("3.0", "dev")

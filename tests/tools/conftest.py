@@ -1,3 +1,4 @@
 """Fixtures of tests/data (corpus slice, vocab) reused by the tool tests."""
 
-from tests.data.conftest import corpus_file, vocab_file  # noqa: F401
+from tests.data.conftest import corpus_file
+from tests.data.conftest import vocab_file

@@ -17,11 +17,12 @@ import tensorflow as tf
 
 pytest.importorskip("apache_beam", reason="needs the beam extra: pip install '.[beam]'")
 
-from recurrent_bert.data import beam_pipeline  # noqa: E402  pylint: disable=g-import-not-at-top
-from recurrent_bert.data import pretraining_data, schema  # noqa: E402  pylint: disable=g-import-not-at-top
-from recurrent_bert.data.dynamic_masking import MaskingConfig  # noqa: E402  pylint: disable=g-import-not-at-top
-from recurrent_bert.io_utils import InputError  # noqa: E402  pylint: disable=g-import-not-at-top
-from tools import create_pretraining_data  # noqa: E402  pylint: disable=g-import-not-at-top
+from recurrent_bert.data import beam_pipeline
+from recurrent_bert.data import pretraining_data
+from recurrent_bert.data import schema
+from recurrent_bert.data.dynamic_masking import MaskingConfig
+from recurrent_bert.io_utils import InputError
+from tools import create_pretraining_data
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SEQ, PRED, SHARDS = 64, 20, 2
@@ -29,17 +30,24 @@ ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 
 
 def options(corpus, vocab, **overrides):
-  settings = dict(input_files=[corpus], output_files=[], vocab_file=vocab,
-                  max_seq_length=SEQ, masking=MaskingConfig(max_predictions_per_seq=PRED),
-                  dupe_factor=2, chunk_bytes=30_000, show_progress=False)
+  settings = dict(
+      input_files=[corpus],
+      output_files=[],
+      vocab_file=vocab,
+      max_seq_length=SEQ,
+      masking=MaskingConfig(max_predictions_per_seq=PRED),
+      dupe_factor=2,
+      chunk_bytes=30_000,
+      show_progress=False,
+  )
   settings.update(overrides)
   return pretraining_data.GeneratorOptions(**settings)
 
 
 def run_beam(out_dir, corpus, vocab, pipeline_args=(), **overrides):
   stats = beam_pipeline.create_pretraining_data_beam(
-      options(corpus, vocab, **overrides), str(out_dir), SHARDS, "DirectRunner",
-      pipeline_args)
+      options(corpus, vocab, **overrides), str(out_dir), SHARDS, "DirectRunner", pipeline_args
+  )
   return [os.path.join(out_dir, n) for n in beam_pipeline.shard_names(SHARDS)], stats
 
 
@@ -49,8 +57,12 @@ def records(paths):
 
 def parsed(paths):
   serialized = list(records(paths).elements())
-  return {k: v.numpy() for k, v in schema.parse_pretraining_example(
-      tf.constant(serialized), SEQ, PRED, int_dtype=tf.int64).items()}
+  return {
+      k: v.numpy()
+      for k, v in schema.parse_pretraining_example(
+          tf.constant(serialized), SEQ, PRED, int_dtype=tf.int64
+      ).items()
+  }
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +71,7 @@ def short_documents(tmp_path_factory, corpus_file):
   the per-document draws (target length, NSP) average out and the statistics are tight."""
   with open(corpus_file, encoding="utf-8") as f:
     documents = [d.split("\n") for d in f.read().split("\n\n") if d.strip()]
-  pieces = ["\n".join(d[i:i + 8]) for d in documents for i in range(0, len(d), 8)]
+  pieces = ["\n".join(d[i : i + 8]) for d in documents for i in range(0, len(d), 8)]
   path = tmp_path_factory.mktemp("beam_corpus") / "corpus.txt"
   path.write_text("\n\n".join(pieces) + "\n", encoding="utf-8")
   return str(path)
@@ -68,15 +80,21 @@ def short_documents(tmp_path_factory, corpus_file):
 @pytest.fixture(scope="module")
 def beam_run(tmp_path_factory, short_documents, vocab_file):
   out = tmp_path_factory.mktemp("beam") / "out"
-  return run_beam(out, short_documents, vocab_file, num_workers=2,
-                  pipeline_args=["--direct_running_mode=multi_processing"])
+  return run_beam(
+      out,
+      short_documents,
+      vocab_file,
+      num_workers=2,
+      pipeline_args=["--direct_running_mode=multi_processing"],
+  )
 
 
 @pytest.fixture(scope="module")
 def local_run(tmp_path_factory, short_documents, vocab_file):
   out = tmp_path_factory.mktemp("local")
-  local = options(short_documents, vocab_file,
-                  output_files=[str(out / f"shard-{i}") for i in range(SHARDS)])
+  local = options(
+      short_documents, vocab_file, output_files=[str(out / f"shard-{i}") for i in range(SHARDS)]
+  )
   return local.output_files, pretraining_data.create_pretraining_data(local)
 
 
@@ -107,7 +125,8 @@ def test_statistics_match_the_local_tool(beam_run, local_run):
     assert beam[key] == local[key], key
   assert abs(beam["chunks"] - local["chunks"]) <= 1  # ~30 kB pools as ~30 kB chunks
   assert beam["instances"] / beam["documents"] == pytest.approx(
-      local["instances"] / local["documents"], rel=0.04)
+      local["instances"] / local["documents"], rel=0.04
+  )
   assert abs(beam["random_next_fraction"] - local["random_next_fraction"]) < 0.03
   assert abs(beam["masked_fraction"] - local["masked_fraction"]) < 0.005
   for key in ("masked_as_mask_token", "masked_as_random_token", "masked_kept"):
@@ -116,25 +135,42 @@ def test_statistics_match_the_local_tool(beam_run, local_run):
   beam_lengths = parsed(beam_paths)["input_mask"].sum(axis=1)
   local_lengths = parsed(local_paths)["input_mask"].sum(axis=1)
   assert beam_lengths.mean() == pytest.approx(local_lengths.mean(), rel=0.02)
-  histograms = [np.bincount(x // 8, minlength=SEQ // 8 + 1) / len(x)
-                for x in (beam_lengths, local_lengths)]
+  histograms = [
+      np.bincount(x // 8, minlength=SEQ // 8 + 1) / len(x) for x in (beam_lengths, local_lengths)
+  ]
   assert 0.5 * np.abs(histograms[0] - histograms[1]).sum() < 0.06  # total variation
   # The stats report is the local tool's, plus the runner.
   assert set(beam) - set(local) == {"runner"} and not set(local) - set(beam)
 
 
-def test_same_seed_same_records_through_the_tool(tmp_path, beam_run, short_documents,
-                                                  vocab_file):
+def test_same_seed_same_records_through_the_tool(tmp_path, beam_run, short_documents, vocab_file):
   # Re-run through the command line, in one in-process worker: the set of records is a
   # function of the input and seed, not of workers or running mode.
   out = tmp_path / "again"
   result = subprocess.run(
-      [sys.executable, "-m", "tools.create_pretraining_data", "--runner=beam",
-       f"--input_files={short_documents}", f"--vocab_file={vocab_file}",
-       f"--output_dir={out}", f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PRED}",
-       "--dupe_factor=2", "--chunk_bytes=30000", f"--num_output_shards={SHARDS}",
-       "--", "--direct_running_mode=in_memory", "--direct_num_workers=1"],
-      cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300)
+      [
+          sys.executable,
+          "-m",
+          "tools.create_pretraining_data",
+          "--runner=beam",
+          f"--input_files={short_documents}",
+          f"--vocab_file={vocab_file}",
+          f"--output_dir={out}",
+          f"--max_seq_length={SEQ}",
+          f"--max_predictions_per_seq={PRED}",
+          "--dupe_factor=2",
+          "--chunk_bytes=30000",
+          f"--num_output_shards={SHARDS}",
+          "--",
+          "--direct_running_mode=in_memory",
+          "--direct_num_workers=1",
+      ],
+      cwd=REPO,
+      env=ENV,
+      capture_output=True,
+      text=True,
+      timeout=300,
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   assert "beam:DirectRunner" in result.stderr
   again = [str(out / n) for n in beam_pipeline.shard_names(SHARDS)]
@@ -170,10 +206,21 @@ def test_without_beam_the_tool_says_how_to_install_it(tmp_path, corpus_file, voc
   (shadow / "__init__.py").write_text("raise ImportError('No module named apache_beam')\n")
   env = dict(ENV, PYTHONPATH=f"{tmp_path}{os.pathsep}{REPO}")
   result = subprocess.run(
-      [sys.executable, "-m", "tools.create_pretraining_data", "--runner=beam",
-       f"--input_files={corpus_file}", f"--vocab_file={vocab_file}",
-       f"--output_dir={tmp_path / 'out'}"],
-      cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+      [
+          sys.executable,
+          "-m",
+          "tools.create_pretraining_data",
+          "--runner=beam",
+          f"--input_files={corpus_file}",
+          f"--vocab_file={vocab_file}",
+          f"--output_dir={tmp_path / 'out'}",
+      ],
+      cwd=REPO,
+      env=env,
+      capture_output=True,
+      text=True,
+      timeout=300,
+  )
   assert result.returncode == 2
   assert "pip install -c constraints.txt -e '.[beam]'" in result.stderr
   assert not (tmp_path / "out").exists()

@@ -19,6 +19,7 @@ import signal
 import time
 
 import tensorflow as tf
+
 from recurrent_bert import cli
 from recurrent_bert import pretrain
 from recurrent_bert.training import loop
@@ -30,7 +31,7 @@ def _die():
 
 _KILL_AFTER_STEP = int(os.environ.get("KILL_AFTER_STEP", 0))
 _WAIT_AFTER_STEP = int(os.environ.get("WAIT_FOR_SIGINT_AFTER_STEP", 0))
-_log_progress = loop.PretrainingLoop._log_progress  # pylint: disable=protected-access
+_log_progress = loop.PretrainingLoop._log_progress
 
 
 def _log_progress_then_stop(self, step, *args, **kwargs):
@@ -44,11 +45,11 @@ def _log_progress_then_stop(self, step, *args, **kwargs):
       time.sleep(0.01)
 
 
-loop.PretrainingLoop._log_progress = _log_progress_then_stop  # pylint: disable=protected-access
+loop.PretrainingLoop._log_progress = _log_progress_then_stop
 
 if "KILL_AT_MICRO_BATCH" in os.environ:
   _KILL_AT_MICRO_BATCH = int(os.environ["KILL_AT_MICRO_BATCH"])
-  _forward_backward_fn = loop.TrainingLoop._forward_backward_fn  # pylint: disable=protected-access
+  _forward_backward_fn = loop.TrainingLoop._forward_backward_fn
   _micro_batches_done = [0]
 
   def _count_and_maybe_die():
@@ -66,7 +67,7 @@ if "KILL_AT_MICRO_BATCH" in os.environ:
       loss = tf.identity(loss)
     return loss, sums, grads
 
-  loop.TrainingLoop._forward_backward_fn = _forward_backward_then_count  # pylint: disable=protected-access
+  loop.TrainingLoop._forward_backward_fn = _forward_backward_then_count
 
 if __name__ == "__main__":
   cli.run(pretrain.main, pretrain.HELP_GROUPS)  # as `python -m recurrent_bert.pretrain` runs

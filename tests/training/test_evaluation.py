@@ -21,8 +21,9 @@ def test_predictor_returns_each_row_once_in_order(tmp_path, rng, num_rows, batch
   ids = rng.integers(0, 1000, size=(num_rows, 5)).astype(np.int32)
   cache = str(tmp_path / "rows.tfrecord")
   feature_cache.write_feature_cache(cache, {"input_ids": ids}, "key")
-  predictor = evaluation.Predictor(tf.distribute.get_strategy(), _RowModel(),
-                                   lambda batch: batch, ["logits"])
+  predictor = evaluation.Predictor(
+      tf.distribute.get_strategy(), _RowModel(), lambda batch: batch, ["logits"]
+  )
   outputs = predictor(cache, batch_size)
   expected = np.stack([ids.sum(-1), ids[:, 0]], -1).astype(np.float32)
   np.testing.assert_array_equal(outputs["logits"], expected)
@@ -31,7 +32,8 @@ def test_predictor_returns_each_row_once_in_order(tmp_path, rng, num_rows, batch
 def test_empty_cache_is_an_error(tmp_path):
   cache = str(tmp_path / "empty.tfrecord")
   feature_cache.write_feature_cache(cache, {"input_ids": np.zeros((0, 3), np.int32)}, "k")
-  predictor = evaluation.Predictor(tf.distribute.get_strategy(), _RowModel(),
-                                   lambda batch: batch, ["logits"])
+  predictor = evaluation.Predictor(
+      tf.distribute.get_strategy(), _RowModel(), lambda batch: batch, ["logits"]
+  )
   with pytest.raises(ValueError, match="no rows"):
     predictor(cache, 4)

@@ -16,9 +16,14 @@ import pytest
 
 from recurrent_bert import io_utils
 from recurrent_bert.data import tokenization
-from tests.training.conftest import (REPO, assert_all_succeeded, losses_by_step,
-                                     metrics_rows, pretrain_command, run_pretrain,
-                                     subprocess_env, wait_all)
+from tests.training.conftest import REPO
+from tests.training.conftest import assert_all_succeeded
+from tests.training.conftest import losses_by_step
+from tests.training.conftest import metrics_rows
+from tests.training.conftest import pretrain_command
+from tests.training.conftest import run_pretrain
+from tests.training.conftest import subprocess_env
+from tests.training.conftest import wait_all
 
 FAMILIES = ("bert", "bert_rab", "trans_blstm_2", "swishrnn")
 
@@ -26,12 +31,21 @@ FAMILIES = ("bert", "bert_rab", "trans_blstm_2", "swishrnn")
 def test_every_family_learns(tmp_path, masked_records, vocab_file):
   """30 steps of each tiny family: MLM loss starts at ln(V) and falls clearly below it."""
   vocab_size = len(tokenization.load_vocab(vocab_file))
-  processes = [start_pretrain(tmp_path / family, vocab_file, masked_records,
-                              f"--model_config={family}_tiny", "--train_batch_size=16",
-                              "--num_train_steps=30", "--warmup_steps=3",
-                              "--steps_per_loop=10", "--log_steps=10",
-                              "--save_checkpoints_steps=30")
-               for family in FAMILIES]
+  processes = [
+      start_pretrain(
+          tmp_path / family,
+          vocab_file,
+          masked_records,
+          f"--model_config={family}_tiny",
+          "--train_batch_size=16",
+          "--num_train_steps=30",
+          "--warmup_steps=3",
+          "--steps_per_loop=10",
+          "--log_steps=10",
+          "--save_checkpoints_steps=30",
+      )
+      for family in FAMILIES
+  ]
   # Concurrently: the 2 cores are mostly idle while each process traces its graph.
   for family, (returncode, stderr) in zip(FAMILIES, wait_all(processes, timeout=400)):
     assert returncode == 0, f"{family}: {stderr[-3000:]}"
@@ -44,23 +58,39 @@ def test_every_family_learns(tmp_path, masked_records, vocab_file):
     assert "step 30/30 loss=" in stderr and "ETA" in stderr
 
 
-def start_pretrain(model_dir, vocab, records, *flags, kill_after_step=None,
-                   kill_at_micro_batch=None, wait_for_sigint_after_step=None, env=None,
-                   stderr=subprocess.PIPE):
+def start_pretrain(
+    model_dir,
+    vocab,
+    records,
+    *flags,
+    kill_after_step=None,
+    kill_at_micro_batch=None,
+    wait_for_sigint_after_step=None,
+    env=None,
+    stderr=subprocess.PIPE,
+):
   """Popen of pretrain; with kill_after_step it SIGKILLs itself after logging that step,
   with kill_at_micro_batch after that many micro-batches, with wait_for_sigint_after_step
   it says so on stdout and waits for a SIGINT there (kill_after_step.py)."""
   entry = ("-m", "recurrent_bert.pretrain")
   env = dict(env or subprocess_env())
-  stops = {"KILL_AFTER_STEP": kill_after_step, "KILL_AT_MICRO_BATCH": kill_at_micro_batch,
-           "WAIT_FOR_SIGINT_AFTER_STEP": wait_for_sigint_after_step}
+  stops = {
+      "KILL_AFTER_STEP": kill_after_step,
+      "KILL_AT_MICRO_BATCH": kill_at_micro_batch,
+      "WAIT_FOR_SIGINT_AFTER_STEP": wait_for_sigint_after_step,
+  }
   stops = {name: str(value) for name, value in stops.items() if value is not None}
   if stops:
     entry = (os.path.join(REPO, "tests", "training", "kill_after_step.py"),)
     env.update(stops)
-  return subprocess.Popen(pretrain_command(model_dir, vocab, records, *flags, entry=entry),
-                          cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=stderr,
-                          text=True)
+  return subprocess.Popen(
+      pretrain_command(model_dir, vocab, records, *flags, entry=entry),
+      cwd=REPO,
+      env=env,
+      stdout=subprocess.PIPE,
+      stderr=stderr,
+      text=True,
+  )
 
 
 def assert_killed_after(step, model_dir, returncode, stderr):
@@ -104,14 +134,21 @@ def test_killed_run_resumes_exactly(tmp_path, masked_records, vocab_file, straig
   last checkpoint at 4; the restarted run's steps 5..12 match a run never interrupted.
   Dropout and shuffling are on: RNG and input positions must come back, not just weights.
   metrics.jsonl drops the killed run's rows 5 and 6 before they are logged again."""
-  (outcome,) = wait_all([start_pretrain(tmp_path / "resumed", vocab_file, masked_records,
-                                        *RESUME_FLAGS, kill_after_step=6)], timeout=300)
+  (outcome,) = wait_all(
+      [
+          start_pretrain(
+              tmp_path / "resumed", vocab_file, masked_records, *RESUME_FLAGS, kill_after_step=6
+          )
+      ],
+      timeout=300,
+  )
   assert_killed_after(6, tmp_path / "resumed", *outcome)
   result = run_pretrain(tmp_path / "resumed", vocab_file, masked_records, *RESUME_FLAGS)
   assert "resumed from" in result.stderr and "ckpt-4" in result.stderr
   assert "dropped 2 rows after step 4" in result.stderr
-  assert_same_losses(losses_by_step(tmp_path / "resumed"), losses_by_step(straight_run),
-                     1e-5, "resumed")
+  assert_same_losses(
+      losses_by_step(tmp_path / "resumed"), losses_by_step(straight_run), 1e-5, "resumed"
+  )
   assert_one_row_per_step(tmp_path / "resumed", straight_run)
 
 
@@ -120,8 +157,9 @@ def run_until_sigint(model_dir, vocab, records, step, *flags, timeout=300):
   no timing involved) and waits for its end. Returns (exit status, stdout, stderr)."""
   stderr_path = os.path.join(str(model_dir) + ".stderr")
   with open(stderr_path, "w", encoding="utf-8") as stderr:
-    process = start_pretrain(model_dir, vocab, records, *flags, stderr=stderr,
-                             wait_for_sigint_after_step=step)
+    process = start_pretrain(
+        model_dir, vocab, records, *flags, stderr=stderr, wait_for_sigint_after_step=step
+    )
   watchdog = threading.Timer(timeout, process.kill)  # a hung run ends the test, not CI
   watchdog.start()
   try:
@@ -143,19 +181,22 @@ def run_until_sigint(model_dir, vocab, records, step, *flags, timeout=300):
     return process.returncode, "".join(stdout), f.read()
 
 
-def test_ctrl_c_saves_the_step_and_resumes_exactly(tmp_path, masked_records, vocab_file,
-                                                   straight_run):
+def test_ctrl_c_saves_the_step_and_resumes_exactly(
+    tmp_path, masked_records, vocab_file, straight_run
+):
   """SIGINT after step 6 (checkpoints every 4): the run saves step 6, ends with one line
   and status 130, no traceback; the same command then runs steps 7..12 as a run never
   interrupted did, and metrics.jsonl holds each step once."""
   model_dir = tmp_path / "run"
-  returncode, stdout, stderr = run_until_sigint(model_dir, vocab_file, masked_records, 6,
-                                                *RESUME_FLAGS)
+  returncode, stdout, stderr = run_until_sigint(
+      model_dir, vocab_file, masked_records, 6, *RESUME_FLAGS
+  )
   assert "waiting for SIGINT at step 6" in stdout, stderr[-3000:]
   assert returncode == 130, stderr[-3000:]
   assert "Traceback" not in stderr, stderr[-3000:]
-  message = (f"interrupted at step 6: checkpoint saved in {model_dir}; run the same "
-             "command to resume")
+  message = (
+      f"interrupted at step 6: checkpoint saved in {model_dir}; run the same " "command to resume"
+  )
   lines = stderr.strip().splitlines()
   assert [line for line in lines if "interrupted at step" in line] == [message]
   assert lines[-1] == message
@@ -165,29 +206,35 @@ def test_ctrl_c_saves_the_step_and_resumes_exactly(tmp_path, masked_records, voc
   assert [row["step"] for row in metrics_rows(model_dir)] == list(range(1, 7))
 
   # The first progress line (its loop call traced the step) shows no rate; the next do.
-  progress = {line.split("step ", 1)[1].split()[0]: line for line in lines
-              if " step " in line and "/12 " in line}
+  progress = {
+      line.split("step ", 1)[1].split()[0]: line
+      for line in lines
+      if " step " in line and "/12 " in line
+  }
   assert "steps/s" not in progress["1/12"] and "first call" in progress["1/12"]
   assert "steps/s" in progress["2/12"] and "ETA" in progress["2/12"]
 
   result = run_pretrain(model_dir, vocab_file, masked_records, *RESUME_FLAGS)
   assert "resumed from" in result.stderr and "ckpt-6" in result.stderr
-  assert_same_losses(losses_by_step(model_dir), losses_by_step(straight_run), 1e-5,
-                     "resumed")
+  assert_same_losses(losses_by_step(model_dir), losses_by_step(straight_run), 1e-5, "resumed")
   assert_one_row_per_step(model_dir, straight_run)
 
 
 # One input file, no shuffling, no dropout: with the same global batch of 8 every layout
 # sees the same examples per step (two pipelines share the file record by record).
-STRATEGY_FLAGS = ["--shuffle_buffer_size=1", "--num_train_steps=12",
-                  "--save_checkpoints_steps=4"]
+STRATEGY_FLAGS = ["--shuffle_buffer_size=1", "--num_train_steps=12", "--save_checkpoints_steps=4"]
 
 
 @pytest.fixture(scope="module")
 def single_device_run(tmp_path_factory, single_shard_records, vocab_file, no_dropout_config):
   model_dir = tmp_path_factory.mktemp("single_device")
-  run_pretrain(model_dir, vocab_file, single_shard_records,
-               f"--model_config={no_dropout_config}", *STRATEGY_FLAGS)
+  run_pretrain(
+      model_dir,
+      vocab_file,
+      single_shard_records,
+      f"--model_config={no_dropout_config}",
+      *STRATEGY_FLAGS,
+  )
   losses = losses_by_step(model_dir)
   assert sorted(losses) == list(range(1, 13))
   return losses
@@ -200,22 +247,36 @@ def free_port():
 
 
 def test_mirrored_and_multi_worker_match_single_device(
-    tmp_path, single_shard_records, vocab_file, no_dropout_config, single_device_run):
+    tmp_path, single_shard_records, vocab_file, no_dropout_config, single_device_run
+):
   """MirroredStrategy over two logical CPUs and MultiWorkerMirroredStrategy with two
   worker processes on 127.0.0.1 follow the single-device loss trajectory."""
   flags = [f"--model_config={no_dropout_config}", *STRATEGY_FLAGS]
   cluster = {"worker": [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]}
   processes = [
-      start_pretrain(tmp_path / "multi_worker", vocab_file, single_shard_records, *flags,
-                     "--distribution_strategy=multi_worker_mirrored",
-                     env=subprocess_env(TF_CONFIG=json.dumps(
-                         {"cluster": cluster, "task": {"type": "worker", "index": index}})))
-      for index in range(2)]
-  processes.append(start_pretrain(
-      tmp_path / "mirrored", vocab_file, single_shard_records, *flags,
-      "--distribution_strategy=mirrored", "--num_cpu_devices=2"))
-  assert_all_succeeded(("worker 0", "worker 1", "mirrored"),
-                       wait_all(processes, timeout=400))
+      start_pretrain(
+          tmp_path / "multi_worker",
+          vocab_file,
+          single_shard_records,
+          *flags,
+          "--distribution_strategy=multi_worker_mirrored",
+          env=subprocess_env(
+              TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+          ),
+      )
+      for index in range(2)
+  ]
+  processes.append(
+      start_pretrain(
+          tmp_path / "mirrored",
+          vocab_file,
+          single_shard_records,
+          *flags,
+          "--distribution_strategy=mirrored",
+          "--num_cpu_devices=2",
+      )
+  )
+  assert_all_succeeded(("worker 0", "worker 1", "mirrored"), wait_all(processes, timeout=400))
   for name in ("mirrored", "multi_worker"):
     assert_same_losses(losses_by_step(tmp_path / name), single_device_run, 1e-4, name)
   # Only the chief keeps checkpoints; the other worker's scratch copy is gone.
@@ -224,21 +285,30 @@ def test_mirrored_and_multi_worker_match_single_device(
 
 
 @pytest.mark.parametrize("accumulation", [1, 2])
-def test_mirrored_resume_skips_consumed_batches(tmp_path, single_shard_records, vocab_file,
-                                                no_dropout_config, single_device_run,
-                                                accumulation):
+def test_mirrored_resume_skips_consumed_batches(
+    tmp_path, single_shard_records, vocab_file, no_dropout_config, single_device_run, accumulation
+):
   """Distributed iterators are not checkpointable: the restarted mirrored run rebuilds
   the dataset and skips 4 steps x N micro-batches x 2 replicas of batches, then continues
   exactly. With N = 2 micro-batches the kill comes inside update 7 (after 6 updates x 2
   micro-batches x 2 replicas and one more replica's micro-batch), and the trajectory is
   still the single-device one of whole batches."""
-  flags = [f"--model_config={no_dropout_config}", *STRATEGY_FLAGS,
-           "--distribution_strategy=mirrored", "--num_cpu_devices=2",
-           f"--gradient_accumulation_steps={accumulation}"]
-  kill = (dict(kill_after_step=6) if accumulation == 1 else
-          dict(kill_at_micro_batch=6 * accumulation * 2 + 1))
-  (outcome,) = wait_all([start_pretrain(tmp_path / "run", vocab_file, single_shard_records,
-                                        *flags, **kill)], timeout=300)
+  flags = [
+      f"--model_config={no_dropout_config}",
+      *STRATEGY_FLAGS,
+      "--distribution_strategy=mirrored",
+      "--num_cpu_devices=2",
+      f"--gradient_accumulation_steps={accumulation}",
+  ]
+  kill = (
+      dict(kill_after_step=6)
+      if accumulation == 1
+      else dict(kill_at_micro_batch=6 * accumulation * 2 + 1)
+  )
+  (outcome,) = wait_all(
+      [start_pretrain(tmp_path / "run", vocab_file, single_shard_records, *flags, **kill)],
+      timeout=300,
+  )
   assert_killed_after(6, tmp_path / "run", *outcome)
   run_pretrain(tmp_path / "run", vocab_file, single_shard_records, *flags)
   assert_same_losses(losses_by_step(tmp_path / "run"), single_device_run, 1e-4, "resumed")
@@ -249,14 +319,18 @@ def test_mirrored_resume_skips_consumed_batches(tmp_path, single_shard_records, 
 
 def test_throughput_leaves_out_the_first_call():
   """The first loop call (tracing: 100 s here) counts in no rate; evaluation time neither."""
-  from recurrent_bert.training import loop  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.training import loop
+
   meter = loop.Throughput()
   meter.call_done(0.0, 100.0, 10, examples=80, tokens=5120)  # traces, compiles
   assert meter.take() is None and meter.first_call_seconds == 100.0
   meter.call_done(100.0, 101.0, 10, examples=80, tokens=5120)
   meter.call_done(101.5, 102.0, 10, examples=80, tokens=5120)  # 0.5 s between calls
-  assert meter.take() == {"steps_per_second": 10.0, "examples_per_second": 80.0,
-                          "tokens_per_second": 5120.0}
+  assert meter.take() == {
+      "steps_per_second": 10.0,
+      "examples_per_second": 80.0,
+      "tokens_per_second": 5120.0,
+  }
   assert meter.take() is None  # each log reports its own interval
   meter.skip_until(150.0)  # 48 s of evaluation
   meter.call_done(150.0, 152.0, 10, examples=80, tokens=5120)
@@ -267,20 +341,24 @@ def test_throughput_leaves_out_the_first_call():
 def test_truncate_metrics_log(tmp_path, scheme):
   """A resume at step 3 keeps rows 1..3 once each (the last copy of a step, as readers
   take it) and drops later rows and a line cut by a kill; a clean log is left alone."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  model_dir = (str(tmp_path) if scheme == "local" else
-               f"ram://{tmp_path.name}/truncate_metrics_log")
+  import tensorflow as tf
+
+  model_dir = str(tmp_path) if scheme == "local" else f"ram://{tmp_path.name}/truncate_metrics_log"
   tf.io.gfile.makedirs(model_dir)
   path = os.path.join(model_dir, "metrics.jsonl")
-  rows = [{"step": 1, "loss": 9.0}, {"step": 2, "loss": 8.0}, {"step": 2, "loss": 7.0},
-          {"step": 3, "loss": 6.0}, {"step": 4, "loss": 5.0}]
+  rows = [
+      {"step": 1, "loss": 9.0},
+      {"step": 2, "loss": 8.0},
+      {"step": 2, "loss": 7.0},
+      {"step": 3, "loss": 6.0},
+      {"step": 4, "loss": 5.0},
+  ]
   with tf.io.gfile.GFile(path, "w") as f:
     f.write("".join(json.dumps(row) + "\n" for row in rows) + '{"step": 5, "lo')
   assert io_utils.truncate_metrics_log(model_dir, 3) == 3
   with tf.io.gfile.GFile(path) as f:
     kept = [json.loads(line) for line in f.read().splitlines()]
-  assert kept == [{"step": 1, "loss": 9.0}, {"step": 2, "loss": 7.0},
-                  {"step": 3, "loss": 6.0}]
+  assert kept == [{"step": 1, "loss": 9.0}, {"step": 2, "loss": 7.0}, {"step": 3, "loss": 6.0}]
   assert io_utils.truncate_metrics_log(model_dir, 3) == 0
   assert io_utils.truncate_metrics_log(model_dir, 0) == 3  # a fresh start: nothing kept
   assert tf.io.gfile.listdir(model_dir) == ["metrics.jsonl"]  # no temporary left
@@ -290,8 +368,9 @@ def test_truncate_metrics_log(tmp_path, scheme):
 def stopping_loop(model_dir, num_workers, saved_step):
   """The state `TrainingLoop._stop` reads, with a `_save` that records being called."""
   saves = []
-  state = types.SimpleNamespace(model_dir=str(model_dir), _num_workers=num_workers,
-                                _saved_step=saved_step)
+  state = types.SimpleNamespace(
+      model_dir=str(model_dir), _num_workers=num_workers, _saved_step=saved_step
+  )
   state._save = lambda: saves.append(1) or setattr(state, "_saved_step", 37)
   return state, saves
 
@@ -299,22 +378,26 @@ def stopping_loop(model_dir, num_workers, saved_step):
 def test_ctrl_c_saves_only_a_single_worker_run(tmp_path):
   """A save is collective: a multi-worker run stops without one and names the last
   periodic checkpoint; a single worker saves unless the step is saved already."""
-  from recurrent_bert.training import loop  # pylint: disable=g-import-not-at-top
-  stop = loop.TrainingLoop._stop  # pylint: disable=protected-access
+  from recurrent_bert.training import loop
+
+  stop = loop.TrainingLoop._stop
   state, saves = stopping_loop(tmp_path, num_workers=2, saved_step=None)
   assert str(stop(state, 37)) == (
       "interrupted at step 37: not saved, a save needs all 2 workers; no checkpoint yet "
-      f"in {tmp_path}; run the same command to start again")
+      f"in {tmp_path}; run the same command to start again"
+  )
   state, saves = stopping_loop(tmp_path, num_workers=2, saved_step=30)
   interrupted = stop(state, 37)
   assert not saves and (interrupted.step, interrupted.checkpoint_step) == (37, 30)
   assert str(interrupted) == (
       "interrupted at step 37: not saved, a save needs all 2 workers; the last periodic "
-      f"checkpoint (step 30) is kept in {tmp_path}; run the same command to resume from it")
+      f"checkpoint (step 30) is kept in {tmp_path}; run the same command to resume from it"
+  )
 
   state, saves = stopping_loop(tmp_path, num_workers=1, saved_step=30)
-  assert str(stop(state, 30)) == (f"interrupted at step 30: checkpoint saved in "
-                                  f"{tmp_path}; run the same command to resume")
+  assert str(stop(state, 30)) == (
+      f"interrupted at step 30: checkpoint saved in " f"{tmp_path}; run the same command to resume"
+  )
   assert not saves  # saved already
   assert stop(state, 37).checkpoint_step == 37 and saves == [1]
   state, saves = stopping_loop(tmp_path, num_workers=1, saved_step=None)

@@ -14,8 +14,11 @@ def _log_softmax(x):
 
 def _batch(rng, batch, seq):
   mask = (np.arange(seq)[None, :] < rng.integers(2, seq + 1, size=(batch, 1))).astype(np.int32)
-  return {"input_ids": rng.integers(0, 50, size=(batch, seq)).astype(np.int32),
-          "input_mask": mask, "segment_ids": np.zeros((batch, seq), np.int32)}
+  return {
+      "input_ids": rng.integers(0, 50, size=(batch, seq)).astype(np.int32),
+      "input_mask": mask,
+      "segment_ids": np.zeros((batch, seq), np.int32),
+  }
 
 
 def test_classification_loss_is_mean_cross_entropy_over_the_global_batch(rng):
@@ -30,8 +33,7 @@ def test_classification_loss_is_mean_cross_entropy_over_the_global_batch(rng):
     sums = objective.sums(sub, tf.constant(logits[part]))
     shares.append(float(objective.loss(sums, {"examples": tf.constant(6.0)})))
     corrects += float(sums["correct"])
-  expected = -np.mean(_log_softmax(logits.astype(np.float64))[np.arange(6),
-                                                               batch["label_ids"]])
+  expected = -np.mean(_log_softmax(logits.astype(np.float64))[np.arange(6), batch["label_ids"]])
   assert sum(shares) == pytest.approx(expected, rel=1e-5)
   assert corrects == np.sum(logits.argmax(-1) == batch["label_ids"])
 
@@ -51,18 +53,25 @@ def test_regression_loss_is_mean_squared_error(rng):
 def test_span_loss_is_the_mean_of_start_and_end_cross_entropies(rng):
   batch = {k: tf.constant(v) for k, v in _batch(rng, 4, 7).items()}
   starts, ends = rng.integers(0, 7, size=4), rng.integers(0, 7, size=4)
-  batch.update(start_positions=tf.constant(starts, tf.int32),
-               end_positions=tf.constant(ends, tf.int32))
+  batch.update(
+      start_positions=tf.constant(starts, tf.int32), end_positions=tf.constant(ends, tf.int32)
+  )
   start_logits = rng.normal(size=(4, 7)).astype(np.float32)
   end_logits = rng.normal(size=(4, 7)).astype(np.float32)
   start_logits[0, starts[0]] = end_logits[0, ends[0]] = 50.0  # example 0 is right
   objective = objectives.SpanObjective()
-  sums = objective.sums(batch, {"start_logits": tf.constant(start_logits),
-                                "end_logits": tf.constant(end_logits)})
+  sums = objective.sums(
+      batch, {"start_logits": tf.constant(start_logits), "end_logits": tf.constant(end_logits)}
+  )
   loss = float(objective.loss(sums, objective.normalizers(batch)))
   rows = np.arange(4)
-  expected = -np.mean((_log_softmax(start_logits.astype(np.float64))[rows, starts] +
-                       _log_softmax(end_logits.astype(np.float64))[rows, ends]) / 2)
+  expected = -np.mean(
+      (
+          _log_softmax(start_logits.astype(np.float64))[rows, starts]
+          + _log_softmax(end_logits.astype(np.float64))[rows, ends]
+      )
+      / 2
+  )
   assert loss == pytest.approx(expected, rel=1e-5)
   both = (start_logits.argmax(-1) == starts) & (end_logits.argmax(-1) == ends)
   assert float(sums["correct"]) == both.sum() >= 1

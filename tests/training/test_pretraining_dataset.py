@@ -4,17 +4,20 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from recurrent_bert.data import dynamic_masking, pretraining_dataset, tokenization
 from recurrent_bert import io_utils
+from recurrent_bert.data import dynamic_masking
+from recurrent_bert.data import pretraining_dataset
+from recurrent_bert.data import tokenization
 from recurrent_bert.io_utils import InputError
-from tests.training.conftest import MAX_PREDICTIONS, SEQ_LEN
+from tests.training.conftest import MAX_PREDICTIONS
+from tests.training.conftest import SEQ_LEN
 
 
 def data_config(pattern, **kwargs):
   files = io_utils.expand_input_patterns([pattern])
   return pretraining_dataset.PretrainingDataConfig(
-      input_files=files, max_seq_length=SEQ_LEN, max_predictions_per_seq=MAX_PREDICTIONS,
-      **kwargs)
+      input_files=files, max_seq_length=SEQ_LEN, max_predictions_per_seq=MAX_PREDICTIONS, **kwargs
+  )
 
 
 def take(dataset, n):
@@ -45,8 +48,9 @@ def test_same_seed_same_batches_and_skip_is_an_offset(masked_records):
     np.testing.assert_array_equal(a["input_ids"], b["input_ids"])
   for a, b in zip(first[2:], skipped):
     np.testing.assert_array_equal(a["input_ids"], b["input_ids"])
-  other = take(pretraining_dataset.make_pretraining_dataset(data_config(masked_records,
-                                                                        seed=8), 4), 1)
+  other = take(
+      pretraining_dataset.make_pretraining_dataset(data_config(masked_records, seed=8), 4), 1
+  )
   assert not np.array_equal(first[0]["input_ids"], other[0]["input_ids"])
 
 
@@ -65,16 +69,22 @@ def test_file_level_sharding_splits_files_between_pipelines(masked_records):
   assert not seen[0] & seen[1]
   # Each pipeline reads exactly one file.
   for pipeline, ids in enumerate(seen):
-    file_ids = {tuple(tf.io.parse_single_example(r, {"input_ids": tf.io.FixedLenFeature(
-        [SEQ_LEN], tf.int64)})["input_ids"].numpy()) for r in
-                tf.data.TFRecordDataset(config.input_files[pipeline])}
+    file_ids = {
+        tuple(
+            tf.io.parse_single_example(
+                r, {"input_ids": tf.io.FixedLenFeature([SEQ_LEN], tf.int64)}
+            )["input_ids"].numpy()
+        )
+        for r in tf.data.TFRecordDataset(config.input_files[pipeline])
+    }
     assert ids <= file_ids
 
 
 def test_dynamic_masking_masks_unmasked_records(unmasked_records, vocab_file):
   masker = dynamic_masking.DynamicMasker(
       dynamic_masking.MaskingConfig(max_predictions_per_seq=MAX_PREDICTIONS),
-      tokenization.load_vocab(vocab_file))
+      tokenization.load_vocab(vocab_file),
+  )
   config = data_config(unmasked_records, masker=masker)
   pretraining_dataset.check_record_layout(config.input_files[0], config)
   batch = take(pretraining_dataset.make_pretraining_dataset(config, 8), 1)[0]
@@ -87,7 +97,8 @@ def test_dynamic_masking_masks_unmasked_records(unmasked_records, vocab_file):
 
 def test_layout_mismatches_name_the_flag(masked_records, unmasked_records, vocab_file):
   wrong_length = pretraining_dataset.PretrainingDataConfig(
-      io_utils.expand_input_patterns([masked_records]), 128, MAX_PREDICTIONS)
+      io_utils.expand_input_patterns([masked_records]), 128, MAX_PREDICTIONS
+  )
   with pytest.raises(InputError, match="--max_seq_length=128"):
     pretraining_dataset.check_record_layout(wrong_length.input_files[0], wrong_length)
   config = data_config(unmasked_records)

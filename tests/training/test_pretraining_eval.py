@@ -31,8 +31,15 @@ from tests.training.conftest import SEQ_LEN
 from tests.training.conftest import run_pretrain
 from tests.training.conftest import subprocess_env
 
-NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
-         "masked_lm_weights", "next_sentence_labels")
+NAMES = (
+    "input_ids",
+    "input_mask",
+    "segment_ids",
+    "masked_lm_positions",
+    "masked_lm_ids",
+    "masked_lm_weights",
+    "next_sentence_labels",
+)
 
 
 def read_records(pattern):
@@ -42,8 +49,11 @@ def read_records(pattern):
       feature = tf.train.Example.FromString(raw).features.feature
       for name in NAMES:
         values = feature[name]
-        rows[name].append(list(values.float_list.value) if name == "masked_lm_weights"
-                          else list(values.int64_list.value))
+        rows[name].append(
+            list(values.float_list.value)
+            if name == "masked_lm_weights"
+            else list(values.int64_list.value)
+        )
   return {name: np.array(values) for name, values in rows.items()}
 
 
@@ -55,8 +65,10 @@ def log_softmax(logits):
 def numpy_metrics(model, records, limit=None):
   """MLM/NSP loss and accuracy of the first `limit` records, from one forward pass."""
   records = {name: values[:limit] for name, values in records.items()}
-  inputs = {name: tf.constant(records[name], tf.int32)
-            for name in ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")}
+  inputs = {
+      name: tf.constant(records[name], tf.int32)
+      for name in ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
+  }
   outputs = model(inputs, training=False)
   mlm = log_softmax(np.asarray(outputs["mlm_logits"], np.float64))
   ids, weights = records["masked_lm_ids"], records["masked_lm_weights"]
@@ -67,37 +79,45 @@ def numpy_metrics(model, records, limit=None):
   labels = records["next_sentence_labels"][:, 0]
   nsp_loss = -nsp[np.arange(len(labels)), labels].mean()
   nsp_accuracy = (nsp.argmax(-1) == labels).mean()
-  return {"mlm_loss": mlm_loss, "mlm_accuracy": mlm_accuracy, "nsp_loss": nsp_loss,
-          "nsp_accuracy": nsp_accuracy, "num_examples": float(len(labels)),
-          "num_predictions": float(weights.sum())}
+  return {
+      "mlm_loss": mlm_loss,
+      "mlm_accuracy": mlm_accuracy,
+      "nsp_loss": nsp_loss,
+      "nsp_accuracy": nsp_accuracy,
+      "num_examples": float(len(labels)),
+      "num_predictions": float(weights.sum()),
+  }
 
 
 @pytest.fixture(scope="module")
 def model(vocab_file):
   vocab_size = len(tokenization.load_vocab(vocab_file))
-  config = get_preset("bert_tiny").replace(vocab_size=vocab_size, num_layers=1,
-                                           max_position_embeddings=SEQ_LEN)
+  config = get_preset("bert_tiny").replace(
+      vocab_size=vocab_size, num_layers=1, max_position_embeddings=SEQ_LEN
+  )
   return Pretrainer(build_encoder(config), use_nsp=True)
 
 
 @pytest.mark.parametrize("batch_size,max_eval_steps", [(7, 0), (5, 3)])
-def test_eval_metrics_equal_numpy_over_every_record(masked_records, model, batch_size,
-                                                    max_eval_steps):
+def test_eval_metrics_equal_numpy_over_every_record(
+    masked_records, model, batch_size, max_eval_steps
+):
   records = read_records(masked_records)
   num_records = len(records["input_ids"])
   assert num_records % 7  # the last batch is padded
   config = PretrainingDataConfig(sorted(glob.glob(masked_records)), SEQ_LEN, MAX_PREDICTIONS)
-  evaluator = PretrainingEvaluator(tf.distribute.get_strategy(), model, config, batch_size,
-                                   max_eval_steps=max_eval_steps)
+  evaluator = PretrainingEvaluator(
+      tf.distribute.get_strategy(), model, config, batch_size, max_eval_steps=max_eval_steps
+  )
   results = evaluator.evaluate()
   limit = batch_size * max_eval_steps if max_eval_steps else None
   expected = numpy_metrics(model, records, limit)
   for name, value in expected.items():
     np.testing.assert_allclose(results[name], value, rtol=2e-5, err_msg=name)
-  np.testing.assert_allclose(results["mlm_perplexity"], np.exp(expected["mlm_loss"]),
-                             rtol=2e-5)
-  np.testing.assert_allclose(results["loss"], expected["mlm_loss"] + expected["nsp_loss"],
-                             rtol=2e-5)
+  np.testing.assert_allclose(results["mlm_perplexity"], np.exp(expected["mlm_loss"]), rtol=2e-5)
+  np.testing.assert_allclose(
+      results["loss"], expected["mlm_loss"] + expected["nsp_loss"], rtol=2e-5
+  )
 
 
 def test_eval_steps_cover_every_pipeline_share():
@@ -123,8 +143,9 @@ def test_padding_rows_weigh_nothing_and_shapes_stay_static(masked_records):
 
 def test_eval_rows_merge_with_their_step_and_survive_a_resume(tmp_path):
   lines = [{"step": s, "loss": 10.0 - s} for s in (1, 2, 3, 4)]
-  (tmp_path / "metrics.jsonl").write_text("".join(f'{{"step": {r["step"]}, "loss": '
-                                                  f'{r["loss"]}}}\n' for r in lines))
+  (tmp_path / "metrics.jsonl").write_text(
+      "".join(f'{{"step": {r["step"]}, "loss": ' f'{r["loss"]}}}\n' for r in lines)
+  )
   written = record_eval_results(str(tmp_path), 2, "ckpt-2", {"mlm_loss": 1.5, "loss": 2.0})
   assert written["eval"] == {"mlm_loss": 1.5, "loss": 2.0}
   assert written["main_metric_value"] == 1.5 and written["global_step"] == 2
@@ -135,35 +156,59 @@ def test_eval_rows_merge_with_their_step_and_survive_a_resume(tmp_path):
   assert io_utils.truncate_metrics_log(str(tmp_path), 2) == 2
   rows = (tmp_path / "metrics.jsonl").read_text().splitlines()
   assert [sorted(json.loads(r)) for r in rows] == [
-      ["loss", "step"], ["loss", "step"], ["eval/loss", "eval/mlm_loss", "step"]]
+      ["loss", "step"],
+      ["loss", "step"],
+      ["eval/loss", "eval/mlm_loss", "step"],
+  ]
   assert model_dir_lib.read_json(str(tmp_path / "eval_results.json"))["checkpoint"] == "ckpt-2"
 
 
 def test_mode_eval_under_mirrored_reproduces_what_training_logged(
-    tmp_path, masked_records, single_shard_records, vocab_file):
+    tmp_path, masked_records, single_shard_records, vocab_file
+):
   """train_and_eval logs held-out metrics after steps 4 and 8; `--mode=eval` on the finished
   model dir, over two replicas with another batch size, computes the same numbers."""
   model_dir = tmp_path / "run"
-  run_pretrain(model_dir, vocab_file, masked_records, "--num_train_steps=8",
-               f"--eval_input_files={single_shard_records}", "--eval_every_steps=4",
-               "--eval_batch_size=6")
+  run_pretrain(
+      model_dir,
+      vocab_file,
+      masked_records,
+      "--num_train_steps=8",
+      f"--eval_input_files={single_shard_records}",
+      "--eval_every_steps=4",
+      "--eval_batch_size=6",
+  )
   log = io_utils.read_metrics_log(str(model_dir))
   assert [step for step, row in log.items() if "eval/mlm_loss" in row] == [4, 8]
-  logged = {key[len("eval/"):]: value for key, value in log[8].items()
-            if key.startswith("eval/")}
+  logged = {key[len("eval/") :]: value for key, value in log[8].items() if key.startswith("eval/")}
   assert all(np.isfinite(list(logged.values())))
-  assert {"mlm_loss", "mlm_accuracy", "mlm_perplexity", "nsp_loss", "nsp_accuracy",
-          "loss"} <= set(logged)
+  assert {"mlm_loss", "mlm_accuracy", "mlm_perplexity", "nsp_loss", "nsp_accuracy", "loss"} <= set(
+      logged
+  )
   results = model_dir_lib.read_eval_results(str(model_dir))
   assert results["global_step"] == 8 and results["checkpoint"].endswith("ckpt-8")
   assert results["eval"] == logged
 
   result = subprocess.run(
-      [sys.executable, "-m", "recurrent_bert.pretrain", "--mode=eval",
-       f"--model_dir={model_dir}", f"--eval_input_files={single_shard_records}",
-       f"--max_seq_length={SEQ_LEN}", f"--max_predictions_per_seq={MAX_PREDICTIONS}",
-       "--eval_batch_size=4", "--distribution_strategy=mirrored", "--num_cpu_devices=2"],
-      cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=300)
+      [
+          sys.executable,
+          "-m",
+          "recurrent_bert.pretrain",
+          "--mode=eval",
+          f"--model_dir={model_dir}",
+          f"--eval_input_files={single_shard_records}",
+          f"--max_seq_length={SEQ_LEN}",
+          f"--max_predictions_per_seq={MAX_PREDICTIONS}",
+          "--eval_batch_size=4",
+          "--distribution_strategy=mirrored",
+          "--num_cpu_devices=2",
+      ],
+      cwd=REPO,
+      env=subprocess_env(),
+      capture_output=True,
+      text=True,
+      timeout=300,
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   printed = json.loads(result.stdout.strip().splitlines()[-1])
   assert printed["global_step"] == 8
@@ -172,11 +217,18 @@ def test_mode_eval_under_mirrored_reproduces_what_training_logged(
 
 
 def test_eval_modes_refuse_missing_inputs_in_one_line(tmp_path, masked_records, vocab_file):
-  result = run_pretrain(tmp_path / "a", vocab_file, masked_records, "--mode=train_and_eval",
-                        check=False)
+  result = run_pretrain(
+      tmp_path / "a", vocab_file, masked_records, "--mode=train_and_eval", check=False
+  )
   assert result.returncode == 2 and "--eval_input_files" in result.stderr
   assert "Traceback" not in result.stderr
-  result = run_pretrain(tmp_path / "b", vocab_file, masked_records, "--mode=eval",
-                        f"--eval_input_files={masked_records}", check=False)
+  result = run_pretrain(
+      tmp_path / "b",
+      vocab_file,
+      masked_records,
+      "--mode=eval",
+      f"--eval_input_files={masked_records}",
+      check=False,
+  )
   assert result.returncode == 2 and "no checkpoint" in result.stderr
   assert "Traceback" not in result.stderr
