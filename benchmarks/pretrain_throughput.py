@@ -248,7 +248,7 @@ def main(argv):
       continue
     rows.append(row)
     print(
-        f"{preset}: {row['examples_per_second']:.2f} ex/s " f"(setup {row['setup_seconds']:.0f}s)",
+        f"{preset}: {row['examples_per_second']:.2f} ex/s (setup {row['setup_seconds']:.0f}s)",
         file=sys.stderr,
         flush=True,
     )

@@ -145,7 +145,7 @@ class ModelConfig:
     unknown = sorted(set(d) - known)
     if unknown:
       raise ConfigError(
-          f"{source}: unknown ModelConfig field(s) {unknown}; " f"known fields are {sorted(known)}"
+          f"{source}: unknown ModelConfig field(s) {unknown}; known fields are {sorted(known)}"
       )
     try:
       return cls(**d)
@@ -323,7 +323,7 @@ def get_preset(name: str) -> ModelConfig:
     return PRESETS[name]
   except KeyError:
     raise ConfigError(
-        f"unknown preset {name!r}; choose one of: " f"{', '.join(sorted(PRESETS))}"
+        f"unknown preset {name!r}; choose one of: {', '.join(sorted(PRESETS))}"
     ) from None
 
 

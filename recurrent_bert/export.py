@@ -24,7 +24,7 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string(
     "model_dir",
     None,
-    "Fine-tuning/pretraining/converted model dir, " "an encoder/ export, or a checkpoint prefix.",
+    "Fine-tuning/pretraining/converted model dir, an encoder/ export, or a checkpoint prefix.",
 )
 flags.DEFINE_string("export_dir", None, "Where the SavedModel goes (replaced atomically).")
 flags.DEFINE_integer(
@@ -37,7 +37,7 @@ flags.DEFINE_integer(
 vocabulary.define_flags(
     vocab_file_note="default: the one in the model dir",
     do_lower_case=None,
-    do_lower_case_note="default: as recorded in the model dir " "(tokenizer.json), else true",
+    do_lower_case_note="default: as recorded in the model dir (tokenizer.json), else true",
 )
 flags.mark_flags_as_required(["model_dir", "export_dir"])
 

@@ -31,21 +31,21 @@ finetune_flags.define_flags(
 flags.DEFINE_string(
     "task",
     None,
-    "GLUE task (cola, sst2, mrpc, stsb, qqp, mnli, qnli, " "rte, wnli), boolq, multirc, or custom.",
+    "GLUE task (cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli), boolq, multirc, or custom.",
 )
 flags.DEFINE_string(
     "data_dir",
     None,
-    "The task's folder (e.g. glue_data/MRPC, " "superglue/BoolQ, or a custom task's TSV folder).",
+    "The task's folder (e.g. glue_data/MRPC, superglue/BoolQ, or a custom task's TSV folder).",
 )
 flags.DEFINE_boolean("tfds", False, "Read the task from tensorflow-datasets instead.")
 flags.DEFINE_string("tfds_data_dir", None, "TFDS data dir (default: TFDS's).")
 flags.DEFINE_boolean("tfds_download", False, "Let TFDS download missing data (network).")
-flags.DEFINE_list("label_list", None, "custom task: label names (default: sorted train " "labels).")
+flags.DEFINE_list("label_list", None, "custom task: label names (default: sorted train labels).")
 flags.DEFINE_list(
     "predict_splits",
     None,
-    "Splits written as prediction files (default: " "the task's test splits that exist).",
+    "Splits written as prediction files (default: the task's test splits that exist).",
 )
 flags.mark_flags_as_required(["task"])
 flags.register_multi_flags_validator(

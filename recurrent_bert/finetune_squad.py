@@ -32,7 +32,7 @@ finetune_flags.define_flags(
 flags.DEFINE_enum("version", "1.1", ["1.1", "2.0"], "SQuAD version (2.0: no-answer).")
 flags.DEFINE_string("train_file", None, "train-v1.1.json / train-v2.0.json.")
 flags.DEFINE_string(
-    "predict_file", None, "dev-v1.1.json / dev-v2.0.json (scored when it " "has answers)."
+    "predict_file", None, "dev-v1.1.json / dev-v2.0.json (scored when it has answers)."
 )
 flags.DEFINE_boolean("tfds", False, "Read squad/v1.1 or squad/v2.0 from TFDS.")
 flags.DEFINE_string("tfds_data_dir", None, "TFDS data dir (default: TFDS's).")

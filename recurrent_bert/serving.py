@@ -248,7 +248,7 @@ class ServingModule(tf.Module):
     super().__init__(name="recurrent_bert_serving")
     if max_seq_length < 3:
       raise ValueError(
-          f"max_seq_length={max_seq_length} leaves no room for text " "([CLS], [SEP], [SEP] take 3)"
+          f"max_seq_length={max_seq_length} leaves no room for text ([CLS], [SEP], [SEP] take 3)"
       )
     if encoder is None and classifier is None and span_extractor is None:
       raise ValueError("ServingModule needs an encoder, classifier or span_extractor")
@@ -283,7 +283,7 @@ class ServingModule(tf.Module):
         label_names = [str(i) for i in range(num_classes)]
       if num_classes > 1 and len(label_names) != num_classes:
         raise ValueError(
-            f"label_names has {len(label_names)} names, the classifier " f"{num_classes} classes"
+            f"label_names has {len(label_names)} names, the classifier {num_classes} classes"
         )
       self.label_names = tf.constant(list(label_names), tf.string)
       kind = "classify" if num_classes > 1 else "regress"
@@ -467,9 +467,9 @@ def describe_signatures(module: ServingModule) -> Dict[str, str]:
     )
     described[name] = f"({inputs}) -> {outputs}"
     if getattr(module, "with_no_answer", False) and function is module.answer_question:
-      described[name] += (
-          f"; no_answer = null_score_diff > " f"{float(module.null_score_diff_threshold.numpy()):g}"
-      )
+      described[
+          name
+      ] += f"; no_answer = null_score_diff > {float(module.null_score_diff_threshold.numpy()):g}"
   return described
 
 
@@ -533,7 +533,7 @@ def resolve_max_seq_length(config, max_seq_length: Optional[int]) -> int:
     raise ExportError(f"--max_seq_length={max_seq_length} must be at least 3")
   if limit is not None and max_seq_length > limit:
     raise ExportError(
-        f"--max_seq_length={max_seq_length} exceeds the model's " f"max_position_embeddings={limit}"
+        f"--max_seq_length={max_seq_length} exceeds the model's max_position_embeddings={limit}"
     )
   return max_seq_length
 

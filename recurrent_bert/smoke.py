@@ -69,9 +69,7 @@ def main(argv):
     del encoder, out
     keras.backend.clear_session()
     gc.collect()
-  print(
-      f"all {len(presets)} presets built and ran a forward pass " f"in {time.time() - start:.0f}s"
-  )
+  print(f"all {len(presets)} presets built and ran a forward pass in {time.time() - start:.0f}s")
 
 
 if __name__ == "__main__":

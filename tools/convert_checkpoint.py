@@ -52,16 +52,16 @@ flags.DEFINE_enum("source", None, ["tf1", "hf", "keras_hub"], "Kind of checkpoin
 flags.DEFINE_string(
     "input",
     None,
-    "tf1: checkpoint prefix; hf: .safetensors file or its " "dir; keras_hub: preset dir.",
+    "tf1: checkpoint prefix; hf: .safetensors file or its dir; keras_hub: preset dir.",
 )
 flags.DEFINE_string("output_dir", None, "The model dir to write.")
 flags.DEFINE_string(
-    "bert_config_file", None, "tf1: bert_config.json; hf: config.json " "(default: beside --input)."
+    "bert_config_file", None, "tf1: bert_config.json; hf: config.json (default: beside --input)."
 )
 vocabulary.define_flags(
     vocab_file_note="default: the source's, if any",
     do_lower_case=None,
-    do_lower_case_note="the casing recorded for export; default: the " "source's, if it says",
+    do_lower_case_note="the casing recorded for export; default: the source's, if it says",
 )
 flags.DEFINE_string(
     "target_config",
@@ -115,7 +115,7 @@ def write_model_dir(
   output_dir = os.path.abspath(output_dir)
   if os.path.exists(output_dir) and os.listdir(output_dir) and not overwrite:
     raise ValueError(
-        f"--output_dir={output_dir} exists and is not empty; pass " "--overwrite to replace it"
+        f"--output_dir={output_dir} exists and is not empty; pass --overwrite to replace it"
     )
   with io_utils.atomic_directory(output_dir) as tmp_dir:
     checkpoints.write_model_config(tmp_dir, pretrainer.encoder.config)
@@ -185,9 +185,7 @@ def print_report(report: dict, output_dir: str) -> None:
   if report["vocab_file"] is None:
     print("no vocabulary in the source: pass --vocab_file to recurrent_bert.export")
   if report["do_lower_case"] is None:
-    print(
-        "the source does not record its casing: export lower-cases unless told " "--nodo_lower_case"
-    )
+    print("the source does not record its casing: export lower-cases unless told --nodo_lower_case")
 
 
 def main(argv):

@@ -849,7 +849,7 @@ class Sweep:
       row = self._row(run, results, remaining)
       if row:
         self._progress(
-            f"{run.label}: {row['main_metric']}={row['value']:.4f} in " f"{seconds:.1f} s",
+            f"{run.label}: {row['main_metric']}={row['value']:.4f} in {seconds:.1f} s",
             remaining,
         )
 

@@ -158,7 +158,7 @@ def load_tf1_bert(
   bert_config_file = bert_config_file or os.path.join(directory, "bert_config.json")
   if not os.path.isfile(bert_config_file):
     raise CheckpointMappingError(
-        f"no bert_config.json beside {checkpoint_prefix!r}; " "pass --bert_config_file"
+        f"no bert_config.json beside {checkpoint_prefix!r}; pass --bert_config_file"
     )
   try:
     reader = tf.train.load_checkpoint(checkpoint_prefix)
@@ -200,9 +200,7 @@ def load_hf_bert(
   directory = os.path.dirname(weights_file)
   config_file = bert_config_file or os.path.join(directory, "config.json")
   if not os.path.isfile(config_file):
-    raise CheckpointMappingError(
-        f"no config.json beside {weights_file!r}; pass " "--bert_config_file"
-    )
+    raise CheckpointMappingError(f"no config.json beside {weights_file!r}; pass --bert_config_file")
   try:
     tensors = load_file(weights_file)
   except Exception as e:  # safetensors raises its own SafetensorError
@@ -239,7 +237,7 @@ def load_keras_hub_preset(preset_dir: str, vocab_file: Optional[str] = None) -> 
   _check_given(vocab_file, "vocab_file")
   if not os.path.isfile(os.path.join(preset_dir, "config.json")):
     raise CheckpointMappingError(
-        f"{preset_dir!r} is not a keras-hub preset directory " "(no config.json)"
+        f"{preset_dir!r} is not a keras-hub preset directory (no config.json)"
     )
   hub = keras_hub.models.BertBackbone.from_preset(preset_dir)
   # keras-hub's BERT uses the tanh GELU and LayerNorm epsilon 1e-12.
@@ -287,7 +285,7 @@ def import_bert(
   if source == "keras_hub":
     if bert_config_file:
       raise CheckpointMappingError(
-          "--bert_config_file does not apply to keras_hub presets " "(their config.json is read)"
+          "--bert_config_file does not apply to keras_hub presets (their config.json is read)"
       )
     return load_keras_hub_preset(path, vocab_file)
   raise CheckpointMappingError(f"source={source!r} is not one of {SOURCES}")

@@ -53,7 +53,7 @@ def warm_start(target, source) -> WarmStartReport:
   target_weights = {v.path: v for v in target.weights}
   shared = [p for p in target_weights if p in source_weights]
   mismatched = [
-      f"{p}: target {tuple(target_weights[p].shape)}, source " f"{tuple(source_weights[p].shape)}"
+      f"{p}: target {tuple(target_weights[p].shape)}, source {tuple(source_weights[p].shape)}"
       for p in shared
       if tuple(target_weights[p].shape) != tuple(source_weights[p].shape)
   ]

@@ -52,7 +52,7 @@ try:
   from apache_beam.options.pipeline_options import PipelineOptions
 except ImportError as e:  # the base install stays lean: Beam is an extra
   raise ImportError(
-      f"the Beam runner needs Apache Beam ({e}): " "pip install -c constraints.txt -e '.[beam]'"
+      f"the Beam runner needs Apache Beam ({e}): pip install -c constraints.txt -e '.[beam]'"
   ) from e
 
 from recurrent_bert import io_utils

@@ -86,7 +86,7 @@ _SKIPPED_DIRS = frozenset(
 # digit, quote or bracket. Abbreviations below are re-joined afterwards.
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[A-Z0-9\"'(\[`])")
 _ABBREVIATIONS = re.compile(
-    r"(?:\b(?:e\.g|i\.e|etc|vs|cf|Mr|Mrs|Dr|St|No|Fig|approx|resp|incl|viz|al)\.|" r"\b[A-Z]\.)$"
+    r"(?:\b(?:e\.g|i\.e|etc|vs|cf|Mr|Mrs|Dr|St|No|Fig|approx|resp|incl|viz|al)\.|\b[A-Z]\.)$"
 )
 _DIRECTIVE = re.compile(r"^\s*(\.\.\s|:[a-zA-Z_ ]+:\s*$|[-=~^*#+`]{3,}\s*$)")
 _SECTION_HEADER = re.compile(

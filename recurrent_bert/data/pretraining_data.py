@@ -113,7 +113,7 @@ class GeneratorOptions:
         or os.path.basename(self.stats_file or "") != STATS_FILE
     ):
       raise ValueError(
-          "with output_dir, output_files must be its shard_names() and " "stats_file its stats.json"
+          "with output_dir, output_files must be its shard_names() and stats_file its stats.json"
       )
 
 

@@ -74,7 +74,7 @@ def define_flags() -> None:
   flags.DEFINE_integer(
       "corpus_max_bytes",
       0,
-      "Use only the first ~N bytes of the corpus " "(whole documents); 0 = all of it.",
+      "Use only the first ~N bytes of the corpus (whole documents); 0 = all of it.",
   )
   flags.DEFINE_list(
       "models",
@@ -94,7 +94,7 @@ def define_flags() -> None:
   flags.DEFINE_integer(
       "max_predictions_per_seq",
       None,
-      "Masked positions per sequence (default: 15.6% of --seq_length, " "BERT's 20 of 128).",
+      "Masked positions per sequence (default: 15.6% of --seq_length, BERT's 20 of 128).",
   )
   flags.DEFINE_integer("dupe_factor", 1, "Passes over the corpus with fresh masks.")
   flags.DEFINE_integer("batch_size", 16, "Pretraining batch (sequences per step).")
@@ -108,7 +108,7 @@ def define_flags() -> None:
   flags.DEFINE_integer(
       "task_classes",
       4,
-      "Sources (libraries, or your files) the task " "tells apart: the ones with the most text.",
+      "Sources (libraries, or your files) the task tells apart: the ones with the most text.",
   )
   flags.DEFINE_integer("task_train_examples", 6000, "Passages in train.tsv (balanced).")
   flags.DEFINE_integer("task_eval_examples", 600, "Passages in dev.tsv and in test.tsv.")
@@ -118,7 +118,7 @@ def define_flags() -> None:
       "Fraction of the documents held out for dev, and again for test.",
   )
   flags.DEFINE_integer(
-      "seed", 12345, "Seed of the document split, the task passages and the " "pretraining data."
+      "seed", 12345, "Seed of the document split, the task passages and the pretraining data."
   )
   flags.DEFINE_integer(
       "jobs",
@@ -254,9 +254,7 @@ def main(argv):
   except ValueError as e:
     cli.fail(str(e))
   if not os.path.isfile(os.path.join(pipeline.REPO, "tools", "build_vocab.py")):
-    cli.fail(
-        f"the demo runs the data tools of a source checkout; {pipeline.REPO}/tools/ " "not found"
-    )
+    cli.fail(f"the demo runs the data tools of a source checkout; {pipeline.REPO}/tools/ not found")
   # Quiet TensorFlow start-up in every stage's process (they inherit it); numerics unaffected.
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   demo = pipeline.Demo(settings)

@@ -220,7 +220,7 @@ def load_split(directory: str, split: str) -> List[Document]:
     sources = [line.rstrip("\n") for line in f]
   if len(sources) != len(documents):
     raise io_utils.InputError(
-        f"{directory}: {split} has {len(documents)} documents but " f"{len(sources)} sources"
+        f"{directory}: {split} has {len(documents)} documents but {len(sources)} sources"
     )
   return [Document(source, d.sentences) for source, d in zip(sources, documents)]
 
@@ -370,7 +370,7 @@ def accuracy_on_test(predictions_file: str, labels_file: str) -> Tuple[float, in
   missing = set(truth) - set(predicted)
   if missing:
     raise io_utils.InputError(
-        f"{predictions_file} lacks {len(missing)} test examples, " f"e.g. {sorted(missing)[:3]}"
+        f"{predictions_file} lacks {len(missing)} test examples, e.g. {sorted(missing)[:3]}"
     )
   correct = sum(predicted[i] == label for i, label in truth.items())
   return correct / len(truth), len(truth)

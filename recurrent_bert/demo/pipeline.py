@@ -34,7 +34,7 @@ QUERY_PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "query_
 # The lines of each command's output that the demo echoes.
 ECHO_PRETRAIN = re.compile(r"^step \d+/\d+|resumed from|already at step|error|Error")
 ECHO_FINETUNE = re.compile(
-    r"^step \d+/\d+|^eval dev|resumed from|already at step|" r"training examples|error|Error"
+    r"^step \d+/\d+|^eval dev|resumed from|already at step|training examples|error|Error"
 )
 ECHO_VOCAB = re.compile(r"distinct words|^wrote|error|Error")
 ECHO_DATA = re.compile(

@@ -402,7 +402,7 @@ def _report_lines(
     )
   lines += [
       "",
-      "Answered in a fresh process that imports only `tensorflow` and " "`tensorflow_text`.",
+      "Answered in a fresh process that imports only `tensorflow` and `tensorflow_text`.",
       "",
       "## Stage timings",
       "",

@@ -202,7 +202,7 @@ class StageRunner:
       with open(log_path, "a", encoding="utf-8") as f:
         f.write(traceback.format_exc())
       raise StageError(
-          f"stage {stage.name!r} failed: {type(e).__name__}: {e}\n" f"  Traceback in {log_path}"
+          f"stage {stage.name!r} failed: {type(e).__name__}: {e}\n  Traceback in {log_path}"
       ) from e
     wall = time.time() - start
     self._finish(stage, result, wall, time.process_time() + jobs.children_cpu() - cpu)

@@ -43,7 +43,7 @@ def define_flags() -> None:
   flags.DEFINE_integer(
       "num_cpu_devices",
       1,
-      "Split the CPU into this many logical devices (mirrored without " "GPUs).",
+      "Split the CPU into this many logical devices (mirrored without GPUs).",
   )
   flags.register_validator("num_cpu_devices", lambda v: v >= 1, "--num_cpu_devices must be >= 1")
   flags.register_multi_flags_validator(

@@ -77,7 +77,7 @@ def define_flags(
   flags.DEFINE_integer(
       "eval_every_steps",
       0,
-      "train_and_eval: evaluate (and maybe keep as best) every N steps; " "0 = at the end only.",
+      "train_and_eval: evaluate (and maybe keep as best) every N steps; 0 = at the end only.",
   )
   flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every N steps.")
   flags.DEFINE_integer("keep_checkpoint_max", 2, "Training checkpoints kept.")

@@ -39,18 +39,18 @@ def define_flags(*, reads_records: bool) -> None:
   flags.DEFINE_integer(
       "max_predictions_per_seq",
       20,
-      "Cap of masked positions per sequence (the records' length of " "masked_lm_positions).",
+      "Cap of masked positions per sequence (the records' length of masked_lm_positions).",
   )
   if reads_records:
     flags.DEFINE_boolean(
         "use_nsp",
         True,
-        "Train the next-sentence head too (the records " "carry next_sentence_labels).",
+        "Train the next-sentence head too (the records carry next_sentence_labels).",
     )
     flags.DEFINE_boolean(
         "dynamic_masking",
         False,
-        "Records are unmasked: mask them while reading, fresh every " "epoch.",
+        "Records are unmasked: mask them while reading, fresh every epoch.",
     )
   else:
     flags.DEFINE_boolean(

@@ -92,7 +92,7 @@ def define_flags(
   flags.DEFINE_float(
       "clip_norm",
       1.0,
-      "Global-norm gradient clipping of the accumulated " "batch gradient (0 = off).",
+      "Global-norm gradient clipping of the accumulated batch gradient (0 = off).",
   )
   flags.DEFINE_integer(
       "gradient_accumulation_steps",

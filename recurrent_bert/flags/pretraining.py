@@ -58,7 +58,7 @@ def define_flags() -> None:
   flags.DEFINE_string(
       "model_config",
       "bert_base",
-      "Preset name (e.g. bert_base, swishrnn_tiny) or a ModelConfig JSON " "file.",
+      "Preset name (e.g. bert_base, swishrnn_tiny) or a ModelConfig JSON file.",
   )
   flags.DEFINE_integer(
       "vocab_size",
@@ -107,7 +107,7 @@ def define_flags() -> None:
   flags.DEFINE_integer(
       "eval_batch_size",
       None,
-      "Global eval batch size. Default: --train_batch_size / " "--gradient_accumulation_steps.",
+      "Global eval batch size. Default: --train_batch_size / --gradient_accumulation_steps.",
   )
   flags.DEFINE_integer(
       "eval_every_steps",

@@ -345,9 +345,7 @@ class BidirectionalLSTM(keras.layers.Layer):
   ):
     super().__init__(**kwargs)
     if implementation not in IMPLEMENTATIONS:
-      raise ValueError(
-          f"implementation must be one of {IMPLEMENTATIONS}, " f"got {implementation!r}"
-      )
+      raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, got {implementation!r}")
     # The padding mask arrives explicitly as `attention_mask`; accepting Keras' implicit
     # mask too lets stacked BLSTMs (the span decoder) pass tensors to each other.
     self.supports_masking = True

@@ -392,7 +392,7 @@ def swish_rnn_recurrence(
     c, or the gated output: [B, T, D].
   """
   if implementation not in IMPLEMENTATIONS:
-    raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, " f"got {implementation!r}")
+    raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, got {implementation!r}")
   if step_size < 1 or unroll < 1:
     raise ValueError(f"step_size and unroll must be >= 1, got {step_size}, {unroll}")
   if (gate is None) != (state_bias is None):
@@ -460,9 +460,7 @@ class SwishRNN(keras.layers.Layer):
   ):
     super().__init__(**kwargs)
     if implementation not in IMPLEMENTATIONS:
-      raise ValueError(
-          f"implementation must be one of {IMPLEMENTATIONS}, " f"got {implementation!r}"
-      )
+      raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, got {implementation!r}")
     if residual not in SWISH_RNN_RESIDUALS:
       raise ValueError(f"residual must be one of {SWISH_RNN_RESIDUALS}, got {residual!r}")
     if direction not in SWISH_RNN_DIRECTIONS:

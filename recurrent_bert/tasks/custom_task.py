@@ -43,7 +43,7 @@ def _layout(path: str) -> glue.TsvLayout:
   column = {name: i for i, name in enumerate(header)}
   text_a = column.get("sentence", column.get("sentence1"))
   if text_a is None:
-    raise InputError(f"{path}:1: header {header} has no 'sentence' (or 'sentence1') " "column")
+    raise InputError(f"{path}:1: header {header} has no 'sentence' (or 'sentence1') column")
   return glue.TsvLayout(
       text_a,
       column.get("sentence2"),

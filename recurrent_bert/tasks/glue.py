@@ -130,7 +130,7 @@ def split_file(task_dir: str, task: str, split: str) -> str:
   spec = get_task(task)
   if split not in spec.files:
     raise InputError(
-        f"task {spec.name} has no split {split!r}; " f"its splits are {', '.join(spec.files)}"
+        f"task {spec.name} has no split {split!r}; its splits are {', '.join(spec.files)}"
     )
   return os.path.join(task_dir, spec.files[split])
 

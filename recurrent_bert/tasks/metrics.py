@@ -157,7 +157,7 @@ def task_metrics(
       results[name] = functions[name](predictions, labels)
     else:
       raise ValueError(
-          f"unknown metric {name!r}; known: " f"{', '.join(sorted([*functions, 'exact_match']))}"
+          f"unknown metric {name!r}; known: {', '.join(sorted([*functions, 'exact_match']))}"
       )
   return results
 

@@ -182,7 +182,7 @@ def label_ids(examples: Sequence[PairExample], label_list: Optional[Sequence[str
       continue
     if example.label not in index_of:
       raise ValueError(
-          f"example {example.guid}: label {example.label!r} is not one of " f"{list(label_list)}"
+          f"example {example.guid}: label {example.label!r} is not one of {list(label_list)}"
       )
     ids[i] = index_of[example.label]
   return ids

@@ -142,7 +142,7 @@ def _field(obj: Any, key: str, expected_type, json_path: List, optional: bool = 
   if wrong_bool or not isinstance(value, expected_type):
     raise _SchemaError(
         json_path,
-        f"field {key!r} should be {expected_type.__name__}, " f"got {json.dumps(value)[:60]}",
+        f"field {key!r} should be {expected_type.__name__}, got {json.dumps(value)[:60]}",
     )
   return value
 

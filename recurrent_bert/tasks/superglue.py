@@ -109,12 +109,10 @@ def read_superglue(task_dir: str, task: str, split: str) -> SplitData:
   """
   spec = get_task(task)
   if spec.name not in SUPERGLUE_TASKS:
-    raise InputError(
-        f"{spec.name} is not one of the SuperGLUE tasks " f"{', '.join(SUPERGLUE_TASKS)}"
-    )
+    raise InputError(f"{spec.name} is not one of the SuperGLUE tasks {', '.join(SUPERGLUE_TASKS)}")
   if split not in spec.files:
     raise InputError(
-        f"task {spec.name} has no split {split!r}; " f"its splits are {', '.join(spec.files)}"
+        f"task {spec.name} has no split {split!r}; its splits are {', '.join(spec.files)}"
     )
   path = os.path.join(task_dir, spec.files[split])
   labeled = not split.startswith("test")
@@ -152,9 +150,7 @@ def _multirc_examples(record: _Record, split: str, labeled: bool) -> List[PairEx
       answer_idx = answer.get("idx", int)
       label = answer.get("label", (int, bool), optional=not labeled)
       if label is not None and int(label) not in (0, 1):
-        raise InputError(
-            f"{answer.where}: field {answer.path}.label must be 0 or 1, " f"got {label}"
-        )
+        raise InputError(f"{answer.where}: field {answer.path}.label must be 0 or 1, got {label}")
       examples.append(
           PairExample(
               guid=f"multirc-{split}-{group}-{answer_idx}",

@@ -170,9 +170,7 @@ def load_tfds_squad(
   data has none; TFDS's mock data is random).
   """
   if version not in SQUAD_TFDS_NAMES:
-    raise InputError(
-        f"SQuAD version must be one of {', '.join(SQUAD_TFDS_NAMES)}, " f"got {version!r}"
-    )
+    raise InputError(f"SQuAD version must be one of {', '.join(SQUAD_TFDS_NAMES)}, got {version!r}")
   name = SQUAD_TFDS_NAMES[version]
   records, _ = _load_numpy(name, split, data_dir, download)
   result = SplitData(examples=[], source=f"tfds:{name}/{_TFDS_SPLITS.get(split, split)}")
@@ -183,7 +181,7 @@ def load_tfds_squad(
       text, start = _text(text), int(start)
       if start < 0 or context[start : start + len(text)] != text:
         result.skipped.append(
-            f"{result.source} question {qas_id}: answer {text!r} is not " f"at answer_start {start}"
+            f"{result.source} question {qas_id}: answer {text!r} is not at answer_start {start}"
         )
         continue
       answers.append(SquadAnswer(text, start))

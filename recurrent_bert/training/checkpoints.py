@@ -171,7 +171,7 @@ def resolve_model(path: str) -> ModelSource:
     return _with_tokenizer(ModelSource(kind, nested_export, export_dir, True), (export_dir, path))
   if is_dir and layout.is_saved_model(path):
     raise CheckpointNotFoundError(
-        f"{path!r} is a SavedModel export (for serving): give the model dir it was " "exported from"
+        f"{path!r} is a SavedModel export (for serving): give the model dir it was exported from"
     )
   if is_dir and layout.exists(os.path.join(path, MODEL_CONFIG_FILE)):
     raise CheckpointNotFoundError(

@@ -74,7 +74,7 @@ def get_distribution_strategy(
     # No TPU at that address, or none attached: one line, not TensorFlow's op dump.
     first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     raise ValueError(
-        f"--distribution_strategy=tpu: no TPU reachable at --tpu=" f"{tpu_address} ({first_line})"
+        f"--distribution_strategy=tpu: no TPU reachable at --tpu={tpu_address} ({first_line})"
     ) from None
   return tf.distribute.TPUStrategy(resolver)
 

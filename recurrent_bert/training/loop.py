@@ -106,7 +106,7 @@ class TrainingInterrupted(KeyboardInterrupt):
   def __str__(self) -> str:
     head = f"interrupted at step {self.step}"
     if self.checkpoint_step == self.step:
-      return f"{head}: checkpoint saved in {self.model_dir}; run the same command to " "resume"
+      return f"{head}: checkpoint saved in {self.model_dir}; run the same command to resume"
     reason = f"{self.reason}; " if self.reason else ""
     if self.checkpoint_step is not None:
       return (
@@ -247,7 +247,7 @@ class TrainingLoop:
     self.objective = objective
     if gradient_accumulation_steps < 1:
       raise ValueError(
-          f"gradient_accumulation_steps must be >= 1, got " f"{gradient_accumulation_steps}"
+          f"gradient_accumulation_steps must be >= 1, got {gradient_accumulation_steps}"
       )
     self.accumulation_steps = gradient_accumulation_steps
     with strategy.scope():
@@ -469,7 +469,7 @@ class TrainingLoop:
     else:
       later = "; ETA from the next log" if step < self.num_train_steps else ""
       parts.append(
-          f"(first call, with compilation: " f"{format_duration(first_call_seconds or 0.0)}{later})"
+          f"(first call, with compilation: {format_duration(first_call_seconds or 0.0)}{later})"
       )
     logging.info(" ".join(parts))
     scalars = dict(summary, learning_rate=learning_rate, **(rates or {}))

@@ -62,7 +62,7 @@ class PretrainingEvaluator:
     replicas = strategy.num_replicas_in_sync
     if global_batch_size % replicas:
       raise ValueError(
-          f"eval batch size {global_batch_size} is not a multiple of the " f"{replicas} replicas"
+          f"eval batch size {global_batch_size} is not a multiple of the {replicas} replicas"
       )
     self.strategy = strategy
     self.model = model

@@ -57,6 +57,6 @@ def test_warm_start_shape_mismatch_names_the_weights():
   target = Encoder(get_preset("swishrnn_tiny").replace(vocab_size=V + 1, max_position_embeddings=P))
   with pytest.raises(
       CheckpointMappingError,
-      match=r"embeddings/token_embedding/embeddings: target \(51, 128\), " r"source \(50, 128\)",
+      match=r"embeddings/token_embedding/embeddings: target \(51, 128\), source \(50, 128\)",
   ):
     warm_start(target, source)

@@ -329,7 +329,7 @@ def test_own_corpus_classes_are_its_files(tmp_path):
   rng = random.Random(0)
   words = {
       "cats": "cat whisker purr meow tail paw fur",
-      "ships": "hull sail mast deck keel " "anchor port",
+      "ships": "hull sail mast deck keel anchor port",
       "stars": "orbit nebula comet galaxy quasar pulsar light",
   }
   for name, vocab in words.items():

@@ -420,7 +420,7 @@ def test_no_flags_below_the_commands():
 def test_the_static_check_sees_flag_uses(tmp_path):
   path = tmp_path / "module.py"
   path.write_text(
-      "from absl import flags\nFLAGS = flags.FLAGS\n" "flags.DEFINE_string('x', None, 'x')\n",
+      "from absl import flags\nFLAGS = flags.FLAGS\nflags.DEFINE_string('x', None, 'x')\n",
       encoding="utf-8",
   )
   assert sorted(_flag_uses(str(path))) == [1, 2, 2, 3]

@@ -128,9 +128,7 @@ def test_loss_and_accuracy_of_a_tiny_encoder_match_numpy(mrpc_dir, word_tokenize
 
 
 def test_regression_task_scores_with_correlations(tmp_path, word_tokenizer):
-  header = (
-      "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\t" "sentence2\tscore"
-  )
+  header = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore"
   scores = [4.5, 0.25, 2.0, 3.0]
   rows = [f"{i}\tg\tf\ty\to\ts\ts\tthe cat\tthe dog\t{score:.3f}" for i, score in enumerate(scores)]
   folder = tmp_path / "STS-B"

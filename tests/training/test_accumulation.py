@@ -138,7 +138,7 @@ def test_kill_inside_an_accumulation_cycle_resumes_exactly(
         (["--gradient_accumulation_steps=0"], "--gradient_accumulation_steps=0 must be >= 1"),
         (
             ["--gradient_accumulation_steps=3"],
-            "--train_batch_size=8 must divide by " "--gradient_accumulation_steps=3",
+            "--train_batch_size=8 must divide by --gradient_accumulation_steps=3",
         ),
         (
             [

@@ -195,7 +195,7 @@ def test_ctrl_c_saves_the_step_and_resumes_exactly(
   assert returncode == 130, stderr[-3000:]
   assert "Traceback" not in stderr, stderr[-3000:]
   message = (
-      f"interrupted at step 6: checkpoint saved in {model_dir}; run the same " "command to resume"
+      f"interrupted at step 6: checkpoint saved in {model_dir}; run the same command to resume"
   )
   lines = stderr.strip().splitlines()
   assert [line for line in lines if "interrupted at step" in line] == [message]
@@ -396,7 +396,7 @@ def test_ctrl_c_saves_only_a_single_worker_run(tmp_path):
 
   state, saves = stopping_loop(tmp_path, num_workers=1, saved_step=30)
   assert str(stop(state, 30)) == (
-      f"interrupted at step 30: checkpoint saved in " f"{tmp_path}; run the same command to resume"
+      f"interrupted at step 30: checkpoint saved in {tmp_path}; run the same command to resume"
   )
   assert not saves  # saved already
   assert stop(state, 37).checkpoint_step == 37 and saves == [1]

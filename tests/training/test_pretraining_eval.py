@@ -144,7 +144,7 @@ def test_padding_rows_weigh_nothing_and_shapes_stay_static(masked_records):
 def test_eval_rows_merge_with_their_step_and_survive_a_resume(tmp_path):
   lines = [{"step": s, "loss": 10.0 - s} for s in (1, 2, 3, 4)]
   (tmp_path / "metrics.jsonl").write_text(
-      "".join(f'{{"step": {r["step"]}, "loss": ' f'{r["loss"]}}}\n' for r in lines)
+      "".join(f'{{"step": {r["step"]}, "loss": {r["loss"]}}}\n' for r in lines)
   )
   written = record_eval_results(str(tmp_path), 2, "ckpt-2", {"mlm_loss": 1.5, "loss": 2.0})
   assert written["eval"] == {"mlm_loss": 1.5, "loss": 2.0}
