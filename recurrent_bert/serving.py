@@ -453,23 +453,54 @@ class ServingModule(tf.Module):
     }
 
 
-def describe_signatures(module: ServingModule) -> Dict[str, str]:
-  """{signature name: "inputs -> outputs"} of a ServingModule, for logs and reports."""
+def describe_signatures(module: ServingModule, export_dir: Optional[str] = None) -> Dict[str, str]:
+  """{signature name: "inputs -> outputs"} of a ServingModule, for logs and reports.
+
+  With `export_dir`, the SavedModel just saved from `module`, the outputs are read from
+  its signature definitions; without, each signature function is traced for them (saving
+  traced them already: tracing is most of an export's time).
+  """
+  saved = _saved_signature_outputs(export_dir) if export_dir else {}
   described = {}
   for name, function in module.signature_functions().items():
     inputs = ", ".join(
         f"{spec.name} {spec.dtype.name}{spec.shape.as_list()}" for spec in function.input_signature
     )
-    outputs = function.get_concrete_function().structured_outputs
-    outputs = ", ".join(
-        f"{key} {tensor.dtype.name}{tensor.shape.as_list()}"
-        for key, tensor in sorted(outputs.items())
-    )
+    if name in saved:
+      outputs = saved[name]
+    else:
+      traced = function.get_concrete_function().structured_outputs
+      outputs = {key: (t.dtype.name, t.shape.as_list()) for key, t in traced.items()}
+    outputs = ", ".join(f"{key} {dtype}{shape}" for key, (dtype, shape) in sorted(outputs.items()))
     described[name] = f"({inputs}) -> {outputs}"
     if getattr(module, "with_no_answer", False) and function is module.answer_question:
       described[
           name
       ] += f"; no_answer = null_score_diff > {float(module.null_score_diff_threshold.numpy()):g}"
+  return described
+
+
+def _saved_signature_outputs(export_dir: str) -> Dict[str, Dict[str, tuple]]:
+  """{signature: {output: (dtype name, shape list)}} from a SavedModel's saved_model.pb."""
+  # The SavedModel's own proto: TensorFlow has no public reader of signature definitions
+  # short of loading the whole model.
+  from tensorflow.core.protobuf import saved_model_pb2
+
+  proto = saved_model_pb2.SavedModel()
+  with tf.io.gfile.GFile(os.path.join(export_dir, "saved_model.pb"), "rb") as f:
+    proto.ParseFromString(f.read())
+  described = {}
+  for name, signature in proto.meta_graphs[0].signature_def.items():
+    outputs = signature.outputs.values()
+    if all(info.WhichOneof("encoding") == "name" and info.dtype for info in outputs):
+      # Dense tensors only; a signature with composite outputs is traced instead.
+      described[name] = {
+          key: (
+              tf.dtypes.as_dtype(info.dtype).name,
+              [None if dim.size < 0 else dim.size for dim in info.tensor_shape.dim],
+          )
+          for key, info in signature.outputs.items()
+      }
   return described
 
 
@@ -483,7 +514,7 @@ def save_serving_module(module: ServingModule, export_dir: str) -> Dict[str, str
   """
   with io_utils.atomic_directory(export_dir) as tmp_dir:
     tf.saved_model.save(module, tmp_dir, signatures=module.signature_functions())
-  return describe_signatures(module)
+    return describe_signatures(module, tmp_dir)
 
 
 def export_saved_model(export_dir: str, tokenizer, max_seq_length: int, **models) -> Dict[str, str]:
