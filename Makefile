@@ -28,9 +28,9 @@ demo: $(STAMP)
 smoke: $(STAMP)
 	$(PY) -m recurrent_bert.smoke
 
-# The test suite: tiny configs, no network.
+# The test suite: tiny configs, no network; the 25 slowest tests are listed at the end.
 test: $(STAMP)
-	$(PY) -m pytest -n 2 --dist loadfile -q $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 --dist loadfile -q --durations=25 $(PYTEST_ARGS)
 
 # House style, checked (CI runs it): pyink formats, ruff lints (pyproject.toml).
 LINTED := recurrent_bert tools tests benchmarks
