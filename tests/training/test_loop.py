@@ -90,7 +90,15 @@ def start_pretrain(
       stdout=subprocess.PIPE,
       stderr=stderr,
       text=True,
+      preexec_fn=_default_sigint,
   )
+
+
+def _default_sigint():
+  # A test run started in the background of a non-interactive shell (`make test &`)
+  # inherits SIGINT ignored, and pretrain rightly leaves an ignored SIGINT ignored: the
+  # Ctrl-C test's run must start as a terminal's would.
+  signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def assert_killed_after(step, model_dir, returncode, stderr):
