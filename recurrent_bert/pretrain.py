@@ -88,13 +88,18 @@ def main(argv):
         evaluator.num_steps,
         evaluator.global_batch_size,
     )
+    eval_writer = pretraining_eval.open_eval_writer(FLAGS.model_dir) if is_chief else None
 
     def evaluate(step):
       results = evaluator.evaluate()
       logging.info("eval step %d: %s", step, " ".join(f"{k}={v:.4f}" for k, v in results.items()))
       if is_chief:
         pretraining_eval.record_eval_results(
-            FLAGS.model_dir, step, tf_latest_checkpoint(FLAGS.model_dir) or "", results
+            FLAGS.model_dir,
+            step,
+            tf_latest_checkpoint(FLAGS.model_dir) or "",
+            results,
+            eval_writer,
         )
       return results
 

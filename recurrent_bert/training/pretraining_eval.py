@@ -19,7 +19,7 @@ same number of steps on the same shapes (XLA and TPUs need both).
 import json
 import math
 import os
-from typing import Dict
+from typing import Dict, Optional
 
 import tensorflow as tf
 
@@ -82,7 +82,7 @@ class PretrainingEvaluator:
 
   def _forward_sums(self, batch):
     outputs = self.model(self._objective.model_inputs(batch), training=False)
-    return metric_sums.pretraining_sums(batch, outputs)
+    return self._objective.sums(batch, outputs)
 
   def _eval_loop(self, iterator):
     totals = {name: tf.constant(0.0) for name in metric_sums.STAT_NAMES}
@@ -134,8 +134,17 @@ def restore_for_eval(model, checkpoint: str) -> int:
   return int(global_step.numpy())
 
 
+def open_eval_writer(model_dir: str) -> tf.summary.SummaryWriter:
+  """The TensorBoard writer of model_dir/eval/, to reuse for every evaluation of a run."""
+  return tf.summary.create_file_writer(os.path.join(model_dir, layout.EVAL_EVENTS_DIR))
+
+
 def record_eval_results(
-    model_dir: str, step: int, checkpoint: str, results: Dict[str, float]
+    model_dir: str,
+    step: int,
+    checkpoint: str,
+    results: Dict[str, float],
+    writer: Optional[tf.summary.SummaryWriter] = None,
 ) -> Dict:
   """Writes one evaluation where fine-tuning writes its own (call on the chief only).
 
@@ -144,14 +153,21 @@ def record_eval_results(
   {"task": "pretraining", "global_step", "checkpoint", "main_metric": "mlm_loss",
   "eval_splits": ["eval"], "eval": results, "main_metric_value"}.
 
+  `writer` is `open_eval_writer(model_dir)`, kept across a run's evaluations (one events
+  file, not one per evaluation); None opens one for this call.
+
   Returns:
     The eval_results.json content.
   """
-  writer = tf.summary.create_file_writer(os.path.join(model_dir, layout.EVAL_EVENTS_DIR))
+  own_writer = writer is None
+  writer = open_eval_writer(model_dir) if own_writer else writer
   with writer.as_default():
     for name, value in results.items():
       loop.write_scalar(f"{EVAL_SPLIT}/{name}", value, step)
-  writer.close()
+  if own_writer:
+    writer.close()
+  else:
+    writer.flush()
   row = {"step": step, **{layout.EVAL_METRICS_PREFIX + k: v for k, v in results.items()}}
   metrics_path = os.path.join(model_dir, layout.METRICS_LOG_FILE)
   with tf.io.gfile.GFile(metrics_path, "a") as f:
