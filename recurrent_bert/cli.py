@@ -1,8 +1,10 @@
 """What every command shares on the command line: the error exit and a readable --help.
 
 `fail(message)` is the one exit for bad user input (one line on stderr, status 2);
-`run_checked(function, ...)` routes a library's ValueError (io_utils.InputError included)
-there.
+`run_checked(function, ...)` routes a library's ValueError (errors.InputError included)
+there; `run` does the same for an InputError raised anywhere below a command's main, so a
+command never shows a traceback for input the user must fix (errors.py says how a message
+names the place).
 
 `run(main, groups)` is `absl.app.run` with a `--help` that lists the command's own flags
 (those defined by this package, its tools and the command itself) in the groups the
@@ -21,6 +23,8 @@ from typing import Callable, Mapping, Optional, Sequence, TypeVar
 from absl import app
 from absl import flags
 from absl import logging
+
+from recurrent_bert.errors import InputError
 
 FLAGS = flags.FLAGS
 HELP_ARGUMENTS = ("--help", "-help", "-?", "--helpshort", "-helpshort")
@@ -109,9 +113,12 @@ def run(main, groups: Optional[Mapping[str, Sequence[str]]] = None) -> None:
       # absl's own message names the flag; one line and status 2, as for any bad input.
       fail(str(e).replace("\n", " "))
 
-  def main_without_traceback_on_ctrl_c(argv):
+  def main_with_one_line_errors(argv):
     try:
       return main(argv)
+    except InputError as e:
+      logging.debug("bad input", exc_info=True)
+      fail(str(e).replace("\n", " "))
     except KeyboardInterrupt as e:
       print(
           str(e)
@@ -121,4 +128,4 @@ def run(main, groups: Optional[Mapping[str, Sequence[str]]] = None) -> None:
       )
       sys.exit(130)
 
-  app.run(main_without_traceback_on_ctrl_c, flags_parser=parse)
+  app.run(main_with_one_line_errors, flags_parser=parse)

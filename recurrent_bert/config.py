@@ -16,6 +16,8 @@ import json
 import os
 from typing import Any, Optional, Tuple
 
+from recurrent_bert.errors import InputError
+
 # The one source of the allowed values: the layers import them from here (config stays free
 # of TensorFlow, so a config is checked before TensorFlow loads).
 MIXERS = ("ffn", "blstm", "parallel_blstm", "swishrnn")
@@ -30,7 +32,7 @@ BLSTM_IMPLEMENTATIONS = ("auto", "keras", "scan", "fused", "block")
 SWISH_RNN_IMPLEMENTATIONS = ("auto", "fused", "loop", "scan")
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
   """A ModelConfig field (or a config file) holds an invalid value."""
 
 

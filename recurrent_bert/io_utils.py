@@ -16,6 +16,7 @@ import tempfile
 from typing import Iterator, List, Sequence, Tuple
 import uuid
 
+from recurrent_bert.errors import InputError  # noqa: F401  (io_utils.InputError for readers)
 from recurrent_bert.model_dir import EVAL_METRICS_PREFIX
 from recurrent_bert.model_dir import METRICS_LOG_FILE
 from recurrent_bert.model_dir import gfile as _gfile
@@ -23,8 +24,6 @@ from recurrent_bert.model_dir import has_scheme as _has_scheme
 from recurrent_bert.model_dir import isfile  # noqa: F401  (io_utils.isfile for readers)
 
 
-class InputError(ValueError):
-  """Bad user input (a file, a line, a flag): the message names what is wrong and where."""
 
 
 def temp_path_for(path: str) -> str:

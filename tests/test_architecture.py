@@ -16,7 +16,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 # (module prefix, layer, group). Longest matching prefix wins; a higher layer may import a
 # lower one; the same group may import itself; nothing else.
 LAYERS = [
-    ("recurrent_bert", 0, "base"),  # __init__, config, model_dir, io_utils, cli
+    ("recurrent_bert", 0, "base"),  # __init__, errors, config, model_dir, io_utils, cli
     ("recurrent_bert.layers", 1, "layers"),
     ("recurrent_bert.data", 1, "data"),
     ("recurrent_bert.models", 2, "models"),
@@ -37,6 +37,7 @@ LAYERS = [
 ]
 BASE_MODULES = {
     "recurrent_bert",
+    "recurrent_bert.errors",
     "recurrent_bert.config",
     "recurrent_bert.model_dir",
     "recurrent_bert.io_utils",
