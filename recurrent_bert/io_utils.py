@@ -24,8 +24,6 @@ from recurrent_bert.model_dir import has_scheme as _has_scheme
 from recurrent_bert.model_dir import isfile  # noqa: F401  (io_utils.isfile for readers)
 
 
-
-
 def temp_path_for(path: str) -> str:
   """Returns a fresh temporary file name next to `path` (same directory, same filesystem).
 
