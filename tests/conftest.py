@@ -19,3 +19,13 @@ def _seed_and_float32():
 @pytest.fixture
 def rng():
   return np.random.default_rng(0)
+
+
+def pytest_terminal_summary(terminalreporter):
+  """The bad-input campaign's tally (tests/mutations.py), when RB_FUZZ_EXAMPLES asks for it."""
+  if not os.environ.get("RB_FUZZ_EXAMPLES"):
+    return
+  from tests import mutations
+
+  for (fmt, outcome), count in sorted(mutations.TALLY.items()):
+    terminalreporter.write_line(f"bad-input campaign: {fmt}: {outcome}: {count}")

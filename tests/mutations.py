@@ -9,8 +9,12 @@ for mutations that must not change the meaning (CRLF line ends, a final newline 
 Any other exception, or a silently different result, fails the property.
 """
 
+import collections
+import os
 from typing import Callable, List, Optional, Sequence
 
+from hypothesis import HealthCheck
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from recurrent_bert.errors import InputError
@@ -20,6 +24,24 @@ BAD_NUMBERS = ("nan", "NaN", "inf", "-inf", "1e400", "1_0", "０.５", "", " ", 
 # Text that is not UTF-8, and characters that often break a line-based reader.
 NON_UTF8 = (b"\xe9", b"\xff\xfe", b"\xc3")
 ODD_CHARACTERS = ("\x00", "\x0b", "\x0c", "\x1c", "\x85", "\u2028", "\u2029", "\ufeff")
+
+
+# (format, outcome) -> count, over the run; printed at the end of a pytest run when
+# RB_FUZZ_EXAMPLES is set (the campaign: `RB_FUZZ_EXAMPLES=500 pytest -k bad_input -s`).
+TALLY: collections.Counter = collections.Counter()
+
+
+def fuzz_settings(max_examples: int = 25):
+  """Deterministic hypothesis settings for a bad-input property (no example database, no
+  deadline: TensorFlow's first call is slow). RB_FUZZ_EXAMPLES raises the count for a
+  campaign; the suite keeps the small default."""
+  return settings(
+      max_examples=int(os.environ.get("RB_FUZZ_EXAMPLES", max_examples)),
+      derandomize=True,
+      deadline=None,
+      database=None,
+      suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+  )
 
 
 def lines_of(data: bytes) -> List[bytes]:
@@ -58,6 +80,7 @@ def to_crlf(data: bytes) -> bytes:
 
 
 def check_outcome(
+    fmt: str,
     read: Callable[[], object],
     path: str,
     expected: Optional[object] = None,
@@ -67,6 +90,7 @@ def check_outcome(
   """Runs `read` and checks issue 15's invariant.
 
   Args:
+    fmt: the format's name in the campaign tally ("glue tsv", "pretraining tfrecord", ...).
     read: calls the package's real reader on the mutated file.
     path: the mutated file; an error's message must name it.
     expected: what the reader must return when it accepts the file (None: it must refuse).
@@ -79,6 +103,7 @@ def check_outcome(
   try:
     result = read()
   except InputError as e:
+    TALLY[fmt, "clear error"] += 1
     message = str(e)
     assert path in message or _basename(path) in message, f"error does not name {path}: {message}"
     if line is not None:
@@ -89,6 +114,7 @@ def check_outcome(
     return e
   assert expected is not None, f"{path}: accepted a file that must be refused"
   assert result == expected, f"{path}: accepted with a different result"
+  TALLY[fmt, "accepted, same as expected"] += 1
   return None
 
 
