@@ -64,6 +64,12 @@ def define_flags(
       "do_lower_case", None, "Tokenizer casing; default: as recorded by the checkpoint, else true."
   )
   flags.DEFINE_string("cache_dir", None, "Feature caches; default model_dir/features.")
+  flags.DEFINE_boolean(
+      "skip_bad_rows",
+      False,
+      "Skip task-data rows that fail validation (bad score or label, empty answer, duplicate "
+      "id ...) instead of stopping at the first; the count skipped is reported per file.",
+  )
   flags.DEFINE_integer("max_seq_length", max_seq_length, "Tokens per packed input.")
   flags.DEFINE_integer("train_batch_size", train_batch_size, "Global training batch.")
   flags.DEFINE_integer("eval_batch_size", 32, "Global evaluation batch.")
