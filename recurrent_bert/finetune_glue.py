@@ -11,11 +11,19 @@ recurrent_bert/tasks/classification.py. Modes, outputs and the model_dir layout:
 recurrent_bert/training/finetuning.py. Metrics carry the official names (SPEC §9) in
 eval_results.json; test-split predictions are written as leaderboard submission files.
 Re-running the same command resumes training from the latest checkpoint.
+
+Bad task data (a score outside 0..5, an unknown label, a wrong column count, a repeated id
+or header, text that is not UTF-8 ...) stops the command before any model is built, with
+one line naming file:line (exit status 2). --skip_bad_rows skips such rows instead: the
+count skipped is logged per file and written to model_dir/skipped_rows.json.
 """
+
+import os
 
 from absl import flags
 
 from recurrent_bert import cli
+from recurrent_bert import io_utils
 from recurrent_bert import model_dir as layout
 from recurrent_bert.data.tokenization import BertWordpieceTokenizer
 from recurrent_bert.flags import execution as run_flags
@@ -25,6 +33,8 @@ from recurrent_bert.tasks import classification
 from recurrent_bert.training import finetuning
 
 FLAGS = flags.FLAGS
+# {file (or TFDS source): rows skipped} of a --skip_bad_rows run, in model_dir.
+SKIPPED_ROWS_FILE = "skipped_rows.json"
 finetune_flags.define_flags(
     learning_rate=2e-5, train_batch_size=32, max_seq_length=128, num_train_epochs=3.0
 )
@@ -76,6 +86,7 @@ def main(argv):
         tfds_download=FLAGS.tfds_download,
         label_list=FLAGS.label_list,
         trained_label_list=_trained_label_list(),
+        skip_bad_rows=FLAGS.skip_bad_rows,
     )
     tokenizer = BertWordpieceTokenizer(parts.vocab_file, do_lower_case=parts.do_lower_case)
     adapter = classification.ClassificationAdapter(
@@ -97,6 +108,11 @@ def main(argv):
     adapter.prepare(needed[FLAGS.mode])
   except (InputError, ValueError) as e:
     cli.fail(str(e))
+  if FLAGS.skip_bad_rows and is_chief:
+    # Each split's reader logged its count (TaskAdapter.examples); this keeps them.
+    io_utils.atomic_write_json(
+        os.path.join(FLAGS.model_dir, SKIPPED_ROWS_FILE), adapter.skipped_rows
+    )
   results = finetune_flags.run_task(strategy, adapter, parts, is_chief, worker_id)
   if results:
     print(f"eval results ({FLAGS.model_dir}/{finetuning.EVAL_RESULTS_FILE}):")

@@ -56,7 +56,10 @@ def is_custom_task(task: str) -> bool:
 
 
 def _custom_source(
-    data_dir: str, label_list: Optional[Sequence[str]], trained_label_list: Optional[Sequence[str]]
+    data_dir: str,
+    label_list: Optional[Sequence[str]],
+    trained_label_list: Optional[Sequence[str]],
+    skip_bad_rows: bool,
 ) -> TaskSource:
   labels = list(label_list) if label_list else None
   if trained_label_list:
@@ -67,11 +70,11 @@ def _custom_source(
           f"{','.join(trained)} the model was trained with"
       )
     labels = trained
-  spec = custom_task.task_spec(labels or custom_task.infer_label_list(data_dir))
+  spec = custom_task.task_spec(labels or custom_task.infer_label_list(data_dir, skip_bad_rows))
   has_test = layout.exists(os.path.join(data_dir, spec.files["test"]))
 
   def read_split(split: str) -> SplitData:
-    return custom_task.read_custom(data_dir, split, spec.label_list)
+    return custom_task.read_custom(data_dir, split, spec.label_list, skip_bad_rows)
 
   return TaskSource(spec, read_split, ("test",) if has_test else ())
 
@@ -85,6 +88,7 @@ def task_source(
     tfds_download: bool = False,
     label_list: Optional[Sequence[str]] = None,
     trained_label_list: Optional[Sequence[str]] = None,
+    skip_bad_rows: bool = False,
 ) -> TaskSource:
   """Picks the reader of a task: GLUE or SuperGLUE folder, TFDS, or a custom TSV folder.
 
@@ -97,6 +101,8 @@ def task_source(
     label_list: custom task: the label names (default: sorted train labels).
     trained_label_list: custom task: the labels of the model being continued, which
       win over the default and must equal `label_list` when both are given.
+    skip_bad_rows: the readers skip bad rows (listed in each `SplitData.skipped`)
+      instead of refusing the file at the first.
 
   Returns:
     The TaskSource; its predict splits are the test splits found (all of them for TFDS).
@@ -110,23 +116,25 @@ def task_source(
   if data_dir is None and not use_tfds:
     raise InputError(f"task {task}: give its folder or read it from TFDS")
   if is_custom_task(task):
-    return _custom_source(data_dir, label_list, trained_label_list)
+    return _custom_source(data_dir, label_list, trained_label_list, skip_bad_rows)
   spec = get_task(task)
   if use_tfds:
 
     def read_from_tfds(split: str) -> SplitData:
-      return tfds_tasks.load_tfds_task(spec.name, split, tfds_data_dir, tfds_download)
+      return tfds_tasks.load_tfds_task(
+          spec.name, split, tfds_data_dir, tfds_download, skip_bad_rows
+      )
 
     return TaskSource(spec, read_from_tfds, tuple(spec.leaderboard_files))
   if spec.benchmark == "superglue":
 
     def read_split(split: str) -> SplitData:
-      return superglue.read_superglue(data_dir, spec.name, split)
+      return superglue.read_superglue(data_dir, spec.name, split, skip_bad_rows)
 
   else:
 
     def read_split(split: str) -> SplitData:
-      return glue.read_glue(data_dir, spec.name, split)
+      return glue.read_glue(data_dir, spec.name, split, skip_bad_rows)
 
   present = tuple(
       split
@@ -155,6 +163,9 @@ class ClassificationAdapter(TaskAdapter):
     max_seq_length: T of the packed features.
     cache_dir: where the feature caches go.
     predict_splits: the splits written as prediction files.
+
+  Attributes:
+    skipped_rows: {file (or TFDS source): rows skipped} of every split read so far.
   """
 
   def __init__(
@@ -195,9 +206,12 @@ class ClassificationAdapter(TaskAdapter):
     self.output_keys = ("logits",)
     self.eval_splits = tuple(spec.eval_splits)
     self.predict_splits = tuple(predict_splits)
+    self.skipped_rows: Dict[str, int] = {}
 
   def read_split(self, split: str) -> SplitData:
-    return self._read_split(split)
+    data = self._read_split(split)
+    self.skipped_rows[data.source] = len(data.skipped)
+    return data
 
   def convert(self, examples: Sequence[PairExample]) -> Features:
     return pair_features.convert_pair_examples(

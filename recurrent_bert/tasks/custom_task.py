@@ -8,10 +8,15 @@ naming its columns; the reader finds them by name, in any order:
   label                     the label name                    train/dev (test: optional)
   index                     the id written in predictions     optional (default: line)
 
-Tabs separate fields, with no quoting (as in GLUE). The label list is the sorted set of
-train labels unless given (`--label_list`), so label ids are stable across runs.
+Tabs separate fields, with no quoting (as in GLUE). Any other header name is refused (a
+misspelt "sentence_2" would otherwise drop the second text), as is a header whose text
+columns differ from train.tsv's. Rows are checked as GLUE rows are (glue.read_tsv: UTF-8,
+column count, label, unique non-empty index, no repeated header), with file:line. The
+label list is the sorted set of train labels unless given (`--label_list`), so label ids
+are stable across runs.
 """
 
+import dataclasses
 import os
 from typing import List, Optional, Sequence
 
@@ -27,15 +32,36 @@ TASK_NAME = "custom"
 SPLITS = ("train", "dev", "test")
 
 
+# The header names a custom task file may use (module docstring).
+COLUMNS = ("sentence", "sentence1", "sentence2", "label", "index")
+
+
 def _header(path: str) -> List[str]:
+  """The columns of a task file's header line, each a known name, none twice."""
   if not io_utils.isfile(path):
     raise InputError(
         f"{path!r} does not exist (custom task: expected train.tsv, "
         "dev.tsv and optionally test.tsv)"
     )
-  with io_utils.open_file(path, "r") as f:
-    first = f.readline().rstrip("\r\n").lstrip("\ufeff")
-  return first.split("\t")
+  _, line, problem = next(glue.read_text_lines(path), (1, None, None))
+  if problem is not None:
+    raise InputError(f"{path}:1: {problem}")
+  if not line:
+    raise InputError(f"{path}:1: empty header, expected columns named from {', '.join(COLUMNS)}")
+  header = line.split("\t")
+  for column, name in enumerate(header):
+    if name not in COLUMNS:
+      raise InputError(
+          f"{path}:1: header column {column + 1} is {name!r}, not one of the known columns "
+          f"{', '.join(COLUMNS)}"
+      )
+    if header.index(name) != column:
+      raise InputError(f"{path}:1: header names column {name!r} twice")
+  if "sentence" in header and "sentence1" in header:
+    raise InputError(
+        f"{path}:1: header has both 'sentence' and 'sentence1'; name the first text once"
+    )
+  return header
 
 
 def _layout(path: str) -> glue.TsvLayout:
@@ -50,7 +76,8 @@ def _layout(path: str) -> glue.TsvLayout:
       label=column.get("label"),
       index=column.get("index"),
       num_columns=len(header),
-      header={text_a: header[text_a]},
+      header=dict(enumerate(header)),
+      numeric_index=False,
   )
 
 
@@ -71,31 +98,58 @@ def task_spec(label_list: Sequence[str]) -> TaskSpec:
   )
 
 
-def infer_label_list(task_dir: str) -> List[str]:
-  """The sorted label names of train.tsv."""
+def infer_label_list(task_dir: str, skip_bad_rows: bool = False) -> List[str]:
+  """The sorted label names of train.tsv (of its good rows, when skipping bad ones).
+
+  Raises:
+    InputError: no label column, a bad row (unless skipped), or fewer than 2 labels.
+  """
   path = os.path.join(task_dir, "train.tsv")
   layout = _layout(path)
   if layout.label is None:
     raise InputError(f"{path}:1: the train file needs a 'label' column")
-  labels = set()
-  with io_utils.open_file(path, "r") as f:
-    next(f)
-    for line in f:
-      fields = line.rstrip("\r\n").split("\t")
-      if len(fields) == layout.num_columns:
-        labels.add(fields[layout.label])
-  return sorted(labels)
+  data = glue.read_tsv(path, _any_label_spec(), "train", layout, skip_bad_rows, any_label=True)
+  labels = sorted({e.label for e in data.examples})
+  if len(labels) < 2:
+    raise InputError(
+        f"{path}: a classification task needs at least 2 labels, the train file has "
+        f"{labels}; add examples of the other labels (or name them with --label_list)"
+    )
+  return labels
 
 
-def read_custom(task_dir: str, split: str, label_list: Sequence[str]) -> SplitData:
-  """Reads one split; errors name file:line (wrong column count, unknown label)."""
+def _any_label_spec() -> TaskSpec:
+  """The custom task before its labels are known (read_tsv's any_label ignores the list)."""
+  return dataclasses.replace(task_spec(("?", "?")), label_list=())
+
+
+def read_custom(
+    task_dir: str, split: str, label_list: Sequence[str], skip_bad_rows: bool = False
+) -> SplitData:
+  """Reads one split; errors name file:line (module docstring).
+
+  Args:
+    task_dir: the task's folder.
+    split: "train", "dev" or "test".
+    label_list: the task's label names.
+    skip_bad_rows: skip bad rows (listed in `SplitData.skipped`) instead of refusing them.
+  """
   if split not in SPLITS:
     raise InputError(f"custom task has no split {split!r}; its splits are {SPLITS}")
   path = os.path.join(task_dir, f"{split}.tsv")
   layout = _layout(path)
   if split != "test" and layout.label is None:
     raise InputError(f"{path}:1: the {split} file needs a 'label' column")
-  data = glue.read_tsv(path, task_spec(label_list), split, layout, skip_malformed=False)
+  train_path = os.path.join(task_dir, "train.tsv")
+  if split != "train" and io_utils.isfile(train_path):
+    pair, train_pair = layout.text_b is not None, _layout(train_path).text_b is not None
+    if pair != train_pair:
+      raise InputError(
+          f"{path}:1: header {'has a' if pair else 'has no'} 'sentence2' column but "
+          f"{train_path}'s {'does not' if pair else 'does'}; every split needs the same "
+          "text columns"
+      )
+  data = glue.read_tsv(path, task_spec(label_list), split, layout, skip_bad_rows)
   data.examples = [
       e
       if e.index is not None

@@ -15,19 +15,25 @@ Column layouts differ per task and per labeled/test file:
   QNLI   index question sentence label           1 / 2 / 3                 first 3 columns
   RTE, WNLI  index sentence1 sentence2 label     1 / 2 / 3                 first 3 columns
 
-A record with the wrong number of columns, an unknown label or an unexpected header is an
-`InputError` naming file:line, except in QQP, whose official train/dev files contain a few
-broken rows: those are skipped, counted and reported (`SplitData.skipped`).
+Every file is checked row by row (`read_tsv`): a line that is not UTF-8, has the wrong
+number of columns, an unknown label, a score that is not a decimal number from 0 to 5
+(STS-B), an index that is not a whole number or repeats an earlier line's, or that repeats
+the header is an `InputError` naming file:line. Blank lines hold no record and are passed
+over. With `skip_bad_rows` such rows are skipped instead and listed in `SplitData.skipped`
+(one "file:line: what" each), which the caller reports per file. QQP's official train/dev
+files contain a few rows broken by a newline inside a question (wrong column count, a
+label that is text): QQP always skips those two kinds.
 """
 
 import dataclasses
 import os
-from typing import Dict, Optional, Tuple
+import re
+from typing import Dict, FrozenSet, Iterator, List, Optional, Tuple
 
 from recurrent_bert import io_utils
 from recurrent_bert.data.feature_cache import SplitData
+from recurrent_bert.errors import at
 from recurrent_bert.io_utils import InputError
-from recurrent_bert.io_utils import read_lines_checked
 from recurrent_bert.tasks.pair_features import PairExample
 from recurrent_bert.tasks.registry import TaskSpec
 from recurrent_bert.tasks.registry import get_task
@@ -44,6 +50,8 @@ class TsvLayout:
     num_columns: columns per record; None means "as many as the header has" (MNLI).
     header: None if the file has no header line, else the expected header name of each
       column the reader uses (column → name), so a file of another layout is rejected.
+    numeric_index: the index column holds whole numbers (GLUE's ids); else any
+      non-empty text (a custom task's ids).
   """
 
   text_a: int
@@ -52,6 +60,13 @@ class TsvLayout:
   index: Optional[int] = None
   num_columns: Optional[int] = None
   header: Optional[Dict[int, str]] = None
+  numeric_index: bool = True
+
+  def columns_needed(self) -> int:
+    """The fewest columns a file needs to hold every column of the layout."""
+    used = [c for c in (self.text_a, self.text_b, self.label, self.index) if c is not None]
+    used += list(self.header or ())
+    return max(c + 1 if c >= 0 else -c for c in used)
 
 
 _SENTENCE_PAIR_LAYOUTS = (
@@ -121,8 +136,83 @@ _LAYOUTS: Dict[str, Tuple[TsvLayout, TsvLayout]] = {
     "wnli": _SENTENCE_PAIR_LAYOUTS,
 }
 
-# Tasks whose official files contain broken records that BERT's readers also drop.
-_SKIPS_MALFORMED_ROWS = frozenset({"qqp"})
+# Kinds of bad row a task's official files contain (and BERT's readers also drop), which
+# its reader skips even without skip_bad_rows: QQP's rows broken by a newline in a question.
+_OFFICIAL_BAD_ROWS: Dict[str, FrozenSet[str]] = {"qqp": frozenset({"columns", "label"})}
+
+# A score as the STS-B files write it ("3.800"): digits, no exponent, no nan/inf, no "1_0".
+_DECIMAL = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
+
+
+def read_text_lines(path: str) -> Iterator[Tuple[int, Optional[str], Optional[str]]]:
+  """The lines of a UTF-8 text file, each as (1-based line number, text, problem).
+
+  `text` is the line without its end ("\n" or "\r\n") and, on line 1, without a byte-order
+  mark; a line that is not UTF-8 comes as (number, None, what is wrong) so that a reader
+  can refuse or skip it and go on. Reads in binary, line by line: memory stays flat.
+
+  Raises:
+    InputError: the file cannot be opened.
+  """
+  try:
+    f = io_utils.open_file(path, "rb")
+  except OSError as e:
+    raise InputError(f"cannot read input file {path!r}: {e.strerror or e}") from e
+  with f:
+    for line_number, raw in enumerate(f, start=1):
+      raw = raw[:-1] if raw.endswith(b"\n") else raw
+      raw = raw[:-1] if raw.endswith(b"\r") else raw
+      try:
+        text = raw.decode("utf-8")
+      except UnicodeDecodeError as e:
+        yield line_number, None, (
+            f"not valid UTF-8 (byte {e.start + 1} of the line: {raw[e.start : e.start + 4]!r}); "
+            "save the file as UTF-8"
+        )
+        continue
+      yield line_number, text.lstrip(_BYTE_ORDER_MARK) if line_number == 1 else text, None
+
+
+class BadRows:
+  """Where a reader sends the rows it cannot use: the first is refused, or each is skipped.
+
+  Args:
+    data: the SplitData being read; skipped rows go to `data.skipped`.
+    skip_bad_rows: skip every bad row (and list it) instead of raising at the first.
+    tolerated: kinds of bad row skipped even without skip_bad_rows (official quirks).
+  """
+
+  def __init__(self, data: SplitData, skip_bad_rows: bool, tolerated: FrozenSet[str] = frozenset()):
+    self.data = data
+    self.skip_bad_rows = skip_bad_rows
+    self.tolerated = tolerated
+
+  def refuse(self, place: str, problem: str, kind: str = "") -> None:
+    """Skips the row (when allowed) or raises InputError("place: problem").
+
+    Args:
+      place: "file:line" or "source: record N" (errors.at).
+      problem: what is wrong with the row.
+      kind: the kind of problem, matched against `tolerated`.
+    """
+    self.refuse_error(InputError(f"{place}: {problem}"), kind)
+
+  def refuse_error(self, error: InputError, kind: str = "") -> None:
+    """Skips the row whose reading raised `error` (a message naming its place), or raises it."""
+    if not (self.skip_bad_rows or kind in self.tolerated):
+      raise error
+    self.data.skipped.append(str(error))
+
+  def check_not_empty(self) -> None:
+    """A file without a usable example is refused, saying why when rows were skipped."""
+    if self.data.examples:
+      return
+    if self.data.skipped:
+      raise InputError(
+          f"{self.data.source}: no usable example: all {len(self.data.skipped)} rows are bad, "
+          f"e.g. {self.data.skipped[0]}"
+      )
+    raise InputError(f"{self.data.source}: no examples")
 
 
 def split_file(task_dir: str, task: str, split: str) -> str:
@@ -135,21 +225,22 @@ def split_file(task_dir: str, task: str, split: str) -> str:
   return os.path.join(task_dir, spec.files[split])
 
 
-def read_glue(task_dir: str, task: str, split: str) -> SplitData:
+def read_glue(task_dir: str, task: str, split: str, skip_bad_rows: bool = False) -> SplitData:
   """Reads one split of a GLUE task from its official folder.
 
   Args:
     task_dir: the task's folder, e.g. glue_data/MNLI.
     task: a GLUE task name (see registry.GLUE_TASKS).
     split: "train", "dev" or "test" (MNLI: "dev_matched", "test_mismatched", ...).
+    skip_bad_rows: skip bad rows (listed in `SplitData.skipped`) instead of refusing them.
 
   Returns:
     SplitData whose examples are `PairExample`s (label None in test files; index = the
     file's index/id column where it has one).
 
   Raises:
-    InputError: missing file, invalid UTF-8, unexpected header, wrong column count or
-      unknown label; the message names file:line. (QQP skips malformed rows instead.)
+    InputError: missing file, unexpected header, a bad row (module docstring) unless
+      skipped, or no example; the message names file:line.
   """
   spec = get_task(task)
   if spec.benchmark != "glue":
@@ -162,83 +253,131 @@ def read_glue(task_dir: str, task: str, split: str) -> SplitData:
     )
   labeled_layout, test_layout = _LAYOUTS[spec.name]
   layout = test_layout if split.startswith("test") else labeled_layout
-  return read_tsv(path, spec, split, layout, spec.name in _SKIPS_MALFORMED_ROWS)
+  return read_tsv(
+      path, spec, split, layout, skip_bad_rows, _OFFICIAL_BAD_ROWS.get(spec.name, frozenset())
+  )
 
 
 def read_tsv(
-    path: str, spec: TaskSpec, split: str, layout: TsvLayout, skip_malformed: bool
+    path: str,
+    spec: TaskSpec,
+    split: str,
+    layout: TsvLayout,
+    skip_bad_rows: bool = False,
+    tolerated: FrozenSet[str] = frozenset(),
+    any_label: bool = False,
 ) -> SplitData:
   """Reads a GLUE-style TSV file of `layout` into `PairExample`s of `spec`.
 
   Args:
     path: the file.
-    spec: the task (labels are checked against its label list).
+    spec: the task (labels are checked against its label list, scores against its range).
     split: names the examples' guids.
     layout: where the fields are.
-    skip_malformed: skip and report bad records instead of raising.
+    skip_bad_rows: skip and list bad rows instead of raising at the first.
+    tolerated: kinds of bad row ("columns", "label") skipped even so (official quirks).
+    any_label: accept any non-empty label (to collect a custom task's label names).
 
   Returns:
-    SplitData of the file's examples.
+    SplitData of the file's examples; `skipped` lists the rows skipped.
+
+  Raises:
+    InputError: a bad header, a bad row (not skipped), or no example; names file:line.
   """
   result = SplitData(examples=[], source=path)
-  num_columns = layout.num_columns
-  lines = read_lines_checked(path)
-  if layout.header is not None:
-    line_number, header_line = next(lines, (1, None))
-    if header_line is None:
-      raise InputError(f"{path}:1: empty file, expected a header line")
-    header = header_line.lstrip(_BYTE_ORDER_MARK).split("\t")
-    num_columns = num_columns or len(header)
-    if len(header) != num_columns:
-      raise InputError(
-          f"{path}:{line_number}: header has {len(header)} columns, "
-          f"{spec.dir_name} {split} files have {num_columns}"
-      )
-    for column, expected in layout.header.items():
-      if header[column] != expected:
-        raise InputError(
-            f"{path}:{line_number}: header column {column % num_columns} is "
-            f"{header[column]!r}, expected {expected!r} (is this the "
-            f"{spec.dir_name} {split} file?)"
-        )
-
-  for line_number, line in lines:
-    fields = line.split("\t")
-    problem = None
-    if len(fields) != num_columns:
+  bad_rows = BadRows(result, skip_bad_rows, tolerated)
+  lines = read_text_lines(path)
+  header = None if layout.header is None else _read_header(path, lines, spec, split, layout)
+  num_columns = layout.num_columns or len(header)
+  index_name = header[layout.index] if header and layout.index is not None else "index"
+  first_line_of_index: Dict[str, int] = {}
+  for line_number, line, problem in lines:
+    if line == "":
+      continue  # a blank line holds no record
+    fields = [] if line is None else line.split("\t")
+    kind = "encoding"
+    if problem is None and fields == header:
+      problem = "the header line again; a file has one header, on line 1"
+      kind = "header"
+    elif problem is None and len(fields) != num_columns:
       problem = f"expected {num_columns} tab-separated columns, found {len(fields)}"
-    else:
-      label = None if layout.label is None else fields[layout.label]
-      problem = _label_problem(spec, label)
+      kind = "columns"
+    index = None if problem or layout.index is None else fields[layout.index]
+    if index is not None:
+      problem = _index_problem(index_name, index, layout, first_line_of_index)
+      kind = "index"
+    label = None if problem or layout.label is None else fields[layout.label]
+    if label is not None:
+      problem = _label_problem(spec, label, any_label)
+      kind = "label"
     if problem is not None:
-      message = f"{path}:{line_number}: {problem}"
-      if skip_malformed:
-        result.skipped.append(message)
-        continue
-      raise InputError(message)
+      bad_rows.refuse(at(path, line_number), problem, kind)
+      continue
+    if index is not None:
+      first_line_of_index[index] = line_number
     result.examples.append(
         PairExample(
             guid=f"{spec.name}-{split}-{line_number}",
             text_a=fields[layout.text_a],
             text_b=None if layout.text_b is None else fields[layout.text_b],
             label=None if label is None else (float(label) if spec.is_regression else label),
-            index=None if layout.index is None else fields[layout.index],
+            index=index,
         )
     )
-  result.report_skipped()
+  bad_rows.check_not_empty()
   return result
 
 
-def _label_problem(spec: TaskSpec, label: Optional[str]) -> Optional[str]:
-  """Why a label field is invalid for the task, or None if it is fine (or absent)."""
-  if label is None:
-    return None
+def _read_header(path: str, lines, spec: TaskSpec, split: str, layout: TsvLayout) -> List[str]:
+  """Line 1 of a file with a header, checked against the layout; returns its columns."""
+  _, line, problem = next(lines, (1, None, None))
+  if problem is not None:
+    raise InputError(f"{path}:1: {problem}")
+  if line is None:
+    raise InputError(f"{path}:1: empty file, expected a header line")
+  header = line.split("\t")
+  needed = layout.columns_needed()
+  if (layout.num_columns is not None and len(header) != layout.num_columns) or len(header) < needed:
+    expected = layout.num_columns or f"at least {needed}"
+    raise InputError(
+        f"{path}:1: header has {len(header)} columns, {spec.dir_name} {split} files have "
+        f"{expected}"
+    )
+  for column, expected_name in layout.header.items():
+    if header[column] != expected_name:
+      raise InputError(
+          f"{path}:1: header column {column % len(header)} is "
+          f"{header[column]!r}, expected {expected_name!r} (is this the "
+          f"{spec.dir_name} {split} file?)"
+      )
+  return header
+
+
+def _index_problem(
+    name: str, index: str, layout: TsvLayout, first_line_of_index: Dict[str, int]
+) -> Optional[str]:
+  """Why an index field is invalid (not a whole number / empty, or repeated), or None."""
+  if layout.numeric_index and not (index.isascii() and index.isdigit()):
+    return f"{name} {index!r} is not a whole number"
+  if not index.strip():
+    return f"empty {name}"
+  if index in first_line_of_index:
+    return f"{name} {index!r} repeats line {first_line_of_index[index]}; ids must be unique"
+  return None
+
+
+def _label_problem(spec: TaskSpec, label: str, any_label: bool = False) -> Optional[str]:
+  """Why a label field is invalid for the task, or None if it is fine."""
   if spec.is_regression:
-    try:
-      float(label)
-    except ValueError:
-      return f"score {label!r} is not a number"
+    low, high = spec.score_range or (float("-inf"), float("inf"))
+    expected = f"a decimal number from {low:g} to {high:g}"
+    if not _DECIMAL.fullmatch(label):
+      return f"score {label!r} is not a number (expected {expected})"
+    if not low <= float(label) <= high:
+      return f"score {label!r} is out of range (expected {expected})"
     return None
+  if any_label:
+    return None if label.strip() else "empty label"
   if label not in spec.label_list:
     return f"label {label!r} is not one of {', '.join(spec.label_list)}"
   return None

@@ -25,6 +25,7 @@ class TaskSpec:
     eval_splits: the labeled evaluation splits ("dev"; MNLI: matched and mismatched).
     leaderboard_files: test split → submission file name.
     benchmark: "glue" or "superglue".
+    score_range: regression only: the (lowest, highest) score a labeled example may have.
   """
 
   name: str
@@ -36,6 +37,7 @@ class TaskSpec:
   eval_splits: Tuple[str, ...]
   leaderboard_files: Dict[str, str]
   benchmark: str = "glue"
+  score_range: Optional[Tuple[float, float]] = None
 
   @property
   def is_regression(self) -> bool:
@@ -100,6 +102,7 @@ GLUE_TASKS: Dict[str, TaskSpec] = {
             _standard_files(),
             ("dev",),
             {"test": "STS-B.tsv"},
+            score_range=(0.0, 5.0),  # the annotators' similarity scale
         ),
         TaskSpec(
             "qqp",

@@ -12,18 +12,24 @@ MultiRC puts the paragraph in the first segment and question + answer in the sec
 longest-first truncation shortens the (long) paragraph and never cuts off the question or
 the answer being judged.
 
-Test files have no labels. Any malformed line (bad JSON, missing or mistyped field) is an
-`InputError` naming file:line and the field.
+Test files have no labels. Any malformed line (not UTF-8, bad JSON, a key twice in an
+object, a missing or mistyped field) is an `InputError` naming file:line and the field, as
+is an id that repeats an earlier one: BoolQ's idx, MultiRC's paragraph idx, a question idx
+twice in a paragraph or an answer idx twice in a question (either would merge two
+questions' answers into one exact-match group). With `skip_bad_rows` a bad line (one
+BoolQ question, one MultiRC paragraph with all its questions) is skipped instead and
+listed in `SplitData.skipped`.
 """
 
 import json
 import os
-from typing import Any, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Tuple
 
 from recurrent_bert import io_utils
 from recurrent_bert.data.feature_cache import SplitData
+from recurrent_bert.errors import at
 from recurrent_bert.io_utils import InputError
-from recurrent_bert.io_utils import read_lines_checked
+from recurrent_bert.tasks import glue
 from recurrent_bert.tasks.pair_features import PairExample
 from recurrent_bert.tasks.registry import SUPERGLUE_TASKS
 from recurrent_bert.tasks.registry import get_task
@@ -77,35 +83,45 @@ def _type_names(types) -> str:
   return " or ".join(names.get(t, t.__name__) for t in _as_tuple(types))
 
 
-def _read_jsonl(path: str) -> Iterator[_Record]:
-  if not io_utils.isfile(path):
-    raise InputError(f"{path!r} does not exist; expected the official SuperGLUE layout")
-  for line_number, line in read_lines_checked(path):
-    if not line.strip():
-      continue  # blank lines separate nothing in JSONL; they are not records
-    where = f"{path}:{line_number}"
-    try:
-      value = json.loads(line)
-    except json.JSONDecodeError as e:
-      raise InputError(f"{where}: invalid JSON at column {e.colno}: {e.msg}") from e
-    if not isinstance(value, dict):
-      raise InputError(f"{where}: each line must be a JSON object")
-    yield _Record(value, where, "")
+def _json_object(where: str):
+  """json.loads' object_pairs_hook: a dict, refusing a key given twice (JSON keeps the last)."""
+
+  def build(pairs):
+    value = {}
+    for key, item in pairs:
+      if key in value:
+        raise InputError(f"{where}: key {key!r} appears twice in one object")
+      value[key] = item
+    return value
+
+  return build
 
 
-def read_superglue(task_dir: str, task: str, split: str) -> SplitData:
+def _parse_line(where: str, line: str) -> _Record:
+  try:
+    value = json.loads(line, object_pairs_hook=_json_object(where))
+  except json.JSONDecodeError as e:
+    raise InputError(f"{where}: invalid JSON at column {e.colno}: {e.msg}") from e
+  if not isinstance(value, dict):
+    raise InputError(f"{where}: each line must be a JSON object")
+  return _Record(value, where, "")
+
+
+def read_superglue(task_dir: str, task: str, split: str, skip_bad_rows: bool = False) -> SplitData:
   """Reads one split of BoolQ or MultiRC from its official folder.
 
   Args:
     task_dir: the task's folder, e.g. superglue/BoolQ.
     task: "boolq" or "multirc".
     split: "train", "dev" (the file val.jsonl) or "test".
+    skip_bad_rows: skip bad lines (listed in `SplitData.skipped`) instead of refusing them.
 
   Returns:
     SplitData of `PairExample`s (see the module docstring); labels None in test files.
 
   Raises:
-    InputError: missing file, bad JSON, missing/mistyped field; names file:line.
+    InputError: missing file, a bad line (module docstring) unless skipped, or no
+      example; names file:line.
   """
   spec = get_task(task)
   if spec.name not in SUPERGLUE_TASKS:
@@ -115,12 +131,35 @@ def read_superglue(task_dir: str, task: str, split: str) -> SplitData:
         f"task {spec.name} has no split {split!r}; its splits are {', '.join(spec.files)}"
     )
   path = os.path.join(task_dir, spec.files[split])
+  if not io_utils.isfile(path):
+    raise InputError(f"{path!r} does not exist; expected the official SuperGLUE layout")
   labeled = not split.startswith("test")
   parse = _boolq_examples if spec.name == "boolq" else _multirc_examples
-  examples: List[PairExample] = []
-  for record in _read_jsonl(path):
-    examples.extend(parse(record, split, labeled))
-  return SplitData(examples=examples, source=path)
+  data = SplitData(examples=[], source=path)
+  bad_rows = glue.BadRows(data, skip_bad_rows)
+  first_line_of_idx: Dict[int, int] = {}
+  for line_number, line, problem in glue.read_text_lines(path):
+    where = at(path, line_number)
+    if problem is not None:
+      bad_rows.refuse(where, problem)
+      continue
+    if not line.strip():
+      continue  # blank lines separate nothing in JSONL; they are not records
+    try:
+      record = _parse_line(where, line)
+      examples = parse(record, split, labeled)
+      idx = record.get("idx", int)
+      if idx in first_line_of_idx:
+        raise InputError(
+            f"{where}: idx {idx} repeats line {first_line_of_idx[idx]}; ids must be unique"
+        )
+    except InputError as e:
+      bad_rows.refuse_error(e)
+      continue
+    first_line_of_idx[idx] = line_number
+    data.examples.extend(examples)
+  bad_rows.check_not_empty()
+  return data
 
 
 def _boolq_examples(record: _Record, split: str, labeled: bool) -> List[PairExample]:
@@ -142,12 +181,14 @@ def _multirc_examples(record: _Record, split: str, labeled: bool) -> List[PairEx
   passage = _Record(record.get("passage", dict), record.where, "passage")
   paragraph = passage.get("text", str)
   examples = []
+  question_idxs = set()
   for question in passage.children("questions"):
-    question_idx = question.get("idx", int)
+    question_idx = _unique_idx(question, question_idxs, "question")
     question_text = question.get("question", str)
     group = f"{paragraph_idx}-{question_idx}"
+    answer_idxs = set()
     for answer in question.children("answers"):
-      answer_idx = answer.get("idx", int)
+      answer_idx = _unique_idx(answer, answer_idxs, "answer")
       label = answer.get("label", (int, bool), optional=not labeled)
       if label is not None and int(label) not in (0, 1):
         raise InputError(f"{answer.where}: field {answer.path}.label must be 0 or 1, got {label}")
@@ -162,3 +203,15 @@ def _multirc_examples(record: _Record, split: str, labeled: bool) -> List[PairEx
           )
       )
   return examples
+
+
+def _unique_idx(record: _Record, seen: set, what: str) -> int:
+  """record's idx, refused if an earlier sibling (`seen`, updated) has it."""
+  idx = record.get("idx", int)
+  if idx in seen:
+    raise InputError(
+        f"{record.where}: field {record.path}.idx: {what} idx {idx} appears twice; "
+        f"ids must be unique (a repeated one merges two {what}s)"
+    )
+  seen.add(idx)
+  return idx

@@ -9,18 +9,28 @@ to prepare it.
 Examples come out as the file readers produce them (`PairExample`, `SquadExample`) with
 the same label names, so features, metrics and prediction writers do not care where the
 data came from. TFDS marks unlabeled (test) examples with label -1; they get label None.
+Records are checked as the file readers check rows: an STS-B score that is not finite or
+outside 0..5, or an idx that repeats an earlier record's, is an `InputError` naming the
+record ("tfds:glue/stsb/train: record 12: ..."), or with `skip_bad_rows` is skipped and
+listed in `SplitData.skipped`.
 """
 
 import dataclasses
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+import math
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 from recurrent_bert.data.feature_cache import SplitData
+from recurrent_bert.errors import at
 from recurrent_bert.io_utils import InputError
+from recurrent_bert.tasks import glue
 from recurrent_bert.tasks.pair_features import PairExample
 from recurrent_bert.tasks.registry import TaskSpec
 from recurrent_bert.tasks.registry import get_task
 from recurrent_bert.tasks.squad import SquadAnswer
 from recurrent_bert.tasks.squad import SquadExample
+
+# TFDS's label of an unlabeled (test) example.
+_UNLABELED = -1
 
 # Our split names → TFDS's.
 _TFDS_SPLITS = {
@@ -96,7 +106,7 @@ def _label_names(spec: TaskSpec, info) -> Callable[[int], Optional[str]]:
   by_name = sorted(n.lower() for n in names) == sorted(ours)
 
   def convert(label_id: int) -> Optional[str]:
-    if label_id < 0:
+    if label_id == _UNLABELED:
       return None
     return names[label_id].lower() if by_name else ours[label_id]
 
@@ -104,7 +114,11 @@ def _label_names(spec: TaskSpec, info) -> Callable[[int], Optional[str]]:
 
 
 def load_tfds_task(
-    task: str, split: str, data_dir: Optional[str] = None, download: bool = False
+    task: str,
+    split: str,
+    data_dir: Optional[str] = None,
+    download: bool = False,
+    skip_bad_rows: bool = False,
 ) -> SplitData:
   """Loads a GLUE or SuperGLUE (BoolQ, MultiRC) split from TFDS.
 
@@ -113,31 +127,47 @@ def load_tfds_task(
     split: "train", "dev", "test" (MNLI: "dev_matched", "test_mismatched", ...).
     data_dir: TFDS data dir; None = TFDS's default.
     download: let TFDS download and prepare missing data (needs network).
+    skip_bad_rows: skip bad records (listed in `SplitData.skipped`) instead of refusing them.
 
   Returns:
     SplitData of `PairExample`s, as `glue.read_glue` / `superglue.read_superglue` make
     them; `index` is TFDS's idx (the leaderboard index).
 
   Raises:
-    InputError: unknown task or split, or data not prepared (with how to prepare it).
+    InputError: unknown task or split, data not prepared (with how to prepare it), a bad
+      record (module docstring) unless skipped, or no example.
   """
   spec = get_task(task)
   source = TFDS_SOURCES[spec.name]
   records, info = _load_numpy(source.name, split, data_dir, download)
-  examples: List[PairExample] = []
-  if spec.is_regression:
-
-    def label_of(value):
-      return None if value < 0 else float(value)
-
-  else:
-    label_of = _label_names(spec, info)
+  result = SplitData(examples=[], source=f"tfds:{source.name}/{_TFDS_SPLITS[split]}")
+  bad_rows = glue.BadRows(result, skip_bad_rows)
+  label_of = None if spec.is_regression else _label_names(spec, info)
+  first_record_of_index: Dict[Any, int] = {}
   for n, record in enumerate(records):
-    label = label_of(record["label"])
+    place = at(result.source, record=n + 1)
+    if spec.is_regression:
+      score = float(record["label"])
+      problem = None if score == _UNLABELED else _score_problem(spec, score)
+      if problem is not None:
+        bad_rows.refuse(place, problem)
+        continue
+      label = None if score == _UNLABELED else score
+    else:
+      label = label_of(record["label"])
     if spec.name == "multirc":
       idx = record["idx"]
       index = (int(idx["paragraph"]), int(idx["question"]), int(idx["answer"]))
-      examples.append(
+    else:
+      index = int(record["idx"])
+    if index in first_record_of_index:
+      bad_rows.refuse(
+          place, f"idx {index} repeats record {first_record_of_index[index]}; ids must be unique"
+      )
+      continue
+    first_record_of_index[index] = n + 1
+    if spec.name == "multirc":
+      result.examples.append(
           PairExample(
               guid=f"multirc-{split}-{index[0]}-{index[1]}-{index[2]}",
               text_a=_text(record["paragraph"]),
@@ -148,16 +178,25 @@ def load_tfds_task(
           )
       )
       continue
-    examples.append(
+    result.examples.append(
         PairExample(
             guid=f"{spec.name}-{split}-{n}",
             text_a=_text(record[source.text_a]),
             text_b=None if source.text_b is None else _text(record[source.text_b]),
             label=label,
-            index=int(record["idx"]),
+            index=index,
         )
     )
-  return SplitData(examples=examples, source=f"tfds:{source.name}/{_TFDS_SPLITS[split]}")
+  bad_rows.check_not_empty()
+  return result
+
+
+def _score_problem(spec: TaskSpec, score: float) -> Optional[str]:
+  """Why a regression label is unusable (not finite, outside the task's range), or None."""
+  low, high = spec.score_range or (-math.inf, math.inf)
+  if math.isfinite(score) and low <= score <= high:
+    return None
+  return f"score {score} is not a number from {low:g} to {high:g}"
 
 
 def load_tfds_squad(
@@ -196,5 +235,4 @@ def load_tfds_squad(
             title=_text(record.get("title", b"")),
         )
     )
-  result.report_skipped()
-  return result
+  return result  # the caller reports `skipped` (TaskAdapter.examples), once

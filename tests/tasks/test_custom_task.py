@@ -13,7 +13,7 @@ def _write(path, lines):
 def test_columns_by_name_in_any_order_and_labels_sorted(tmp_path):
   _write(
       tmp_path / "train.tsv",
-      ["label\tsentence2\tid_unused\tsentence1", "pos\tB one\tx\tA one", 'neg\tB two\tx\tA "two"'],
+      ["label\tsentence2\tsentence1", "pos\tB one\tA one", 'neg\tB two\tA "two"'],
   )
   _write(tmp_path / "test.tsv", ["index\tsentence1\tsentence2", "7\tA\tB"])
   assert custom_task.infer_label_list(str(tmp_path)) == ["neg", "pos"]

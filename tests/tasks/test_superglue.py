@@ -137,13 +137,15 @@ def test_multirc_pairs_grouped_per_question(tmp_path):
     ],
 )
 def test_broken_line_names_file_and_line(tmp_path, task, line, message):
-  good = (
-      {"question": "q", "passage": "p", "idx": 0, "label": True}
+  # Two good lines first (their own ids: a repeated id is an error too).
+  good = [
+      {"question": "q", "passage": "p", "idx": idx, "label": True}
       if task == "boolq"
-      else _multirc_record(0)
-  )
+      else _multirc_record(idx)
+      for idx in (10, 11)
+  ]
   task_dir = str(tmp_path / task)
-  path = write_jsonl(task_dir, "train.jsonl", [good, good, line])
+  path = write_jsonl(task_dir, "train.jsonl", [*good, line])
   with pytest.raises(InputError) as error:
     superglue.read_superglue(task_dir, task, "train")
   assert str(error.value).startswith(f"{path}:3: ")
