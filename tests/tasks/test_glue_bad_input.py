@@ -407,6 +407,7 @@ def test_finetune_glue_skip_bad_rows_reports_the_count_per_file(tmp_path):
       tmp_path,
       f"--data_dir={folder}",
       "--skip_bad_rows",
+      "--mode=train",  # reads (and reports) dev too; no evaluation, to stay quick
       "--max_train_steps=1",
       "--train_batch_size=2",
       "--eval_batch_size=2",
