@@ -34,8 +34,8 @@ class SplitData:
   Attributes:
     examples: the parsed examples, in file order.
     source: the file (or TFDS name) they came from.
-    skipped: one "file:line: reason" message per input record that was skipped; only
-      formats that tolerate bad records skip (QQP's rows), every other bad record raises.
+    skipped: one "file:line: reason" message per input record the reader skipped (QQP's
+      official broken rows, or every bad row with skip_bad_rows); otherwise a bad record raises.
   """
 
   examples: List[Any]
@@ -43,13 +43,10 @@ class SplitData:
   skipped: List[str] = dataclasses.field(default_factory=list)
 
   def report_skipped(self) -> None:
-    """Logs how many records were skipped, with the first few reasons."""
+    """Logs one line: how many records of this source were skipped, and the first reason."""
     if self.skipped:
       logging.warning(
-          "%s: skipped %d malformed record(s), e.g.\n  %s",
-          self.source,
-          len(self.skipped),
-          "\n  ".join(self.skipped[:5]),
+          "%s: skipped %d bad row(s) (first: %s)", self.source, len(self.skipped), self.skipped[0]
       )
 
 
