@@ -80,6 +80,16 @@ def test_windows_and_old_mac_line_ends_read_the_same_tokens(tmp_path, ending):
   assert load_vocab(path) == TOKENS
 
 
+def test_more_tokens_than_tensorflow_text_holds_is_refused(tmp_path, monkeypatch):
+  # 2^22 tokens is a 30 MB file; the rule is the same with a smaller limit.
+  from recurrent_bert.data import vocab
+
+  monkeypatch.setattr(vocab, "MAX_VOCAB_SIZE", len(TOKENS) - 1)
+  path = write(tmp_path, VALID)
+  with pytest.raises(InputError, match=rf"^{path}: {len(TOKENS)} tokens; .* at most"):
+    load_vocab(path)
+
+
 def test_byte_order_mark_is_dropped(tmp_path):
   assert load_vocab(write(tmp_path, b"\xef\xbb\xbf" + VALID)) == TOKENS
 
