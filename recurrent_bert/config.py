@@ -12,11 +12,15 @@ trans_blstm_small_1, trans_blstm_small_2, swishrnn, blstm. Sizes: tiny, mini, ba
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
+import math
+import numbers
 import os
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from recurrent_bert.errors import InputError
+from recurrent_bert.errors import at
 
 # The one source of the allowed values: the layers import them from here (config stays free
 # of TensorFlow, so a config is checked before TensorFlow loads).
@@ -34,6 +38,206 @@ SWISH_RNN_IMPLEMENTATIONS = ("auto", "fused", "loop", "scan")
 
 class ConfigError(InputError):
   """A ModelConfig field (or a config file) holds an invalid value."""
+
+
+# -- the schema: what each field's JSON value must be ----------------------------------
+#
+# Strict, because a lenient reading changes the model silently: the string "false" is
+# truthy (attention stays on), `true` is the integer 1, 128.7 truncates to 128, and an
+# infinite initializer range gives NaN outputs. A field's checker returns the value in its
+# canonical type (an integral 128.0 -> 128, 0 -> 0.0 for a rate) or raises _BadValue
+# saying what was expected; the caller names the place.
+
+# TensorFlow indexes embeddings and shapes with int32; nothing larger is a sensible size.
+_MAX_SIZE = 2**31 - 1
+
+
+class _BadValue(Exception):
+  """A value does not fit its field; the message says what was expected."""
+
+
+def describe_json_value(value: Any) -> str:
+  """How an error message shows a (JSON) value: `the string "0.1"`, `true`, `Infinity`."""
+  if isinstance(value, str):
+    return f"the string {json.dumps(value, ensure_ascii=False)}"
+  if value is None or isinstance(value, (bool, int, float)):
+    return json.dumps(value)
+  if isinstance(value, (list, tuple)):
+    text = json.dumps(list(value), ensure_ascii=False, default=repr)
+    return f"the list {text if len(text) <= 40 else text[:37] + '...'}"
+  if isinstance(value, dict):
+    return "a JSON object"
+  return f"a {type(value).__name__} ({value!r})"
+
+
+def _integer(value: Any) -> Optional[int]:
+  """`value` as an int if it is a whole number (not a bool, not a string), else None."""
+  if isinstance(value, bool):
+    return None
+  if isinstance(value, numbers.Integral):
+    return int(value)
+  if isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer():
+    return int(value)
+  return None
+
+
+def _positive_int(value: Any) -> int:
+  number = _integer(value)
+  if number is None or not 0 < number <= _MAX_SIZE:
+    raise _BadValue(f"a positive integer (at most {_MAX_SIZE})")
+  return number
+
+
+def _optional_positive_int(what_null_means: str) -> Callable[[Any], Optional[int]]:
+  def check(value: Any) -> Optional[int]:
+    if value is None:
+      return None
+    try:
+      return _positive_int(value)
+    except _BadValue:
+      raise _BadValue(f"a positive integer or null (= {what_null_means})") from None
+
+  return check
+
+
+def _boolean(value: Any) -> bool:
+  if not isinstance(value, bool):
+    raise _BadValue("true or false")
+  return value
+
+
+def _number_in(low: float, high: float, low_open: bool, high_open: bool):
+  interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+
+  def check(value: Any) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(value)
+        or value < low
+        or value > high
+        or (low_open and value == low)
+        or (high_open and value == high)
+    ):
+      raise _BadValue(f"a number in {interval}")
+    return float(value)
+
+  return check
+
+
+def _one_of(allowed: Tuple[str, ...]) -> Callable[[Any], str]:
+  def check(value: Any) -> str:
+    if isinstance(value, str) and value in allowed:
+      return value
+    hint = ""
+    if isinstance(value, str):
+      close = difflib.get_close_matches(value, allowed, n=1)
+      hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise _BadValue(f"one of {', '.join(map(repr, allowed))}{hint}")
+
+  return check
+
+
+def _step_sizes(value: Any) -> Tuple[int, ...]:
+  expected = "a non-empty list of positive integers"
+  if not isinstance(value, (list, tuple)) or not value:
+    raise _BadValue(expected)
+  steps = tuple(_integer(k) for k in value)
+  if any(k is None or not 0 < k <= _MAX_SIZE for k in steps):
+    raise _BadValue(expected)
+  return steps
+
+
+# One checker per ModelConfig field (tests/test_config.py keeps the two in step).
+_FIELD_CHECKS: Dict[str, Callable[[Any], Any]] = {
+    "vocab_size": _positive_int,
+    "hidden_size": _positive_int,
+    "num_layers": _positive_int,
+    "num_heads": _positive_int,
+    "intermediate_size": _positive_int,
+    "max_position_embeddings": _positive_int,
+    "type_vocab_size": _positive_int,
+    "position_embedding": _one_of(POSITION_EMBEDDINGS),
+    "attention_bias": _one_of(ATTENTION_BIASES),
+    "relative_num_buckets": _positive_int,
+    "relative_max_distance": _positive_int,
+    "relative_bias_shared": _boolean,
+    "use_attention": _boolean,
+    "mixer": _one_of(MIXERS),
+    "blstm_units": _optional_positive_int("hidden_size"),
+    "blstm_projection": _boolean,
+    "blstm_implementation": _one_of(BLSTM_IMPLEMENTATIONS),
+    "swish_rnn_size": _optional_positive_int("matched to the FFN"),
+    "swish_rnn_step_sizes": _step_sizes,
+    "swish_rnn_residual": _one_of(SWISH_RNN_RESIDUALS),
+    "swish_rnn_gate": _one_of(SWISH_RNN_GATES),
+    "swish_rnn_direction": _one_of(SWISH_RNN_DIRECTIONS),
+    "swish_rnn_implementation": _one_of(SWISH_RNN_IMPLEMENTATIONS),
+    "hidden_act": _one_of(ACTIVATIONS),
+    "dropout_rate": _number_in(0.0, 1.0, low_open=False, high_open=True),
+    "attention_dropout_rate": _number_in(0.0, 1.0, low_open=False, high_open=True),
+    # A LayerNorm epsilon is a tiny guard (1e-12 .. 1e-5 in practice), never above 1.
+    "layer_norm_epsilon": _number_in(0.0, 1.0, low_open=True, high_open=True),
+    # A truncated-normal stddev above 1 (BERT: 0.02) only blows the activations up.
+    "initializer_range": _number_in(0.0, 1.0, low_open=True, high_open=False),
+}
+
+
+def checked_field_value(field: str, value: Any, place: str) -> Any:
+  """`value` checked against ModelConfig field `field`'s schema, in its canonical type.
+
+  For readers of other config formats (e.g. bert_config.json) that map their keys onto
+  ModelConfig fields and must check types exactly as a ModelConfig JSON is checked.
+
+  Args:
+    field: a ModelConfig field name.
+    value: the value as parsed from JSON (or given in Python).
+    place: where the value came from, the message's prefix, e.g.
+      "bert_config.json: key 'num_hidden_layers'" (errors.at).
+
+  Returns:
+    The value (an integral float as int, an int rate as float, a list as a tuple).
+
+  Raises:
+    ConfigError: `place: expected <what>, got <value>`.
+  """
+  try:
+    return _FIELD_CHECKS[field](value)
+  except _BadValue as e:
+    raise ConfigError(f"{place}: expected {e}, got {describe_json_value(value)}") from None
+
+
+def _unknown_key_message(key: str, known) -> str:
+  close = difflib.get_close_matches(str(key), sorted(known), n=1)
+  hint = f"did you mean {close[0]!r}?" if close else f"known fields: {', '.join(sorted(known))}"
+  return f"unknown ModelConfig field; {hint}"
+
+
+def _object_without_duplicate_keys(source: str):
+  """json.loads hook: a key given twice is refused (JSON would silently keep the last)."""
+
+  def hook(pairs):
+    seen = {}
+    for key, value in pairs:
+      if key in seen:
+        raise ConfigError(f"{at(source, key=key)}: given twice in one object")
+      seen[key] = value
+    return seen
+
+  return hook
+
+
+def decode_utf8(data: bytes, source: str) -> str:
+  """`data` as UTF-8 text (a leading byte-order mark dropped), else a ConfigError naming
+  `source` and the line of the first invalid byte."""
+  try:
+    return data.decode("utf-8-sig")
+  except UnicodeDecodeError as e:
+    line = data.count(b"\n", 0, e.start) + 1
+    raise ConfigError(
+        f"{source}:{line}: not valid UTF-8 (byte {data[e.start:e.start + 1]!r}); "
+        "save the file as UTF-8"
+    ) from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,8 +311,11 @@ class ModelConfig:
   initializer_range: float = 0.02
 
   def __post_init__(self):
-    # JSON gives lists; keep the dataclass hashable and comparable.
-    object.__setattr__(self, "swish_rnn_step_sizes", tuple(self.swish_rnn_step_sizes))
+    # Each field in its canonical type (JSON lists become tuples: the dataclass stays
+    # hashable and comparable), then the rules between fields.
+    for field in dataclasses.fields(self):
+      value = checked_field_value(field.name, getattr(self, field.name), f"key {field.name!r}")
+      object.__setattr__(self, field.name, value)
     self._validate()
 
   # -- derived sizes -------------------------------------------------------------
@@ -143,12 +350,22 @@ class ModelConfig:
 
   @classmethod
   def from_dict(cls, d: dict, source: str = "config") -> ModelConfig:
+    """A config from parsed JSON, checked against the schema.
+
+    Args:
+      d: field name -> value, as parsed from JSON.
+      source: the file (or other origin) the message of an error starts with.
+
+    Raises:
+      ConfigError: `source: key 'field': what is wrong`, e.g. an unknown key (with a
+        did-you-mean), a value of the wrong type or out of range, a rule between fields.
+    """
+    if not isinstance(d, dict):
+      raise ConfigError(f"{source}: expected a JSON object, got {describe_json_value(d)}")
     known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(d) - known)
-    if unknown:
-      raise ConfigError(
-          f"{source}: unknown ModelConfig field(s) {unknown}; known fields are {sorted(known)}"
-      )
+    for key in d:
+      if key not in known:
+        raise ConfigError(f"{at(source, key=key)}: {_unknown_key_message(key, known)}")
     try:
       return cls(**d)
     except ConfigError as e:
@@ -158,23 +375,26 @@ class ModelConfig:
     return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
   @classmethod
-  def from_json(cls, text: str, source: str = "config") -> ModelConfig:
+  def from_json(cls, text, source: str = "config") -> ModelConfig:
+    """A config from JSON text (str, or bytes that must be UTF-8); errors name `source`."""
+    if isinstance(text, (bytes, bytearray)):
+      text = decode_utf8(bytes(text), source)
     try:
-      d = json.loads(text)
+      d = json.loads(text, object_pairs_hook=_object_without_duplicate_keys(source))
     except json.JSONDecodeError as e:
-      raise ConfigError(f"{source}: not valid JSON (line {e.lineno}: {e.msg})") from None
-    if not isinstance(d, dict):
-      raise ConfigError(f"{source}: expected a JSON object, got {type(d).__name__}")
+      raise ConfigError(
+          f"{source}:{e.lineno}: not valid JSON ({e.msg}, column {e.colno})"
+      ) from None
     return cls.from_dict(d, source=source)
 
   @classmethod
   def from_file(cls, path: str) -> ModelConfig:
     try:
-      with open(path, encoding="utf-8") as f:
-        text = f.read()
+      with open(path, "rb") as f:
+        data = f.read()
     except OSError as e:
       raise ConfigError(f"cannot read model config {path}: {e.strerror}") from None
-    return cls.from_json(text, source=path)
+    return cls.from_json(data, source=path)
 
   def replace(self, **changes: Any) -> ModelConfig:
     return dataclasses.replace(self, **changes)
@@ -182,39 +402,12 @@ class ModelConfig:
   # -- validation ----------------------------------------------------------------
 
   def _validate(self):
+    """The rules between fields (each field alone is checked by `checked_field_value`)."""
+
     def check(ok, field, message):
       if not ok:
-        raise ConfigError(f"{field}={getattr(self, field)!r}: {message}")
+        raise ConfigError(f"key {field!r}: {getattr(self, field)!r} {message}")
 
-    for field in (
-        "vocab_size",
-        "hidden_size",
-        "num_layers",
-        "num_heads",
-        "intermediate_size",
-        "max_position_embeddings",
-        "type_vocab_size",
-        "relative_num_buckets",
-        "relative_max_distance",
-    ):
-      value = getattr(self, field)
-      check(
-          isinstance(value, int) and not isinstance(value, bool) and value > 0,
-          field,
-          "must be a positive integer",
-      )
-    for field, allowed in (
-        ("mixer", MIXERS),
-        ("hidden_act", ACTIVATIONS),
-        ("position_embedding", POSITION_EMBEDDINGS),
-        ("attention_bias", ATTENTION_BIASES),
-        ("swish_rnn_residual", SWISH_RNN_RESIDUALS),
-        ("swish_rnn_gate", SWISH_RNN_GATES),
-        ("swish_rnn_direction", SWISH_RNN_DIRECTIONS),
-        ("blstm_implementation", BLSTM_IMPLEMENTATIONS),
-        ("swish_rnn_implementation", SWISH_RNN_IMPLEMENTATIONS),
-    ):
-      check(getattr(self, field) in allowed, field, f"must be one of {allowed}")
     check(
         self.hidden_size % self.num_heads == 0,
         "hidden_size",
@@ -225,26 +418,16 @@ class ModelConfig:
         "relative_num_buckets",
         "must be divisible by 4 (two directions, exact and log-spaced halves)",
     )
-    for field in ("dropout_rate", "attention_dropout_rate"):
-      check(0.0 <= getattr(self, field) < 1.0, field, "must be in [0, 1)")
-    check(self.layer_norm_epsilon > 0, "layer_norm_epsilon", "must be positive")
-    check(self.initializer_range > 0, "initializer_range", "must be positive")
     check(
         self.use_attention or self.attention_bias == "none",
         "attention_bias",
-        "needs use_attention=True",
+        "needs use_attention=true",
     )
     check(
         self.use_attention or self.mixer == "blstm",
         "use_attention",
-        "False (BLSTM-only encoder) requires mixer='blstm'",
+        "(false: the BLSTM-only encoder) requires mixer='blstm'",
     )
-    if self.blstm_units is not None:
-      check(
-          isinstance(self.blstm_units, int) and self.blstm_units > 0,
-          "blstm_units",
-          "must be a positive integer or null (= hidden_size)",
-      )
     if self.uses_blstm and not self.blstm_projection:
       check(
           2 * self.resolved_blstm_units == self.hidden_size,
@@ -252,18 +435,6 @@ class ModelConfig:
           f"without blstm_projection the BLSTM output 2u must equal "
           f"hidden_size={self.hidden_size}",
       )
-    if self.swish_rnn_size is not None:
-      check(
-          isinstance(self.swish_rnn_size, int) and self.swish_rnn_size > 0,
-          "swish_rnn_size",
-          "must be a positive integer or null (= matched to FFN)",
-      )
-    check(
-        len(self.swish_rnn_step_sizes) > 0
-        and all(isinstance(k, int) and k > 0 for k in self.swish_rnn_step_sizes),
-        "swish_rnn_step_sizes",
-        "must be a non-empty list of positive integers",
-    )
     if self.mixer == "swishrnn" and self.swish_rnn_direction == "bidirectional":
       check(
           self.resolved_swish_rnn_size % 2 == 0,

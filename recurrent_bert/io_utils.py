@@ -16,7 +16,7 @@ import tempfile
 from typing import Iterator, List, Sequence, Tuple
 import uuid
 
-from recurrent_bert.errors import InputError  # noqa: F401  (io_utils.InputError for readers)
+from recurrent_bert.errors import InputError
 from recurrent_bert.model_dir import EVAL_METRICS_PREFIX
 from recurrent_bert.model_dir import METRICS_LOG_FILE
 from recurrent_bert.model_dir import gfile as _gfile
@@ -322,11 +322,60 @@ def expand_input_patterns(patterns: Sequence[str], flag_name: str = "input_files
   return files
 
 
-def read_lines_checked(path: str) -> Iterator[Tuple[int, str]]:
-  """Yields (1-based line number, line without its newline) of a UTF-8 text file.
+# Python's universal newlines: \n, \r\n and a lone \r (old Mac files) each end a line.
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+_READ_CHUNK_BYTES = 1 << 20
 
-  Reads in binary and decodes line by line so an encoding error names the exact line,
-  and so memory stays flat however large the file is.
+
+def split_universal_lines(f, chunk_bytes: int = _READ_CHUNK_BYTES) -> Iterator[bytes]:
+  """The lines of a binary file object, without their ends, split as Python's universal
+  newlines split them (\n, \r\n or a lone \r).
+
+  Reads `chunk_bytes` at a time, so memory stays flat whatever the line ends; a \r\n cut
+  between two chunks still ends one line, not two. A final line without an end is yielded.
+  """
+  pending = b""
+  after_cr = False  # the previous chunk ended in \r: a \n starting this one belongs to it
+  while True:
+    chunk = f.read(chunk_bytes)
+    if not chunk:
+      break
+    if after_cr and chunk.startswith(b"\n"):
+      chunk = chunk[1:]
+    data = pending + chunk
+    lines = _LINE_END.split(data)
+    pending = lines.pop()
+    after_cr = data.endswith(b"\r")
+    yield from lines
+  if pending:
+    yield pending
+
+
+def decoded_lines(raw_lines, path: str) -> Iterator[Tuple[int, str]]:
+  """(1-based line number, line) of UTF-8 byte lines; an invalid one names `path:line`.
+
+  Raises:
+    InputError: a line is not valid UTF-8.
+  """
+  for line_number, raw in enumerate(raw_lines, start=1):
+    try:
+      line = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+      raise InputError(
+          f"{path}:{line_number}: not valid UTF-8 (byte {e.start} of the line: "
+          f"{raw[e.start:e.start + 4]!r}); convert the file to UTF-8"
+      ) from e
+    yield line_number, line
+
+
+def read_lines_checked(path: str) -> Iterator[Tuple[int, str]]:
+  """Yields (1-based line number, line without its end) of a UTF-8 text file.
+
+  Lines end in \n, \r\n or a lone \r, as in Python's universal newlines (and
+  `bytes.splitlines`), so a file with old Mac line ends reads as its lines, not as one
+  line, and line numbers match what Python (and editors) count. Reads in binary and
+  decodes line by line so an encoding error names the exact line, and memory stays flat
+  however large the file is.
 
   Raises:
     InputError: the file cannot be opened, or a line is not valid UTF-8.
@@ -336,15 +385,7 @@ def read_lines_checked(path: str) -> Iterator[Tuple[int, str]]:
   except OSError as e:
     raise InputError(f"cannot read input file {path!r}: {e.strerror or e}") from e
   with f:
-    for line_number, raw in enumerate(f, start=1):
-      try:
-        line = raw.decode("utf-8")
-      except UnicodeDecodeError as e:
-        raise InputError(
-            f"{path}:{line_number}: not valid UTF-8 (byte {e.start} of the line: "
-            f"{raw[e.start:e.start + 4]!r}); convert the file to UTF-8"
-        ) from e
-      yield line_number, line.rstrip("\r\n")
+    yield from decoded_lines(split_universal_lines(f), path)
 
 
 def _metrics_row_kind(record: dict) -> str:

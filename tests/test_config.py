@@ -94,7 +94,7 @@ def test_invalid_fields_are_named(changes, field):
 def test_file_errors_name_the_file_and_line(tmp_path):
   bad_json = tmp_path / "bad.json"
   bad_json.write_text('{\n  "hidden_size": 128,\n  oops\n}')
-  with pytest.raises(ConfigError, match=r"bad\.json.*line 3"):
+  with pytest.raises(ConfigError, match=r"bad\.json:3: not valid JSON"):
     ModelConfig.from_file(str(bad_json))
   unknown = tmp_path / "unknown.json"
   unknown.write_text(json.dumps({"hidden_sise": 128}))

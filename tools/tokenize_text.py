@@ -61,6 +61,10 @@ def tokenize_file(tokenizer, input_file, output_file, output="pieces", batch_siz
 def main(argv):
   del argv
   from recurrent_bert.data import builtin_corpus
+  from recurrent_bert.data import vocab
+
+  # A bad vocabulary fails in a second, before TensorFlow loads (tokenization imports it).
+  vocab.load_vocab(FLAGS.vocab_file)
   from recurrent_bert.data import tokenization
 
   [input_file] = cli.run_checked(

@@ -15,7 +15,11 @@ import json
 import os
 from typing import List, Mapping, Optional
 
+from recurrent_bert.config import ConfigError
 from recurrent_bert.config import ModelConfig
+from recurrent_bert.config import checked_field_value
+from recurrent_bert.config import decode_utf8
+from recurrent_bert.config import describe_json_value
 from recurrent_bert.config import get_preset
 from recurrent_bert.convert.mapping import CheckpointMappingError
 from recurrent_bert.convert.mapping import DictReader
@@ -23,29 +27,55 @@ from recurrent_bert.convert.mapping import assign_pairs
 from recurrent_bert.convert.mapping import hf_to_tf1_names
 from recurrent_bert.convert.mapping import load_from_keras_hub_bert
 from recurrent_bert.convert.mapping import tf1_bert_pairs
+from recurrent_bert.errors import at
 from recurrent_bert.models.encoder import Encoder
 from recurrent_bert.models.pretrainer import Pretrainer
+
+# bert_config.json (TF1) / config.json (Hugging Face) key -> (ModelConfig field, default
+# when the key is absent; None: required).
+_BERT_JSON_FIELDS = (
+    ("vocab_size", "vocab_size", None),
+    ("hidden_size", "hidden_size", None),
+    ("num_hidden_layers", "num_layers", None),
+    ("num_attention_heads", "num_heads", None),
+    ("intermediate_size", "intermediate_size", None),
+    ("max_position_embeddings", "max_position_embeddings", 512),
+    ("type_vocab_size", "type_vocab_size", 2),
+    ("hidden_dropout_prob", "dropout_rate", 0.1),
+    ("attention_probs_dropout_prob", "attention_dropout_rate", 0.1),
+    ("layer_norm_eps", "layer_norm_epsilon", 1e-12),
+    ("initializer_range", "initializer_range", 0.02),
+)
 
 
 def config_from_bert_json(fields: Mapping, gelu_is_exact: bool, source: str) -> ModelConfig:
   """A BERT-orig ModelConfig from a bert_config.json (TF1) or config.json (HF).
+
+  Each value is checked as strictly as a ModelConfig JSON (`config.checked_field_value`):
+  128.7 or `true` for a size is refused, naming the key, never truncated to 128 or 1.
 
   Args:
     fields: the parsed JSON.
     gelu_is_exact: what `hidden_act: "gelu"` means: exact erf form for Hugging Face,
       the tanh approximation in google-research/bert's TF1 code.
     source: the file, for error messages.
+
+  Raises:
+    CheckpointMappingError (an InputError): `source: key 'k': what is wrong`.
   """
-  required = (
-      "vocab_size",
-      "hidden_size",
-      "num_hidden_layers",
-      "num_attention_heads",
-      "intermediate_size",
-  )
-  missing = [k for k in required if k not in fields]
+  if not isinstance(fields, Mapping):
+    raise CheckpointMappingError(
+        f"{source}: expected a JSON object, got {describe_json_value(fields)}"
+    )
+  missing = [key for key, _, default in _BERT_JSON_FIELDS if default is None and key not in fields]
   if missing:
-    raise CheckpointMappingError(f"{source}: lacks {missing}")
+    raise CheckpointMappingError(f"{source}: lacks the key(s) {missing}")
+  values = {}
+  for key, field, default in _BERT_JSON_FIELDS:
+    try:
+      values[field] = checked_field_value(field, fields.get(key, default), at(source, key=key))
+    except ConfigError as e:
+      raise CheckpointMappingError(str(e)) from None
   act = fields.get("hidden_act", "gelu")
   acts = {
       "gelu": "gelu" if gelu_is_exact else "gelu_approximate",
@@ -54,37 +84,54 @@ def config_from_bert_json(fields: Mapping, gelu_is_exact: bool, source: str) -> 
       "gelu_fast": "gelu_approximate",
       "relu": "relu",
   }
-  if act not in acts:
-    raise CheckpointMappingError(f"{source}: hidden_act={act!r} is not one of {sorted(acts)}")
-  if fields.get("position_embedding_type", "absolute") != "absolute":
+  if not isinstance(act, str) or act not in acts:
     raise CheckpointMappingError(
-        f"{source}: position_embedding_type={fields['position_embedding_type']!r}; only "
-        "absolute position embeddings map onto BERT-orig"
+        f"{at(source, key='hidden_act')}: expected one of {sorted(acts)}, "
+        f"got {describe_json_value(act)}"
     )
-  return get_preset("bert_base").replace(
-      vocab_size=int(fields["vocab_size"]),
-      hidden_size=int(fields["hidden_size"]),
-      num_layers=int(fields["num_hidden_layers"]),
-      num_heads=int(fields["num_attention_heads"]),
-      intermediate_size=int(fields["intermediate_size"]),
-      max_position_embeddings=int(fields.get("max_position_embeddings", 512)),
-      type_vocab_size=int(fields.get("type_vocab_size", 2)),
-      hidden_act=acts[act],
-      dropout_rate=float(fields.get("hidden_dropout_prob", 0.1)),
-      attention_dropout_rate=float(fields.get("attention_probs_dropout_prob", 0.1)),
-      layer_norm_epsilon=float(fields.get("layer_norm_eps", 1e-12)),
-      initializer_range=float(fields.get("initializer_range", 0.02)),
-  )
+  position = fields.get("position_embedding_type", "absolute")
+  if position != "absolute":
+    raise CheckpointMappingError(
+        f"{at(source, key='position_embedding_type')}: only \"absolute\" position "
+        f"embeddings map onto BERT-orig, got {describe_json_value(position)}"
+    )
+  try:
+    return get_preset("bert_base").replace(hidden_act=acts[act], **values)
+  except ConfigError as e:  # a rule between fields, e.g. hidden_size % num_heads
+    raise CheckpointMappingError(f"{source}: {e}") from None
 
 
 def _read_json(path: str, what: str) -> dict:
+  """The JSON object in `path` (UTF-8); CheckpointMappingError naming the file otherwise."""
   try:
-    with open(path, encoding="utf-8") as f:
-      return json.load(f)
+    with open(path, "rb") as f:
+      data = f.read()
   except OSError as e:
     raise CheckpointMappingError(f"cannot read {what} {path!r}: {e.strerror}") from None
+  try:
+    text = decode_utf8(data, path)
+  except ConfigError as e:
+    raise CheckpointMappingError(str(e)) from None
+  try:
+    parsed = json.loads(text)
   except json.JSONDecodeError as e:
-    raise CheckpointMappingError(f"{path}: not valid JSON ({e.msg}, line {e.lineno})") from None
+    raise CheckpointMappingError(
+        f"{path}:{e.lineno}: not valid JSON ({e.msg}, column {e.colno})"
+    ) from None
+  if not isinstance(parsed, dict):
+    raise CheckpointMappingError(
+        f"{path}: expected a JSON object, got {describe_json_value(parsed)}"
+    )
+  return parsed
+
+
+def _casing(value, place: str) -> Optional[bool]:
+  """A recorded casing (`do_lower_case` / `lowercase`): true, false or absent (None)."""
+  if value is not None and not isinstance(value, bool):
+    raise CheckpointMappingError(
+        f"{place}: expected true or false, got {describe_json_value(value)}"
+    )
+  return value
 
 
 @dataclasses.dataclass
@@ -160,14 +207,15 @@ def load_tf1_bert(
     raise CheckpointMappingError(
         f"no bert_config.json beside {checkpoint_prefix!r}; pass --bert_config_file"
     )
+  # The config first: a mistake in it is found before the weights are read.
+  config = config_from_bert_json(
+      _read_json(bert_config_file, "bert_config_file"), gelu_is_exact=False, source=bert_config_file
+  )
   try:
     reader = tf.train.load_checkpoint(checkpoint_prefix)
   except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as e:
     raise CheckpointMappingError(f"cannot read TF1 checkpoint {checkpoint_prefix!r}: {e}") from None
   names = reader.get_variable_to_shape_map()
-  config = config_from_bert_json(
-      _read_json(bert_config_file, "bert_config_file"), gelu_is_exact=False, source=bert_config_file
-  )
   return _load_bert(
       config,
       reader,
@@ -201,17 +249,21 @@ def load_hf_bert(
   config_file = bert_config_file or os.path.join(directory, "config.json")
   if not os.path.isfile(config_file):
     raise CheckpointMappingError(f"no config.json beside {weights_file!r}; pass --bert_config_file")
+  # The config first: a mistake in it is found before the weights are read.
+  config = config_from_bert_json(
+      _read_json(config_file, "bert_config_file"), gelu_is_exact=True, source=config_file
+  )
   try:
     tensors = load_file(weights_file)
   except Exception as e:  # safetensors raises its own SafetensorError
     raise CheckpointMappingError(f"cannot read safetensors file {weights_file!r}: {e}") from None
   renamed = hf_to_tf1_names(tensors)
-  config = config_from_bert_json(
-      _read_json(config_file, "bert_config_file"), gelu_is_exact=True, source=config_file
-  )
   tokenizer_config = os.path.join(directory, "tokenizer_config.json")
   do_lower_case = (
-      _read_json(tokenizer_config, "tokenizer config").get("do_lower_case")
+      _casing(
+          _read_json(tokenizer_config, "tokenizer config").get("do_lower_case"),
+          at(tokenizer_config, key="do_lower_case"),
+      )
       if os.path.isfile(tokenizer_config)
       else None
   )
@@ -257,8 +309,14 @@ def load_keras_hub_preset(preset_dir: str, vocab_file: Optional[str] = None) -> 
   do_lower_case = None
   tokenizer_json = os.path.join(preset_dir, "tokenizer.json")
   if os.path.isfile(tokenizer_json):
-    do_lower_case = (
-        _read_json(tokenizer_json, "tokenizer config").get("config", {}).get("lowercase")
+    tokenizer_config = _read_json(tokenizer_json, "tokenizer config").get("config", {})
+    if not isinstance(tokenizer_config, dict):
+      raise CheckpointMappingError(
+          f"{at(tokenizer_json, key='config')}: expected a JSON object, "
+          f"got {describe_json_value(tokenizer_config)}"
+      )
+    do_lower_case = _casing(
+        tokenizer_config.get("lowercase"), at(tokenizer_json, key="config.lowercase")
     )
   preset_vocab = os.path.join(preset_dir, "assets", "tokenizer", "vocabulary.txt")
   return ImportedBert(

@@ -15,11 +15,14 @@ from typing import Dict, List, Mapping, NamedTuple, Tuple
 
 import numpy as np
 
+from recurrent_bert.errors import InputError
 from recurrent_bert.models.encoder import Encoder
 
 
-class CheckpointMappingError(ValueError):
-  """A source checkpoint lacks a variable, or holds one of the wrong shape."""
+class CheckpointMappingError(InputError):
+  """A source checkpoint lacks a variable, holds one of the wrong shape, or comes with a
+  config the model cannot be built from: bad input, one line naming the file (an
+  InputError, so commands exit 2 without a traceback)."""
 
 
 class NamedValue(NamedTuple):

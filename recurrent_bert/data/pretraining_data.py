@@ -179,8 +179,10 @@ def iter_documents(
 ) -> Iterator[Document]:
   """Streams documents: runs of non-blank lines, split at blank lines and file ends.
 
-  `read_lines(path)` yields (line number, line); the Beam pipeline passes one that also
-  reads remote (gs://, hdfs://) files.
+  `read_lines(path)` yields (line number, line); the default ends lines at \n, \r\n or a
+  lone \r (io_utils.read_lines_checked), so a corpus with old Mac line ends is its
+  sentences, not one. The Beam pipeline passes one that also reads remote (gs://, hdfs://)
+  files.
   """
   for path in input_files:
     sentences: List[str] = []
