@@ -204,7 +204,7 @@ def read_model_config(config_dir: str) -> ModelConfig:
   path = os.path.join(config_dir, MODEL_CONFIG_FILE)
   if not tf.io.gfile.exists(path):
     raise CheckpointNotFoundError(f"no {MODEL_CONFIG_FILE} in {config_dir!r}")
-  with tf.io.gfile.GFile(path) as f:
+  with tf.io.gfile.GFile(path, "rb") as f:  # bytes: a non-UTF-8 file is named by from_json
     return ModelConfig.from_json(f.read(), source=path)
 
 
