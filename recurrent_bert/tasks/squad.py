@@ -208,7 +208,8 @@ def read_squad(
 
   if version is None:
     file_version = document.get("version") if isinstance(document, dict) else None
-    version = "2.0" if isinstance(file_version, str) and "2" in file_version else "1.1"
+    is_v2 = isinstance(file_version, str) and file_version.lstrip("v").startswith("2")
+    version = "2.0" if is_v2 else "1.1"
   reader = _SquadReader(
       version,
       labeled=require_answers or _has_answers(document),
@@ -226,8 +227,8 @@ def read_squad(
   except _SchemaError as e:
     raise InputError(place(e)) from None
   if not result.examples:
-    what = f"all {len(result.skipped)} questions were skipped as bad" if result.skipped else ""
-    raise InputError(f"{path}: no questions{' (' + what + ')' if what else ''}")
+    reason = f" (all {len(result.skipped)} were skipped as bad)" if result.skipped else ""
+    raise InputError(f"{path}: no questions{reason}")
   return result
 
 
