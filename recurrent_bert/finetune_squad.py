@@ -88,6 +88,7 @@ def main(argv):
             use_tfds=FLAGS.tfds,
             tfds_data_dir=FLAGS.tfds_data_dir,
             tfds_download=FLAGS.tfds_download,
+            skip_bad_rows=FLAGS.skip_bad_rows,
         ),
         tokenizer,
         parts.cache_dir,

@@ -8,9 +8,16 @@ tokenize whole chunks with it and never import TensorFlow; the model is served w
 in-graph tokenizer, and tests/data/test_tokenization.py checks the two give the same ids
 on real text.
 
-Known edge differences (none in real prose): the word-length limit counts characters here
-and UTF-8 bytes in tensorflow-text (only words of more than ~50 non-ASCII characters), and
-private-use/unassigned code points (Co/Cn) are dropped here and kept there.
+Word boundaries are the same: both delete NUL, U+FFFD, controls (U+000B, U+000C,
+U+001C-U+001F, U+0085 included) and format characters, and split on tab, newline, carriage
+return and the Unicode space, line and paragraph separators (U+2028 and U+2029 included);
+tests/data/test_word_boundaries.py checks it on random text. Known edge differences (none
+in real prose): the word-length limit counts characters here and UTF-8 bytes in
+tensorflow-text (only words of more than ~50 non-ASCII characters); private-use code
+points (Co) and some unassigned ones are dropped here and kept there; CJK Extension E-F
+(U+2B820-U+2CEAF) are words of their own only there (as in google-research/bert); and
+characters newer than the Unicode tables of TensorFlow's RE2 (some 100 punctuation marks
+of Unicode 12-15, a few letters) are classed differently.
 """
 
 import itertools

@@ -7,12 +7,21 @@ The algorithm is BERT's (Devlin et al. 2018, google-research/bert `tokenization.
      carriage return, which count as whitespace);
    - optional lower-casing, which also strips accents (NFD, then drop Mn marks);
      cased mode leaves the text unnormalised, as BERT does;
-   - split on whitespace (including Unicode space separators, e.g. U+00A0);
+   - split on whitespace: tab, newline, carriage return and the Unicode space, line and
+     paragraph separators (Zs, Zl, Zp: U+00A0, U+2028, U+2029 ...); what BERT's
+     `whitespace_tokenize` (Python's str.split after cleaning) and Hugging Face's
+     BertPreTokenizer split on. Other characters Python calls space (U+000B, U+000C,
+     U+001C-U+001F, U+0085) are controls, dropped above, so they join their neighbours;
    - every punctuation character (ASCII symbol ranges plus Unicode P*) and every CJK
      ideograph becomes a word of its own.
 2. WordPiece: greedy longest-match-first over each word, continuation pieces prefixed with
    `##`; a word with no full segmentation, or longer than `max_bytes_per_word`, becomes a
    single `[UNK]`.
+
+These character classes are the one definition of a word boundary in the package:
+`basic_tokenize` applies them, and `split_words_with_offsets` finds the same words with
+their byte offsets in the original text (SQuAD's answer alignment, in Python and in a
+served model); tests/data/test_word_boundaries.py checks the two agree on random text.
 
 Everything runs as TensorFlow ops (tensorflow-text's `regex_split` and
 `FastWordpieceTokenizer`), so the same object tokenises inside `tf.data`, inside a
@@ -23,7 +32,7 @@ UTF-8 bytes (tensorflow-text) instead of characters; it only matters for words o
 ~50 non-ASCII characters, which become `[UNK]` a little earlier.
 """
 
-from typing import Dict, List, Sequence, Union
+from typing import Dict, List, Sequence, Tuple, Union
 
 import tensorflow as tf
 import tensorflow_text as tf_text
@@ -39,10 +48,11 @@ from recurrent_bert.data.vocab import UNK_TOKEN
 from recurrent_bert.data.vocab import load_vocab
 
 # Characters BERT deletes outright (not replaced by a space): NUL, the replacement
-# character, C0/C1 controls other than \t \n \r, and format characters (Cf, e.g. U+200B).
-_DROPPED_CHARS_REGEX = r"[\x{0}-\x{8}\x{B}\x{C}\x{E}-\x{1F}\x{7F}-\x{9F}\x{FFFD}\p{Cf}]"
-# BERT's whitespace: space, \t, \n, \r and the Unicode space separators (Zs).
-_WHITESPACE_REGEX = r"[\t\n\r\p{Zs}]"
+# character, C0/C1 controls other than \t \n \r (so U+000B, U+000C, U+001C-U+001F and U+0085
+# too: they join their neighbours), and format characters (Cf, e.g. U+200B, U+FEFF).
+DROPPED_CHARS_REGEX = r"[\x{0}-\x{8}\x{B}\x{C}\x{E}-\x{1F}\x{7F}-\x{9F}\x{FFFD}\p{Cf}]"
+# BERT's whitespace: \t \n \r and the Unicode space, line and paragraph separators.
+WHITESPACE_REGEX = r"[\t\n\r\p{Zs}\p{Zl}\p{Zp}]"
 # BERT's punctuation: the four ASCII symbol ranges (so `$`, `+`, `^`, `` ` `` count) and
 # every Unicode P* character.
 _PUNCTUATION_REGEX = r"[!-/]|[:-@]|[\[-`]|[{-~]|\p{P}"
@@ -56,6 +66,8 @@ _CJK_REGEX = (
 # delimiters (punctuation, CJK ideographs) as words of their own.
 WORD_KEEP_REGEX = _PUNCTUATION_REGEX + "|" + _CJK_REGEX
 WORD_SPLIT_REGEX = r"\s+|" + WORD_KEEP_REGEX
+# All of the above: part of the key of caches that depend on where words start and end.
+WORD_BOUNDARY_RULES = (DROPPED_CHARS_REGEX, WHITESPACE_REGEX, WORD_KEEP_REGEX)
 
 
 def basic_tokenize(texts: tf.Tensor, do_lower_case: bool) -> tf.RaggedTensor:
@@ -69,13 +81,63 @@ def basic_tokenize(texts: tf.Tensor, do_lower_case: bool) -> tf.RaggedTensor:
     string RaggedTensor [*texts.shape, (words)].
   """
   texts = tf.convert_to_tensor(texts, dtype=tf.string)
-  texts = tf.strings.regex_replace(texts, _DROPPED_CHARS_REGEX, "")
-  texts = tf.strings.regex_replace(texts, _WHITESPACE_REGEX, " ")
+  texts = tf.strings.regex_replace(texts, DROPPED_CHARS_REGEX, "")
+  texts = tf.strings.regex_replace(texts, WHITESPACE_REGEX, " ")
   if do_lower_case:
     texts = tf.strings.lower(texts, encoding="utf-8")
     texts = tf_text.normalize_utf8(texts, "NFD")
     texts = tf.strings.regex_replace(texts, r"\p{Mn}", "")
   return tf_text.regex_split(texts, WORD_SPLIT_REGEX, WORD_KEEP_REGEX)
+
+
+# The same words found in the original text, without cleaning it first (offsets must stay
+# those of the original): a delimiter is a run of whitespace, with any dropped characters
+# among it, or a kept delimiter; dropped characters elsewhere stay inside their word and are
+# trimmed from its ends afterwards.
+_SPACE_OR_DROPPED = f"(?:{WHITESPACE_REGEX}|{DROPPED_CHARS_REGEX})"
+_BOUNDARY_REGEX = f"{_SPACE_OR_DROPPED}*{WHITESPACE_REGEX}{_SPACE_OR_DROPPED}*|{WORD_KEEP_REGEX}"
+_LEADING_DROPPED_REGEX = f"^(?:{DROPPED_CHARS_REGEX})+"
+_TRAILING_DROPPED_REGEX = f"(?:{DROPPED_CHARS_REGEX})+$"
+# tensorflow-text's regex_split stops reading a string at its first NUL; U+0001 stands in for
+# it: one byte too (offsets unchanged), and dropped like NUL.
+_NUL_STAND_IN = "\x01"
+
+
+# A graph: eagerly, its ~20 ragged ops would cost more than the work (Python callers).
+@tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+def split_words_with_offsets(texts) -> Tuple[tf.RaggedTensor, tf.RaggedTensor, tf.RaggedTensor]:
+  """The words of `basic_tokenize`, located in the original text, in-graph.
+
+  Word boundaries are exactly `basic_tokenize`'s (the character classes above); the words
+  are not normalised: each is the original text between its offsets, which never start or
+  end with a dropped character (a word of dropped characters only is no word). With
+  lower-casing, `basic_tokenize` normalises before it splits (as BERT); that can only delete
+  a word made of combining marks alone (Mn), or split one at the four characters whose
+  decomposition holds punctuation (U+1FEF, U+2260, U+226E, U+226F): tokenizing each word
+  on its own still gives the text's pieces, only coarser-grained there.
+
+  Args:
+    texts: string Tensor [batch] (or a list of Python strings) of UTF-8 text.
+
+  Returns:
+    (words, byte_starts, byte_ends): RaggedTensors [batch, (words)] of strings and int64
+    offsets; words[i][j] is texts[i][byte_starts[i][j]:byte_ends[i][j]], except that a NUL
+    inside a word reads as U+0001 (both are dropped by the tokenizer).
+  """
+  texts = tf.strings.regex_replace(texts, r"\x00", _NUL_STAND_IN)
+  words, starts, ends = tf_text.regex_split_with_offsets(texts, _BOUNDARY_REGEX, WORD_KEEP_REGEX)
+  flat = words.flat_values
+  length = tf.strings.length(flat)
+  leading = length - tf.strings.length(tf.strings.regex_replace(flat, _LEADING_DROPPED_REGEX, ""))
+  trailing = length - tf.strings.length(tf.strings.regex_replace(flat, _TRAILING_DROPPED_REGEX, ""))
+  trailing = tf.where(leading == length, 0, trailing)  # a dropped-only word: removed below
+  is_word = words.with_flat_values(leading < length)
+  trimmed = (
+      words.with_flat_values(tf.strings.substr(flat, leading, length - leading - trailing)),
+      starts.with_flat_values(starts.flat_values + tf.cast(leading, starts.dtype)),
+      ends.with_flat_values(ends.flat_values - tf.cast(trailing, ends.dtype)),
+  )
+  return tuple(tf.ragged.boolean_mask(part, is_word) for part in trimmed)
 
 
 class BertWordpieceTokenizer(tf.Module):

@@ -15,6 +15,7 @@ from absl import logging
 import numpy as np
 
 from recurrent_bert.data import feature_cache
+from recurrent_bert.data import tokenization
 from recurrent_bert.data.feature_cache import Features
 from recurrent_bert.data.feature_cache import SplitData
 from recurrent_bert.io_utils import InputError
@@ -60,8 +61,12 @@ def squad_reader(
     use_tfds: bool = False,
     tfds_data_dir: Optional[str] = None,
     tfds_download: bool = False,
+    skip_bad_rows: bool = False,
 ) -> Callable[[str], SplitData]:
   """split ("train" or "dev") -> `SplitData` of `SquadExample`s, from files or TFDS.
+
+  The train file must be labeled; the dev file may have no answers at all (predictions
+  only). `squad.read_squad` states the rules a file must follow.
 
   Args:
     version: "1.1" or "2.0".
@@ -69,6 +74,7 @@ def squad_reader(
     use_tfds: read squad/v1.1 or squad/v2.0 from tensorflow-datasets.
     tfds_data_dir: TFDS data dir; None = TFDS's default.
     tfds_download: let TFDS download missing data.
+    skip_bad_rows: skip (and count) the questions that break a rule instead of raising.
 
   Returns:
     The reader; it raises InputError for a split without a file.
@@ -79,7 +85,12 @@ def squad_reader(
       return tfds_tasks.load_tfds_squad(version, split, tfds_data_dir, tfds_download)
     if split not in files:
       raise InputError(f"SQuAD: no {split} file given")
-    return squad.read_squad(files[split])
+    return squad.read_squad(
+        files[split],
+        version,
+        require_answers=split == "train",
+        skip_bad_rows=skip_bad_rows,
+    )
 
   return read_split
 
@@ -119,6 +130,7 @@ class SpanExtractionAdapter(TaskAdapter):
             settings.max_seq_length,
             settings.doc_stride,
             settings.max_query_length,
+            tokenization.WORD_BOUNDARY_RULES,  # where answers' character spans fall
         ],
     )
     self._read_split = read_split

@@ -2,11 +2,13 @@
 
 Alignment. The tokenizer runs in TensorFlow and does not report where its pieces came
 from, so the context is cut in Python first, keeping character offsets:
-  1. split the context on whitespace into words (char offsets into the context);
-  2. split each word where BERT's basic tokenizer splits it (punctuation, CJK; the
-     tokenizer's own regular expressions, with byte offsets turned into char offsets);
-  3. tokenize each of these sub-words on its own: every piece inherits its sub-word's
-     [char_start, char_end) in the ORIGINAL context.
+  1. split the context into the basic tokenizer's words, located in the original text
+     (`tokenization.split_words_with_offsets`: the tokenizer's own definition of
+     whitespace, dropped characters, punctuation and CJK; byte offsets turned into char
+     offsets);
+  2. tokenize each word on its own: every piece inherits its word's [char_start, char_end)
+     in the ORIGINAL context, which never starts or ends with a dropped character (NUL,
+     U+FEFF ...).
 A predicted span of pieces (i..j) therefore maps to context[char_start(i):char_end(j)],
 an exact substring of the original text (whitespace, punctuation, case and accents kept);
 its granularity is the basic-tokenizer word, which is what the model can point at anyway.
@@ -27,12 +29,12 @@ predicted unanswerable when null score − best span score > null_score_diff_thr
 
 import bisect
 import dataclasses
+import functools
 import json
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 from recurrent_bert import io_utils
 from recurrent_bert.data import tokenization
@@ -43,9 +45,6 @@ from recurrent_bert.tasks.pair_features import pack_pair
 from recurrent_bert.tasks.pair_features import tokenize_texts
 
 _TOKENIZE_BATCH_SIZE = 4096
-# The basic tokenizer's own word-splitting rules (one definition, in tokenization.py).
-_SPLIT_REGEX = tokenization.WORD_SPLIT_REGEX
-_KEEP_REGEX = tokenization.WORD_KEEP_REGEX
 # The odds written when no window offers any valid span: "certainly unanswerable".
 _NO_SPAN_NULL_ODDS = 1e9
 
@@ -103,19 +102,28 @@ def _parse_json_with_lines(text: str):
   return decoder.decode(text)
 
 
-def _line_of(text: str, json_path: Sequence) -> Optional[int]:
-  """The line of the innermost object on json_path (keys and list indices), if found."""
-  node, line = _parse_json_with_lines(text), None
-  for step in json_path:
+class _LineFinder:
+  """JSON paths -> lines of a file's text; parses it (slowly) once, on first use."""
+
+  def __init__(self, text: str):
+    self._text = text
+    self._document = None
+
+  def line_of(self, json_path: Sequence) -> Optional[int]:
+    """The line of the innermost object on json_path (keys and list indices), if found."""
+    if self._document is None:
+      self._document = _parse_json_with_lines(self._text)
+    node, line = self._document, None
+    for step in json_path:
+      if isinstance(node, _LineDict):
+        line = node.line
+      try:
+        node = node[step]
+      except (KeyError, IndexError, TypeError):
+        break
     if isinstance(node, _LineDict):
       line = node.line
-    try:
-      node = node[step]
-    except (KeyError, IndexError, TypeError):
-      break
-  if isinstance(node, _LineDict):
-    line = node.line
-  return line
+    return line
 
 
 class _SchemaError(Exception):
@@ -147,19 +155,37 @@ def _field(obj: Any, key: str, expected_type, json_path: List, optional: bool = 
   return value
 
 
-def read_squad(path: str) -> SplitData:
+def read_squad(
+    path: str,
+    version: Optional[str] = None,
+    *,
+    require_answers: bool = False,
+    skip_bad_rows: bool = False,
+) -> SplitData:
   """Reads a SQuAD v1.1 or v2.0 JSON file (train-v1.1.json, dev-v2.0.json, ...).
+
+  A labeled file (a training file, or any file where some question has an answer) must
+  label every question: a v1.1 question needs at least one answer; a v2.0 question needs
+  one unless it is `is_impossible` (then it has none; without the field, a v2.0 question
+  with no answers is unanswerable). Every answer must have a text with at least one word
+  (not empty, not only whitespace or dropped characters) and an answer_start inside the
+  context where exactly that text is. Question ids are unique. A predict file without any
+  answer is read as unlabeled (predictions only).
 
   Args:
     path: the JSON file.
+    version: "1.1" or "2.0"; None: as the file's "version" field says (1.1 without one).
+    require_answers: the file is training data: it must be labeled.
+    skip_bad_rows: skip a question that breaks a rule above (a wrong or missing field of
+      it included) instead of raising; each skip is listed in `SplitData.skipped`.
 
   Returns:
     SplitData of `SquadExample`s, in file order.
 
   Raises:
-    InputError: unreadable file, invalid JSON, a missing/mistyped field, a duplicate
-      question id, or an answer whose text is not at its answer_start in the context;
-      the message names file:line and the JSON path (data[i].paragraphs[j].qas[k]...).
+    InputError: unreadable file, invalid JSON, a missing/mistyped field, a question or
+      answer breaking a rule above (unless skipped), or no question left; the message names
+      file:line and the JSON path (data[i].paragraphs[j].qas[k]...).
   """
   try:
     with io_utils.open_file(path, "rb") as f:
@@ -173,56 +199,162 @@ def read_squad(path: str) -> SplitData:
     document = json.loads(text)
   except json.JSONDecodeError as e:
     raise InputError(f"{path}:{e.lineno}: invalid JSON at column {e.colno}: {e.msg}") from e
-  try:
-    examples = _squad_examples(document)
-  except _SchemaError as e:
-    line = _line_of(text, e.json_path)
+  lines = _LineFinder(text)
+
+  def place(error: _SchemaError) -> str:
+    line = lines.line_of(error.json_path)
     where = f"{path}:{line}" if line is not None else path
-    raise InputError(f"{where}: {_path_text(e.json_path) or 'top level'}: {e.message}") from None
-  return SplitData(examples=examples, source=path)
+    return f"{where}: {_path_text(error.json_path) or 'top level'}: {error.message}"
+
+  if version is None:
+    file_version = document.get("version") if isinstance(document, dict) else None
+    is_v2 = isinstance(file_version, str) and file_version.lstrip("v").startswith("2")
+    version = "2.0" if is_v2 else "1.1"
+  reader = _SquadReader(
+      version,
+      labeled=require_answers or _has_answers(document),
+      blank_texts=_blank_texts(_answer_texts(document)),
+  )
+  result = SplitData(examples=[], source=path)
+  try:
+    for read_question in reader.questions(document):
+      try:
+        result.examples.append(read_question())
+      except _SchemaError as e:
+        if not skip_bad_rows:
+          raise
+        result.skipped.append(place(e))
+  except _SchemaError as e:
+    raise InputError(place(e)) from None
+  if not result.examples:
+    reason = f" (all {len(result.skipped)} were skipped as bad)" if result.skipped else ""
+    raise InputError(f"{path}: no questions{reason}")
+  return result
 
 
-def _squad_examples(document: Any) -> List[SquadExample]:
-  examples: List[SquadExample] = []
-  seen_ids = set()
-  for a, article in enumerate(_field(document, "data", list, [])):
-    title = _field(article, "title", str, ["data", a], optional=True) or ""
-    for p, paragraph in enumerate(_field(article, "paragraphs", list, ["data", a])):
-      paragraph_path = ["data", a, "paragraphs", p]
-      context = _field(paragraph, "context", str, paragraph_path)
-      for q, qa in enumerate(_field(paragraph, "qas", list, paragraph_path)):
-        qa_path = paragraph_path + ["qas", q]
-        qas_id = _field(qa, "id", str, qa_path)
-        if qas_id in seen_ids:
-          raise _SchemaError(qa_path, f"duplicate question id {qas_id!r}")
-        seen_ids.add(qas_id)
-        is_impossible = bool(_field(qa, "is_impossible", bool, qa_path, optional=True))
-        answers = []
-        for k, answer in enumerate(_field(qa, "answers", list, qa_path, optional=True) or []):
-          answer_path = qa_path + ["answers", k]
-          answer_text = _field(answer, "text", str, answer_path)
-          start = _field(answer, "answer_start", int, answer_path)
-          if context[start : start + len(answer_text)] != answer_text or start < 0:
-            raise _SchemaError(
-                answer_path,
-                f"answer {answer_text!r} is not at "
-                f"answer_start {start} of the context (found "
-                f"{context[max(start, 0):max(start, 0) + len(answer_text)]!r})",
-            )
-          answers.append(SquadAnswer(answer_text, start))
-        if is_impossible and answers:
-          raise _SchemaError(qa_path, "an is_impossible question must have no answers")
-        examples.append(
-            SquadExample(
-                qas_id=qas_id,
-                question=_field(qa, "question", str, qa_path),
-                context=context,
-                answers=tuple(answers),
-                is_impossible=is_impossible,
-                title=title,
-            )
-        )
-  return examples
+def _answer_lists(document: Any):
+  """Every well-formed qas[k]["answers"] list of the document (for the file-wide checks)."""
+  articles = document.get("data") if isinstance(document, dict) else None
+  for article in articles if isinstance(articles, list) else []:
+    paragraphs = article.get("paragraphs") if isinstance(article, dict) else None
+    for paragraph in paragraphs if isinstance(paragraphs, list) else []:
+      qas = paragraph.get("qas") if isinstance(paragraph, dict) else None
+      for qa in qas if isinstance(qas, list) else []:
+        answers = qa.get("answers") if isinstance(qa, dict) else None
+        if isinstance(answers, list):
+          yield answers
+
+
+def _has_answers(document: Any) -> bool:
+  return any(answers for answers in _answer_lists(document))
+
+
+def _answer_texts(document: Any) -> List[str]:
+  return [
+      answer["text"]
+      for answers in _answer_lists(document)
+      for answer in answers
+      if isinstance(answer, dict) and isinstance(answer.get("text"), str)
+  ]
+
+
+def _blank_texts(texts: Sequence[str]) -> set:
+  """The texts without a word for the tokenizer (empty, whitespace, dropped characters)."""
+  # A letter or digit is always a word, so only the others are asked of the tokenizer.
+  doubtful = list({t for t in texts if not any(ch.isalnum() for ch in t)})
+  spans = word_char_spans(doubtful) if doubtful else []
+  return {t for t, words in zip(doubtful, spans) if not words}
+
+
+class _SquadReader:
+  """The rules of `read_squad`, question by question.
+
+  Args:
+    version: "1.1" or "2.0".
+    labeled: every question must carry its answers (or v2.0's is_impossible).
+    blank_texts: the answer texts without a word.
+  """
+
+  def __init__(self, version: str, labeled: bool, blank_texts: set):
+    self.version = version
+    self.labeled = labeled
+    self.blank_texts = blank_texts
+    self.seen_ids: Dict[str, List] = {}
+
+  def questions(self, document: Any):
+    """Yields one callable per question, in file order, returning its `SquadExample`.
+
+    A callable raises _SchemaError for a bad question; the file's structure above the
+    questions (data, paragraphs, context, qas) is checked as it is walked, and raises here.
+    """
+    for a, article in enumerate(_field(document, "data", list, [])):
+      title = _field(article, "title", str, ["data", a], optional=True) or ""
+      for p, paragraph in enumerate(_field(article, "paragraphs", list, ["data", a])):
+        paragraph_path = ["data", a, "paragraphs", p]
+        context = _field(paragraph, "context", str, paragraph_path)
+        for q, qa in enumerate(_field(paragraph, "qas", list, paragraph_path)):
+          qa_path = paragraph_path + ["qas", q]
+          yield functools.partial(self.question, qa, qa_path, context, title)
+
+  def question(self, qa: Any, qa_path: List, context: str, title: str) -> SquadExample:
+    qas_id = _field(qa, "id", str, qa_path)
+    question = _field(qa, "question", str, qa_path)
+    is_impossible = _field(qa, "is_impossible", bool, qa_path, optional=True)
+    answer_list = _field(qa, "answers", list, qa_path, optional=True)
+    if is_impossible and self.version != "2.0":
+      raise _SchemaError(
+          qa_path, "is_impossible is a SQuAD v2.0 field; this file is read as v1.1 (--version)"
+      )
+    if answer_list is None and self.labeled:
+      raise _SchemaError(
+          qa_path, "missing field 'answers' (every question of a labeled file has one)"
+      )
+    answers = tuple(
+        self.answer(answer, qa_path + ["answers", k], context)
+        for k, answer in enumerate(answer_list or [])
+    )
+    if is_impossible and answers:
+      raise _SchemaError(qa_path, "an is_impossible question must have no answers")
+    if is_impossible is None:
+      # v2.0 without the field: a question without answers is the unanswerable kind.
+      is_impossible = self.version == "2.0" and self.labeled and not answers
+    if self.labeled and not is_impossible and not answers:
+      needs = "" if self.version == "1.1" else " unless it is_impossible"
+      raise _SchemaError(
+          qa_path, f"no answer: a question of a labeled SQuAD v{self.version} file needs one{needs}"
+      )
+    if qas_id in self.seen_ids:
+      raise _SchemaError(
+          qa_path,
+          f"duplicate question id {qas_id!r} (first at {_path_text(self.seen_ids[qas_id])})",
+      )
+    self.seen_ids[qas_id] = qa_path
+    return SquadExample(
+        qas_id=qas_id,
+        question=question,
+        context=context,
+        answers=answers,
+        is_impossible=is_impossible,
+        title=title,
+    )
+
+  def answer(self, answer: Any, answer_path: List, context: str) -> SquadAnswer:
+    text = _field(answer, "text", str, answer_path)
+    start = _field(answer, "answer_start", int, answer_path)
+    if text in self.blank_texts:
+      raise _SchemaError(answer_path, f"answer text {text!r} is blank: it needs a word")
+    if not 0 <= start < len(context):
+      raise _SchemaError(
+          answer_path,
+          f"answer_start {start} is outside the context (0..{len(context) - 1})",
+      )
+    if context[start : start + len(text)] != text:
+      raise _SchemaError(
+          answer_path,
+          f"answer {text!r} is not at answer_start {start} of the context "
+          f"(found {context[start:start + len(text)]!r})",
+      )
+    return SquadAnswer(text, start)
 
 
 # ---------------------------------------------------------------------------- features
@@ -243,32 +375,36 @@ class ContextPieces:
   char_end: np.ndarray
 
 
-def _whitespace_words(text: str) -> Tuple[List[str], List[int]]:
-  """Whitespace-separated words of `text` and their char offsets."""
-  words, starts = [], []
-  start = None
-  for i, ch in enumerate(text):
-    if ch.isspace():
-      if start is not None:
-        words.append(text[start:i])
-        starts.append(start)
-        start = None
-    elif start is None:
-      start = i
-  if start is not None:
-    words.append(text[start:])
-    starts.append(start)
-  return words, starts
+def _byte_to_char_offsets(text: str) -> np.ndarray:
+  """[len(utf-8 bytes) + 1] char offset of each byte offset of `text`."""
+  sizes = [len(ch.encode("utf-8")) for ch in text]
+  return np.repeat(np.arange(len(text) + 1), [*sizes, 1])
 
 
-def _byte_to_char_offsets(word: str) -> np.ndarray:
-  """[len(utf-8 bytes) + 1] char offset of each byte offset of `word`."""
-  sizes = [len(ch.encode("utf-8")) for ch in word]
-  return np.repeat(np.arange(len(word) + 1), [*sizes, 1])
+def word_char_spans(texts: Sequence[str]) -> List[List[Tuple[int, int]]]:
+  """The basic tokenizer's words of each text, as [start, end) char offsets into it.
+
+  Args:
+    texts: N strings.
+
+  Returns:
+    N lists of (char_start, char_end), in text order.
+  """
+  spans: List[List[Tuple[int, int]]] = []
+  for begin in range(0, len(texts), _TOKENIZE_BATCH_SIZE):
+    batch = list(texts[begin : begin + _TOKENIZE_BATCH_SIZE])
+    _, byte_starts, byte_ends = tokenization.split_words_with_offsets(tf.constant(batch, tf.string))
+    for text, starts, ends in zip(batch, byte_starts.to_list(), byte_ends.to_list()):
+      if len(text.encode("utf-8")) == len(text):  # ASCII: byte offsets are char offsets
+        spans.append(list(zip(starts, ends)))
+      else:
+        char_of = _byte_to_char_offsets(text)
+        spans.append([(int(char_of[a]), int(char_of[b])) for a, b in zip(starts, ends)])
+  return spans
 
 
 def context_pieces(contexts: Sequence[str], tokenizer) -> List[ContextPieces]:
-  """Tokenizes contexts into pieces aligned to characters (module docstring, steps 1-3).
+  """Tokenizes contexts into pieces aligned to characters (module docstring, steps 1-2).
 
   Args:
     contexts: C context strings.
@@ -277,38 +413,15 @@ def context_pieces(contexts: Sequence[str], tokenizer) -> List[ContextPieces]:
   Returns:
     C `ContextPieces`.
   """
-  words, word_starts, word_context = [], [], []
-  for c, context in enumerate(contexts):
-    context_words, starts = _whitespace_words(context)
-    words += context_words
-    word_starts += starts
-    word_context += [c] * len(context_words)
+  words, word_spans, word_context = [], [], []
+  for c, (context, spans) in enumerate(zip(contexts, word_char_spans(contexts))):
+    words += [context[start:end] for start, end in spans]
+    word_spans += spans
+    word_context += [c] * len(spans)
 
-  # Sub-words: where the basic tokenizer would split each word (punctuation, CJK).
-  sub_words: List[str] = []
-  sub_start, sub_end, sub_context = [], [], []
-  for begin in range(0, len(words), _TOKENIZE_BATCH_SIZE):
-    batch = words[begin : begin + _TOKENIZE_BATCH_SIZE]
-    pieces, byte_starts, byte_ends = tf_text.regex_split_with_offsets(
-        tf.constant(batch, tf.string), _SPLIT_REGEX, _KEEP_REGEX
-    )
-    for w, (word, parts, starts, ends) in enumerate(
-        zip(batch, pieces.to_list(), byte_starts.to_list(), byte_ends.to_list())
-    ):
-      if len(word.encode("utf-8")) == len(word):
-        char_of = None  # ASCII: byte offsets are char offsets
-      else:
-        char_of = _byte_to_char_offsets(word)
-      offset = word_starts[begin + w]
-      for part, start, end in zip(parts, starts, ends):
-        sub_words.append(part.decode("utf-8"))
-        sub_start.append(offset + (start if char_of is None else int(char_of[start])))
-        sub_end.append(offset + (end if char_of is None else int(char_of[end])))
-        sub_context.append(word_context[begin + w])
-
-  piece_ids = tokenize_texts(tokenizer, sub_words)
+  piece_ids = tokenize_texts(tokenizer, words)
   per_context: List[Tuple[List[int], List[int], List[int]]] = [([], [], []) for _ in contexts]
-  for ids, start, end, c in zip(piece_ids, sub_start, sub_end, sub_context):
+  for ids, (start, end), c in zip(piece_ids, word_spans, word_context):
     target = per_context[c]
     target[0].extend(ids)
     target[1].extend([start] * len(ids))
