@@ -128,6 +128,7 @@ def help_groups(task_flags):
           *task_flags,
           "max_seq_length",
           "cache_dir",
+          "skip_bad_rows",
           "shuffle_buffer_size",
       ),
       "model": ("init_checkpoint", "model_config", "vocab_file", "do_lower_case"),

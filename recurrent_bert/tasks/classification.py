@@ -16,6 +16,7 @@ import numpy as np
 
 from recurrent_bert import model_dir as layout
 from recurrent_bert.data import feature_cache
+from recurrent_bert.data import tokenization
 from recurrent_bert.data.feature_cache import Features
 from recurrent_bert.data.feature_cache import SplitData
 from recurrent_bert.io_utils import InputError
@@ -182,6 +183,7 @@ class ClassificationAdapter(TaskAdapter):
         [
             feature_cache.file_fingerprint(tokenizer.vocab_file),
             tokenizer.do_lower_case,
+            tokenization.WORD_BOUNDARY_RULES,  # how text splits into words
             max_seq_length,
             spec.label_list,
         ],

@@ -213,7 +213,7 @@ def read_squad(
   reader = _SquadReader(
       version,
       labeled=require_answers or _has_answers(document),
-      blank_texts=_blank_texts(_answer_texts(document)),
+      blank_texts=blank_texts_of(_answer_texts(document)),
   )
   result = SplitData(examples=[], source=path)
   try:
@@ -258,7 +258,7 @@ def _answer_texts(document: Any) -> List[str]:
   ]
 
 
-def _blank_texts(texts: Sequence[str]) -> set:
+def blank_texts_of(texts: Sequence[str]) -> set:
   """The texts without a word for the tokenizer (empty, whitespace, dropped characters)."""
   # A letter or digit is always a word, so only the others are asked of the tokenizer.
   doubtful = list({t for t in texts if not any(ch.isalnum() for ch in t)})

@@ -23,6 +23,7 @@ from recurrent_bert.data.feature_cache import SplitData
 from recurrent_bert.errors import at
 from recurrent_bert.io_utils import InputError
 from recurrent_bert.tasks import glue
+from recurrent_bert.tasks import squad
 from recurrent_bert.tasks.pair_features import PairExample
 from recurrent_bert.tasks.registry import TaskSpec
 from recurrent_bert.tasks.registry import get_task
@@ -204,20 +205,24 @@ def load_tfds_squad(
 ) -> SplitData:
   """Loads SQuAD v1.1 or v2.0 ("train" or "dev") from TFDS as `SquadExample`s.
 
-  Answers whose text is not at their answer_start in the context cannot be used for
-  training targets; they are dropped and reported in `SplitData.skipped` (the official
-  data has none; TFDS's mock data is random).
+  Answers whose text is blank (no word for the tokenizer) or not at their answer_start in
+  the context cannot be used for training targets; they are dropped and reported in
+  `SplitData.skipped` (the official data has none; TFDS's mock data is random).
   """
   if version not in SQUAD_TFDS_NAMES:
     raise InputError(f"SQuAD version must be one of {', '.join(SQUAD_TFDS_NAMES)}, got {version!r}")
   name = SQUAD_TFDS_NAMES[version]
   records, _ = _load_numpy(name, split, data_dir, download)
   result = SplitData(examples=[], source=f"tfds:{name}/{_TFDS_SPLITS.get(split, split)}")
+  blank = squad.blank_texts_of([_text(t) for r in records for t in r["answers"]["text"]])
   for record in records:
     qas_id, context = _text(record["id"]), _text(record["context"])
     answers = []
     for text, start in zip(record["answers"]["text"], record["answers"]["answer_start"]):
       text, start = _text(text), int(start)
+      if text in blank:
+        result.skipped.append(f"{result.source} question {qas_id}: answer {text!r} is blank")
+        continue
       if start < 0 or context[start : start + len(text)] != text:
         result.skipped.append(
             f"{result.source} question {qas_id}: answer {text!r} is not at answer_start {start}"

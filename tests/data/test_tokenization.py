@@ -179,7 +179,7 @@ def reference_tokenize(text, vocab, lower):
   kept = []
   for ch in text:
     category = unicodedata.category(ch)
-    if ch in "\t\n\r" or category == "Zs":
+    if ch in "\t\n\r" or category in ("Zs", "Zl", "Zp"):  # as BERT's str.split
       kept.append(" ")
     elif ord(ch) == 0 or ord(ch) == 0xFFFD or category in ("Cc", "Cf"):
       continue
