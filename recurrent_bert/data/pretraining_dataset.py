@@ -32,7 +32,7 @@ import os
 import re
 import struct
 import sys
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from google.protobuf import message
 import tensorflow as tf
@@ -139,7 +139,7 @@ def make_pretraining_dataset(
     An infinite dataset of batches (module docstring), prefetched.
   """
   files = list(config.input_files)
-  _FILES_READ.update(files)
+  _register(files)
   shard_files = len(files) >= num_input_pipelines
   dataset = tf.data.Dataset.from_tensor_slices(files)
   if num_input_pipelines > 1 and shard_files:
@@ -172,7 +172,7 @@ def count_records(input_files: Sequence[str]) -> int:
   Raises:
     InputError: a file is damaged or cut inside a record (file and record named).
   """
-  _FILES_READ.update(input_files)
+  _register(input_files)
   dataset = tf.data.TFRecordDataset(list(input_files))
   try:
     return int(dataset.reduce(tf.constant(0, tf.int64), lambda count, _: count + 1))
@@ -218,7 +218,7 @@ def make_eval_dataset(
       fewer records than that, the rest is padding; with more, the tail is not read.
     input_pipeline_id, num_input_pipelines: from `tf.distribute.InputContext`.
   """
-  _FILES_READ.update(config.input_files)
+  _register(config.input_files)
   records = tf.data.Dataset.from_tensor_slices(list(config.input_files)).flat_map(_numbered_records)
   if num_input_pipelines > 1:
     records = records.shard(num_input_pipelines, input_pipeline_id)
@@ -354,9 +354,16 @@ def _finalize(features):
 
 _NOT_AN_EXAMPLE = "not a tf.train.Example (its bytes do not parse as one)"
 _REMAKE = "make the records again with `python -m tools.create_pretraining_data`"
-# Every file a pipeline of this process reads: where a reader's error (which names an
-# offset, not a file) is looked for.
-_FILES_READ: set = set()
+# Every file a pipeline of this process reads, the latest last: where a reader's error
+# (which names an offset, not a file) is looked for, the latest first.
+_FILES_READ: Dict[str, None] = {}
+
+
+def _register(paths: Sequence[str]) -> None:
+  for path in paths:
+    _FILES_READ.pop(path, None)
+    _FILES_READ[path] = None
+
 
 # What TF's parser says after "Name: path: record N, " -> what the error says.
 _PARSER_ERRORS = (
@@ -423,10 +430,7 @@ def record_error(error: BaseException) -> Optional[InputError]:
   if reader and isinstance(error, tf.errors.DataLossError):
     # TF names the offset of the record's data (a bad header: of the record itself).
     offset = int(reader.group(2))
-    for start in (offset - _HEADER_BYTES, offset):
-      located = _locate_damage(sorted(_FILES_READ), start)
-      if located is not None:
-        return located
+    return _locate_damage(list(reversed(_FILES_READ)), (offset - _HEADER_BYTES, offset))
   return None
 
 
@@ -455,47 +459,51 @@ def _walk_frames(path: str, stop_at: Optional[int] = None) -> _Frames:
   position, records = 0, 0
   with tf.io.gfile.GFile(path, "rb") as f:
     while position < size and (stop_at is None or position < stop_at):
-      f.seek(position)
-      header = f.read(_HEADER_BYTES)
-      if len(header) < _HEADER_BYTES:
-        return _Frames(records, position, f"the file ends inside its header ({len(header)} bytes)")
-      length, length_crc = struct.unpack("<QI", header)
-      if example_codec._masked_crc(header[:8]) != length_crc:
-        return _Frames(records, position, "its header is corrupted (checksum mismatch)")
-      end = position + _HEADER_BYTES + length + _FOOTER_BYTES
-      if end > size:
-        return _Frames(
-            records,
-            position,
-            f"the file ends inside it ({size - position} of its {end - position} bytes)",
-        )
+      problem, end = _frame_problem(f, position, size, check_data=False)
+      if problem:
+        return _Frames(records, position, problem)
       position, records = end, records + 1
   return _Frames(records, position, "")
 
 
-def _locate_damage(paths: Sequence[str], offset: int) -> Optional[InputError]:
-  """The record starting at `offset` that a reader found corrupted or cut, in `paths`."""
+def _frame_problem(f, start: int, size: int, check_data: bool = True) -> Tuple[str, int]:
+  """(what is wrong with the frame at `start` of the open file `f` or "", where it ends).
+
+  Headers only unless `check_data`: walking a file then costs a seek per record.
+  """
+  f.seek(start)
+  header = f.read(_HEADER_BYTES)
+  if len(header) < _HEADER_BYTES:
+    return f"the file ends inside its header ({len(header)} bytes)", size
+  length, length_crc = struct.unpack("<QI", header)
+  if example_codec._masked_crc(header[:8]) != length_crc:
+    return "its header is corrupted (checksum mismatch)", size
+  end = start + _HEADER_BYTES + length + _FOOTER_BYTES
+  if end > size:
+    return f"the file ends inside it ({size - start} of its {end - start} bytes)", size
+  if check_data:
+    data = f.read(length)
+    if example_codec._masked_crc(data) != struct.unpack("<I", f.read(_FOOTER_BYTES))[0]:
+      return "its data is corrupted (checksum mismatch)", end
+  return "", end
+
+
+def _locate_damage(paths: Sequence[str], offsets: Sequence[int]) -> Optional[InputError]:
+  """The first damaged record of `paths` that starts at one of `offsets`."""
   for path in paths:
     if not tf.io.gfile.exists(path):
       continue
-    frames = _walk_frames(path, stop_at=offset)
-    if frames.end != offset:
-      continue
-    place = at(path, record=frames.records + 1)
-    if frames.problem:
-      return InputError(f"{place} (byte {offset}): {frames.problem}; {_REMAKE}")
-    with tf.io.gfile.GFile(path, "rb") as f:
-      f.seek(offset)
-      header = f.read(_HEADER_BYTES)
-      length = struct.unpack("<Q", header[:8])[0]
-      data = f.read(length)
-      footer = f.read(_FOOTER_BYTES)
-    if len(footer) < _FOOTER_BYTES:
-      return InputError(f"{place} (byte {offset}): the file ends inside it; {_REMAKE}")
-    if example_codec._masked_crc(data) != struct.unpack("<I", footer)[0]:
-      return InputError(
-          f"{place} (byte {offset}): its data is corrupted (checksum mismatch); {_REMAKE}"
-      )
+    size = tf.io.gfile.stat(path).length
+    for start in offsets:
+      frames = _walk_frames(path, stop_at=start)
+      if frames.end != start or start >= size:
+        continue
+      with tf.io.gfile.GFile(path, "rb") as f:
+        problem, _ = _frame_problem(f, start, size)
+      if problem:
+        return InputError(
+            f"{at(path, record=frames.records + 1)} (byte {start}): {problem}; {_REMAKE}"
+        )
   return None
 
 
