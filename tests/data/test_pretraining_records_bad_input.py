@@ -402,7 +402,7 @@ def mutated_shard(draw):
   return how, draw(st.integers(0, offsets[-1] - 1))
 
 
-@mutations.fuzz_settings(max_examples=15)
+@mutations.fuzz_settings(max_examples=10)
 @given(mutated_shard())
 def test_property_mutated_records_are_named_or_read_as_before(tmp_path, mutation):
   directory = tmp_path / f"case-{len(os.listdir(tmp_path))}"
