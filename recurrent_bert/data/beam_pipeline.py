@@ -333,7 +333,14 @@ def create_pretraining_data_beam(
           + " (expected one sentence per line, a blank line between documents)"
       )
     text_bytes = counters.pop("text_bytes", 0)
-    stats = pretraining_data._summarize(counters, options, time.time() - start, text_bytes)
+    names = [os.path.basename(p) for p in options.output_files]
+    sizes = [
+        FileSystems.match([os.path.join(work_dir, name)])[0].metadata_list[0].size_in_bytes
+        for name in names
+    ]
+    # Records per shard are Beam's choice (not known here): the readers check the bytes.
+    shards = pretraining_data.shard_table(names, sizes, instances=None)
+    stats = pretraining_data._summarize(counters, options, time.time() - start, text_bytes, shards)
     stats["runner"] = f"beam:{beam_runner}"
     # Written last: on an object store its presence marks a finished run.
     _write_json(os.path.join(work_dir, "stats.json"), stats)

@@ -682,14 +682,43 @@ def _drain_stage_seconds(processor: ChunkProcessor) -> Dict[str, float]:
 # ---------------------------------------------------------------------------- the driver
 
 
+def shard_table(names: Sequence[str], sizes: Sequence[int], instances: Optional[int]) -> List[Dict]:
+  """stats.json's "shards": [{"file": name, "bytes": size, "records": n}] per shard.
+
+  The readers check each shard's size against it before training (a cut shard reads
+  as a shorter one). `instances` None: records per shard unknown (Beam's writer
+  spreads them as it likes); otherwise instance k went to shard k mod n (`_generate`).
+  """
+  num_shards = len(names)
+  table = []
+  for i, (name, size) in enumerate(zip(names, sizes)):
+    row = {"file": name, "bytes": int(size)}
+    if instances is not None:
+      row["records"] = instances // num_shards + (1 if i < instances % num_shards else 0)
+    table.append(row)
+  return table
+
+
+def _file_size(path: str) -> int:
+  if "://" in path:
+    import tensorflow as tf
+
+    return tf.io.gfile.stat(path).length
+  return os.path.getsize(path)
+
+
 def _summarize(
-    counters: collections.Counter, options: GeneratorOptions, seconds: float, text_bytes: int
+    counters: collections.Counter,
+    options: GeneratorOptions,
+    seconds: float,
+    text_bytes: int,
+    shards: Optional[List[Dict]] = None,
 ) -> Dict:
   def ratio(a, b):
     return (counters[a] / counters[b]) if counters[b] else 0.0
 
   instances = counters["instances"]
-  return {
+  stats = {
       "documents": counters["documents"],
       "documents_without_tokens": counters["documents_without_tokens"],
       "sentences": counters["sentences"],
@@ -741,6 +770,9 @@ def _summarize(
           "use_nsp": options.use_nsp,
       },
   }
+  if shards is not None:
+    stats["shards"] = shards
+  return stats
 
 
 def create_pretraining_data(options: GeneratorOptions) -> Dict:
@@ -772,16 +804,17 @@ def create_pretraining_data(options: GeneratorOptions) -> Dict:
   with staging as stage_dir:
     if stage_dir is None:  # explicit --output_files: each file is replaced atomically
       with contextlib.ExitStack() as stack:
-        temp_paths = [stack.enter_context(io_utils.atomic_output(p)) for p in options.output_files]
-        counters, text_bytes = _generate(options, temp_paths, total_bytes, start)
+        written = [stack.enter_context(io_utils.atomic_output(p)) for p in options.output_files]
+        counters, text_bytes = _generate(options, written, total_bytes, start)
+        sizes = [_file_size(p) for p in written]
     else:  # the whole folder is staged: nobody reads it before the swap
-      counters, text_bytes = _generate(
-          options,
-          [os.path.join(stage_dir, os.path.basename(p)) for p in options.output_files],
-          total_bytes,
-          start,
-      )
-    stats = _summarize(counters, options, time.time() - start, text_bytes)
+      written = [os.path.join(stage_dir, os.path.basename(p)) for p in options.output_files]
+      counters, text_bytes = _generate(options, written, total_bytes, start)
+      sizes = [_file_size(p) for p in written]
+    shards = shard_table(
+        [os.path.basename(p) for p in options.output_files], sizes, counters["instances"]
+    )
+    stats = _summarize(counters, options, time.time() - start, text_bytes, shards)
     stats["stage_seconds"]["start-up (main: imports, flags, checks)"] = round(startup, 3)
     if stage_dir is not None:
       io_utils.atomic_write_json(os.path.join(stage_dir, STATS_FILE), stats)

@@ -14,7 +14,7 @@ Unmasked records (for dynamic masking at read time) carry only the first three f
 and `next_sentence_labels`.
 """
 
-from typing import Dict, Mapping, Sequence
+from typing import Dict, Mapping, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -83,7 +83,11 @@ def _cast_ints(parsed: Dict[str, tf.Tensor], int_dtype) -> Dict[str, tf.Tensor]:
 
 
 def parse_pretraining_example(
-    serialized, max_seq_length: int, max_predictions_per_seq: int, int_dtype=tf.int32
+    serialized,
+    max_seq_length: int,
+    max_predictions_per_seq: int,
+    int_dtype=tf.int32,
+    names: Optional[tf.Tensor] = None,
 ) -> Dict[str, tf.Tensor]:
   """Parses masked pretraining records.
 
@@ -91,18 +95,55 @@ def parse_pretraining_example(
     serialized: string Tensor, scalar (one record) or [batch].
     max_seq_length, max_predictions_per_seq: the schema's lengths.
     int_dtype: int features are cast to this (int32 by default: TPUs and XLA prefer it).
+    names: optional string Tensor shaped like `serialized`: each record's name, which the
+      parser's errors (a missing feature, a wrong length or type) start with ("Name: ...").
 
   Returns:
     dict of the SPEC §8 features, shapes [(batch,) length] as in the module docstring.
   """
   spec = pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
-  return _cast_ints(tf.io.parse_example(serialized, spec), int_dtype)
+  return _cast_ints(tf.io.parse_example(serialized, spec, example_names=names), int_dtype)
 
 
 def parse_unmasked_example(
-    serialized, max_seq_length: int, int_dtype=tf.int32
+    serialized, max_seq_length: int, int_dtype=tf.int32, names: Optional[tf.Tensor] = None
 ) -> Dict[str, tf.Tensor]:
   """Parses unmasked records (scalar or [batch] string Tensor); see parse_pretraining_example."""
-  return _cast_ints(
-      tf.io.parse_example(serialized, unmasked_feature_spec(max_seq_length)), int_dtype
-  )
+  spec = unmasked_feature_spec(max_seq_length)
+  return _cast_ints(tf.io.parse_example(serialized, spec, example_names=names), int_dtype)
+
+
+# Field 15 of tf.train.Example is unused, and parsers skip fields they do not know. The
+# one error TF's parser reports without the record's name — bytes that are not an Example
+# at all — quotes the bytes instead ("Could not parse example input, value: '...'"), so
+# a record that starts with its name in that field is named by that error too.
+NAME_FIELD_TAG = b"\x7a"  # field 15, wire type 2 (length-delimited)
+_MAX_NAME_BYTES = (1 << 14) - 1  # a two-byte varint length
+
+
+def with_name_field(serialized: tf.Tensor, names: tf.Tensor) -> tf.Tensor:
+  """Records [batch] with field 15 = their name [batch] in front (in-graph, no Python).
+
+  The parsed features are unchanged; `read_name_field` reads the name back from the bytes
+  an error message quotes.
+  """
+  byte = tf.constant([bytes([i]) for i in range(256)])
+  names = tf.strings.substr(names, 0, _MAX_NAME_BYTES)
+  length = tf.strings.length(names)
+  two_bytes = length >= 128
+  low = tf.gather(byte, length % 128 + tf.where(two_bytes, 128, 0))
+  high = tf.where(two_bytes, tf.gather(byte, length // 128), "")
+  return tf.strings.join([NAME_FIELD_TAG, low, high, names, serialized])
+
+
+def read_name_field(data: bytes) -> Optional[str]:
+  """The name `with_name_field` put at the start of `data` (None: there is none)."""
+  if len(data) < 2 or data[:1] != NAME_FIELD_TAG:
+    return None
+  length, start = data[1] & 0x7F, 2
+  if data[1] & 0x80:
+    if len(data) < 3:
+      return None
+    length, start = length | (data[2] << 7), 3
+  name = data[start : start + length]
+  return name.decode("utf-8", "replace") if len(name) == length else None

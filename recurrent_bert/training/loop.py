@@ -58,6 +58,7 @@ import tensorflow as tf
 
 from recurrent_bert import io_utils
 from recurrent_bert import model_dir as layout
+from recurrent_bert.data import pretraining_dataset
 from recurrent_bert.training import checkpoints
 from recurrent_bert.training import objectives
 
@@ -118,6 +119,23 @@ class TrainingInterrupted(KeyboardInterrupt):
         f"{head}: {reason}no checkpoint yet in {self.model_dir}; run the same command "
         "to start again"
     )
+
+
+@contextlib.contextmanager
+def bad_records_as_input_errors():
+  """A bad input record met inside the block raises InputError "path: record N: what".
+
+  The pipelines of data/pretraining_dataset.py name every record in the errors of their
+  parser and checks (and a damaged file is located by offset); any other error is
+  re-raised as it is.
+  """
+  try:
+    yield
+  except (tf.errors.InvalidArgumentError, tf.errors.DataLossError, UnicodeDecodeError) as e:
+    bad_input = pretraining_dataset.record_error(e)
+    if bad_input is None:
+      raise
+    raise bad_input from None
 
 
 def _num_workers(strategy: tf.distribute.Strategy) -> int:
@@ -487,7 +505,8 @@ class TrainingLoop:
     """
     if self._iterator is None:
       self._iterator = self._make_iterator(skip_steps=int(self.global_step.numpy()))
-    sums, values = self._train_loop(self._iterator, tf.constant(num_steps, tf.int32))
+    with bad_records_as_input_errors():
+      sums, values = self._train_loop(self._iterator, tf.constant(num_steps, tf.int32))
     return ({k: float(v) for k, v in sums.items()}, {k: v.numpy() for k, v in values.items()})
 
   # -- Ctrl-C -------------------------------------------------------------------------
@@ -630,7 +649,13 @@ class TrainingLoop:
             "ETA are measured from the end of that call)..."
         )
       call_start = time.perf_counter()
-      sums, values = self.train_steps(num_steps)
+      try:
+        sums, values = self.train_steps(num_steps)
+      except io_utils.InputError as e:
+        # The call's steps are not all done: its weights are not saved, older saves stay.
+        kept = tf.train.latest_checkpoint(self.model_dir)
+        kept = f"the checkpoint {kept} is kept" if kept else "no checkpoint was written yet"
+        raise io_utils.InputError(f"{e} (training stopped after step {step}; {kept})") from None
       call_end = time.perf_counter()
       self.step_timings.append((num_steps, call_end - call_start))
       throughput.call_done(

@@ -111,7 +111,9 @@ class PretrainingEvaluator:
   def evaluate_sums(self) -> Dict[str, float]:
     """The STAT_NAMES sums over the eval set (every worker must call it)."""
     dataset = self.strategy.distribute_datasets_from_function(self._dataset_fn)
-    return {name: float(value) for name, value in self._eval_fn(iter(dataset)).items()}
+    with loop.bad_records_as_input_errors():
+      sums = self._eval_fn(iter(dataset))
+    return {name: float(value) for name, value in sums.items()}
 
   def evaluate(self) -> Dict[str, float]:
     """mlm_loss, mlm_accuracy, mlm_perplexity, (nsp_loss, nsp_accuracy,) loss, and the
