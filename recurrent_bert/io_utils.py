@@ -334,7 +334,7 @@ def split_universal_lines(f, chunk_bytes: int = _READ_CHUNK_BYTES) -> Iterator[b
   Reads `chunk_bytes` at a time, so memory stays flat whatever the line ends; a \r\n cut
   between two chunks still ends one line, not two. A final line without an end is yielded.
   """
-  pending = b""
+  pending: List[bytes] = []  # the start of a line still open (in parts: no quadratic joins)
   after_cr = False  # the previous chunk ended in \r: a \n starting this one belongs to it
   while True:
     chunk = f.read(chunk_bytes)
@@ -342,13 +342,17 @@ def split_universal_lines(f, chunk_bytes: int = _READ_CHUNK_BYTES) -> Iterator[b
       break
     if after_cr and chunk.startswith(b"\n"):
       chunk = chunk[1:]
-    data = pending + chunk
-    lines = _LINE_END.split(data)
-    pending = lines.pop()
-    after_cr = data.endswith(b"\r")
-    yield from lines
-  if pending:
-    yield pending
+    after_cr = chunk.endswith(b"\r")
+    # Only the new chunk is scanned, so a line of any length costs linear time.
+    pieces = _LINE_END.split(chunk)
+    if len(pieces) == 1:
+      pending.append(chunk)
+      continue
+    yield b"".join(pending) + pieces[0]
+    yield from pieces[1:-1]
+    pending = [pieces[-1]]
+  if any(pending):
+    yield b"".join(pending)
 
 
 def decoded_lines(raw_lines, path: str) -> Iterator[Tuple[int, str]]:

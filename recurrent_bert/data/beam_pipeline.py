@@ -82,12 +82,8 @@ def read_lines(path: str) -> Iterator[Tuple[int, str]]:
     yield from io_utils.read_lines_checked(path)  # the local tool's messages
     return
   with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-    for line_number, raw in enumerate(f, start=1):
-      try:
-        line = raw.decode("utf-8")
-      except UnicodeDecodeError as e:
-        raise io_utils.InputError(f"{path}:{line_number}: not valid UTF-8") from e
-      yield line_number, line.rstrip("\r\n")
+    # The same line ends (\n, \r\n, lone \r) and UTF-8 messages as the local tool's.
+    yield from io_utils.decoded_lines(io_utils.split_universal_lines(f), path)
 
 
 def document_digest(sentences: Sequence[str], seed: int) -> bytes:
