@@ -28,6 +28,7 @@ def main(argv):
   if len(argv) > 1:
     cli.fail(f"unexpected arguments: {argv[1:]}")
   execution.apply_run_dir(pretraining.PATH_FLAGS)
+  execution.check_output_path("model_dir")
   model_config = pretraining.model_config()
   # Before any other TensorFlow op: logical CPU devices and MultiWorkerMirroredStrategy's
   # collective ops are configured at program start-up.

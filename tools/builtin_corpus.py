@@ -22,6 +22,8 @@ flags.DEFINE_string("output_file", None, "Where to write the corpus (atomically)
 flags.DEFINE_integer("max_bytes", 0, "Stop after about this many bytes (0 = all).")
 flags.DEFINE_integer("max_documents", 0, "Stop after this many documents (0 = all).")
 flags.mark_flag_as_required("output_file")
+for _name in ("max_bytes", "max_documents"):
+  flags.register_validator(_name, lambda v: v >= 0, f"--{_name} must be >= 0 (0 = all)")
 
 
 def main(argv):
