@@ -50,6 +50,7 @@ def main(argv):
   del argv
   _validate()
   import keras  # after flag parsing: --help stays instant
+  import tensorflow as tf
 
   from recurrent_bert.models import build_encoder
 
@@ -62,14 +63,21 @@ def main(argv):
     encoder = build_encoder(name)
     t1 = time.time()
     b, t = FLAGS.batch_size, FLAGS.seq_length
-    mask = np.ones((b, t), "int32")
-    mask[1:, t // 2 :] = 0  # exercise padding
-    inputs = {
-        "input_ids": rng.integers(5, encoder.config.vocab_size, (b, t)).astype("int32"),
-        "input_mask": mask,
-        "segment_ids": np.zeros((b, t), "int32"),
-    }
-    out = encoder(inputs, training=False)
+    try:
+      mask = np.ones((b, t), "int32")
+      mask[1:, t // 2 :] = 0  # exercise padding
+      inputs = {
+          "input_ids": rng.integers(5, encoder.config.vocab_size, (b, t)).astype("int32"),
+          "input_mask": mask,
+          "segment_ids": np.zeros((b, t), "int32"),
+      }
+      out = encoder(inputs, training=False)
+    except (MemoryError, tf.errors.ResourceExhaustedError):
+      # The flags' sizes, not a bug: say which and go no further.
+      cli.fail(
+          f"--batch_size={b} x --seq_length={t}: out of memory running {name}; "
+          "give smaller values"
+      )
     sequence = out["sequence_output"].numpy()
     t2 = time.time()
     if not (np.all(np.isfinite(sequence)) and np.all(np.isfinite(out["pooled_output"]))):

@@ -144,6 +144,16 @@ FINE = {
     ("pretrain", "run_dir", "under a file"),  # the base's paths are absolute
     ("pretrain", "tpu", "empty"),  # no TPU strategy asked for: unused
     ("pretrain", "tpu", "word"),
+    ("pretrain", "eval_input_files", "empty"),  # no evaluation
+    ("pretrain", "init_checkpoint", "empty"),  # random initialisation
+    ("sweep", "entry_flagfile", "empty"),  # none
+    ("sweep", "log_tail_lines", "0"),  # no log lines
+    # A dry run (the base: no runs started) leaves the pass-through flags to the runs: a
+    # real sweep stops a model x task at its first run's exit status 2.
+    ("sweep", "entry_flagfile", "wrong format"),
+    ("sweep", "entry_flags", "unknown flag"),
+    ("sweep", "glue_flags", "unknown flag"),
+    ("sweep", "squad_flags", "unknown flag"),
     ("builtin_corpus", "max_bytes", _HUGE),  # all of it
     ("builtin_corpus", "max_documents", _HUGE),
 }

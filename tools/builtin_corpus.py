@@ -16,6 +16,7 @@ if __package__ in (None, ""):  # run as `python tools/NAME.py`: make `tools` imp
 from absl import flags
 
 from recurrent_bert import cli
+from recurrent_bert.flags import execution
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("output_file", None, "Where to write the corpus (atomically).")
@@ -29,6 +30,7 @@ for _name in ("max_bytes", "max_documents"):
 def main(argv):
   if len(argv) > 1:
     cli.fail(f"unexpected arguments: {argv[1:]}")
+  execution.check_output_path("output_file", folder=False)
   from recurrent_bert.data import builtin_corpus
 
   stats = cli.run_checked(

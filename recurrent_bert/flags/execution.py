@@ -15,6 +15,7 @@ from recurrent_bert.errors import InputError
 
 FLAGS = flags.FLAGS
 
+MAX_CPU_DEVICES = 256
 # --help group of the execution flags (see recurrent_bert/cli.py).
 EXECUTION_HELP = (
     "distribution_strategy",
@@ -47,7 +48,13 @@ def define_flags() -> None:
       1,
       "Split the CPU into this many logical devices (mirrored without GPUs).",
   )
-  flags.register_validator("num_cpu_devices", lambda v: v >= 1, "--num_cpu_devices must be >= 1")
+  # A logical device per replica; TensorFlow makes each one up front (2**31 would never
+  # finish starting), and more than this many CPU replicas only slow a run down.
+  flags.register_validator(
+      "num_cpu_devices",
+      lambda v: 1 <= v <= MAX_CPU_DEVICES,
+      f"--num_cpu_devices must be in [1, {MAX_CPU_DEVICES}]",
+  )
   flags.register_multi_flags_validator(
       ["distribution_strategy", "tpu"],
       lambda f: f["distribution_strategy"] != "tpu" or f["tpu"],
