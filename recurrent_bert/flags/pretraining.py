@@ -51,6 +51,9 @@ HELP_GROUPS = {
 # Taken relative to --run_dir.
 PATH_FLAGS = ("vocab_file", "input_files", "model_dir", "init_checkpoint", "eval_input_files")
 MODES = ("train", "eval", "train_and_eval")
+INT32_MAX = 2**31 - 1
+# Examples a shuffle buffer holds in memory at most (about 2 KB each at 128 tokens).
+MAX_SHUFFLE_BUFFER = 10**7
 
 
 def define_flags() -> None:
@@ -131,16 +134,31 @@ def define_flags() -> None:
   )
   for name in ("eval_every_steps", "max_eval_steps"):
     flags.register_validator(name, lambda v: v is not None and v >= 0, f"--{name} must be >= 0")
+  # Tensor dimensions: int32 (a larger batch overflows a shape deep in Keras).
   for name in ("eval_batch_size", "vocab_size"):
-    flags.register_validator(name, lambda v: v is None or v >= 1, f"--{name} must be >= 1")
-  for name in (
+    flags.register_validator(
+        name, lambda v: v is None or 1 <= v <= INT32_MAX, f"--{name} must be in [1, {INT32_MAX}]"
+    )
+  flags.register_validator(
       "train_batch_size",
+      lambda v: v is not None and 1 <= v <= INT32_MAX,
+      f"--train_batch_size must be in [1, {INT32_MAX}]",
+  )
+  flags.register_validator(
+      "shuffle_buffer_size",
+      lambda v: v is not None and 1 <= v <= MAX_SHUFFLE_BUFFER,
+      f"--shuffle_buffer_size must be in [1, {MAX_SHUFFLE_BUFFER}] (examples held in memory)",
+  )
+  # keras.utils.set_random_seed takes numpy's seeds.
+  flags.register_validator(
+      "seed", lambda v: v is not None and 0 <= v < 2**32, "--seed must be in [0, 2**32)"
+  )
+  for name in (
       "num_train_steps",
       "steps_per_loop",
       "save_checkpoints_steps",
       "keep_checkpoint_max",
       "log_steps",
-      "shuffle_buffer_size",
   ):
     flags.register_validator(name, lambda v: v is not None and v >= 1, f"--{name} must be >= 1")
   flags.register_multi_flags_validator(
