@@ -26,7 +26,7 @@ is not there ...). Every run has a timeout and is classified:
   unclear    failed without a traceback, but not that way (another status, a line naming
              neither)
   traceback  "Traceback" on stderr
-  hang       still running at --timeout
+  hang       still running at --timeout (x SLOW_COMMANDS for fine-tuning)
   accepted   exit 0: the value was taken
   fine       accepted or still running, and legitimately so (a seed of -1, a huge step
              count that would simply run long ...): the hand list FINE
@@ -103,6 +103,9 @@ flags.register_validator(
     f"--commands: choose from {', '.join(COMMANDS)}",
 )
 
+# Commands whose base run takes long (fine-tuning compiles, trains, evaluates and
+# predicts): their runs get this many times --timeout before they count as a hang.
+SLOW_COMMANDS = {"finetune_glue": 3, "finetune_squad": 3}
 # Outputs: a bad value is an empty name or a path under a regular file. Everything else
 # with a path-like name is an input.
 OUTPUT_FLAGS = {
@@ -146,6 +149,12 @@ FINE = {
     ("pretrain", "tpu", "word"),
     ("pretrain", "eval_input_files", "empty"),  # no evaluation
     ("pretrain", "init_checkpoint", "empty"),  # random initialisation
+    # --checkpoint is for --mode=eval/predict; the base trains (train_and_eval).
+    *(
+        ("finetune_glue", "checkpoint", label)
+        for label in ("empty", "missing", "directory", "wrong format")
+    ),
+    ("export", "vocab_file", "empty"),  # the model dir's
     ("sweep", "entry_flagfile", "empty"),  # none
     ("sweep", "log_tail_lines", "0"),  # no log lines
     # A dry run (the base: no runs started) leaves the pass-through flags to the runs: a
@@ -624,6 +633,7 @@ def classify(case: Case, code: Optional[int], stderr: str) -> str:
 
 def run_case(case: Case, args: Sequence[str], timeout: float, memory_limit_mb: int) -> Outcome:
   """Runs the command line `args` of `case` and classifies how it ended."""
+  timeout *= SLOW_COMMANDS.get(case.command, 1)
   start = time.time()
   code, stderr, stdout = _run_command(COMMANDS[case.command], args, timeout, memory_limit_mb)
   return Outcome(
