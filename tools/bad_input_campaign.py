@@ -149,6 +149,8 @@ FINE = {
     ("pretrain", "tpu", "word"),
     ("pretrain", "eval_input_files", "empty"),  # no evaluation
     ("pretrain", "init_checkpoint", "empty"),  # random initialisation
+    ("pretrain", "vocab_file", "empty"),  # none: the records are masked, the size is the config's
+    ("pretrain", "warmup_steps", "0"),  # no warmup
     # --checkpoint is for --mode=eval/predict; the base trains (train_and_eval).
     *(
         ("finetune_glue", "checkpoint", label)
