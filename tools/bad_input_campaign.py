@@ -151,6 +151,23 @@ FINE = {
     ("pretrain", "init_checkpoint", "empty"),  # random initialisation
     ("pretrain", "vocab_file", "empty"),  # none: the records are masked, the size is the config's
     ("pretrain", "warmup_steps", "0"),  # no warmup
+    *(
+        ("finetune_glue", name, _HUGE)
+        for name in (
+            "eval_every_steps",
+            "keep_checkpoint_max",
+            "log_steps",
+            "save_checkpoints_steps",
+            "steps_per_loop",
+            "max_train_steps",  # a long run, as asked
+        )
+    ),
+    # Empty is the default: random initialisation, the train labels, the test splits,
+    # model_dir/features.
+    *(
+        ("finetune_glue", name, "empty")
+        for name in ("init_checkpoint", "label_list", "predict_splits", "cache_dir")
+    ),
     # --checkpoint is for --mode=eval/predict; the base trains (train_and_eval).
     *(
         ("finetune_glue", "checkpoint", label)
