@@ -168,6 +168,15 @@ FINE = {
         ("finetune_glue", name, "empty")
         for name in ("init_checkpoint", "label_list", "predict_splits", "cache_dir")
     ),
+    # Read with --tfds only; the base reads files.
+    *(
+        (command, "tfds_data_dir", label)
+        for command in ("finetune_glue", "finetune_squad")
+        for label in ("empty", "under a file")
+    ),
+    ("finetune_squad", "max_answer_length", _HUGE),  # no cap on an answer's length
+    ("finetune_squad", "n_best_size", _HUGE),  # every candidate
+    ("finetune_squad", "null_score_diff_threshold", "-1"),  # any real number is a threshold
     # --checkpoint is for --mode=eval/predict; the base trains (train_and_eval).
     *(
         ("finetune_glue", "checkpoint", label)
