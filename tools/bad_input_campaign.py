@@ -603,17 +603,31 @@ def _limit_memory(megabytes: int):
 
 
 def _run_command(
-    module: str, args: Sequence[str], timeout: float, memory_limit_mb: int
+    module: str,
+    args: Sequence[str],
+    timeout: float,
+    memory_limit_mb: int,
+    cwd: Optional[str] = None,
 ) -> Tuple[Optional[int], str, str]:
   """Runs `python -m module args` from the repository root.
+
+  Args:
+    module: the module run with `python -m`.
+    args: its arguments.
+    timeout: seconds before it is killed.
+    memory_limit_mb: its address-space cap (0: none).
+    cwd: its working directory (default the repository root); a run's is its scratch
+      folder, so an empty path flag writes there, not into the checkout.
 
   Returns:
     (exit code or None on timeout, stderr, stdout).
   """
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+  # The package from this checkout, whatever the working directory.
+  python_path = os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")]))
+  env = dict(os.environ, PYTHONPATH=python_path, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
   process = subprocess.Popen(
       jobs.python_module(module, *args),
-      cwd=REPO,
+      cwd=cwd or REPO,
       env=env,
       stdin=subprocess.DEVNULL,
       stdout=subprocess.PIPE,
@@ -659,11 +673,15 @@ def classify(case: Case, code: Optional[int], stderr: str) -> str:
   return "clear" if code == 2 and line.startswith("error:") and named else "unclear"
 
 
-def run_case(case: Case, args: Sequence[str], timeout: float, memory_limit_mb: int) -> Outcome:
+def run_case(
+    case: Case, args: Sequence[str], timeout: float, memory_limit_mb: int, cwd: str
+) -> Outcome:
   """Runs the command line `args` of `case` and classifies how it ended."""
   timeout *= SLOW_COMMANDS.get(case.command, 1)
   start = time.time()
-  code, stderr, stdout = _run_command(COMMANDS[case.command], args, timeout, memory_limit_mb)
+  code, stderr, stdout = _run_command(
+      COMMANDS[case.command], args, timeout, memory_limit_mb, cwd=cwd
+  )
   return Outcome(
       command=case.command,
       flag=case.flag,
@@ -730,14 +748,15 @@ def main(argv):
           c for c in hand_cases(command, workspace) if not FLAGS.flags or c.flag in FLAGS.flags
       ]
   # Fixtures are made here, before any run starts: the runs may go side by side.
+  scratches = [workspace.scratch(case.command) for case in cases]
   command_lines = [
-      base_args(case.command, workspace, workspace.scratch(case.command)) + list(case.args)
-      for case in cases
+      base_args(case.command, workspace, scratch) + list(case.args)
+      for case, scratch in zip(cases, scratches)
   ]
   # SIGTERM as Ctrl-C: either stops the runs going (their own process groups) on the way out.
   signal.signal(signal.SIGTERM, signal.default_int_handler)
   try:
-    outcomes = _run_all(cases, command_lines)
+    outcomes = _run_all(cases, command_lines, scratches)
   finally:
     _stop_live_runs()
   print()
@@ -746,7 +765,9 @@ def main(argv):
     print(f"wrote {FLAGS.output_json}")
 
 
-def _run_all(cases: Sequence[Case], command_lines: Sequence[Sequence[str]]) -> List[Outcome]:
+def _run_all(
+    cases: Sequence[Case], command_lines: Sequence[Sequence[str]], scratches: Sequence[str]
+) -> List[Outcome]:
   """Runs every case, --parallel at a time, with a progress line as each finishes."""
   eta = jobs.Eta(prior_seconds=20.0)
   estimate = 5.0  # seconds a run is expected to take, before any has finished
@@ -754,8 +775,8 @@ def _run_all(cases: Sequence[Case], command_lines: Sequence[Sequence[str]]) -> L
   start = time.time()
   with futures.ThreadPoolExecutor(FLAGS.parallel) as pool:
     running = [
-        pool.submit(run_case, case, args, FLAGS.timeout, FLAGS.memory_limit_mb)
-        for case, args in zip(cases, command_lines)
+        pool.submit(run_case, case, args, FLAGS.timeout, FLAGS.memory_limit_mb, scratch)
+        for case, args, scratch in zip(cases, command_lines, scratches)
     ]
     try:
       for future in futures.as_completed(running):
