@@ -18,6 +18,7 @@ import os
 from absl import flags
 
 from recurrent_bert import cli
+from recurrent_bert.flags import execution
 from recurrent_bert.flags import vocabulary
 
 FLAGS = flags.FLAGS
@@ -40,10 +41,17 @@ vocabulary.define_flags(
     do_lower_case_note="default: as recorded in the model dir (tokenizer.json), else true",
 )
 flags.mark_flags_as_required(["model_dir", "export_dir"])
+flags.register_validator(
+    "max_seq_length", lambda v: v is None or v >= 1, "--max_seq_length must be >= 1"
+)
+flags.register_validator(
+    "model_dir", lambda v: v is None or bool(v.strip()), "--model_dir is empty"
+)
 
 
 def main(argv):
   del argv
+  execution.check_output_path("export_dir")
   # Heavy imports after flag parsing: a bad flag fails fast.
   from recurrent_bert.io_utils import InputError
   from recurrent_bert.serving import ExportError

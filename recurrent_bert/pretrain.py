@@ -15,6 +15,7 @@ from absl import flags
 from absl import logging
 
 from recurrent_bert import cli
+from recurrent_bert.errors import InputError
 from recurrent_bert.flags import execution
 from recurrent_bert.flags import optimization as optimization_flags
 from recurrent_bert.flags import pretraining
@@ -28,13 +29,29 @@ def main(argv):
   if len(argv) > 1:
     cli.fail(f"unexpected arguments: {argv[1:]}")
   execution.apply_run_dir(pretraining.PATH_FLAGS)
+  execution.check_output_path("model_dir")
   model_config = pretraining.model_config()
   # Before any other TensorFlow op: logical CPU devices and MultiWorkerMirroredStrategy's
   # collective ops are configured at program start-up.
   strategy, is_chief, worker_id = execution.make_strategy()
   data_config, eval_data_config = pretraining.data_config()
-  mode = pretraining.mode()
+  import tensorflow as tf  # loaded by make_strategy already
 
+  try:
+    run_pretraining(model_config, strategy, is_chief, worker_id, data_config, eval_data_config)
+  except (MemoryError, tf.errors.ResourceExhaustedError) as e:
+    # The sizes the flags asked for do not fit: input to change, not a bug.
+    reason = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+    raise InputError(
+        f"--model_config={FLAGS.model_config} (vocab_size {model_config.vocab_size}), "
+        f"--train_batch_size={FLAGS.train_batch_size}, --max_seq_length="
+        f"{FLAGS.max_seq_length}: out of memory ({reason}); give smaller values"
+    ) from None
+
+
+def run_pretraining(model_config, strategy, is_chief, worker_id, data_config, eval_data_config):
+  """Builds the model and trains and/or evaluates it as the flags say."""
+  mode = pretraining.mode()
   # After flag parsing: --help and a bad flag do not wait for TensorFlow.
   import keras
 

@@ -20,6 +20,8 @@ flags.DEFINE_list("sizes", list(config_lib.SIZES), "Preset sizes to build.")
 flags.DEFINE_list("families", list(config_lib.FAMILIES), "Preset families to build.")
 flags.DEFINE_integer("batch_size", 2, "Batch size of the forward pass.")
 flags.DEFINE_integer("seq_length", 32, "Sequence length of the forward pass.")
+for _name in ("batch_size", "seq_length"):
+  flags.register_validator(_name, lambda v: v >= 1, f"--{_name} must be >= 1")
 
 
 def _validate():
@@ -28,14 +30,27 @@ def _validate():
       ("--families", FLAGS.families, config_lib.FAMILIES),
   ):
     unknown = sorted(set(given) - set(allowed))
-    if unknown:
-      cli.fail(f"{flag}: unknown {unknown}; choose from {sorted(allowed)}")
+    if unknown or not given:
+      what = f"unknown {unknown}" if unknown else "nothing given"
+      cli.fail(f"{flag}: {what}; choose from {sorted(allowed)}")
+  for size in FLAGS.sizes:
+    for family in FLAGS.families:
+      config = config_lib.resolve_config(f"{family}_{size}")
+      if (
+          config.position_embedding == "absolute"
+          and FLAGS.seq_length > config.max_position_embeddings
+      ):
+        cli.fail(
+            f"--seq_length={FLAGS.seq_length} exceeds {family}_{size}'s "
+            f"max_position_embeddings={config.max_position_embeddings}"
+        )
 
 
 def main(argv):
   del argv
   _validate()
   import keras  # after flag parsing: --help stays instant
+  import tensorflow as tf
 
   from recurrent_bert.models import build_encoder
 
@@ -48,14 +63,21 @@ def main(argv):
     encoder = build_encoder(name)
     t1 = time.time()
     b, t = FLAGS.batch_size, FLAGS.seq_length
-    mask = np.ones((b, t), "int32")
-    mask[1:, t // 2 :] = 0  # exercise padding
-    inputs = {
-        "input_ids": rng.integers(5, encoder.config.vocab_size, (b, t)).astype("int32"),
-        "input_mask": mask,
-        "segment_ids": np.zeros((b, t), "int32"),
-    }
-    out = encoder(inputs, training=False)
+    try:
+      mask = np.ones((b, t), "int32")
+      mask[1:, t // 2 :] = 0  # exercise padding
+      inputs = {
+          "input_ids": rng.integers(5, encoder.config.vocab_size, (b, t)).astype("int32"),
+          "input_mask": mask,
+          "segment_ids": np.zeros((b, t), "int32"),
+      }
+      out = encoder(inputs, training=False)
+    except (MemoryError, tf.errors.ResourceExhaustedError):
+      # The flags' sizes, not a bug: say which and go no further.
+      cli.fail(
+          f"--batch_size={b} x --seq_length={t}: out of memory running {name}; "
+          "give smaller values"
+      )
     sequence = out["sequence_output"].numpy()
     t2 = time.time()
     if not (np.all(np.isfinite(sequence)) and np.all(np.isfinite(out["pooled_output"]))):

@@ -16,17 +16,21 @@ if __package__ in (None, ""):  # run as `python tools/NAME.py`: make `tools` imp
 from absl import flags
 
 from recurrent_bert import cli
+from recurrent_bert.flags import execution
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("output_file", None, "Where to write the corpus (atomically).")
 flags.DEFINE_integer("max_bytes", 0, "Stop after about this many bytes (0 = all).")
 flags.DEFINE_integer("max_documents", 0, "Stop after this many documents (0 = all).")
 flags.mark_flag_as_required("output_file")
+for _name in ("max_bytes", "max_documents"):
+  flags.register_validator(_name, lambda v: v >= 0, f"--{_name} must be >= 0 (0 = all)")
 
 
 def main(argv):
   if len(argv) > 1:
     cli.fail(f"unexpected arguments: {argv[1:]}")
+  execution.check_output_path("output_file", folder=False)
   from recurrent_bert.data import builtin_corpus
 
   stats = cli.run_checked(

@@ -16,6 +16,7 @@ if __package__ in (None, ""):  # run as `python tools/NAME.py`: make `tools` imp
 from absl import flags
 
 from recurrent_bert import cli
+from recurrent_bert.flags import execution
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("output_dir", None, "Folder for rte/ and squad/.")
@@ -30,6 +31,7 @@ flags.register_validator("num_dev", lambda v: v >= 1, "--num_dev must be >= 1")
 def main(argv):
   if len(argv) > 1:
     cli.fail(f"unexpected arguments: {argv[1:]}")
+  execution.check_output_path("output_dir")  # empty, or under a file: one line
   from recurrent_bert.tasks import sample_tasks
 
   rte = sample_tasks.write_rte_folder(

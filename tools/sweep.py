@@ -66,6 +66,7 @@ from recurrent_bert import config
 from recurrent_bert import io_utils
 from recurrent_bert import jobs
 from recurrent_bert import model_dir as layout
+from recurrent_bert.flags import execution
 
 FLAGS = flags.FLAGS
 
@@ -932,6 +933,9 @@ def main(argv):
     cli.fail(f"--parallel={FLAGS.parallel}: must be >= 1")
   if FLAGS.log_tail_lines < 0:
     cli.fail(f"--log_tail_lines={FLAGS.log_tail_lines}: must be >= 0")
+  for name in ("models", "tasks", "learning_rates", "seeds"):
+    if not FLAGS[name].value:
+      cli.fail(f"--{name} is empty: give at least one (see --help)")
   models = cli.run_checked(parse_models, FLAGS.models)
   tasks = cli.run_checked(parse_tasks, FLAGS.tasks)
   learning_rates = cli.run_checked(parse_numbers, FLAGS.learning_rates, "learning_rates", float)
@@ -946,9 +950,8 @@ def main(argv):
     if not os.path.isfile(FLAGS.entry_flagfile):
       cli.fail(f"--entry_flagfile: {FLAGS.entry_flagfile!r} does not exist")
     entry_flagfile = os.path.abspath(FLAGS.entry_flagfile)
+  execution.check_output_path("output_dir")  # empty, a file, or under a file: refused
   output_dir = os.path.abspath(FLAGS.output_dir)
-  if os.path.exists(output_dir) and not os.path.isdir(output_dir):
-    cli.fail(f"--output_dir: {output_dir!r} is not a directory")
   runs = build_runs(
       models, tasks, learning_rates, seeds, output_dir, entry_flags, module_flags, entry_flagfile
   )

@@ -1,7 +1,8 @@
 """The execution flags every training command shares: strategy, precision, XLA, --run_dir.
 
 `define_flags()` defines them; `make_strategy()` builds the tf.distribute strategy they
-name and `apply_run_dir()` anchors the command's relative paths at --run_dir.
+name and `apply_run_dir()` anchors the command's relative paths at --run_dir;
+`check_output_path()` refuses an output path that cannot be written, before any work.
 """
 
 import os
@@ -10,9 +11,11 @@ from typing import Sequence
 from absl import flags
 
 from recurrent_bert import cli
+from recurrent_bert.errors import InputError
 
 FLAGS = flags.FLAGS
 
+MAX_CPU_DEVICES = 256
 # --help group of the execution flags (see recurrent_bert/cli.py).
 EXECUTION_HELP = (
     "distribution_strategy",
@@ -45,7 +48,13 @@ def define_flags() -> None:
       1,
       "Split the CPU into this many logical devices (mirrored without GPUs).",
   )
-  flags.register_validator("num_cpu_devices", lambda v: v >= 1, "--num_cpu_devices must be >= 1")
+  # A logical device per replica; TensorFlow makes each one up front (2**31 would never
+  # finish starting), and more than this many CPU replicas only slow a run down.
+  flags.register_validator(
+      "num_cpu_devices",
+      lambda v: 1 <= v <= MAX_CPU_DEVICES,
+      f"--num_cpu_devices must be in [1, {MAX_CPU_DEVICES}]",
+  )
   flags.register_multi_flags_validator(
       ["distribution_strategy", "tpu"],
       lambda f: f["distribution_strategy"] != "tpu" or f["tpu"],
@@ -102,3 +111,34 @@ def apply_run_dir(path_flags: Sequence[str]) -> None:
       FLAGS[name].value = [_under(run_dir, item) for item in value]
     elif value is not None:
       FLAGS[name].value = _under(run_dir, value)
+
+
+def check_output_path(name: str, folder: bool = True) -> None:
+  """Refuses the output path flag `name` when it cannot be written, naming the flag.
+
+  Called after `apply_run_dir`, before any work: an empty value, or a path under (or at)
+  a regular file, would otherwise fail deep in TensorFlow's file layer. Paths with a
+  scheme (gs://) are left to that layer. Unset (None) is the command's to handle.
+
+  Args:
+    name: the flag.
+    folder: True when the path is a folder the command makes, False for a file.
+
+  Raises:
+    InputError: "--name=value: what is wrong".
+  """
+  value = FLAGS[name].value
+  if value is None or "://" in value:
+    return
+  if not value.strip():
+    raise InputError(f"--{name}={value!r}: empty; give a {'folder' if folder else 'file'} path")
+  path = os.path.abspath(value)
+  existing = path
+  while not os.path.exists(existing):
+    existing = os.path.dirname(existing)
+  if existing != path and not os.path.isdir(existing):
+    raise InputError(f"--{name}={value}: {existing} is a file, not a folder")
+  if existing == path and folder and not os.path.isdir(path):
+    raise InputError(f"--{name}={value}: is a file; give a folder")
+  if existing == path and not folder and os.path.isdir(path):
+    raise InputError(f"--{name}={value}: is a folder; give a file path")

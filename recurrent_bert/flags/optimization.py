@@ -7,6 +7,7 @@ exclusions) and training/loop.py (clipping, gradient accumulation).
 Only absl is imported here: defining flags must not load TensorFlow (`--help` stays fast).
 """
 
+import math
 from typing import Optional
 
 from absl import flags
@@ -108,12 +109,35 @@ def define_flags(
     flags.register_validator(
         "warmup_proportion", lambda v: 0 <= v < 1, "--warmup_proportion must be in [0, 1)"
     )
+  # At parse time, before TensorFlow loads; the message keeps the value it had when
+  # check_optimizer_flags made it.
+  flags.register_validator(
+      "gradient_accumulation_steps",
+      _refuse_unless(lambda v: v >= 1, "--gradient_accumulation_steps={} must be >= 1"),
+  )
+  flags.register_validator(
+      "decay_power", _refuse_unless(lambda v: 0 < v < math.inf, "--decay_power={} must be > 0")
+  )
+  # Finite too: an infinite rate would only show as a non-finite loss later.
   for name in ("learning_rate", "adam_epsilon"):
-    flags.register_validator(name, lambda v: v > 0, f"--{name} must be > 0")
-  for name in ("end_learning_rate", "weight_decay", "clip_norm"):
-    flags.register_validator(name, lambda v: v >= 0, f"--{name} must be >= 0")
+    flags.register_validator(name, lambda v: 0 < v < math.inf, f"--{name} must be > 0, finite")
+  for name in ("end_learning_rate", "weight_decay"):
+    flags.register_validator(name, lambda v: 0 <= v < math.inf, f"--{name} must be >= 0, finite")
+  # An infinite --clip_norm is no clipping, as 0 is.
+  flags.register_validator("clip_norm", lambda v: v >= 0, "--clip_norm must be >= 0")
   for name in ("adam_beta1", "adam_beta2"):
     flags.register_validator(name, lambda v: 0 <= v < 1, f"--{name} must be in [0, 1)")
+
+
+def _refuse_unless(ok, message: str):
+  """A flag validator that names the value: `message.format(value)` when not ok(value)."""
+
+  def check(value) -> bool:
+    if value is None or not ok(value):
+      raise flags.ValidationError(message.format(value))
+    return True
+
+  return check
 
 
 def check_optimizer_flags(num_replicas: int) -> None:
@@ -123,10 +147,6 @@ def check_optimizer_flags(num_replicas: int) -> None:
     num_replicas: the strategy's replicas in sync.
   """
   steps = FLAGS.gradient_accumulation_steps
-  if steps < 1:
-    cli.fail(f"--gradient_accumulation_steps={steps} must be >= 1")
-  if FLAGS.decay_power <= 0:
-    cli.fail(f"--decay_power={FLAGS.decay_power} must be > 0")
   if FLAGS.train_batch_size % (steps * num_replicas):
     cli.fail(
         f"--train_batch_size={FLAGS.train_batch_size} must divide by "

@@ -51,6 +51,9 @@ HELP_GROUPS = {
 # Taken relative to --run_dir.
 PATH_FLAGS = ("vocab_file", "input_files", "model_dir", "init_checkpoint", "eval_input_files")
 MODES = ("train", "eval", "train_and_eval")
+INT32_MAX = 2**31 - 1
+# Examples a shuffle buffer holds in memory at most (about 2 KB each at 128 tokens).
+MAX_SHUFFLE_BUFFER = 10**7
 
 
 def define_flags() -> None:
@@ -131,17 +134,31 @@ def define_flags() -> None:
   )
   for name in ("eval_every_steps", "max_eval_steps"):
     flags.register_validator(name, lambda v: v is not None and v >= 0, f"--{name} must be >= 0")
+  # Tensor dimensions: int32 (a larger batch overflows a shape deep in Keras).
+  for name in ("eval_batch_size", "vocab_size"):
+    flags.register_validator(
+        name, lambda v: v is None or 1 <= v <= INT32_MAX, f"--{name} must be in [1, {INT32_MAX}]"
+    )
   flags.register_validator(
-      "eval_batch_size", lambda v: v is None or v >= 1, "--eval_batch_size must be >= 1"
+      "train_batch_size",
+      lambda v: v is not None and 1 <= v <= INT32_MAX,
+      f"--train_batch_size must be in [1, {INT32_MAX}]",
+  )
+  flags.register_validator(
+      "shuffle_buffer_size",
+      lambda v: v is not None and 1 <= v <= MAX_SHUFFLE_BUFFER,
+      f"--shuffle_buffer_size must be in [1, {MAX_SHUFFLE_BUFFER}] (examples held in memory)",
+  )
+  # keras.utils.set_random_seed takes numpy's seeds.
+  flags.register_validator(
+      "seed", lambda v: v is not None and 0 <= v < 2**32, "--seed must be in [0, 2**32)"
   )
   for name in (
-      "train_batch_size",
       "num_train_steps",
       "steps_per_loop",
       "save_checkpoints_steps",
       "keep_checkpoint_max",
       "log_steps",
-      "shuffle_buffer_size",
   ):
     flags.register_validator(name, lambda v: v is not None and v >= 1, f"--{name} must be >= 1")
   flags.register_multi_flags_validator(
@@ -164,7 +181,7 @@ def model_config():
   """
   from recurrent_bert.config import ConfigError
   from recurrent_bert.config import resolve_config
-  from recurrent_bert.data import tokenization
+  from recurrent_bert.data import vocab as vocab_lib
 
   recorded = os.path.join(FLAGS.model_dir, layout.MODEL_CONFIG_FILE)
   if mode() == "eval" and layout.exists(recorded):
@@ -178,15 +195,24 @@ def model_config():
   except ConfigError as e:
     cli.fail(f"--model_config: {e}")
   vocab_size = FLAGS.vocab_size
-  if FLAGS.vocab_file and not layout.exists(FLAGS.vocab_file):
-    cli.fail(
-        f"--vocab_file: {FLAGS.vocab_file!r} does not exist; make it with: python -m "
-        f"tools.build_vocab --input_files=<your text or builtin> --output_file="
-        f"{FLAGS.vocab_file} (or see the data commands in the flagfile's header)"
-    )
-  if vocab_size is None and FLAGS.vocab_file:
-    # A malformed vocabulary is an InputError, a ValueError: one line naming it.
-    vocab_size = cli.run_checked(lambda: len(tokenization.load_vocab(FLAGS.vocab_file)))
+  if FLAGS.vocab_file:
+    if not layout.exists(FLAGS.vocab_file):
+      cli.fail(
+          f"--vocab_file: {FLAGS.vocab_file!r} does not exist; make it with: python -m "
+          f"tools.build_vocab --input_files=<your text or builtin> --output_file="
+          f"{FLAGS.vocab_file} (or see the data commands in the flagfile's header)"
+      )
+    # Read (and checked: reserved tokens, UTF-8, duplicates) before TensorFlow loads; a
+    # malformed vocabulary is an InputError naming it, one line through cli.run.
+    vocab_file_size = len(vocab_lib.load_vocab(FLAGS.vocab_file))
+    if vocab_size is None:
+      vocab_size = vocab_file_size
+    elif vocab_size < vocab_file_size:
+      cli.fail(
+          f"--vocab_size={vocab_size} is smaller than the {vocab_file_size} tokens of "
+          f"--vocab_file={FLAGS.vocab_file}: their ids would be out of the embedding's "
+          "range; leave --vocab_size unset to take the vocabulary's size"
+      )
   if vocab_size is not None and vocab_size != config.vocab_size:
     config = config.replace(vocab_size=vocab_size)
   if (

@@ -16,6 +16,8 @@ from typing import Optional
 from absl import logging
 import tensorflow as tf
 
+from recurrent_bert.errors import InputError
+
 STRATEGIES = ("default", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 
 
@@ -41,10 +43,10 @@ def get_distribution_strategy(
       mirror over (they must have been created by `configure_cpu_devices`).
 
   Raises:
-    ValueError: unknown name, or a TPU without an address.
+    InputError: an unknown name, a TPU without an address, or no TPU at that address.
   """
   if name not in STRATEGIES:
-    raise ValueError(f"--distribution_strategy={name!r}: choose one of {STRATEGIES}")
+    raise InputError(f"--distribution_strategy={name!r}: choose one of {STRATEGIES}")
   if name == "default":
     return tf.distribute.get_strategy()
   if name == "multi_worker_mirrored":
@@ -60,7 +62,7 @@ def get_distribution_strategy(
     cpus = [d.name for d in tf.config.list_logical_devices("CPU")][: max(1, num_cpu_devices)]
     return tf.distribute.MirroredStrategy(devices=cpus)
   if not tpu_address:
-    raise ValueError(
+    raise InputError(
         "--distribution_strategy=tpu needs --tpu (a TPU name, grpc:// "
         "address, or 'local' on a TPU VM)"
     )
@@ -70,11 +72,13 @@ def get_distribution_strategy(
       tf.config.experimental_connect_to_cluster(resolver)
     tf.tpu.experimental.initialize_tpu_system(resolver)
     logging.info("TPU devices: %s", tf.config.list_logical_devices("TPU"))
-  except (ValueError, RuntimeError, tf.errors.OpError) as e:
-    # No TPU at that address, or none attached: one line, not TensorFlow's op dump.
-    first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-    raise ValueError(
-        f"--distribution_strategy=tpu: no TPU reachable at --tpu={tpu_address} ({first_line})"
+  except (ValueError, RuntimeError, OSError, tf.errors.OpError) as e:
+    # Input, not a bug: no TPU by that name (the resolver asks the GCE metadata server,
+    # an OSError off Google Cloud), or none attached. One line, not TensorFlow's op dump.
+    reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    raise InputError(
+        f"--distribution_strategy=tpu: no TPU found at --tpu={tpu_address}: {reason}; "
+        "give the name or grpc:// address of a Cloud TPU, or 'local' on a TPU VM"
     ) from None
   return tf.distribute.TPUStrategy(resolver)
 
