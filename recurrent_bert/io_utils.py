@@ -29,11 +29,16 @@ def temp_path_for(path: str) -> str:
 
   Being in the same directory matters: `os.replace` is only atomic within one filesystem.
   """
+  if not path:
+    raise InputError("empty output path; give a file name")
   directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(
-      prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory
-  )
+  try:
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(
+        prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory
+    )
+  except OSError as e:  # a parent that is a file, no permission, a full disk
+    raise InputError(f"{path}: cannot write here: {e.strerror or e}") from None
   os.close(fd)
   return tmp
 

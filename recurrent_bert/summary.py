@@ -18,6 +18,7 @@ from absl import flags
 from recurrent_bert import cli
 from recurrent_bert import config as config_lib
 from recurrent_bert import io_utils
+from recurrent_bert.flags import execution
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("preset", None, "A preset name, e.g. bert_base (see --all).")
@@ -68,10 +69,11 @@ def main(argv):
   if len(argv) > 1:
     cli.fail(f"unexpected arguments: {argv[1:]}")
   if FLAGS.write_configs:
+    execution.check_output_path("write_configs")
     n = write_preset_files(FLAGS.write_configs)
     print(f"wrote {n} presets to {FLAGS.write_configs}", file=sys.stderr)
     return
-  chosen = [FLAGS.all, FLAGS.preset is not None, FLAGS.config is not None]
+  chosen = [FLAGS.all, bool(FLAGS.preset), bool(FLAGS.config)]
   if sum(chosen) != 1:
     cli.fail("give exactly one of --preset, --config or --all")
   try:

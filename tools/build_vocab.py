@@ -25,6 +25,7 @@ from absl import logging
 
 from recurrent_bert import cli
 from recurrent_bert.flags import corpus
+from recurrent_bert.flags import execution
 from recurrent_bert.flags import vocabulary
 
 FLAGS = flags.FLAGS
@@ -37,7 +38,12 @@ flags.DEFINE_integer("max_unique_chars", 1000, "Alphabet size cap for the learne
 flags.DEFINE_integer("max_token_length", 50, "Longer words are not counted.")
 flags.DEFINE_integer("min_count", 1, "Lower bound of the learner's frequency threshold.")
 flags.mark_flag_as_required("output_file")
-flags.register_validator("vocab_size", lambda v: v >= 100, "--vocab_size must be >= 100")
+execution.register_range("vocab_size", 100, execution.INT32_MAX)
+execution.register_range("max_lines", 0, 2**63 - 1)
+execution.register_range("max_unique_chars", 1, 1 << 21)  # Unicode has fewer code points
+# tensorflow-text's WordPiece holds tokens of at most 256 bytes (data/vocab.py).
+execution.register_range("max_token_length", 1, 256)
+execution.register_range("min_count", 1, 2**63 - 1)
 
 
 def count_words(files, do_lower_case, max_lines=0, batch_size=4096):

@@ -45,6 +45,7 @@ from absl import flags
 
 from recurrent_bert import cli
 from recurrent_bert import model_dir as model_dir_layout
+from recurrent_bert.flags import execution
 from recurrent_bert.flags import vocabulary
 
 FLAGS = flags.FLAGS
@@ -71,6 +72,7 @@ flags.DEFINE_string(
     "copied, the rest stay freshly initialised.",
 )
 flags.DEFINE_integer("seed", 0, "Seeds the fresh initialisation of new weights.")
+execution.register_range("seed", 0, 2**32 - 1)
 flags.DEFINE_boolean("overwrite", False, "Replace an existing --output_dir.")
 flags.mark_flags_as_required(["source", "input", "output_dir"])
 

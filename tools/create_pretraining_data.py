@@ -31,6 +31,7 @@ from absl import flags
 
 from recurrent_bert import cli
 from recurrent_bert.flags import corpus
+from recurrent_bert.flags import execution
 from recurrent_bert.flags import masking
 from recurrent_bert.flags import vocabulary
 
@@ -78,8 +79,15 @@ flags.DEFINE_integer(
 flags.DEFINE_boolean("progress", True, "Show a progress bar.")
 flags.mark_flag_as_required("vocab_file")
 
-for _name in ("dupe_factor", "num_workers", "num_output_shards", "chunk_bytes"):
-  flags.register_validator(_name, lambda v: v is not None and v >= 1, f"--{_name} must be >= 1")
+# Upper bounds: far past any real run, short of a job that never ends.
+execution.register_range("dupe_factor", 1, 10_000)
+execution.register_range("num_workers", 1, 1024)
+execution.register_range("num_output_shards", 1, 1_000_000)
+execution.register_range("chunk_bytes", 1, execution.INT32_MAX)
+execution.register_range("random_seed", 0, 2**32 - 1)
+flags.register_validator(
+    "beam_runner", lambda v: bool(v and v.strip()), "--beam_runner: give a Beam runner name"
+)
 flags.register_validator(
     "short_seq_prob", lambda v: 0.0 <= v <= 1.0, "--short_seq_prob must be in [0, 1]"
 )

@@ -17,6 +17,7 @@ if __package__ in (None, ""):  # run as `python tools/NAME.py`: make `tools` imp
 from absl import flags
 
 from recurrent_bert import cli
+from recurrent_bert.flags import execution
 from recurrent_bert.flags import vocabulary
 
 FLAGS = flags.FLAGS
@@ -25,6 +26,7 @@ flags.DEFINE_string("input_file", None, "UTF-8 text, one string per line; `built
 flags.DEFINE_string("output_file", None, "JSON lines output, written atomically.")
 flags.DEFINE_enum("output", "pieces", ["pieces", "ids"], "Write piece strings or ids.")
 flags.DEFINE_integer("batch_size", 1024, "Lines tokenized per call.")
+execution.register_range("batch_size", 1, execution.INT32_MAX)
 flags.mark_flags_as_required(["vocab_file", "input_file", "output_file"])
 
 

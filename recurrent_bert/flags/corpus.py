@@ -9,6 +9,8 @@ from typing import List
 
 from absl import flags
 
+from recurrent_bert.flags import execution
+
 FLAGS = flags.FLAGS
 
 
@@ -22,6 +24,7 @@ def define_flags() -> None:
   )
   flags.DEFINE_integer("builtin_max_bytes", 0, "Cap of the built-in corpus size (0 = all).")
   flags.mark_flag_as_required("input_files")
+  execution.register_range("builtin_max_bytes", 0, 2**63 - 1)
 
 
 def input_files() -> List[str]:
@@ -34,6 +37,8 @@ def input_files() -> List[str]:
     io_utils.InputError: a pattern matching nothing, named with the flag.
   """
   from recurrent_bert.data import builtin_corpus
+
+  execution.check_output_path("cache_dir")
 
   return builtin_corpus.resolve_input_files(
       FLAGS.input_files, "input_files", FLAGS.cache_dir, FLAGS.builtin_max_bytes or None

@@ -16,6 +16,10 @@ from recurrent_bert.errors import InputError
 FLAGS = flags.FLAGS
 
 MAX_CPU_DEVICES = 256
+# Tensor dimensions are int32: a larger batch overflows a shape deep in Keras.
+INT32_MAX = 2**31 - 1
+# Examples a shuffle buffer holds in memory at most (about 2 KB each at 128 tokens).
+MAX_SHUFFLE_BUFFER = 10**7
 # --help group of the execution flags (see recurrent_bert/cli.py).
 EXECUTION_HELP = (
     "distribution_strategy",
@@ -67,6 +71,24 @@ def define_flags() -> None:
       "dirs, checkpoints) are taken from; default: the working directory. Flagfiles "
       "name their run folder here once.",
   )
+
+
+def register_range(name: str, low: int, high: int, optional: bool = False, why: str = "") -> None:
+  """A parse-time check that integer flag `name` lies in [low, high] (None allowed if optional)."""
+  flags.register_validator(
+      name,
+      lambda v: (v is None and optional) or (v is not None and low <= v <= high),
+      f"--{name} must be in [{low}, {high}]{why}",
+  )
+
+
+def register_size_validators(batch_flags: Sequence[str], optional_batches: Sequence[str] = ()):
+  """The limits every training command shares: int32 batch sizes, a shuffle buffer that fits
+  in memory, and a seed numpy takes (keras.utils.set_random_seed)."""
+  for name in batch_flags:
+    register_range(name, 1, INT32_MAX, optional=name in optional_batches)
+  register_range("shuffle_buffer_size", 1, MAX_SHUFFLE_BUFFER, why=" (examples held in memory)")
+  register_range("seed", 0, 2**32 - 1)
 
 
 def make_strategy():

@@ -91,15 +91,13 @@ def define_flags(
   flags.DEFINE_integer("steps_per_loop", 100, "Steps per tf.function call.")
   run_flags.define_flags()
   flags.mark_flags_as_required(["model_dir"])
+  run_flags.register_size_validators(("train_batch_size", "eval_batch_size"))
   for name in (
       "max_seq_length",
-      "train_batch_size",
-      "eval_batch_size",
       "save_checkpoints_steps",
       "keep_checkpoint_max",
       "log_steps",
       "steps_per_loop",
-      "shuffle_buffer_size",
   ):
     flags.register_validator(name, lambda v: v >= 1, f"--{name} must be >= 1")
   flags.register_validator(
@@ -194,6 +192,8 @@ def resolve_run(worker_id: int = 0, path_flags: Sequence[str] = ()) -> RunParts:
   from recurrent_bert.training import checkpoints
 
   run_flags.apply_run_dir(PATH_FLAGS + tuple(path_flags))
+  run_flags.check_output_path("model_dir")
+  run_flags.check_output_path("cache_dir")
   model_dir = FLAGS.model_dir
   resumed = layout.exists(os.path.join(model_dir, layout.MODEL_CONFIG_FILE))
   init = FLAGS.init_checkpoint

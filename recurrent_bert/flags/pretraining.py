@@ -51,9 +51,6 @@ HELP_GROUPS = {
 # Taken relative to --run_dir.
 PATH_FLAGS = ("vocab_file", "input_files", "model_dir", "init_checkpoint", "eval_input_files")
 MODES = ("train", "eval", "train_and_eval")
-INT32_MAX = 2**31 - 1
-# Examples a shuffle buffer holds in memory at most (about 2 KB each at 128 tokens).
-MAX_SHUFFLE_BUFFER = 10**7
 
 
 def define_flags() -> None:
@@ -134,25 +131,10 @@ def define_flags() -> None:
   )
   for name in ("eval_every_steps", "max_eval_steps"):
     flags.register_validator(name, lambda v: v is not None and v >= 0, f"--{name} must be >= 0")
-  # Tensor dimensions: int32 (a larger batch overflows a shape deep in Keras).
-  for name in ("eval_batch_size", "vocab_size"):
-    flags.register_validator(
-        name, lambda v: v is None or 1 <= v <= INT32_MAX, f"--{name} must be in [1, {INT32_MAX}]"
-    )
-  flags.register_validator(
-      "train_batch_size",
-      lambda v: v is not None and 1 <= v <= INT32_MAX,
-      f"--train_batch_size must be in [1, {INT32_MAX}]",
+  execution.register_size_validators(
+      ("train_batch_size", "eval_batch_size"), optional_batches=("eval_batch_size",)
   )
-  flags.register_validator(
-      "shuffle_buffer_size",
-      lambda v: v is not None and 1 <= v <= MAX_SHUFFLE_BUFFER,
-      f"--shuffle_buffer_size must be in [1, {MAX_SHUFFLE_BUFFER}] (examples held in memory)",
-  )
-  # keras.utils.set_random_seed takes numpy's seeds.
-  flags.register_validator(
-      "seed", lambda v: v is not None and 0 <= v < 2**32, "--seed must be in [0, 2**32)"
-  )
+  execution.register_range("vocab_size", 1, execution.INT32_MAX, optional=True)
   for name in (
       "num_train_steps",
       "steps_per_loop",
@@ -189,7 +171,7 @@ def model_config():
     try:
       return resolve_config(recorded)
     except ConfigError as e:
-      cli.fail(f"{recorded}: {e}")
+      cli.fail(str(e))  # a ConfigError names the file already
   try:
     config = resolve_config(FLAGS.model_config)
   except ConfigError as e:
