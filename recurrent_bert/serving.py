@@ -67,7 +67,6 @@ from typing import Dict, Optional, Sequence
 
 from absl import logging
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 from recurrent_bert import io_utils
 from recurrent_bert import model_dir as layout
@@ -75,11 +74,6 @@ from recurrent_bert.data import tokenization
 from recurrent_bert.data.tokenization import BertWordpieceTokenizer
 from recurrent_bert.training import checkpoints
 
-# Word boundaries of the context, as the basic tokenizer draws them (Unicode spaces too,
-# which it turns into blanks before splitting); the kept delimiters are its punctuation
-# and CJK characters.
-_CONTEXT_SPLIT_REGEX = r"[\s\p{Zs}]+|" + tokenization.WORD_KEEP_REGEX
-_CONTEXT_KEEP_REGEX = tokenization.WORD_KEEP_REGEX
 # null_score_diff of a row without a span (no context piece): "no answer" under any
 # sensible threshold, finite so that JSON clients can read it (`postprocess_squad`'s value).
 NO_SPAN_NULL_SCORE_DIFF = 1e9
@@ -170,9 +164,8 @@ def _context_pieces(tokenizer, context: tf.Tensor):
   Returns:
     (ids, byte_start, byte_end): int64 RaggedTensors [B, (pieces)].
   """
-  words, starts, ends = tf_text.regex_split_with_offsets(
-      context, _CONTEXT_SPLIT_REGEX, _CONTEXT_KEEP_REGEX
-  )
+  # The basic tokenizer's own words, as SQuAD's features cut contexts (one definition).
+  words, starts, ends = tokenization.split_words_with_offsets(context)
   word_pieces = tokenizer.tokenize_flat(words.flat_values)  # [words, (pieces)]
   ids = words.with_flat_values(word_pieces).merge_dims(1, 2)
   per_piece = lambda offsets: ids.with_flat_values(
