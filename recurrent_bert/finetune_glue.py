@@ -63,6 +63,11 @@ flags.register_multi_flags_validator(
     lambda f: f["tfds"] or f["data_dir"],
     "give --data_dir (the task folder) or --tfds",
 )
+flags.register_multi_flags_validator(
+    ["label_list", "task"],
+    lambda f: not f["label_list"] or f["task"] == "custom",
+    "--label_list is for --task=custom; the GLUE and SuperGLUE tasks have their official labels",
+)
 
 
 def _trained_label_list():
@@ -97,6 +102,12 @@ def main(argv):
         parts.cache_dir,
         FLAGS.predict_splits if FLAGS.predict_splits is not None else source.predict_splits,
     )
+    for split in () if FLAGS.tfds else FLAGS.predict_splits or ():
+      if split not in source.spec.files:
+        raise InputError(
+            f"--predict_splits={split}: task {source.spec.name} has no such split; its splits "
+            f"are {', '.join(source.spec.files)}"
+        )
     # Every split the mode needs is read and converted before the model is built, so
     # bad data fails first.
     needed = {
