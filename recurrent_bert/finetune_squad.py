@@ -55,13 +55,6 @@ flags.register_validator("n_best_size", lambda v: v >= 1, "--n_best_size must be
 flags.register_validator(
     "null_score_diff_threshold", math.isfinite, "--null_score_diff_threshold must be finite"
 )
-# [CLS] question [SEP] context [SEP]: a stride past the context room would skip context pieces.
-flags.register_multi_flags_validator(
-    ["doc_stride", "max_seq_length", "max_query_length"],
-    lambda f: f["doc_stride"] <= f["max_seq_length"] - f["max_query_length"] - 3,
-    "--doc_stride must be <= --max_seq_length - --max_query_length - 3 (the context room of a "
-    "window), or pieces between windows are never read",
-)
 
 
 def main(argv):

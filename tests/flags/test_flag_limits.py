@@ -39,12 +39,12 @@ CASES = {
             ("max_answer_length", "0"),
             ("n_best_size", "-1"),
             ("null_score_diff_threshold", "nan"),
-            ("doc_stride", "400"),  # past 384 - 64 - 3, the default window's context room
             ("seed", "-1"),
             ("train_batch_size", str(2**31)),
             ("shuffle_buffer_size", str(2**31)),
         ],
-        [("doc_stride", "317"), ("seed", str(2**32 - 1)), ("null_score_diff_threshold", "-1.5")],
+        # A stride past the window's context room is fine: windows advance by at most the room.
+        [("doc_stride", "400"), ("seed", str(2**32 - 1)), ("null_score_diff_threshold", "-1.5")],
     ),
     "recurrent_bert.finetune_glue": (
         ["--model_dir=/tmp/m", "--data_dir=/tmp/d"],
