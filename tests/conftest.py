@@ -37,10 +37,10 @@ SLOW_FILES = {
     "tests/training/test_accumulation.py": 105,
     "tests/test_pretrain.py": 100,
     "tests/test_export_tasks.py": 70,
-    "tests/tools/test_sweep.py": 70,
     "tests/training/test_pretraining_eval.py": 60,
     "tests/test_export.py": 60,
     "tests/tools/test_tools.py": 50,
+    "tests/tools/test_sweep.py": 40,
     "tests/test_readme_commands.py": 40,
     "tests/test_entry_points.py": 30,
 }
