@@ -29,8 +29,9 @@ smoke: $(STAMP)
 	$(PY) -m recurrent_bert.smoke
 
 # The test suite: tiny configs, no network; the 25 slowest tests are listed at the end.
+# Each file runs on one worker; the slowest files start first (tests/conftest.py SLOW_FILES).
 test: $(STAMP)
-	$(PY) -m pytest -n 2 --dist loadfile -q --durations=25 $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q --durations=25 $(PYTEST_ARGS)
 
 # House style, checked (CI runs it): pyink formats, ruff lints (pyproject.toml).
 LINTED := recurrent_bert tools tests benchmarks

@@ -1,4 +1,5 @@
-"""finetune_glue / finetune_squad end to end on generated tasks a tiny model can learn.
+"""finetune_glue end to end on generated tasks a tiny model can learn (finetune_squad's
+runs are in test_finetune_squad.py).
 
 The runs are real subprocesses of the entry points (flags, feature caches, the training
 loop, best-checkpoint keeping, prediction files, export). Their reported metrics are
@@ -59,8 +60,7 @@ def task_files(tmp_path_factory):
   root = tmp_path_factory.mktemp("tasks")
   vocab = generated_tasks.write_vocab(root / "vocab.txt")
   rte = generated_tasks.write_rte_folder(root / "RTE", num_train=320, num_dev=70, num_test=11)
-  squad_files = generated_tasks.write_squad_files(root / "squad", num_train=240, num_dev=50)
-  return {"vocab": vocab, "rte": rte, "squad": squad_files, "root": root}
+  return {"vocab": vocab, "rte": rte, "root": root}
 
 
 @pytest.fixture(scope="module")
@@ -206,100 +206,6 @@ print(json.dumps({"probabilities": out["probabilities"].numpy().tolist(),
   probabilities /= probabilities.sum(-1, keepdims=True)
   np.testing.assert_allclose(served["probabilities"], probabilities, atol=1e-5)
   assert served["label"] == ["entailment", "not_entailment"]  # the marker words
-
-
-def test_squad_span_head_learns_to_point_at_the_marked_token(task_files, tmp_path):
-  model_dir = str(tmp_path / "squad")
-  result = run_entry(
-      "recurrent_bert.finetune_squad",
-      f"--train_file={task_files['squad']['train']}",
-      f"--predict_file={task_files['squad']['dev']}",
-      "--model_config=bert_tiny",
-      f"--vocab_file={task_files['vocab']}",
-      f"--model_dir={model_dir}",
-      "--max_seq_length=40",
-      "--max_query_length=8",
-      "--doc_stride=12",
-      "--train_batch_size=16",
-      "--learning_rate=1e-3",
-      "--max_train_steps=60",
-      "--warmup_steps=6",
-      "--log_steps=20",
-  )
-  results = read_json(os.path.join(model_dir, "eval_results.json"))
-  assert results["main_metric"] == "f1" and results["dev"]["total"] == 50
-  assert results["dev"]["exact_match"] >= 80.0, results  # chance: ~1/20 words
-  assert "exact_match=" in result.stdout
-  # The official files, scored again here with the official definition.
-  predictions = read_json(os.path.join(model_dir, "predictions", "predictions.json"))
-  nbest = read_json(os.path.join(model_dir, "predictions", "nbest_predictions.json"))
-  gold = {
-      qa["id"]: qa["answers"][0]["text"]
-      for p in read_json(task_files["squad"]["dev"])["data"][0]["paragraphs"]
-      for qa in p["qas"]
-  }
-  assert set(predictions) == set(gold) == set(nbest)
-  exact = 100.0 * np.mean([predictions[q] == gold[q] for q in gold])
-  assert results["dev"]["exact_match"] == pytest.approx(exact)
-  for qid, entries in nbest.items():
-    assert entries[0]["text"] == predictions[qid]
-    assert sum(e["probability"] for e in entries) == pytest.approx(1.0, abs=1e-6)
-
-  # Served: the answer is the fruit of a new context, as a character span of it.
-  export_dir = str(tmp_path / "export")
-  run_entry("recurrent_bert.export", f"--model_dir={model_dir}", f"--export_dir={export_dir}")
-  script = r"""
-import json, sys
-import tensorflow as tf, tensorflow_text  # noqa
-model = tf.saved_model.load(sys.argv[1])
-out = model.signatures["answer_question"](question=tf.constant(["which fruit is it ?"]),
-                                          context=tf.constant([sys.argv[2]]))
-print(json.dumps({"answer": out["answer"].numpy()[0].decode(),
-                  "start": int(out["start_char"].numpy()[0])}))
-"""
-  context = "the old dog walks slow mango river cold ."
-  served = subprocess.run(
-      [sys.executable, "-c", script, export_dir, context],
-      capture_output=True,
-      text=True,
-      timeout=120,
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
-  )
-  assert served.returncode == 0, served.stderr[-3000:]
-  answer = json.loads(served.stdout.strip().splitlines()[-1])
-  assert answer == {"answer": "mango", "start": context.index("mango")}
-
-
-def test_blstm_decoder_and_swishrnn_train_and_resume(task_files, tmp_path):
-  """The "+ BLSTM decoder" head on a SwishRNN encoder: trains, and a re-run resumes."""
-  model_dir = str(tmp_path / "squad_blstm")
-  flags = [
-      f"--train_file={task_files['squad']['train']}",
-      f"--predict_file={task_files['squad']['dev']}",
-      "--model_config=swishrnn_tiny",
-      f"--vocab_file={task_files['vocab']}",
-      f"--model_dir={model_dir}",
-      "--use_blstm_decoder",
-      "--max_seq_length=40",
-      "--max_query_length=8",
-      "--doc_stride=12",
-      "--train_batch_size=8",
-      "--learning_rate=5e-4",
-      "--warmup_steps=2",
-      "--log_steps=5",
-      "--save_checkpoints_steps=5",
-      "--mode=train",
-  ]
-  run_entry("recurrent_bert.finetune_squad", *flags, "--max_train_steps=5")
-  info = read_json(os.path.join(model_dir, "task_info.json"))
-  assert info["kind"] == "span" and info["use_blstm_decoder"] is True
-  run_entry("recurrent_bert.finetune_squad", *flags, "--max_train_steps=10")
-  steps = [json.loads(line)["step"] for line in open(os.path.join(model_dir, "metrics.jsonl"))]
-  assert steps == list(range(1, 11))  # the second run continued from step 5
-  assert all(
-      np.isfinite(json.loads(line)["loss"])
-      for line in open(os.path.join(model_dir, "metrics.jsonl"))
-  )
 
 
 def test_regression_task_writes_scores(tmp_path, task_files):
@@ -597,9 +503,9 @@ def test_multi_worker_finetuning_matches_single_device_evaluation(task_files, tm
   distributed, gathered prediction); a default-strategy --mode=eval of the same best
   checkpoint reproduces the metric, and predictions are written once."""
   from tests.training.conftest import assert_all_succeeded
+  from tests.training.conftest import free_port
   from tests.training.conftest import subprocess_env
   from tests.training.conftest import wait_all
-  from tests.training.test_loop import free_port
 
   model_dir = tmp_path / "mwms"
   cluster = {"worker": [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]}

@@ -30,7 +30,9 @@ MAX_PREDICTIONS = 5  # round(32 * 0.15625)
 CI_FLAGS = [
     "--size=tiny",
     "--models=bert,trans_blstm_small_2",
-    "--finetune_seeds=1,2",
+    # One seed: a second one adds no code path here, only two more fine-tuning processes
+    # (the mean ± std over seeds is checked in test_report.py).
+    "--finetune_seeds=1",
     "--pretrain_steps=6",
     "--finetune_steps=4",
     "--corpus_max_bytes=1000000",
@@ -78,10 +80,10 @@ def test_progress_is_visible(demo_run):
   _, result, _, _ = demo_run
   out = result.stdout
   stages = re.findall(r"^\[(\d+)/(\d+)\] ", out, re.M)
-  # 13 stages; the 4 fine-tuning runs share one banner (--jobs=2).
-  assert len(stages) == 10 and stages[-1] == ("13", "13"), out[:3000]
-  assert "4 runs, 2 at a time" in out
-  assert len(re.findall(r"done in ", out)) == 13
+  # 11 stages; the 2 fine-tuning runs share one banner (--jobs=2).
+  assert len(stages) == 10 and stages[-1] == ("11", "11"), out[:3000]
+  assert "2 runs, 2 at a time" in out
+  assert len(re.findall(r"done in ", out)) == 11
   assert "ETA ~" in out and "elapsed" in out
   assert re.search(r"step \d+/6 .*loss=", out)  # pretraining progress, forwarded
   assert "create_pretraining_data" in out  # the data tool's progress bar
@@ -173,16 +175,15 @@ def test_pretraining_checkpoints_restore(demo_run):
 def test_finetuning_results_and_test_accuracy(demo_run):
   work_dir = demo_run[0]
   for preset in MODELS:
-    for seed in (1, 2):
-      model_dir = work_dir / "finetune" / preset / f"seed{seed}"
-      with open(model_dir / "eval_results.json") as f:
-        results = json.load(f)
-      assert 0 <= results["dev"]["accuracy"] <= 1
-      accuracy, n = origin_task.accuracy_on_test(
-          str(model_dir / "predictions" / "test_predictions.tsv"),
-          str(work_dir / "task" / "test_labels.tsv"),
-      )
-      assert 0 <= accuracy <= 1 and n > 0
+    model_dir = work_dir / "finetune" / preset / "seed1"
+    with open(model_dir / "eval_results.json") as f:
+      results = json.load(f)
+    assert 0 <= results["dev"]["accuracy"] <= 1
+    accuracy, n = origin_task.accuracy_on_test(
+        str(model_dir / "predictions" / "test_predictions.tsv"),
+        str(work_dir / "task" / "test_labels.tsv"),
+    )
+    assert 0 <= accuracy <= 1 and n > 0
 
 
 def test_saved_model_answers_raw_text_with_tf_and_tf_text_only(demo_run):
@@ -252,8 +253,8 @@ def test_rerun_reuses_every_stage(demo_run):
   trained = {p: p.stat().st_mtime_ns for p in work_dir.glob("**/metrics.jsonl")}
   result, _ = _run_demo(work_dir, cache_dir, timeout=300)
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-  banners = re.findall(r"^\[\d+/13\] .*$", result.stdout, re.M)
-  assert len(banners) == 13 and all(b.endswith(")") and "reused" in b for b in banners), banners
+  banners = re.findall(r"^\[\d+/11\] .*$", result.stdout, re.M)
+  assert len(banners) == 11 and all(b.endswith(")") and "reused" in b for b in banners), banners
   # Nothing was trained again: every run's metrics log is untouched.
   assert trained and all(p.stat().st_mtime_ns == t for p, t in trained.items())
   assert (work_dir / "report" / "report.md").exists()
@@ -265,10 +266,10 @@ def test_redo_runs_the_named_stages_again(demo_run):
   work_dir, _, _, cache_dir = demo_run
   result, _ = _run_demo(work_dir, cache_dir, "--redo=task", timeout=300)
   assert result.returncode == 0, result.stdout[-3000:]
-  ran = re.findall(r"^\[\d+/13\] (.*)  \(elapsed", result.stdout, re.M)
+  ran = re.findall(r"^\[\d+/11\] (.*)  \(elapsed", result.stdout, re.M)
   assert len(ran) == 1 and ran[0].startswith("fine-tuning task"), ran
-  reused = re.findall(r"^\[\d+/13\] .*: reused \(", result.stdout, re.M)
-  assert len(reused) == 12, result.stdout
+  reused = re.findall(r"^\[\d+/11\] .*: reused \(", result.stdout, re.M)
+  assert len(reused) == 10, result.stdout
   result, _ = _run_demo(work_dir, cache_dir, "--redo=pretrain:nope", timeout=120)
   assert result.returncode == 1 and "--redo: no stage" in result.stdout
 

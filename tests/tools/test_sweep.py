@@ -331,6 +331,8 @@ def test_bad_flags_fail_with_the_flags_name(tmp_path, flags, message):
 
 
 def test_real_sweep_orders_learning_rates_and_restarts(tmp_path):
+  """Two real runs, 2 at a time (one seed: the aggregation over seeds is checked by hand
+  above; a second seed here only doubled the fine-tuning processes)."""
   vocab = generated_tasks.write_vocab(tmp_path / "vocab.txt")
   task_dir = generated_tasks.write_rte_folder(
       tmp_path / "rte", num_train=200, num_dev=60, num_test=10, seed=0
@@ -340,7 +342,7 @@ def test_real_sweep_orders_learning_rates_and_restarts(tmp_path):
       "--models=bert=bert_tiny",
       f"--tasks=rte={task_dir}",
       "--learning_rates=1e-3,1e-6",
-      "--seeds=0,1",
+      "--seeds=0",
       "--parallel=2",
       f"--entry_flags=--vocab_file={vocab} --max_seq_length=32 --train_batch_size=16 "
       "--max_train_steps=40 --steps_per_loop=10",
@@ -348,17 +350,12 @@ def test_real_sweep_orders_learning_rates_and_restarts(tmp_path):
   ]
   result = run_sweep(*flags)
   assert result.returncode == 0, result.stderr[-3000:]
-  assert result.stderr.count("bert/rte lr=") == 4 and "[4/4]" in result.stderr
+  assert result.stderr.count("bert/rte lr=") == 2 and "[2/2]" in result.stderr
 
   with open(out / "results.csv", encoding="utf-8") as f:
     rows = list(csv.DictReader(f))
-  assert len(rows) == 4
-  assert sorted((float(r["learning_rate"]), int(r["seed"])) for r in rows) == [
-      (1e-6, 0),
-      (1e-6, 1),
-      (1e-3, 0),
-      (1e-3, 1),
-  ]
+  assert len(rows) == 2
+  assert sorted((float(r["learning_rate"]), int(r["seed"])) for r in rows) == [(1e-6, 0), (1e-3, 0)]
   for row in rows:
     assert row["main_metric"] == "accuracy" and row["num_examples"] == "60"
     for key in ("value", "accuracy", "seconds_per_train_step"):
@@ -374,9 +371,9 @@ def test_real_sweep_orders_learning_rates_and_restarts(tmp_path):
   markdown = (out / "summary.md").read_text(encoding="utf-8")
   assert "lr=0.001" in markdown and "lr=1e-06" in markdown
   table_line = next(line for line in markdown.splitlines() if line.startswith("| bert | rte"))
-  assert table_line.count("±") == 2 and table_line.count("(n=2)") == 2
+  assert table_line.count("±") == 2 and table_line.count("(n=1)") == 2
   summary = list(csv.DictReader(io.StringIO((out / "summary.csv").read_text("utf-8"))))
-  assert len(summary) == 2 and {s["n"] for s in summary} == {"2"}
+  assert len(summary) == 2 and {s["n"] for s in summary} == {"1"}
 
   png = out / "lr_sweep.png"
   assert png.read_bytes()[:8] == PNG_MAGIC
@@ -393,8 +390,8 @@ def test_real_sweep_orders_learning_rates_and_restarts(tmp_path):
   logs = {p: p.stat().st_mtime_ns for p in out.glob("runs/*/*/*/log.txt")}
   again = run_sweep(*flags)
   assert again.returncode == 0, again.stderr[-3000:]
-  assert again.stderr.count("skipped bert/rte") == 4
-  assert "0 finished now, 4 skipped" in again.stderr
+  assert again.stderr.count("skipped bert/rte") == 2
+  assert "0 finished now, 2 skipped" in again.stderr
   # No run was started again: their logs are untouched.
-  assert len(logs) == 4 and all(p.stat().st_mtime_ns == t for p, t in logs.items())
+  assert len(logs) == 2 and all(p.stat().st_mtime_ns == t for p, t in logs.items())
   assert (out / "results.csv").read_text(encoding="utf-8") == before

@@ -3,6 +3,7 @@ for `python -m recurrent_bert.pretrain` subprocesses."""
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -197,3 +198,10 @@ def metrics_rows(model_dir):
   """model_dir/metrics.jsonl's rows in file order, every line (no later-wins merging)."""
   with open(os.path.join(str(model_dir), "metrics.jsonl"), encoding="utf-8") as f:
     return [json.loads(line) for line in f]
+
+
+def free_port():
+  """A TCP port free on 127.0.0.1 now (for a MultiWorkerMirrored cluster's workers)."""
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]

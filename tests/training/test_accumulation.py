@@ -1,6 +1,7 @@
 """Gradient accumulation end to end (`python -m recurrent_bert.pretrain` subprocesses):
-N micro-batches make the update of one batch, on one device, under MirroredStrategy and
-under XLA; a run killed inside an accumulation cycle resumes exactly; bad values fail."""
+N micro-batches make the update of one batch, on one device, under MultiWorkerMirrored
+and under XLA (under MirroredStrategy: test_strategies.py); a run killed inside an
+accumulation cycle resumes exactly; bad values fail."""
 
 import json
 
@@ -9,13 +10,14 @@ import pytest
 import tensorflow as tf
 
 from tests.training import test_loop as loop_tests
+from tests.training.conftest import free_port
 from tests.training.conftest import losses_by_step
 from tests.training.conftest import run_pretrain
 from tests.training.conftest import subprocess_env
 from tests.training.conftest import wait_all
 
 # No shuffling, no dropout, one input file: every layout reads the same 8 examples per
-# update (test_loop.STRATEGY_FLAGS); LAMB, so it is exercised under each layout too.
+# update (test_strategies.STRATEGY_FLAGS); LAMB, so it is exercised under each layout too.
 UPDATES = 4
 FLAGS = [
     "--shuffle_buffer_size=1",
@@ -25,17 +27,11 @@ FLAGS = [
     "--steps_per_loop=2",
     "--optimizer=lamb",
 ]
+# MirroredStrategy with 2 micro-batches per replica is test_strategies.py's
+# test_mirrored_resume_skips_consumed_batches[2]: 12 updates, the one-batch trajectory.
 LAYOUTS = {
     # name: (flags, tolerance against the one-batch run)
     "accumulate_4": (["--gradient_accumulation_steps=4"], 1e-5),
-    "mirrored_accumulate_2": (
-        [
-            "--gradient_accumulation_steps=2",
-            "--distribution_strategy=mirrored",
-            "--num_cpu_devices=2",
-        ],
-        1e-5,
-    ),
     # XLA fuses differently from the graph executor: float32 rounding differs.
     "xla_accumulate_2": (["--gradient_accumulation_steps=2", "--jit_compile"], 1e-4),
     # Two worker processes (worker 0 writes the checkpoints).
@@ -61,8 +57,8 @@ def test_accumulated_updates_equal_one_batch_updates(
     tmp_path, single_shard_records, vocab_file, no_dropout_config
 ):
   """After 4 updates of batch 8 the weights and losses equal (within float tolerance)
-  those of batch 8 in one piece: 4 micro-batches of 2; 2 per replica x 2 mirrored
-  replicas; 2 of 4 with jit_compile; 2 per worker x 2 MultiWorkerMirrored workers."""
+  those of batch 8 in one piece: 4 micro-batches of 2; 2 of 4 with jit_compile; 2 per
+  worker x 2 MultiWorkerMirrored workers."""
   flags = [f"--model_config={no_dropout_config}", *FLAGS]
   names = ["one_batch", *LAYOUTS, "worker 1"]
   processes = [
@@ -73,7 +69,7 @@ def test_accumulated_updates_equal_one_batch_updates(
       for name, (extra, _) in LAYOUTS.items()
       if name != "multi_worker_accumulate_2"
   ]
-  cluster = {"worker": [f"127.0.0.1:{loop_tests.free_port()}" for _ in range(2)]}
+  cluster = {"worker": [f"127.0.0.1:{free_port()}" for _ in range(2)]}
   processes += [
       loop_tests.start_pretrain(
           tmp_path / "multi_worker_accumulate_2",

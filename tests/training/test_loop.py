@@ -1,12 +1,12 @@
 """The training loop end to end, as `python -m recurrent_bert.pretrain` subprocesses on
-TFRecords made by the data tool: learning, kill -9 + resume, Ctrl-C + resume, and
-strategies; and the loop's bookkeeping (throughput, metrics log, interruption) in-process."""
+TFRecords made by the data tool: learning, kill -9 + resume, Ctrl-C + resume (the
+distribution strategies are in test_strategies.py); and the loop's bookkeeping
+(throughput, metrics log, interruption) in-process."""
 
 import json
 import math
 import os
 import signal
-import socket
 import subprocess
 import threading
 import types
@@ -17,7 +17,6 @@ import pytest
 from recurrent_bert import io_utils
 from recurrent_bert.data import tokenization
 from tests.training.conftest import REPO
-from tests.training.conftest import assert_all_succeeded
 from tests.training.conftest import losses_by_step
 from tests.training.conftest import metrics_rows
 from tests.training.conftest import pretrain_command
@@ -114,14 +113,17 @@ def assert_same_losses(actual, expected, rel, what):
     assert actual[step] == pytest.approx(expected[step], rel=rel, abs=rel), (what, step)
 
 
-RESUME_FLAGS = ["--num_train_steps=12", "--save_checkpoints_steps=4"]
+@pytest.fixture(scope="module")
+def resume_flags(small_config):
+  """The resume tests' runs: the small bert (dropout on), 12 steps, checkpoints every 4."""
+  return [f"--model_config={small_config}", "--num_train_steps=12", "--save_checkpoints_steps=4"]
 
 
 @pytest.fixture(scope="module")
-def straight_run(tmp_path_factory, masked_records, vocab_file):
-  """model_dir of a run of RESUME_FLAGS never interrupted: what resumed runs must match."""
+def straight_run(tmp_path_factory, masked_records, vocab_file, resume_flags):
+  """model_dir of a run of resume_flags never interrupted: what resumed runs must match."""
   model_dir = tmp_path_factory.mktemp("straight")
-  run_pretrain(model_dir, vocab_file, masked_records, *RESUME_FLAGS)
+  run_pretrain(model_dir, vocab_file, masked_records, *resume_flags)
   return model_dir
 
 
@@ -137,7 +139,9 @@ def assert_one_row_per_step(model_dir, expected_dir, num_steps=12):
       assert row[key] == pytest.approx(want[key], rel=1e-5, abs=1e-5), (row["step"], key)
 
 
-def test_killed_run_resumes_exactly(tmp_path, masked_records, vocab_file, straight_run):
+def test_killed_run_resumes_exactly(
+    tmp_path, masked_records, vocab_file, straight_run, resume_flags
+):
   """Default strategy (the iterator is in the checkpoint). Kill -9 after step 6, the
   last checkpoint at 4; the restarted run's steps 5..12 match a run never interrupted.
   Dropout and shuffling are on: RNG and input positions must come back, not just weights.
@@ -145,13 +149,13 @@ def test_killed_run_resumes_exactly(tmp_path, masked_records, vocab_file, straig
   (outcome,) = wait_all(
       [
           start_pretrain(
-              tmp_path / "resumed", vocab_file, masked_records, *RESUME_FLAGS, kill_after_step=6
+              tmp_path / "resumed", vocab_file, masked_records, *resume_flags, kill_after_step=6
           )
       ],
       timeout=300,
   )
   assert_killed_after(6, tmp_path / "resumed", *outcome)
-  result = run_pretrain(tmp_path / "resumed", vocab_file, masked_records, *RESUME_FLAGS)
+  result = run_pretrain(tmp_path / "resumed", vocab_file, masked_records, *resume_flags)
   assert "resumed from" in result.stderr and "ckpt-4" in result.stderr
   assert "dropped 2 rows after step 4" in result.stderr
   assert_same_losses(
@@ -190,14 +194,14 @@ def run_until_sigint(model_dir, vocab, records, step, *flags, timeout=300):
 
 
 def test_ctrl_c_saves_the_step_and_resumes_exactly(
-    tmp_path, masked_records, vocab_file, straight_run
+    tmp_path, masked_records, vocab_file, straight_run, resume_flags
 ):
   """SIGINT after step 6 (checkpoints every 4): the run saves step 6, ends with one line
   and status 130, no traceback; the same command then runs steps 7..12 as a run never
   interrupted did, and metrics.jsonl holds each step once."""
   model_dir = tmp_path / "run"
   returncode, stdout, stderr = run_until_sigint(
-      model_dir, vocab_file, masked_records, 6, *RESUME_FLAGS
+      model_dir, vocab_file, masked_records, 6, *resume_flags
   )
   assert "waiting for SIGINT at step 6" in stdout, stderr[-3000:]
   assert returncode == 130, stderr[-3000:]
@@ -222,104 +226,10 @@ def test_ctrl_c_saves_the_step_and_resumes_exactly(
   assert "steps/s" not in progress["1/12"] and "first call" in progress["1/12"]
   assert "steps/s" in progress["2/12"] and "ETA" in progress["2/12"]
 
-  result = run_pretrain(model_dir, vocab_file, masked_records, *RESUME_FLAGS)
+  result = run_pretrain(model_dir, vocab_file, masked_records, *resume_flags)
   assert "resumed from" in result.stderr and "ckpt-6" in result.stderr
   assert_same_losses(losses_by_step(model_dir), losses_by_step(straight_run), 1e-5, "resumed")
   assert_one_row_per_step(model_dir, straight_run)
-
-
-# One input file, no shuffling, no dropout: with the same global batch of 8 every layout
-# sees the same examples per step (two pipelines share the file record by record).
-STRATEGY_FLAGS = ["--shuffle_buffer_size=1", "--num_train_steps=12", "--save_checkpoints_steps=4"]
-
-
-@pytest.fixture(scope="module")
-def single_device_run(tmp_path_factory, single_shard_records, vocab_file, no_dropout_config):
-  model_dir = tmp_path_factory.mktemp("single_device")
-  run_pretrain(
-      model_dir,
-      vocab_file,
-      single_shard_records,
-      f"--model_config={no_dropout_config}",
-      *STRATEGY_FLAGS,
-  )
-  losses = losses_by_step(model_dir)
-  assert sorted(losses) == list(range(1, 13))
-  return losses
-
-
-def free_port():
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
-
-
-def test_mirrored_and_multi_worker_match_single_device(
-    tmp_path, single_shard_records, vocab_file, no_dropout_config, single_device_run
-):
-  """MirroredStrategy over two logical CPUs and MultiWorkerMirroredStrategy with two
-  worker processes on 127.0.0.1 follow the single-device loss trajectory."""
-  flags = [f"--model_config={no_dropout_config}", *STRATEGY_FLAGS]
-  cluster = {"worker": [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]}
-  processes = [
-      start_pretrain(
-          tmp_path / "multi_worker",
-          vocab_file,
-          single_shard_records,
-          *flags,
-          "--distribution_strategy=multi_worker_mirrored",
-          env=subprocess_env(
-              TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
-          ),
-      )
-      for index in range(2)
-  ]
-  processes.append(
-      start_pretrain(
-          tmp_path / "mirrored",
-          vocab_file,
-          single_shard_records,
-          *flags,
-          "--distribution_strategy=mirrored",
-          "--num_cpu_devices=2",
-      )
-  )
-  assert_all_succeeded(("worker 0", "worker 1", "mirrored"), wait_all(processes, timeout=400))
-  for name in ("mirrored", "multi_worker"):
-    assert_same_losses(losses_by_step(tmp_path / name), single_device_run, 1e-4, name)
-  # Only the chief keeps checkpoints; the other worker's scratch copy is gone.
-  assert os.path.exists(tmp_path / "multi_worker" / "ckpt-12.index")
-  assert not os.listdir(tmp_path / "multi_worker" / ".scratch")
-
-
-@pytest.mark.parametrize("accumulation", [1, 2])
-def test_mirrored_resume_skips_consumed_batches(
-    tmp_path, single_shard_records, vocab_file, no_dropout_config, single_device_run, accumulation
-):
-  """Distributed iterators are not checkpointable: the restarted mirrored run rebuilds
-  the dataset and skips 4 steps x N micro-batches x 2 replicas of batches, then continues
-  exactly. With N = 2 micro-batches the kill comes inside update 7 (after 6 updates x 2
-  micro-batches x 2 replicas and one more replica's micro-batch), and the trajectory is
-  still the single-device one of whole batches."""
-  flags = [
-      f"--model_config={no_dropout_config}",
-      *STRATEGY_FLAGS,
-      "--distribution_strategy=mirrored",
-      "--num_cpu_devices=2",
-      f"--gradient_accumulation_steps={accumulation}",
-  ]
-  kill = (
-      dict(kill_after_step=6)
-      if accumulation == 1
-      else dict(kill_at_micro_batch=6 * accumulation * 2 + 1)
-  )
-  (outcome,) = wait_all(
-      [start_pretrain(tmp_path / "run", vocab_file, single_shard_records, *flags, **kill)],
-      timeout=300,
-  )
-  assert_killed_after(6, tmp_path / "run", *outcome)
-  run_pretrain(tmp_path / "run", vocab_file, single_shard_records, *flags)
-  assert_same_losses(losses_by_step(tmp_path / "run"), single_device_run, 1e-4, "resumed")
 
 
 # -- bookkeeping, in-process --------------------------------------------------------------
