@@ -25,12 +25,9 @@ from absl import flags
 from recurrent_bert import cli
 from recurrent_bert import io_utils
 from recurrent_bert import model_dir as layout
-from recurrent_bert.data.tokenization import BertWordpieceTokenizer
 from recurrent_bert.flags import execution as run_flags
 from recurrent_bert.flags import finetuning as finetune_flags
 from recurrent_bert.io_utils import InputError
-from recurrent_bert.tasks import classification
-from recurrent_bert.training import finetuning
 
 FLAGS = flags.FLAGS
 # {file (or TFDS source): rows skipped} of a --skip_bad_rows run, in model_dir.
@@ -78,6 +75,11 @@ def _trained_label_list():
 
 
 def main(argv):
+  # TensorFlow loads here, after the flags are checked: a bad flag or --help costs no import.
+  from recurrent_bert.data.tokenization import BertWordpieceTokenizer
+  from recurrent_bert.tasks import classification
+  from recurrent_bert.training import finetuning
+
   if len(argv) > 1:
     cli.fail(f"unexpected arguments: {argv[1:]}")
   strategy, is_chief, worker_id = run_flags.make_strategy()

@@ -19,12 +19,9 @@ import math
 from absl import flags
 
 from recurrent_bert import cli
-from recurrent_bert.data.tokenization import BertWordpieceTokenizer
 from recurrent_bert.flags import execution as run_flags
 from recurrent_bert.flags import finetuning as finetune_flags
 from recurrent_bert.io_utils import InputError
-from recurrent_bert.tasks import span_extraction
-from recurrent_bert.training import finetuning
 
 FLAGS = flags.FLAGS
 finetune_flags.define_flags(
@@ -58,6 +55,11 @@ flags.register_validator(
 
 
 def main(argv):
+  # TensorFlow loads here, after the flags are checked: a bad flag or --help costs no import.
+  from recurrent_bert.data.tokenization import BertWordpieceTokenizer
+  from recurrent_bert.tasks import span_extraction
+  from recurrent_bert.training import finetuning
+
   if len(argv) > 1:
     cli.fail(f"unexpected arguments: {argv[1:]}")
   if not FLAGS.tfds:
