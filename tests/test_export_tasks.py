@@ -33,11 +33,13 @@ from tests.export_checks import serve
 from tests.export_checks import write_finetuning_dir
 from tests.export_checks import write_vocab
 
-QUESTIONS = ["Who sat on the mat?", "What is the capital of France?", "Where?"]
+QUESTIONS = ["Who sat on the mat?", "What is the capital of France?", "Where?", "What is Paris?"]
 CONTEXTS = [
     "The  cat sat on the mat, and the dog ran away.",
     "Paris is the capital of France; Café au lait!",
     LONG_TEXT,
+    # Characters where word boundaries used to differ (U+2028, NUL, U+000B): issue 15.
+    "Paris\u2028is the capital\x00 of France\x0b; Café au lait!",
 ]
 # SQuAD v2.0: one window each (the signature's case); the empty context has no span.
 V2_QUESTIONS = QUESTIONS[:2] + ["Who ran away?", "What did the dog do?", "Who sat?"]
@@ -199,13 +201,11 @@ def test_regress_matches_keras_model(served):
 def test_answer_question_matches_windowed_numpy_pipeline(served):
   models, tokenizer, _, _ = served
   [(request, outputs)] = answers(served, "bert_tiny_saved_model", "answer_question")
-  np.testing.assert_array_equal(outputs["context_truncated"], [False, False, True])
-  examples = [
-      squad.SquadExample(str(i), q, c, ())
-      for i, (q, c) in enumerate(zip(QUESTIONS[:2], CONTEXTS[:2]))
-  ]
+  np.testing.assert_array_equal(outputs["context_truncated"], [False, False, True, False])
+  one_window = [0, 1, 3]  # the long context (2) needs several windows: not the signature's case
+  examples = [squad.SquadExample(str(i), QUESTIONS[i], CONTEXTS[i], ()) for i in one_window]
   features = squad.squad_features(examples, tokenizer, MAX_LEN, max_query_length=8)
-  assert len(features["input_ids"]) == 2  # one window each: the signature's case
+  assert len(features["input_ids"]) == len(one_window)  # one window each
   logits = models["span"](
       {k: features[k] for k in ("input_ids", "input_mask", "segment_ids")}, training=False
   )
@@ -216,7 +216,7 @@ def test_answer_question_matches_windowed_numpy_pipeline(served):
       logits["end_logits"].numpy(),
       n_best_size=MAX_LEN,
   )
-  for i, example in enumerate(examples):
+  for i, example in zip(one_window, examples):
     best = want.nbest[example.qas_id][0]
     assert outputs["answer"][i] == best["text"]
     start, end = outputs["start_char"][i], outputs["end_char"][i]
