@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 from recurrent_bert.errors import InputError
 from recurrent_bert.errors import at
+from recurrent_bert.errors import refuse_duplicate_keys
 
 # The one source of the allowed values: the layers import them from here (config stays free
 # of TensorFlow, so a config is checked before TensorFlow loads).
@@ -213,20 +214,6 @@ def _unknown_key_message(key: str, known) -> str:
   return f"unknown ModelConfig field; {hint}"
 
 
-def _object_without_duplicate_keys(source: str):
-  """json.loads hook: a key given twice is refused (JSON would silently keep the last)."""
-
-  def hook(pairs):
-    seen = {}
-    for key, value in pairs:
-      if key in seen:
-        raise ConfigError(f"{at(source, key=key)}: given twice in one object")
-      seen[key] = value
-    return seen
-
-  return hook
-
-
 def decode_utf8(data: bytes, source: str) -> str:
   """`data` as UTF-8 text (a leading byte-order mark dropped), else a ConfigError naming
   `source` and the line of the first invalid byte."""
@@ -380,7 +367,7 @@ class ModelConfig:
     if isinstance(text, (bytes, bytearray)):
       text = decode_utf8(bytes(text), source)
     try:
-      d = json.loads(text, object_pairs_hook=_object_without_duplicate_keys(source))
+      d = json.loads(text, object_pairs_hook=refuse_duplicate_keys(source, ConfigError))
     except json.JSONDecodeError as e:
       raise ConfigError(
           f"{source}:{e.lineno}: not valid JSON ({e.msg}, column {e.colno})"

@@ -14,7 +14,7 @@ Commands (through `cli.run`) print the message as one line on stderr and exit wi
 its traceback. This module imports nothing, so the TensorFlow-free base (config) can use it.
 """
 
-from typing import Optional
+from typing import Callable, List, Optional, Tuple
 
 
 class InputError(ValueError):
@@ -45,3 +45,25 @@ def at(
   if key is not None:
     place += f": key {key!r}"
   return place
+
+
+def refuse_duplicate_keys(
+    where: str, error: type = InputError
+) -> Callable[[List[Tuple[str, object]]], dict]:
+  """A json.loads object_pairs_hook building a dict that refuses a key given twice (plain
+  JSON silently keeps the last), naming `where` and the key.
+
+  Args:
+    where: the place prefix of the object's file (and line), e.g. "train.jsonl:3".
+    error: the InputError subclass to raise (config.ConfigError for model configs).
+  """
+
+  def build(pairs):
+    value = {}
+    for key, item in pairs:
+      if key in value:
+        raise error(f"{at(where, key=key)}: given twice in one object")
+      value[key] = item
+    return value
+
+  return build

@@ -28,6 +28,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 from recurrent_bert import io_utils
 from recurrent_bert.data.feature_cache import SplitData
 from recurrent_bert.errors import at
+from recurrent_bert.errors import refuse_duplicate_keys
 from recurrent_bert.io_utils import InputError
 from recurrent_bert.tasks import glue
 from recurrent_bert.tasks.pair_features import PairExample
@@ -83,23 +84,9 @@ def _type_names(types) -> str:
   return " or ".join(names.get(t, t.__name__) for t in _as_tuple(types))
 
 
-def _json_object(where: str):
-  """json.loads' object_pairs_hook: a dict, refusing a key given twice (JSON keeps the last)."""
-
-  def build(pairs):
-    value = {}
-    for key, item in pairs:
-      if key in value:
-        raise InputError(f"{where}: key {key!r} appears twice in one object")
-      value[key] = item
-    return value
-
-  return build
-
-
 def _parse_line(where: str, line: str) -> _Record:
   try:
-    value = json.loads(line, object_pairs_hook=_json_object(where))
+    value = json.loads(line, object_pairs_hook=refuse_duplicate_keys(where))
   except json.JSONDecodeError as e:
     raise InputError(f"{where}: invalid JSON at column {e.colno}: {e.msg}") from e
   if not isinstance(value, dict):

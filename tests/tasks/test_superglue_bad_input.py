@@ -66,7 +66,7 @@ def multirc(idx, question_idxs=(0,), answer_idxs=(0, 1)):
             "boolq",
             [boolq(1), '{"question": "q", "passage": "p", "idx": 2, "idx": 3, "label": true}'],
             2,
-            "key 'idx' appears twice in one object",
+            "key 'idx': given twice in one object",
         ),
         (
             "boolq",
