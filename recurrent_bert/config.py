@@ -386,6 +386,18 @@ class ModelConfig:
   def replace(self, **changes: Any) -> ModelConfig:
     return dataclasses.replace(self, **changes)
 
+  def check_sequence_length(self, length: int, flag: str, model: str = "the model") -> None:
+    """Refuses sequences of `length` tokens where learned positions stop short of them.
+
+    Raises:
+      ConfigError: "--flag=length exceeds <model>'s max_position_embeddings=P".
+    """
+    if self.position_embedding == "absolute" and length > self.max_position_embeddings:
+      raise ConfigError(
+          f"{flag}={length} exceeds {model}'s "
+          f"max_position_embeddings={self.max_position_embeddings}"
+      )
+
   # -- validation ----------------------------------------------------------------
 
   def _validate(self):

@@ -36,14 +36,7 @@ def _validate():
   for size in FLAGS.sizes:
     for family in FLAGS.families:
       config = config_lib.resolve_config(f"{family}_{size}")
-      if (
-          config.position_embedding == "absolute"
-          and FLAGS.seq_length > config.max_position_embeddings
-      ):
-        cli.fail(
-            f"--seq_length={FLAGS.seq_length} exceeds {family}_{size}'s "
-            f"max_position_embeddings={config.max_position_embeddings}"
-        )
+      config.check_sequence_length(FLAGS.seq_length, "--seq_length", f"{family}_{size}")
 
 
 def main(argv):

@@ -204,14 +204,7 @@ def settings_from_flags() -> settings_lib.Settings:
   if not 0 <= warmup < FLAGS.pretrain_steps:
     raise ValueError("--warmup_steps must be in [0, --pretrain_steps)")
   for preset in presets:
-    config = config_lib.PRESETS[preset]
-    if config.position_embedding == "absolute" and (
-        FLAGS.seq_length > config.max_position_embeddings
-    ):
-      raise ValueError(
-          f"--seq_length={FLAGS.seq_length} exceeds {preset}'s "
-          f"max_position_embeddings={config.max_position_embeddings}"
-      )
+    config_lib.PRESETS[preset].check_sequence_length(FLAGS.seq_length, "--seq_length", preset)
   queries = list(FLAGS.query) if FLAGS.query else None
   return settings_lib.Settings(
       work_dir=os.path.abspath(FLAGS.work_dir),

@@ -250,14 +250,7 @@ def resolve_run(worker_id: int = 0, path_flags: Sequence[str] = ()) -> RunParts:
     )
   if not init and not resumed and vocab_size != config.vocab_size:
     config = config.replace(vocab_size=vocab_size)
-  if (
-      config.position_embedding == "absolute"
-      and FLAGS.max_seq_length > config.max_position_embeddings
-  ):
-    fail(
-        f"--max_seq_length={FLAGS.max_seq_length} exceeds the model's "
-        f"max_position_embeddings={config.max_position_embeddings}"
-    )
+  config.check_sequence_length(FLAGS.max_seq_length, "--max_seq_length")
 
   do_lower_case = FLAGS.do_lower_case
   if do_lower_case is None:

@@ -197,14 +197,7 @@ def model_config():
       )
   if vocab_size is not None and vocab_size != config.vocab_size:
     config = config.replace(vocab_size=vocab_size)
-  if (
-      config.position_embedding == "absolute"
-      and FLAGS.max_seq_length > config.max_position_embeddings
-  ):
-    cli.fail(
-        f"--max_seq_length={FLAGS.max_seq_length} exceeds the model's "
-        f"max_position_embeddings={config.max_position_embeddings}"
-    )
+  config.check_sequence_length(FLAGS.max_seq_length, "--max_seq_length")
   return config
 
 
