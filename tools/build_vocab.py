@@ -118,6 +118,7 @@ def main(argv):
   del argv
   from recurrent_bert import io_utils
 
+  execution.check_output_path("output_file", folder=False)
   files = cli.run_checked(corpus.input_files)
   output_dir = os.path.dirname(os.path.abspath(FLAGS.output_file))
   if os.path.exists(output_dir) and not os.access(output_dir, os.W_OK):

@@ -133,6 +133,8 @@ def options_from_flags():
   beam = FLAGS.runner == "beam"
   if not beam:  # the Beam pipeline checks the vocabulary itself, gs:// paths included
     vocab.load_vocab(FLAGS.vocab_file)
+  execution.check_output_path("output_dir")
+  execution.check_output_path("output_files", folder=False)
   if FLAGS.output_dir:  # built beside it and swapped in at the end, by both runners
     outputs = shard_paths(FLAGS.output_dir, FLAGS.num_output_shards)
   else:

@@ -65,7 +65,8 @@ def main(argv):
   from recurrent_bert.data import builtin_corpus
   from recurrent_bert.data import vocab
 
-  # A bad vocabulary fails in a second, before TensorFlow loads (tokenization imports it).
+  # Bad input fails in a second, before TensorFlow loads (tokenization imports it).
+  execution.check_output_path("output_file", folder=False)
   vocab.load_vocab(FLAGS.vocab_file)
   from recurrent_bert.data import tokenization
 

@@ -6,7 +6,7 @@ name and `apply_run_dir()` anchors the command's relative paths at --run_dir;
 """
 
 import os
-from typing import Sequence
+from typing import Optional, Sequence
 
 from absl import flags
 
@@ -143,13 +143,18 @@ def check_output_path(name: str, folder: bool = True) -> None:
   scheme (gs://) are left to that layer. Unset (None) is the command's to handle.
 
   Args:
-    name: the flag.
+    name: the flag (a list flag: each of its paths).
     folder: True when the path is a folder the command makes, False for a file.
 
   Raises:
     InputError: "--name=value: what is wrong".
   """
   value = FLAGS[name].value
+  for item in value if isinstance(value, list) else [value]:
+    _check_output_item(name, item, folder)
+
+
+def _check_output_item(name: str, value: Optional[str], folder: bool) -> None:
   if value is None or "://" in value:
     return
   if not value.strip():

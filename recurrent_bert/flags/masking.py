@@ -11,6 +11,8 @@ defaults and checks, from here; only the help says which end the command is (wha
 
 from absl import flags
 
+from recurrent_bert.flags import execution
+
 FLAGS = flags.FLAGS
 
 # Flags whose help in the reading command (pretrain) says they apply under
@@ -73,8 +75,9 @@ def define_flags(*, reads_records: bool) -> None:
   flags.DEFINE_float("mask_token_prob", 0.8, recipe_help["mask_token_prob"])
   flags.DEFINE_float("random_token_prob", 0.1, recipe_help["random_token_prob"])
   flags.DEFINE_boolean("do_whole_word_mask", False, recipe_help["do_whole_word_mask"])
+  # 65536 tokens is far past any model here; 2**31 would allocate 16 GB per sequence.
   for name in ("max_seq_length", "max_predictions_per_seq"):
-    flags.register_validator(name, lambda v: v is not None and v >= 1, f"--{name} must be >= 1")
+    execution.register_range(name, 1, 1 << 16)
   for name in ("masked_lm_prob", "mask_token_prob", "random_token_prob"):
     flags.register_validator(name, lambda v: 0.0 <= v <= 1.0, f"--{name} must be in [0, 1]")
   flags.register_multi_flags_validator(

@@ -33,6 +33,9 @@ def define_flags(
     flags.DEFINE_string(
         "vocab_file", None, _help("vocab.txt (ours or google-research/bert's)", vocab_file_note)
     )
+    flags.register_validator(
+        "vocab_file", lambda v: v is None or bool(v.strip()), "--vocab_file: empty; give a path"
+    )
   flags.DEFINE_boolean(
       "do_lower_case",
       do_lower_case,
