@@ -191,6 +191,23 @@ FINE = {
     ("sweep", "entry_flags", "unknown flag"),
     ("sweep", "glue_flags", "unknown flag"),
     ("sweep", "squad_flags", "unknown flag"),
+    # Shared flags tried in the first command that has them (finetune_glue when it leads).
+    ("finetune_glue", "run_dir", "empty"),  # the working directory
+    ("finetune_glue", "run_dir", "under a file"),  # the base's paths are absolute
+    ("finetune_glue", "tpu", "empty"),  # no TPU strategy asked for: unused
+    ("finetune_glue", "tpu", "word"),
+    ("finetune_glue", "warmup_steps", "0"),  # no warmup
+    # Past the run's steps: shortened to them with a warning (flagfiles carry the paper's
+    # warmup, a short --max_train_steps run keeps its shape).
+    ("finetune_glue", "warmup_steps", _HUGE),
+    ("finetune_squad", "doc_stride", "beyond the window"),  # windows advance by their room
+    ("create_pretraining_data", "beam_runner", "word"),  # --runner=local: unused
+    ("create_pretraining_data", "builtin_max_bytes", _HUGE),  # all of it
+    ("create_pretraining_data", "random_seed", "0"),  # a seed
+    ("build_vocab", "max_lines", _HUGE),  # all of them
+    ("build_vocab", "min_count", _HUGE),  # only the characters: every word is rarer
+    ("summary", "config", "empty"),  # unset: the base's --preset
+    ("summary", "write_configs", "empty"),  # unset: summarise
     ("builtin_corpus", "max_bytes", _HUGE),  # all of it
     ("builtin_corpus", "max_documents", _HUGE),
 }

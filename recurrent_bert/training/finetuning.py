@@ -367,7 +367,15 @@ class Finetuner:
       )
     num_steps = self.num_train_steps()
     warmup = s.warmup_steps if s.warmup_steps is not None else int(s.warmup_proportion * num_steps)
-    warmup = min(warmup, num_steps - 1)
+    if warmup >= num_steps:
+      # Flagfiles carry the paper's warmup; a short run (--max_train_steps) keeps its shape.
+      logging.warning(
+          "warmup of %d steps is not below the run's %d training steps: warming up for %d",
+          warmup,
+          num_steps,
+          num_steps - 1,
+      )
+      warmup = num_steps - 1
     logging.info(
         "%s: %d training examples, %d steps of %d, warmup %d",
         self.adapter.info.task,
