@@ -431,6 +431,26 @@ def record_error(error: BaseException) -> Optional[InputError]:
     # TF names the offset of the record's data (a bad header: of the record itself).
     offset = int(reader.group(2))
     return _locate_damage(list(reversed(_FILES_READ)), (offset - _HEADER_BYTES, offset))
+  if isinstance(error, tf.errors.InvalidArgumentError) and "Unsupported datatype" in text:
+    # The fast parser's one error that names no example: a feature with no value list.
+    return _locate_empty_feature(list(reversed(_FILES_READ)))
+  return None
+
+
+def _locate_empty_feature(paths: Sequence[str]) -> Optional[InputError]:
+  """The first record of `paths` holding a feature without a value list, found after the
+  fact (the run has stopped; reading the files again costs nothing that matters)."""
+  for path in paths:
+    for number, record in enumerate(tf.data.TFRecordDataset(path).as_numpy_iterator(), 1):
+      try:
+        features = tf.train.Example.FromString(record).features.feature
+      except Exception:  # protobuf's DecodeError: bytes that are not an Example
+        return InputError(f"{path}: record {number}: {_NOT_AN_EXAMPLE}; {_REMAKE}")
+      for name, feature in features.items():
+        if feature.WhichOneof("kind") is None:
+          return InputError(
+              f"{path}: record {number}: feature {name!r} holds no value list; {_REMAKE}"
+          )
   return None
 
 
