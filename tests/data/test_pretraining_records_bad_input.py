@@ -186,6 +186,18 @@ def test_a_bad_later_record_stops_training_naming_file_and_record(tmp_path, bad,
   assert what in message and "\n" not in message
 
 
+def test_a_feature_without_a_value_list_is_named(tmp_path):
+  # TF's parser says only "Unsupported datatype" for a Feature holding none of its three
+  # lists (here: an unknown field, as flipped bytes make); found by the 300-example property.
+  example = tf.train.Example.FromString(example_bytes(features_of(9)))
+  no_list = tf.train.Feature()
+  no_list.MergeFromString(b"\x28\x01")  # field 5, varint 1: not bytes/float/int64_list
+  example.features.feature["segment_ids"].CopyFrom(no_list)
+  path = shard_dir(tmp_path, with_record(9, example.SerializeToString()))
+  with pytest.raises(InputError, match=r": record 10: feature 'segment_ids' holds no value list"):
+    read_training_epoch(path)
+
+
 def test_a_bad_later_record_of_the_held_out_set_is_named(tmp_path):
   path = shard_dir(tmp_path, with_record(6, float_instead_of_int(6, "masked_lm_ids")))
   with pytest.raises(InputError, match=r": record 7: feature 'masked_lm_ids' holds float"):
