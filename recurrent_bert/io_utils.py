@@ -360,6 +360,14 @@ def split_universal_lines(f, chunk_bytes: int = _READ_CHUNK_BYTES) -> Iterator[b
     yield b"".join(pending)
 
 
+def not_utf8(raw: bytes, error: UnicodeDecodeError) -> str:
+  """What is wrong with a line `raw` that failed to decode: where (1-based byte), and the fix."""
+  return (
+      f"not valid UTF-8 (byte {error.start + 1} of the line: "
+      f"{raw[error.start : error.start + 4]!r}); save the file as UTF-8"
+  )
+
+
 def decoded_lines(raw_lines, path: str) -> Iterator[Tuple[int, str]]:
   """(1-based line number, line) of UTF-8 byte lines; an invalid one names `path:line`.
 
@@ -370,10 +378,7 @@ def decoded_lines(raw_lines, path: str) -> Iterator[Tuple[int, str]]:
     try:
       line = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-      raise InputError(
-          f"{path}:{line_number}: not valid UTF-8 (byte {e.start} of the line: "
-          f"{raw[e.start:e.start + 4]!r}); convert the file to UTF-8"
-      ) from e
+      raise InputError(f"{path}:{line_number}: {not_utf8(raw, e)}") from e
     yield line_number, line
 
 

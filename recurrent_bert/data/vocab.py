@@ -80,10 +80,7 @@ def load_vocab(vocab_file: str) -> List[str]:
     try:
       token = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-      raise InputError(
-          f"{place}: vocab line is not valid UTF-8 (byte {e.start}: "
-          f"{raw[e.start:e.start + 1]!r}); save the file as UTF-8"
-      ) from e
+      raise InputError(f"{place}: {io_utils.not_utf8(raw, e)}") from e
     if line_number == 1 and token.startswith(_BYTE_ORDER_MARK):
       token = token[len(_BYTE_ORDER_MARK) :]
     token = token.strip()

@@ -165,10 +165,7 @@ def read_text_lines(path: str) -> Iterator[Tuple[int, Optional[str], Optional[st
       try:
         text = raw.decode("utf-8")
       except UnicodeDecodeError as e:
-        yield line_number, None, (
-            f"not valid UTF-8 (byte {e.start + 1} of the line: {raw[e.start : e.start + 4]!r}); "
-            "save the file as UTF-8"
-        )
+        yield line_number, None, io_utils.not_utf8(raw, e)
         continue
       yield line_number, text.lstrip(_BYTE_ORDER_MARK) if line_number == 1 else text, None
 
