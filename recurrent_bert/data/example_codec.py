@@ -133,7 +133,8 @@ def _crc32c():
   return _CRC32C
 
 
-def _masked_crc(data) -> int:
+def masked_crc(data) -> int:
+  """TFRecord's masked CRC-32C of `data` (what a frame stores after its length and data)."""
   crc = _crc32c()(data)
   return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
@@ -154,9 +155,9 @@ def frame_records(data: np.ndarray, offsets: np.ndarray) -> Tuple[bytes, np.ndar
     length = struct.pack("<Q", end - begin)
     parts.append(
         length
-        + struct.pack("<I", _masked_crc(length))
+        + struct.pack("<I", masked_crc(length))
         + record
-        + struct.pack("<I", _masked_crc(record))
+        + struct.pack("<I", masked_crc(record))
     )
   framed_offsets = offsets + 16 * np.arange(len(offsets))
   return b"".join(parts), framed_offsets

@@ -444,7 +444,7 @@ def _locate_empty_feature(paths: Sequence[str]) -> Optional[InputError]:
     for number, record in enumerate(tf.data.TFRecordDataset(path).as_numpy_iterator(), 1):
       try:
         features = tf.train.Example.FromString(record).features.feature
-      except Exception:  # protobuf's DecodeError: bytes that are not an Example
+      except message.DecodeError:
         return InputError(f"{path}: record {number}: {_NOT_AN_EXAMPLE}; {_REMAKE}")
       for name, feature in features.items():
         if feature.WhichOneof("kind") is None:
@@ -496,14 +496,14 @@ def _frame_problem(f, start: int, size: int, check_data: bool = True) -> Tuple[s
   if len(header) < _HEADER_BYTES:
     return f"the file ends inside its header ({len(header)} bytes)", size
   length, length_crc = struct.unpack("<QI", header)
-  if example_codec._masked_crc(header[:8]) != length_crc:
+  if example_codec.masked_crc(header[:8]) != length_crc:
     return "its header is corrupted (checksum mismatch)", size
   end = start + _HEADER_BYTES + length + _FOOTER_BYTES
   if end > size:
     return f"the file ends inside it ({size - start} of its {end - start} bytes)", size
   if check_data:
     data = f.read(length)
-    if example_codec._masked_crc(data) != struct.unpack("<I", f.read(_FOOTER_BYTES))[0]:
+    if example_codec.masked_crc(data) != struct.unpack("<I", f.read(_FOOTER_BYTES))[0]:
       return "its data is corrupted (checksum mismatch)", end
   return "", end
 
