@@ -67,3 +67,10 @@ def refuse_duplicate_keys(
     return value
 
   return build
+
+
+def first_line(error: BaseException, limit: Optional[int] = None) -> str:
+  """The first line of `error`'s message (at most `limit` characters), else its type's name:
+  the reason an InputError quotes from a library's multi-line error (TensorFlow's op dumps)."""
+  text = str(error).strip()
+  return text.splitlines()[0][:limit] if text else type(error).__name__

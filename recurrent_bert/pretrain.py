@@ -16,6 +16,7 @@ from absl import logging
 
 from recurrent_bert import cli
 from recurrent_bert.errors import InputError
+from recurrent_bert.errors import first_line
 from recurrent_bert.flags import execution
 from recurrent_bert.flags import optimization as optimization_flags
 from recurrent_bert.flags import pretraining
@@ -41,11 +42,10 @@ def main(argv):
     run_pretraining(model_config, strategy, is_chief, worker_id, data_config, eval_data_config)
   except (MemoryError, tf.errors.ResourceExhaustedError) as e:
     # The sizes the flags asked for do not fit: input to change, not a bug.
-    reason = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
     raise InputError(
         f"--model_config={FLAGS.model_config} (vocab_size {model_config.vocab_size}), "
         f"--train_batch_size={FLAGS.train_batch_size}, --max_seq_length="
-        f"{FLAGS.max_seq_length}: out of memory ({reason}); give smaller values"
+        f"{FLAGS.max_seq_length}: out of memory ({first_line(e, 200)}); give smaller values"
     ) from None
 
 

@@ -17,6 +17,7 @@ from absl import logging
 import tensorflow as tf
 
 from recurrent_bert.errors import InputError
+from recurrent_bert.errors import first_line
 
 STRATEGIES = ("default", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 
@@ -75,9 +76,8 @@ def get_distribution_strategy(
   except (ValueError, RuntimeError, OSError, tf.errors.OpError) as e:
     # Input, not a bug: no TPU by that name (the resolver asks the GCE metadata server,
     # an OSError off Google Cloud), or none attached. One line, not TensorFlow's op dump.
-    reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     raise InputError(
-        f"--distribution_strategy=tpu: no TPU found at --tpu={tpu_address}: {reason}; "
+        f"--distribution_strategy=tpu: no TPU found at --tpu={tpu_address}: {first_line(e)}; "
         "give the name or grpc:// address of a Cloud TPU, or 'local' on a TPU VM"
     ) from None
   return tf.distribute.TPUStrategy(resolver)
