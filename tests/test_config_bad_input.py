@@ -10,8 +10,6 @@ import json
 import math
 import os
 import re
-import subprocess
-import sys
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -23,6 +21,7 @@ from recurrent_bert.config import ModelConfig
 from recurrent_bert.convert.importers import config_from_bert_json
 from recurrent_bert.errors import InputError
 from tests import mutations
+from tests.readme_text import run_module
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASE = PRESETS["bert_tiny"].to_dict()
@@ -289,20 +288,11 @@ def test_bert_config_json_valid_values_map_exactly():
 
 def test_convert_checkpoint_prints_one_line_and_exits_2_on_a_bad_bert_config(tmp_path):
   (tmp_path / "bert_config.json").write_text(json.dumps({**BERT_JSON, "hidden_size": 16.5}))
-  result = subprocess.run(
-      [
-          sys.executable,
-          "-m",
-          "tools.convert_checkpoint",
-          "--source=tf1",
-          f"--input={tmp_path}/bert_model.ckpt",
-          f"--output_dir={tmp_path}/out",
-      ],
-      cwd=REPO,
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
-      capture_output=True,
-      text=True,
-      timeout=300,
+  result = run_module(
+      "tools.convert_checkpoint",
+      "--source=tf1",
+      f"--input={tmp_path}/bert_model.ckpt",
+      f"--output_dir={tmp_path}/out",
   )
   assert result.returncode == 2, result.stderr[-2000:]
   lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]

@@ -9,8 +9,6 @@ with \\n line ends, read by hand (`str.split("\\n")`).
 
 import io
 import os
-import subprocess
-import sys
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -22,6 +20,7 @@ from recurrent_bert.data import pretraining_data
 from recurrent_bert.data.masking import MaskingConfig
 from recurrent_bert.errors import InputError
 from tests import mutations
+from tests.readme_text import run_module
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -132,20 +131,11 @@ def test_tokenize_text_writes_one_row_per_cr_line(tmp_path, vocab_file):
 
   cr = write(tmp_path, LF.replace(b"\n", b"\r"), "cr.txt")
   out = tmp_path / "cr.jsonl"
-  result = subprocess.run(
-      [
-          sys.executable,
-          "-m",
-          "tools.tokenize_text",
-          f"--vocab_file={vocab_file}",
-          f"--input_file={cr}",
-          f"--output_file={out}",
-      ],
-      cwd=REPO,
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
-      capture_output=True,
-      text=True,
-      timeout=300,
+  result = run_module(
+      "tools.tokenize_text",
+      f"--vocab_file={vocab_file}",
+      f"--input_file={cr}",
+      f"--output_file={out}",
   )
   assert result.returncode == 0, result.stderr[-2000:]
   rows = [json.loads(line) for line in out.read_text(encoding="utf-8").split("\n")[:-1]]

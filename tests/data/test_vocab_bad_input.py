@@ -7,8 +7,6 @@ length, i.e. 256 UTF-8 bytes after a leading "##"; NUL-terminated trie keys; uni
 """
 
 import os
-import subprocess
-import sys
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -19,6 +17,7 @@ from recurrent_bert.data.vocab import load_vocab
 from recurrent_bert.errors import InputError
 from tests import mutations
 from tests.data.conftest import RESERVED
+from tests.readme_text import run_module
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOKENS = RESERVED + ["the", "cat", "##s", "sat", "on", "mat", "##ting", "."]
@@ -94,17 +93,6 @@ def test_byte_order_mark_is_dropped(tmp_path):
   assert load_vocab(write(tmp_path, b"\xef\xbb\xbf" + VALID)) == TOKENS
 
 
-def _run_tool(module, *flags):
-  return subprocess.run(
-      [sys.executable, "-m", module, *flags],
-      cwd=REPO,
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
-      capture_output=True,
-      text=True,
-      timeout=300,
-  )
-
-
 def _assert_one_line_exit_2(result, expected_start):
   assert result.returncode == 2, result.stderr[-2000:]
   assert "Traceback" not in result.stderr
@@ -121,7 +109,7 @@ def test_tools_print_one_line_and_exit_2_on_a_bad_vocab(tmp_path, module):
     flags = [f"--input_file={text}", f"--output_file={tmp_path}/out.jsonl"]
   else:
     flags = [f"--input_files={text}", f"--output_dir={tmp_path}/out", "--noprogress"]
-  result = _run_tool(module, f"--vocab_file={vocab}", *flags)
+  result = run_module(module, f"--vocab_file={vocab}", *flags)
   _assert_one_line_exit_2(result, f"error: {vocab}:7: vocab entry 'c\\x00at' holds a NUL")
 
 
