@@ -35,6 +35,16 @@ SWISH_RNN_DIRECTIONS = ("forward", "backward", "bidirectional")
 # How a BLSTM or SwishRNN runs, never what it computes (layers/blstm.py, layers/swish_rnn.py).
 BLSTM_IMPLEMENTATIONS = ("auto", "keras", "scan", "fused", "block")
 SWISH_RNN_IMPLEMENTATIONS = ("auto", "fused", "loop", "scan")
+# Which encoder layers a task head reads (--layer_mix; layers/layer_combination.py). "Four"
+# means the last min(4, L) blocks of an L-block encoder.
+LAYER_MIXES = (
+    "last",  # the last block's output: what every head reads by default
+    "second_to_last",
+    "sum_last_four",
+    "concat_last_four",  # width 4H
+    "mix_last_four",  # ELMo's learned scalar mix of the last four
+    "mix_all",  # ... of every block
+)
 
 
 class ConfigError(InputError):

@@ -170,8 +170,9 @@ class TaskInfo:
 
   Attributes:
     task: task name ("mrpc", "squad", "custom", ...).
-    kind: "classifier" (K >= 2 labels), "regressor" (K = 1) or "span".
-    label_names: the K label names of a classifier (empty otherwise).
+    kind: "classifier" (K >= 2 labels), "regressor" (K = 1), "span", "tagger" (a label
+      per word) or "multiple_choice" (a score per choice).
+    label_names: the K label names of a classifier or tagger (empty otherwise).
     use_blstm_decoder: span models: the "+ BLSTM decoder" head.
     do_lower_case: the tokenizer's casing.
     max_seq_length: T of the training features.
@@ -180,6 +181,8 @@ class TaskInfo:
       answer in pieces.
     doc_stride: span models: pieces between the starts of context windows.
     text_pair: sentence-pair task (the default serving signature takes two texts).
+    layer_mix: which encoder layers the head reads (`layers.LAYER_MIXES`).
+    feature_based: the encoder was frozen and read through a BiLSTM (BERT Table 7).
   """
 
   task: str
@@ -193,6 +196,8 @@ class TaskInfo:
   max_answer_length: int = 30
   doc_stride: int = 128
   text_pair: bool = False
+  layer_mix: str = "last"
+  feature_based: bool = False
 
   def to_json(self) -> str:
     return (

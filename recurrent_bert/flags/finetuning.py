@@ -17,6 +17,7 @@ from typing import Optional, Sequence
 from absl import flags
 
 from recurrent_bert import model_dir as layout
+from recurrent_bert.config import LAYER_MIXES
 from recurrent_bert.cli import fail
 from recurrent_bert.flags import execution as run_flags
 from recurrent_bert.flags import optimization as optimizer_flags
@@ -69,6 +70,20 @@ def define_flags(
       False,
       "Skip task-data rows that fail validation (bad score or label, empty answer, duplicate "
       "id ...) instead of stopping at the first; the count skipped is reported per file.",
+  )
+  flags.DEFINE_enum(
+      "layer_mix",
+      "last",
+      list(LAYER_MIXES),
+      "Encoder layers the task head reads: last, second_to_last, sum_last_four, "
+      "concat_last_four, mix_last_four or mix_all (ELMo's learned scalar mix); 'four' = "
+      "min(4, layers).",
+  )
+  flags.DEFINE_boolean(
+      "feature_based",
+      False,
+      "Classification and tagging: freeze the encoder and train a 2-layer BiLSTM on the "
+      "--layer_mix features (BERT Table 7) instead of fine-tuning it.",
   )
   flags.DEFINE_integer("max_seq_length", max_seq_length, "Tokens per packed input.")
   flags.DEFINE_integer("train_batch_size", train_batch_size, "Global training batch.")
@@ -129,7 +144,14 @@ def help_groups(task_flags):
           "skip_bad_rows",
           "shuffle_buffer_size",
       ),
-      "model": ("init_checkpoint", "model_config", "vocab_file", "do_lower_case"),
+      "model": (
+          "init_checkpoint",
+          "model_config",
+          "vocab_file",
+          "do_lower_case",
+          "layer_mix",
+          "feature_based",
+      ),
       "mode and output": (
           "mode",
           "model_dir",
@@ -155,6 +177,8 @@ RECORDED_SETTINGS = (
     "doc_stride",
     "max_query_length",
     "max_answer_length",
+    "layer_mix",
+    "feature_based",
 )
 
 
@@ -284,6 +308,12 @@ def run_task(strategy, adapter, parts: RunParts, is_chief: bool, worker_id: int)
 
   if FLAGS.mode in ("train", "train_and_eval"):
     optimizer_flags.check_optimizer_flags(strategy.num_replicas_in_sync)
+  if FLAGS.feature_based and adapter.info.kind not in ("classifier", "regressor", "tagger"):
+    fail(f"--feature_based is for classification and tagging, not a {adapter.info.kind} task")
+  # The head's architecture flags are recorded with the task (task_info.json).
+  adapter.info = dataclasses.replace(
+      adapter.info, layer_mix=FLAGS.layer_mix, feature_based=FLAGS.feature_based
+  )
   finetuner = finetuning.Finetuner(
       strategy,
       adapter,

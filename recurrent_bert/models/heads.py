@@ -177,3 +177,63 @@ class SpanHead(keras.layers.Layer):
         "initializer_range": self.initializer_range,
         "blstm_implementation": self.blstm_implementation,
     }
+
+
+@keras.saving.register_keras_serializable(package="recurrent_bert")
+class FeatureBiLSTM(keras.layers.Layer):
+  """BERT's feature-based head (Table 7): a 2-layer BiLSTM over frozen encoder features.
+
+  Each layer runs `units` cells per direction (default H/2, so the output width is H).
+
+  Inputs: features [B, T, W] (W may differ from H, e.g. 4H when four layers are
+  concatenated); input_mask [B, T].
+  Output: [B, T, 2 * units].
+
+  Args:
+    units: cells per direction.
+    num_layers: stacked BiLSTMs (the paper: 2).
+    initializer_range: stddev of the LSTM input kernels.
+    implementation: the BidirectionalLSTM implementation ("auto", "fused", ...).
+  """
+
+  def __init__(self, units, num_layers=2, initializer_range=0.02, implementation="auto", **kwargs):
+    super().__init__(**kwargs)
+    self.units = units
+    self.num_layers = num_layers
+    self.initializer_range = initializer_range
+    self.implementation = implementation
+    self.bilstms = [
+        BidirectionalLSTM(
+            units,
+            projection_size=None,
+            initializer_range=initializer_range,
+            implementation=implementation,
+            name=f"bilstm_{i}",
+        )
+        for i in range(num_layers)
+    ]
+
+  def build(self, features_shape, input_mask_shape=None):
+    width = features_shape[-1]
+    for layer in self.bilstms:
+      layer.build((None, None, width))
+      width = 2 * self.units
+    self.built = True
+
+  def call(self, features, input_mask, training=None):
+    x = features
+    for layer in self.bilstms:
+      x = layer(x, input_mask, training=training)
+    return x
+
+  def compute_output_shape(self, features_shape, input_mask_shape=None):
+    return tuple(features_shape[:-1]) + (2 * self.units,)
+
+  def get_config(self):
+    return {
+        **super().get_config(),
+        "units": self.units,
+        "num_layers": self.num_layers,
+        "initializer_range": self.initializer_range,
+        "implementation": self.implementation,
+    }

@@ -44,16 +44,24 @@ MODES = ("train", "eval", "predict", "train_and_eval")
 
 
 def build_task_model(encoder, info: TaskInfo):
-  """The task model of `info` around `encoder` (a Classifier or a SpanExtractor)."""
-  from recurrent_bert.models import Classifier
-  from recurrent_bert.models import SpanExtractor
+  """The task model of `info` around `encoder` (see `TaskInfo.kind`)."""
+  from recurrent_bert import models
 
+  if info.feature_based and info.kind not in ("classifier", "regressor", "tagger"):
+    raise ValueError(f"the feature-based mode is for classification and tagging, not {info.kind}")
   if info.kind == "span":
-    return SpanExtractor(encoder, use_blstm_decoder=info.use_blstm_decoder)
+    return models.SpanExtractor(
+        encoder, use_blstm_decoder=info.use_blstm_decoder, layer_mix=info.layer_mix
+    )
+  if info.kind == "multiple_choice":
+    return models.MultipleChoice(encoder, layer_mix=info.layer_mix)
+  head = dict(layer_mix=info.layer_mix, feature_based=info.feature_based)
+  if info.kind == "tagger":
+    return models.TokenTagger(encoder, len(info.label_names), **head)
   if info.kind == "regressor":
-    return Classifier(encoder, num_classes=1)
+    return models.Classifier(encoder, num_classes=1, **head)
   if info.kind == "classifier":
-    return Classifier(encoder, num_classes=len(info.label_names))
+    return models.Classifier(encoder, num_classes=len(info.label_names), **head)
   raise ValueError(f"unknown task kind {info.kind!r}")
 
 
