@@ -17,8 +17,8 @@ from typing import Optional, Sequence
 from absl import flags
 
 from recurrent_bert import model_dir as layout
-from recurrent_bert.config import LAYER_MIXES
 from recurrent_bert.cli import fail
+from recurrent_bert.config import LAYER_MIXES
 from recurrent_bert.flags import execution as run_flags
 from recurrent_bert.flags import optimization as optimizer_flags
 
