@@ -1,4 +1,5 @@
-"""The same tasks through tensorflow-datasets (`glue/*`, `super_glue/*`, `squad/*`).
+"""The same tasks through tensorflow-datasets (`glue/*`, `super_glue/*`, `squad/*`,
+`conll2003`).
 
 Data must already be prepared in a TFDS data dir (`tfds build glue/mrpc --data_dir=...`
 on a machine with network access, then copy the directory). Loading uses
@@ -13,15 +14,21 @@ Records are checked as the file readers check rows: an STS-B score that is not f
 outside 0..5, or an idx that repeats an earlier record's, is an `InputError` naming the
 record ("tfds:glue/stsb/train: record 12: ..."), or with `skip_bad_rows` is skipped and
 listed in `SplitData.skipped`.
+
+CoNLL-2003 comes as `conll.TaggedSentence`s with TFDS's IOB2 tag names. TFDS drops the
+-DOCSTART- lines and stores sentences in its own order, so document boundaries are lost:
+each sentence is its own document (document = record number), which gives document-level
+features no wrong neighbours.
 """
 
 import dataclasses
 import math
-from typing import Any, Callable, Dict, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Sequence, Tuple
 
 from recurrent_bert.data.feature_cache import SplitData
 from recurrent_bert.errors import at
 from recurrent_bert.io_utils import InputError
+from recurrent_bert.tasks import conll
 from recurrent_bert.tasks import glue
 from recurrent_bert.tasks import squad
 from recurrent_bert.tasks.pair_features import PairExample
@@ -67,6 +74,9 @@ TFDS_SOURCES: Dict[str, _TfdsSource] = {
     "multirc": _TfdsSource("super_glue/multirc", "paragraph"),
 }
 SQUAD_TFDS_NAMES = {"1.1": "squad/v1.1", "2.0": "squad/v2.0"}
+CONLL2003_TFDS_NAME = "conll2003"
+# conll2003 names its dev split "dev", not "validation".
+_CONLL2003_SPLITS = {"train": "train", "dev": "dev", "test": "test"}
 
 
 def _text(value: Any) -> str:
@@ -74,14 +84,21 @@ def _text(value: Any) -> str:
 
 
 def _load_numpy(
-    name: str, split: str, data_dir: Optional[str], download: bool
+    name: str,
+    split: str,
+    data_dir: Optional[str],
+    download: bool,
+    splits: Mapping[str, str] = _TFDS_SPLITS,
 ) -> Tuple[Iterator[Dict[str, Any]], Any]:
-  """tfds.load as numpy dicts, with an actionable error when the data is not prepared."""
+  """tfds.load as numpy dicts, with an actionable error when the data is not prepared.
+
+  `splits` maps our split names to the dataset's.
+  """
   import tensorflow_datasets as tfds
 
-  if split not in _TFDS_SPLITS:
-    raise InputError(f"unknown split {split!r}; use one of {', '.join(_TFDS_SPLITS)}")
-  tfds_split = _TFDS_SPLITS[split]
+  if split not in splits:
+    raise InputError(f"unknown split {split!r}; use one of {', '.join(splits)}")
+  tfds_split = splits[split]
   try:
     dataset, info = tfds.load(
         name, split=tfds_split, data_dir=data_dir, download=download, with_info=True
@@ -241,3 +258,54 @@ def load_tfds_squad(
         )
     )
   return result  # the caller reports `skipped` (TaskAdapter.examples), once
+
+
+def load_tfds_conll2003(
+    split: str,
+    data_dir: Optional[str] = None,
+    download: bool = False,
+    label_list: Optional[Sequence[str]] = None,
+    skip_bad_rows: bool = False,
+) -> SplitData:
+  """Loads CoNLL-2003 ("train", "dev" or "test") from TFDS as `conll.TaggedSentence`s.
+
+  Args:
+    split: "train", "dev" or "test".
+    data_dir: TFDS data dir; None = TFDS's default.
+    download: let TFDS download and prepare missing data (needs network).
+    label_list: the allowed tags (None: any well-formed tag); TFDS's are
+      `conll.CONLL2003_TAGS` (IOB2).
+    skip_bad_rows: skip bad records (listed in `SplitData.skipped`) instead of refusing them.
+
+  Returns:
+    SplitData of TaggedSentences; guid "tfds:conll2003/<split>:<record number>", document
+    the record number (module docstring). Empty records (TFDS writes one after a file's
+    final blank line) are passed over.
+
+  Raises:
+    InputError: unknown split, data not prepared (with how to prepare it), a record with a
+      tag not in `label_list` or an empty word unless skipped, or no sentence.
+  """
+  labels = None if label_list is None else conll.check_label_list(label_list)
+  records, info = _load_numpy(CONLL2003_TFDS_NAME, split, data_dir, download, _CONLL2003_SPLITS)
+  tag_names = list(info.features["ner"].feature.names)
+  result = SplitData(examples=[], source=f"tfds:{CONLL2003_TFDS_NAME}/{_CONLL2003_SPLITS[split]}")
+  bad_rows = glue.BadRows(result, skip_bad_rows)
+  for n, record in enumerate(records):
+    words = tuple(_text(word) for word in record["tokens"])
+    tags = tuple(tag_names[int(tag_id)] for tag_id in record["ner"])
+    if not words:
+      continue
+    problems = ["empty word" for word in words if not word]
+    problems += [conll.tag_problem(tag, labels) for tag in tags]
+    if len(tags) != len(words):
+      problems.append(f"{len(words)} tokens but {len(tags)} ner tags")
+    problem = next((p for p in problems if p is not None), None)
+    if problem is not None:
+      bad_rows.refuse(at(result.source, record=n + 1), problem)
+      continue
+    result.examples.append(
+        conll.TaggedSentence(words, tags, document=n, guid=f"{result.source}:{n + 1}")
+    )
+  bad_rows.check_not_empty()
+  return result
