@@ -59,7 +59,6 @@ DOCSTART = "-DOCSTART-"
 
 # "O", or B-/I-/E-/S- and a type (module docstring).
 _TAG = re.compile(r"O|[BIES]-\S+")
-_PREFIX_ORDER = "BIES"
 _CONLL_SEPARATOR = re.compile(r"[ \t]+")
 # A -DOCSTART- line in either format, whatever follows it.
 _DOCSTART_LINE = re.compile(r"[ \t]*-DOCSTART-(?:[ \t]|$)")
