@@ -1,12 +1,13 @@
 """Multiple choice (SWAG, BERT §4.4) for the fine-tuning loop.
 
 `choice_source` says where a task's `ChoiceExample`s come from (the SWAG folder or JSONL
-files; tensorflow-datasets has no SWAG builder); `MultipleChoiceAdapter` packs every choice as `[CLS] context [SEP] ending
-[SEP]` (pair_features.py, truncated longest first), trains `models.MultipleChoice` with a
-softmax cross-entropy over the C choice scores, scores dev splits by accuracy and writes
-predictions/<split>_predictions.jsonl: one {"id", "prediction" (the chosen ending's index),
-"probabilities" [C]} per example, in file order. (The SWAG leaderboard took a model in a
-docker image rather than a file format, so test predictions use the same JSONL.)
+files; tensorflow-datasets has no SWAG builder); `MultipleChoiceAdapter` packs every
+choice as `[CLS] context [SEP] ending [SEP]` (pair_features.py, truncated longest first),
+trains `models.MultipleChoice` with a softmax cross-entropy over the C choice scores,
+scores dev splits by accuracy and writes predictions/<split>_predictions.jsonl: one
+{"id", "prediction" (the chosen ending's index), "probabilities" [C]} per example, in
+file order. (The SWAG leaderboard took a model in a docker image rather than a file
+format, so test predictions use the same JSONL.)
 """
 
 import dataclasses
