@@ -4,9 +4,10 @@ r"""Fine-tunes and evaluates a multiple-choice model: SWAG (BERT §4.4), or your
       --data_dir=swagaf/data --init_checkpoint=/ckpt/bert_base --model_dir=/ckpt/bert_base_swag
 
 Data: --task=swag reads the official folder (--data_dir: train.csv, val.csv scored as dev,
-test.csv predicted; tensorflow-datasets has no SWAG builder); --task=jsonl reads files of the
-generic format ({"id", "context", "choices", "label"} a line: recurrent_bert/tasks/swag.py)
-given as --train_file, --eval_file (scored as dev) and --predict_file (predicted). Each
+test.csv predicted); --task=hellaswag --tfds reads HellaSwag, SWAG's successor, from
+tensorflow-datasets (which has no SWAG builder); --task=jsonl reads files of the generic
+format ({"id", "context", "choices", "label"} a line: recurrent_bert/tasks/swag.py) given
+as --train_file, --eval_file (scored as dev) and --predict_file (predicted). Each
 choice is packed as [CLS] context [SEP] ending [SEP] and scored by one vector on its
 pooled [CLS]; the scores of an example's choices are softmaxed together. The task adapter:
 recurrent_bert/tasks/multiple_choice.py; modes, outputs and the model_dir layout:
@@ -36,20 +37,28 @@ finetune_flags.define_flags(
     learning_rate=2e-5, train_batch_size=16, max_seq_length=128, num_train_epochs=3.0
 )
 flags.DEFINE_enum(
-    "task", "swag", ["swag", "jsonl"], "swag: the SWAG folder; jsonl: your own files."
+    "task",
+    "swag",
+    ["swag", "jsonl", "hellaswag"],
+    "swag: the SWAG folder; jsonl: your own files; hellaswag: from TFDS (--tfds).",
 )
 flags.DEFINE_string("data_dir", None, "swag: the folder of train.csv, val.csv, test.csv.")
 flags.DEFINE_string("train_file", None, "jsonl: the training file.")
 flags.DEFINE_string("eval_file", None, "jsonl: the labeled file scored as dev.")
 flags.DEFINE_string("predict_file", None, "jsonl: a file whose predictions are written.")
+flags.DEFINE_boolean("tfds", False, "hellaswag: read it from tensorflow-datasets.")
+flags.DEFINE_string("tfds_data_dir", None, "TFDS data dir (default: TFDS's).")
+flags.DEFINE_boolean("tfds_download", False, "Let TFDS download missing data (network).")
 flags.register_multi_flags_validator(
-    ["task", "data_dir", "train_file", "eval_file", "predict_file"],
-    lambda f: (
-        bool(f["data_dir"]) != bool(f["train_file"] or f["eval_file"] or f["predict_file"])
-        and bool(f["data_dir"]) == (f["task"] == "swag")
-    ),
-    "--task=swag takes --data_dir; --task=jsonl takes --train_file, --eval_file and/or "
-    "--predict_file",
+    ["task", "data_dir", "tfds", "train_file", "eval_file", "predict_file"],
+    lambda f: [
+        bool(f["data_dir"]),
+        bool(f["train_file"] or f["eval_file"] or f["predict_file"]),
+        f["tfds"],
+    ]
+    == [f["task"] == "swag", f["task"] == "jsonl", f["task"] == "hellaswag"],
+    "--task=swag takes --data_dir (TFDS has no SWAG builder); --task=jsonl takes "
+    "--train_file, --eval_file and/or --predict_file; --task=hellaswag takes --tfds",
 )
 
 _FILE_FLAGS = (("train", "train_file"), ("dev", "eval_file"), ("test", "predict_file"))
@@ -66,13 +75,16 @@ def main(argv):
   strategy, is_chief, worker_id = run_flags.make_strategy()
   parts = finetune_flags.resolve_run(
       worker_id,
-      path_flags=("data_dir", "train_file", "eval_file", "predict_file"),
+      path_flags=("data_dir", "train_file", "eval_file", "predict_file", "tfds_data_dir"),
   )
   try:
     source = multiple_choice.choice_source(
         FLAGS.task,
         data_dir=FLAGS.data_dir,
         files={split: FLAGS[name].value for split, name in _FILE_FLAGS if FLAGS[name].value},
+        use_tfds=FLAGS.tfds,
+        tfds_data_dir=FLAGS.tfds_data_dir,
+        tfds_download=FLAGS.tfds_download,
         skip_bad_rows=FLAGS.skip_bad_rows,
     )
     tokenizer = BertWordpieceTokenizer(parts.vocab_file, do_lower_case=parts.do_lower_case)
@@ -113,6 +125,9 @@ if __name__ == "__main__":
               "train_file",
               "eval_file",
               "predict_file",
+              "tfds",
+              "tfds_data_dir",
+              "tfds_download",
           )
       ),
   )

@@ -258,3 +258,46 @@ print(json.dumps({k: flags.FLAGS[k].value for k in sys.argv[2:]}))
   assert result.returncode == 0, result.stderr[-2000:]
   values = json.loads(result.stdout.strip().splitlines()[-1])
   assert values == {**PAPER_SWAG, "max_seq_length": 128, "task": "swag"}
+
+
+def test_jsonl_task_with_skip_bad_rows(data, tmp_path):
+  """--task=jsonl: the three files, a bad line skipped and counted, predictions per file."""
+  rows = sample_tasks.choice_examples(24, seed=7)
+  files = {}
+  for name, part in (("train", rows[:16]), ("dev", rows[16:22]), ("test", rows[22:])):
+    lines = [
+        json.dumps(
+            {"id": f"{name}{i}", "context": a, "choices": [f"{b} {e}" for e in endings]}
+            | ({} if name == "test" else {"label": label})
+        )
+        for i, (a, b, endings, label) in enumerate(part)
+    ]
+    if name == "dev":
+      lines.insert(
+          2, json.dumps({"id": "bad", "context": "x", "choices": ["a", "b", "c", "d"], "label": 9})
+      )
+    files[name] = tmp_path / f"{name}.jsonl"
+    files[name].write_text("\n".join(lines) + "\n", encoding="utf-8")
+  model_dir = tmp_path / "model"
+  run_entry(
+      MODULE,
+      "--task=jsonl",
+      f"--train_file={files['train']}",
+      f"--eval_file={files['dev']}",
+      f"--predict_file={files['test']}",
+      "--skip_bad_rows",
+      f"--vocab_file={data['vocab']}",
+      f"--model_dir={model_dir}",
+      "--model_config=bert_tiny",
+      f"--max_seq_length={SEQ_LEN}",
+      "--train_batch_size=8",
+      "--max_train_steps=2",
+  )
+  assert read_json(model_dir / "skipped_rows.json") == {
+      str(files["train"]): 0,
+      str(files["dev"]): 1,
+      str(files["test"]): 0,
+  }
+  assert read_json(model_dir / "eval_results.json")["dev"]["num_examples"] == 6
+  assert [r["id"] for r in _predictions(str(model_dir), "dev")] == [f"dev{i}" for i in range(6)]
+  assert [r["id"] for r in _predictions(str(model_dir), "test")] == ["test0", "test1"]

@@ -1,7 +1,7 @@
 """Multiple choice (SWAG, BERT §4.4) for the fine-tuning loop.
 
-`choice_source` says where a task's `ChoiceExample`s come from (the SWAG folder or JSONL
-files; tensorflow-datasets has no SWAG builder); `MultipleChoiceAdapter` packs every
+`choice_source` says where a task's `ChoiceExample`s come from (the SWAG folder, JSONL
+files, or HellaSwag from TFDS, which has no SWAG builder); `MultipleChoiceAdapter` packs every
 choice as `[CLS] context [SEP] ending [SEP]` (pair_features.py, truncated longest first),
 trains `models.MultipleChoice` with a softmax cross-entropy over the C choice scores,
 scores dev splits by accuracy and writes predictions/<split>_predictions.jsonl: one
@@ -27,12 +27,13 @@ from recurrent_bert.io_utils import atomic_write_text
 from recurrent_bert.model_dir import TaskInfo
 from recurrent_bert.tasks import pair_features
 from recurrent_bert.tasks import swag
+from recurrent_bert.tasks import tfds_tasks
 from recurrent_bert.tasks.pair_features import PairExample
 from recurrent_bert.tasks.swag import ChoiceExample
 from recurrent_bert.training import objectives
 from recurrent_bert.training.finetuning import TaskAdapter
 
-TASKS = ("swag", "jsonl")
+TASKS = ("swag", "jsonl", "hellaswag")
 _INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 
 
@@ -58,14 +59,20 @@ def choice_source(
     *,
     data_dir: Optional[str] = None,
     files: Optional[Mapping[str, str]] = None,
+    use_tfds: bool = False,
+    tfds_data_dir: Optional[str] = None,
+    tfds_download: bool = False,
     skip_bad_rows: bool = False,
 ) -> ChoiceSource:
   """The reader of a multiple-choice task.
 
   Args:
-    task: "swag" (the official folder `data_dir`) or "jsonl" (`files`).
+    task: "swag" (the official folder `data_dir`), "jsonl" (`files`) or "hellaswag"
+      (TFDS only).
     data_dir: SWAG's folder of train.csv, val.csv (dev) and test.csv.
     files: JSONL: {split: path} for the splits given ("train", "dev", "test").
+    use_tfds: read the task from tensorflow-datasets (`tfds_tasks.load_tfds_choices`).
+    tfds_data_dir, tfds_download: TFDS's data dir (None: its default); let it download.
     skip_bad_rows: the readers skip bad rows (listed in `SplitData.skipped`).
 
   Returns:
@@ -76,6 +83,16 @@ def choice_source(
   """
   if task not in TASKS:
     raise InputError(f"--task={task}: choose one of {', '.join(TASKS)}")
+  if use_tfds != (task == "hellaswag"):
+    raise InputError(
+        "TFDS has hellaswag (and no SWAG builder)" if use_tfds else f"{task} is read from TFDS"
+    )
+  if use_tfds:
+
+    def read_from_tfds(split: str) -> SplitData:
+      return tfds_tasks.load_tfds_choices(task, split, tfds_data_dir, tfds_download, skip_bad_rows)
+
+    return ChoiceSource(task, read_from_tfds, ("dev",), ("dev", "test"))
   if task == "swag":
     if not data_dir:
       raise InputError("--task=swag reads its folder: give --data_dir (or --tfds)")
