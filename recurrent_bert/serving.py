@@ -22,6 +22,9 @@ whose signatures need only `tensorflow` and `tensorflow_text` to load and run:
                                         the threshold chosen on dev at training time,
                                         kept in the SavedModel as the float32 scalar
                                         variable `null_score_diff_threshold`)
+  choose(context, endings [B, C])    -> logits, probabilities [B, C], choice [B] int32
+                                        (the chosen ending's index), input_ids [B, C, T]
+                                        (each choice packed [CLS] context [SEP] ending [SEP])
   answer_question_with_threshold(question, context, null_score_diff_threshold)
                                      -> the same, with a per-question float32 [B]
                                         threshold instead (v2.0 models only; [B], not
@@ -30,7 +33,8 @@ whose signatures need only `tensorflow` and `tensorflow_text` to load and run:
 
 serving_default is the task's own signature: classify / regress, or classify_pair /
 regress_pair for sentence-pair tasks (`text_pair`: a client of the default signature must
-not silently lose the second text), or answer_question; encode when there is no task.
+not silently lose the second text), answer_question, or choose; encode when there is no
+task.
 
 Packing is google-research/bert's: `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, pairs cut
 longest first (a tie cuts the second text) to fit `max_seq_length`. T is the longest packed
@@ -217,6 +221,7 @@ class ServingModule(tf.Module):
     text_pair: the classifier's task takes two texts: serving_default is classify_pair /
       regress_pair instead of classify / regress.
     span_extractor: a `SpanExtractor` -> answer_question.
+    multiple_choice: a `MultipleChoice` -> choose.
     max_query_length: question pieces kept by answer_question.
     max_answer_length: longest answer in pieces.
     null_score_diff_threshold: a SQuAD v2.0 span extractor: answer_question also decides
@@ -237,14 +242,17 @@ class ServingModule(tf.Module):
       max_query_length: int = 64,
       max_answer_length: int = 30,
       null_score_diff_threshold: Optional[float] = None,
+      multiple_choice=None,
   ):
     super().__init__(name="recurrent_bert_serving")
     if max_seq_length < 3:
       raise ValueError(
           f"max_seq_length={max_seq_length} leaves no room for text ([CLS], [SEP], [SEP] take 3)"
       )
-    if encoder is None and classifier is None and span_extractor is None:
-      raise ValueError("ServingModule needs an encoder, classifier or span_extractor")
+    if all(m is None for m in (encoder, classifier, span_extractor, multiple_choice)):
+      raise ValueError(
+          "ServingModule needs an encoder, classifier, span_extractor or multiple_choice"
+      )
     if text_pair and classifier is None:
       raise ValueError("text_pair is about a classifier's task, and there is none")
     if null_score_diff_threshold is not None and span_extractor is None:
@@ -260,9 +268,10 @@ class ServingModule(tf.Module):
         ("encoder", encoder),
         ("classifier", classifier),
         ("span_extractor", span_extractor),
+        ("multiple_choice", multiple_choice),
     ):
       object.__setattr__(self, name, model)
-    models = [m for m in (encoder, classifier, span_extractor) if m is not None]
+    models = [m for m in (encoder, classifier, span_extractor, multiple_choice) if m is not None]
     self.model_variables = list({id(v): v.value for m in models for v in m.variables}.values())
     if encoder is not None:
       self.encode = tf.function(self._encode_text, input_signature=_strings("text"))
@@ -287,6 +296,14 @@ class ServingModule(tf.Module):
           tf.function(self._classify, input_signature=_strings("text", "text_pair")),
       )
     self.text_pair = text_pair
+    if multiple_choice is not None:
+      self.choose = tf.function(
+          self._choose,
+          input_signature=[
+              tf.TensorSpec([None], tf.string, name="context"),
+              tf.TensorSpec([None, None], tf.string, name="endings"),
+          ],
+      )
     if span_extractor is not None:
       if max_query_length + 4 > max_seq_length:
         raise ValueError(
@@ -326,6 +343,7 @@ class ServingModule(tf.Module):
       "regress_pair",
       "answer_question",
       "answer_question_with_threshold",
+      "choose",
   )
 
   def signature_functions(self) -> Dict[str, tf.types.experimental.GenericFunction]:
@@ -334,7 +352,7 @@ class ServingModule(tf.Module):
     # TF Serving and saved_model_cli look for serving_default: the task's own signature
     # when there is one (the two-text one for pair tasks), else encode.
     task_signatures = [
-        name for name in ("classify", "regress", "answer_question") if name in functions
+        name for name in ("classify", "regress", "answer_question", "choose") if name in functions
     ]
     default = (task_signatures or list(functions))[0]
     if self.text_pair and default in ("classify", "regress"):
@@ -383,6 +401,21 @@ class ServingModule(tf.Module):
           label=tf.gather(self.label_names, label_id),
       )
     return outputs
+
+  def _choose(self, context, endings):
+    """choose: context [B] and endings [B, C] -> scores of the B x C choices."""
+    num_choices = tf.shape(endings)[1]
+    # Row b * C + c packs context b with its ending c.
+    inputs = self._pack_text(tf.repeat(context, num_choices), tf.reshape(endings, [-1]))
+    shape = tf.stack([tf.shape(endings)[0], num_choices, tf.shape(inputs["input_ids"])[1]])
+    inputs = {name: tf.reshape(value, shape) for name, value in inputs.items()}
+    logits = tf.cast(self.multiple_choice(inputs, training=False), tf.float32)  # [B, C]
+    return {
+        "logits": logits,
+        "probabilities": tf.nn.softmax(logits),
+        "choice": tf.argmax(logits, axis=-1, output_type=tf.int32),
+        "input_ids": inputs["input_ids"],
+    }
 
   def _answer_question(self, question, context, null_score_diff_threshold=None):
     """answer_question(_with_threshold); the module docstring describes the outputs.
@@ -572,7 +605,8 @@ def export_model_dir(
   """Writes the text-in SavedModel of `model_dir` to `export_dir`.
 
   A fine-tuning model_dir (finetune_glue / finetune_squad: it has task_info.json) gives
-  the task's signatures (classify / regress / answer_question, from best/ when present)
+  the task's signatures (classify / regress / answer_question / choose, from best/ when
+  present)
   plus encode; anything else `checkpoints.load_encoder` reads gives encode signatures.
   Defaults: vocab.txt of the model dir; casing as recorded there; max_seq_length the
   fine-tuning length, else the model's maximum.
@@ -636,6 +670,8 @@ def export_model_dir(
       else:
         logging.info("no_answer when null_score_diff > %g (best_f1_threshold on dev)", threshold)
       models["null_score_diff_threshold"] = threshold
+  elif info is not None and info.kind == "multiple_choice":
+    models["multiple_choice"] = task_model
   elif info is not None:
     models.update(
         classifier=task_model, label_names=list(info.label_names) or None, text_pair=info.text_pair

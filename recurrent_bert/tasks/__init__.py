@@ -11,6 +11,8 @@ prediction files, and each kind of problem's adapter for the training loop.
   predictions.py        leaderboard submission and SQuAD prediction files
   classification.py     `ClassificationAdapter` (GLUE, SuperGLUE, custom) and `task_source`
   span_extraction.py    `SpanExtractionAdapter` (SQuAD) and `squad_reader`
+  swag.py, multiple_choice.py
+                        SWAG CSV / JSONL choice readers; `MultipleChoiceAdapter`
 
 The adapters implement `training.finetuning.TaskAdapter`, which the `Finetuner` drives.
 

@@ -7,11 +7,16 @@ No network, seeded.
           is a marker word ("yes" / "no") hidden in sentence 2.
   squad/  {train,dev}-v1.1.json: "which fruit is it ?" over a paragraph of filler words
           with one fruit in it, the answer.
+  swag/   {train,val,test}.csv (SWAG's columns): sent1 holds a marker word ("yes" /
+          "no"); of the four endings the right one holds the same marker, the other three
+          the other marker (so only reading context and ending together tells).
 
 The word lists are plain English words, so the tokenizer splits them into one piece each
 with the vocabulary of `write_vocab`.
 """
 
+import csv
+import io
 import json
 import os
 
@@ -95,3 +100,52 @@ def write_squad_files(directory, num_train=300, num_dev=60, seed=0):
     paths[split] = os.path.join(directory, f"{split}-v1.1.json")
     io_utils.atomic_write_text(paths[split], json.dumps(squad_examples(count, seed * 10 + offset)))
   return paths
+
+
+SWAG_HEADER = (
+    "",
+    "video-id",
+    "fold-ind",
+    "startphrase",
+    "sent1",
+    "sent2",
+    "gold-source",
+    "ending0",
+    "ending1",
+    "ending2",
+    "ending3",
+    "label",
+)
+
+
+def choice_examples(num_examples, seed, num_choices=4):
+  """(sent1, sent2, endings, label): sent1 holds a marker word ("yes" / "no"); the right
+  ending holds the same marker, every other ending the other one."""
+  rng = np.random.default_rng(seed)
+  markers = sorted(MARKERS.values())
+  rows = []
+  for _ in range(num_examples):
+    marker = int(rng.integers(2))
+    label = int(rng.integers(num_choices))
+    sent1 = f"{_sentence(rng, int(rng.integers(1, 4)))} {markers[marker]} {_sentence(rng, 2)}"
+    endings = [
+        f"{_sentence(rng, 1)} {markers[marker if c == label else 1 - marker]} "
+        f"{_sentence(rng, int(rng.integers(1, 3)))}"
+        for c in range(num_choices)
+    ]
+    rows.append((sent1, _sentence(rng, 2), endings, label))
+  return rows
+
+
+def write_swag_folder(directory, num_train=400, num_dev=100, num_test=20, seed=0):
+  """A SWAG-format folder (train.csv, val.csv, test.csv without labels) of marker choices."""
+  for name, count, offset in (("train", num_train, 0), ("val", num_dev, 1), ("test", num_test, 2)):
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    header = SWAG_HEADER if name != "test" else SWAG_HEADER[:-1]
+    writer.writerow(header)
+    for i, (sent1, sent2, endings, label) in enumerate(choice_examples(count, seed * 10 + offset)):
+      row = [i, f"generated-{i}", str(i), f"{sent1} {sent2}", sent1, sent2, "gold", *endings]
+      writer.writerow(row + ([] if name == "test" else [label]))
+    io_utils.atomic_write_text(os.path.join(directory, f"{name}.csv"), out.getvalue())
+  return str(directory)
