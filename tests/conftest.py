@@ -39,6 +39,8 @@ SLOW_FILES = {
     "tests/test_export_tasks.py": 70,
     "tests/training/test_pretraining_eval.py": 60,
     "tests/test_export.py": 60,
+    "tests/test_export_encode_layers.py": 50,
+    "tests/test_extract_features.py": 45,
     "tests/tools/test_tools.py": 50,
     "tests/tools/test_sweep.py": 40,
     "tests/test_readme_commands.py": 40,
