@@ -36,6 +36,7 @@ SLOW_FILES = {
     "tests/training/test_loop.py": 125,
     "tests/training/test_accumulation.py": 105,
     "tests/test_pretrain.py": 100,
+    "tests/test_finetune_layer_mix.py": 80,
     "tests/test_export_tasks.py": 70,
     "tests/training/test_pretraining_eval.py": 60,
     "tests/test_export.py": 60,

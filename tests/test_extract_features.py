@@ -129,6 +129,16 @@ def test_npz_holds_the_encoders_block_outputs(setup, tmp_path):
   assert list(got["segment_ids"][1][:7]) == [0] * 6 + [1]  # [CLS] hello , world ! [SEP] paris
 
 
+def test_xla_compiled_extraction_gives_the_same_vectors(setup):
+  *_, model, inputs, want = setup
+  extractor = feature_extraction.LayerExtractor(
+      tf.distribute.get_strategy(), model, [1, 0], jit_compile=True
+  )
+  batches = list(extractor(inputs, global_batch_size=4))
+  assert [first for first, _ in batches] == [0, 4]
+  np.testing.assert_allclose(np.concatenate([v for _, v in batches]), want, atol=1e-5)
+
+
 def test_jsonl_lists_pieces_and_rounded_vectors(setup, tmp_path):
   *_, inputs, want = setup
   [path] = _extract(setup, tmp_path, "jsonl", batch_size=3)
