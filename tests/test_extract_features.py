@@ -204,6 +204,14 @@ def test_bad_input_exits_2_with_one_line(command_runs, case, expected):
   assert not output.exists()
 
 
+def test_layer_indices_are_python_style():
+  assert feature_extraction.resolve_layers([-1, 0, -3, 2], 4) == [3, 0, 1, 2]
+  with pytest.raises(ValueError, match="out of range for an encoder of 4 blocks"):
+    feature_extraction.resolve_layers([4], 4)
+  with pytest.raises(ValueError, match="-1,3 name a block twice"):
+    feature_extraction.resolve_layers([-1, 3], 4)
+
+
 def test_a_failed_write_leaves_no_output(setup, tmp_path):
   _, _, tokenizer, model, _, _ = setup
 

@@ -82,7 +82,7 @@ def resolve_layers(layers: Sequence[int], num_layers: int) -> List[int]:
   """Block positions 0..L-1 of the Python-style `layers` of an L-block encoder.
 
   Raises:
-    InputError: an index outside [-L, L-1], naming L.
+    InputError: an index outside [-L, L-1], or two naming one block; the message names L.
   """
   for index in layers:
     if not -num_layers <= index < num_layers:
@@ -90,7 +90,13 @@ def resolve_layers(layers: Sequence[int], num_layers: int) -> List[int]:
           f"--layers: {index} is out of range for an encoder of {num_layers} blocks "
           f"(valid: {-num_layers}..{num_layers - 1})"
       )
-  return [index % num_layers for index in layers]
+  positions = [index % num_layers for index in layers]
+  if len(set(positions)) != len(positions):
+    raise InputError(
+        f"--layers: {','.join(map(str, layers))} name a block twice in an encoder of "
+        f"{num_layers} blocks (-1 and {num_layers - 1} are the same)"
+    )
+  return positions
 
 
 def pack_examples(examples: Sequence[PairExample], tokenizer, max_seq_length: int):
