@@ -2,7 +2,8 @@
 of test_finetune.py (a marker word hidden in sentence 2; chance is 0.5).
 
 References: the in-process Keras model of the written checkpoint (for the served
-SavedModel, in a fresh process importing only TF and TF Text: tests/export_checks.py),
+SavedModel, exported by the export command's library side and served in a fresh process
+importing only TF and TF Text: tests/export_checks.py),
 and the --init_checkpoint encoder's own weights (for the frozen encoder). The two
 fine-tuning runs start together in one fixture.
 """
@@ -11,8 +12,10 @@ import os
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from recurrent_bert import model_dir as layout
+from recurrent_bert import serving
 from recurrent_bert.config import get_preset
 from recurrent_bert.data.tokenization import BertWordpieceTokenizer
 from recurrent_bert.models import build_encoder
@@ -95,22 +98,20 @@ def test_mix_all_records_and_trains(runs):
 
 def test_mix_all_export_serves_the_models_logits(runs, tmp_path):
   export_dir = tmp_path / "export"
-  export = start_module(
-      "recurrent_bert.export", f"--model_dir={runs['mix_all']}", f"--export_dir={export_dir}"
-  )
   # Meanwhile: resuming with another --layer_mix is refused, naming both values.
-  refused = run_entry(
+  refused = start_module(
       "recurrent_bert.finetune_glue",
       "--task=rte",
       f"--data_dir={runs['task']}",
       f"--model_dir={runs['mix_all']}",
       "--layer_mix=sum_last_four",
-      check=False,
   )
+  signatures = serving.export_model_dir(runs["mix_all"], str(export_dir))
+  assert "classify_pair" in signatures and "encode_layers" in signatures
+  refused = finish(refused)
   assert refused.returncode == 2, refused.stderr[-3000:]
   line = refused.stderr.strip().splitlines()[-1]
   assert "--layer_mix=sum_last_four differs from layer_mix=mix_all" in line, line
-  assert finish(export).returncode == 0
 
   requests = []
   ask(
@@ -142,17 +143,35 @@ def test_feature_based_leaves_the_encoder_as_initialised_and_learns(runs):
   info = layout.TaskInfo.read(model_dir)
   assert (info.layer_mix, info.feature_based) == ("concat_last_four", True)
   init = {v.path: np.asarray(v) for v in checkpoints.load_encoder(runs["init"]).weights}
-  import tensorflow as tf
-
   final = tf.train.latest_checkpoint(model_dir)
   assert final.endswith("-30")
-  for prefix in (final, tf.train.latest_checkpoint(os.path.join(model_dir, layout.BEST_DIR))):
-    config = checkpoints.read_model_config(model_dir)
-    model = finetuning.build_task_model(build_encoder(config), info)
-    finetuning.restore_model_weights(model, prefix)
-    weights = {v.path: np.asarray(v) for v in model.encoder.weights}
-    assert set(weights) == set(init)
-    for path, value in init.items():
-      np.testing.assert_array_equal(weights[path], value, err_msg=path)
+  model = finetuning.build_task_model(build_encoder(checkpoints.read_model_config(model_dir)), info)
+  finetuning.restore_model_weights(model, final)
+  weights = {v.path: np.asarray(v) for v in model.encoder.weights}
+  assert set(weights) == set(init)
+  for path, value in init.items():
+    np.testing.assert_array_equal(weights[path], value, err_msg=path)
   results = read_json(os.path.join(model_dir, "eval_results.json"))
   assert results["dev"]["accuracy"] >= 0.75, results
+
+
+def test_a_mix_deeper_than_the_encoder_is_refused_before_training(runs, tmp_path):
+  config = tmp_path / "one_block.json"
+  config.write_text(get_preset("bert_tiny").replace(num_layers=1).to_json(), encoding="utf-8")
+  refused = run_entry(
+      "recurrent_bert.finetune_glue",
+      "--task=rte",
+      f"--data_dir={runs['task']}",
+      f"--model_dir={tmp_path / 'model'}",
+      f"--model_config={config}",
+      f"--vocab_file={runs['vocab']}",
+      "--layer_mix=second_to_last",
+      f"--max_seq_length={SEQ_LEN}",
+      check=False,
+  )
+  assert refused.returncode == 2, refused.stderr[-3000:]
+  line = refused.stderr.strip().splitlines()[-1]
+  assert (
+      line == "error: --layer_mix: layer_mix=second_to_last needs an encoder of at least 2 blocks"
+  )
+  assert not (tmp_path / "model" / "checkpoint").exists()
