@@ -6,6 +6,10 @@ whose signatures need only `tensorflow` and `tensorflow_text` to load and run:
   encode(text)                       -> sequence_output [B, T, H], pooled_output [B, H],
   encode_pair(text, text_pair)          input_ids, input_mask, segment_ids [B, T] int32
   encode_ids(input_ids, input_mask, segment_ids) -> sequence_output, pooled_output
+  encode_layers(text)                -> encoder_outputs [B, L, T, H] float32 (every
+  encode_layers_pair(text, text_pair)   block's output, block 0 first: features for
+                                        ELMo-style use), input_ids, input_mask,
+                                        segment_ids [B, T] int32
   classify(text) / classify_pair(text, text_pair)
                                      -> logits, probabilities [B, K], label_id [B] int32,
                                         label [B] string (+ input_ids, input_mask)
@@ -215,7 +219,7 @@ class ServingModule(tf.Module):
     tokenizer: the `BertWordpieceTokenizer` of the model's vocabulary; its vocab file is
       also stored as the SavedModel asset `assets/vocab.txt`.
     max_seq_length: longest packed input (truncation limit), special tokens included.
-    encoder: an `Encoder` -> encode, encode_pair, encode_ids.
+    encoder: an `Encoder` -> encode, encode_pair, encode_ids, encode_layers(_pair).
     classifier: a `Classifier` -> classify(_pair) (K > 1) or regress(_pair) (K = 1).
     label_names: K label strings of the classifier (default "0".."K-1").
     text_pair: the classifier's task takes two texts: serving_default is classify_pair /
@@ -279,6 +283,10 @@ class ServingModule(tf.Module):
           self._encode_text, input_signature=_strings("text", "text_pair")
       )
       self.encode_ids = tf.function(self._encode_ids, input_signature=_IDS_SIGNATURE)
+      self.encode_layers = tf.function(self._encode_layers, input_signature=_strings("text"))
+      self.encode_layers_pair = tf.function(
+          self._encode_layers, input_signature=_strings("text", "text_pair")
+      )
     if classifier is not None:
       num_classes = classifier.num_classes
       if label_names is None:
@@ -337,6 +345,8 @@ class ServingModule(tf.Module):
       "encode",
       "encode_pair",
       "encode_ids",
+      "encode_layers",
+      "encode_layers_pair",
       "classify",
       "classify_pair",
       "regress",
@@ -382,6 +392,11 @@ class ServingModule(tf.Module):
   def _encode_text(self, text, text_pair=None):
     inputs = self._pack_text(text, text_pair)
     return {**self._encode_ids(**inputs), **inputs}
+
+  def _encode_layers(self, text, text_pair=None):
+    inputs = self._pack_text(text, text_pair)
+    blocks = self.encoder(inputs, training=False)["encoder_outputs"]  # L x [B, T, H]
+    return {"encoder_outputs": tf.cast(tf.stack(blocks, axis=1), tf.float32), **inputs}
 
   def _classify(self, text, text_pair=None):
     inputs = self._pack_text(text, text_pair)

@@ -310,6 +310,12 @@ def run_task(strategy, adapter, parts: RunParts, is_chief: bool, worker_id: int)
     optimizer_flags.check_optimizer_flags(strategy.num_replicas_in_sync)
   if FLAGS.feature_based and adapter.info.kind not in ("classifier", "regressor", "tagger"):
     fail(f"--feature_based is for classification and tagging, not a {adapter.info.kind} task")
+  from recurrent_bert.layers.layer_combination import layers_read
+
+  try:  # before any model is built: an encoder too shallow for the mix
+    layers_read(FLAGS.layer_mix, parts.model_config.num_layers)
+  except ValueError as e:
+    fail(f"--layer_mix: {e}")
   # The head's architecture flags are recorded with the task (task_info.json).
   adapter.info = dataclasses.replace(
       adapter.info, layer_mix=FLAGS.layer_mix, feature_based=FLAGS.feature_based

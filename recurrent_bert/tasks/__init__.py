@@ -13,6 +13,7 @@ prediction files, and each kind of problem's adapter for the training loop.
   span_extraction.py    `SpanExtractionAdapter` (SQuAD) and `squad_reader`
   swag.py, multiple_choice.py
                         SWAG CSV / JSONL choice readers; `MultipleChoiceAdapter`
+  feature_extraction.py text file -> chosen encoder blocks' vectors (extract_features)
 
 The adapters implement `training.finetuning.TaskAdapter`, which the `Finetuner` drives.
 
