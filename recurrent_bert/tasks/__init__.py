@@ -9,6 +9,7 @@ prediction files, and each kind of problem's adapter for the training loop.
   predictions.py        leaderboard submission and SQuAD prediction files
   classification.py     `ClassificationAdapter` (GLUE, SuperGLUE, custom) and `task_source`
   span_extraction.py    `SpanExtractionAdapter` (SQuAD) and `squad_reader`
+  tagging_features.py, token_tagging.py   windows of tagged sentences, `TaggingAdapter` (NER)
 
 The adapters implement `training.finetuning.TaskAdapter`, which the `Finetuner` drives.
 
