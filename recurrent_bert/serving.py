@@ -32,7 +32,8 @@ whose signatures need only `tensorflow` and `tensorflow_text` to load and run:
                                         num_words [B] int32, start_char, end_char
                                         [B, W] int32 (words == text[start_char:end_char]),
                                         logits [B, W, K] float32 (at each word's first
-                                        piece), truncated [B] bool
+                                        piece; 0 where the tag is ""), truncated [B]
+                                        bool
   tag_words(words [B, W] string, num_words [B] int32)
                                      -> the same but start_char / end_char, for text
                                         already split into words (CoNLL tokens)
