@@ -106,7 +106,7 @@ def runs(task_files, tmp_path_factory):
   config = get_preset("swishrnn_tiny").replace(num_layers=1, swish_rnn_size=128)
   config_file = root / "swishrnn.json"
   config_file.write_text(config.to_json())
-  recurrent = start_training(task_files, dirs["recurrent"], 160, f"--model_config={config_file}")
+  recurrent = start_training(task_files, dirs["recurrent"], 200, f"--model_config={config_file}")
   bert = checked(
       start_training(
           task_files,
