@@ -4,8 +4,10 @@ prediction files, and each kind of problem's adapter for the training loop.
   registry.py           `TaskSpec`, the GLUE and SuperGLUE tasks, looked up by name
   glue.py, superglue.py, custom_task.py, tfds_tasks.py, squad.py
                         readers of the official files (and TFDS), SQuAD windows
+  conll.py              CoNLL-2003 and word<TAB>tag readers (`TaggedSentence`, the tag sets)
   pair_features.py      [CLS] a [SEP] (b [SEP]) packing of sentence(-pair) examples
   metrics.py            the official metrics
+  conlleval.py          chunk precision/recall/F1 by the CoNLL conlleval script's rules
   predictions.py        leaderboard submission and SQuAD prediction files
   classification.py     `ClassificationAdapter` (GLUE, SuperGLUE, custom) and `task_source`
   span_extraction.py    `SpanExtractionAdapter` (SQuAD) and `squad_reader`

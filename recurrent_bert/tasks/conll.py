@@ -10,8 +10,10 @@ type) and IOB2 in many re-distributions (every chunk starts with B-); one tag se
 last; POS or chunk tags are other columns, though only IOB-style tags are accepted).
 
 The generic format (`read_word_tag`) is `word<TAB>tag` per line, blank lines between
-sentences, and optionally -DOCSTART- lines as well. A word must not contain whitespace (a
-"New York<TAB>B-LOC" line is one word per line gone wrong).
+sentences, and optionally -DOCSTART- lines as well (in either format, a line whose first
+space- or tab-separated field is -DOCSTART- starts a document, whatever else it holds).
+A word must not contain whitespace (a "New York<TAB>B-LOC" line is one word per line gone
+wrong).
 
 Unlabeled files (`labeled=False`): lines with only the word (or any columns after it,
 which are ignored) give sentences whose tags are ().
@@ -57,8 +59,9 @@ DOCSTART = "-DOCSTART-"
 
 # "O", or B-/I-/E-/S- and a type (module docstring).
 _TAG = re.compile(r"O|[BIES]-\S+")
-_PREFIX_ORDER = "BIES"
 _CONLL_SEPARATOR = re.compile(r"[ \t]+")
+# A -DOCSTART- line in either format, whatever follows it.
+_DOCSTART_LINE = re.compile(r"[ \t]*-DOCSTART-(?:[ \t]|$)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -229,8 +232,7 @@ def _read(
     if problem is None and not line.strip(" \t"):
       end_sentence()
       continue
-    fields = [] if line is None else fmt.split(line)
-    if fields and fields[0] == DOCSTART:
+    if line is not None and _DOCSTART_LINE.match(line):
       end_sentence()
       document += 1
       continue
@@ -239,6 +241,7 @@ def _read(
       document = max(document, 0)
     if sentence_is_bad:
       continue  # the rest of a skipped sentence
+    fields = [] if line is None else fmt.split(line)
     if problem is None:
       problem = _line_problem(fields, fmt, needed, first_token_line, labeled, labels)
     if problem is not None:
