@@ -34,11 +34,30 @@ whose signatures need only `tensorflow` and `tensorflow_text` to load and run:
                                         threshold instead (v2.0 models only; [B], not
                                         a scalar, so that TF Serving's row-format
                                         requests work: repeat one value for a batch)
+  tag(text)                          -> words [B, W] string (padded ""), tags [B, W]
+                                        string ("" past num_words or the cut),
+                                        num_words [B] int32, start_char, end_char
+                                        [B, W] int32 (words == text[start_char:end_char]),
+                                        logits [B, W, K] float32 (at each word's first
+                                        piece; 0 where the tag is ""), truncated [B]
+                                        bool
+  tag_words(words [B, W] string, num_words [B] int32)
+                                     -> the same but start_char / end_char, for text
+                                        already split into words (CoNLL tokens)
 
 serving_default is the task's own signature: classify / regress, or classify_pair /
 regress_pair for sentence-pair tasks (`text_pair`: a client of the default signature must
-not silently lose the second text), answer_question, or choose; encode when there is no
-task.
+not silently lose the second text), answer_question, choose or tag; encode when there is
+no task.
+
+Tagging (`token_tagger`): `tag` splits text into the basic tokenizer's words
+(`tokenization.split_words_with_offsets`, as SQuAD contexts); `tag_words` takes words as
+given. Either way each word is tokenized on its own, a word of no piece stands as [UNK],
+and its tag is read at its first piece (as `tasks/tagging_features.py` trains). Serving
+reads ONE window per row, [CLS] words [SEP] cut to `max_seq_length`, with NO document
+context (training, by default, fills windows with the neighbouring sentences, and cuts a
+long sentence into several windows): words whose first piece falls past the cut get the
+tag "" and `truncated` is set.
 
 Packing is google-research/bert's: `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, pairs cut
 longest first (a tie cuts the second text) to fit `max_seq_length`. T is the longest packed
@@ -226,6 +245,8 @@ class ServingModule(tf.Module):
       regress_pair instead of classify / regress.
     span_extractor: a `SpanExtractor` -> answer_question.
     multiple_choice: a `MultipleChoice` -> choose.
+    token_tagger: a `TokenTagger` -> tag, tag_words.
+    tag_names: the tagger's K tag strings.
     max_query_length: question pieces kept by answer_question.
     max_answer_length: longest answer in pieces.
     null_score_diff_threshold: a SQuAD v2.0 span extractor: answer_question also decides
@@ -247,15 +268,18 @@ class ServingModule(tf.Module):
       max_answer_length: int = 30,
       null_score_diff_threshold: Optional[float] = None,
       multiple_choice=None,
+      token_tagger=None,
+      tag_names: Optional[Sequence[str]] = None,
   ):
     super().__init__(name="recurrent_bert_serving")
     if max_seq_length < 3:
       raise ValueError(
           f"max_seq_length={max_seq_length} leaves no room for text ([CLS], [SEP], [SEP] take 3)"
       )
-    if all(m is None for m in (encoder, classifier, span_extractor, multiple_choice)):
+    if all(m is None for m in (encoder, classifier, span_extractor, multiple_choice, token_tagger)):
       raise ValueError(
-          "ServingModule needs an encoder, classifier, span_extractor or multiple_choice"
+          "ServingModule needs an encoder, classifier, span_extractor, multiple_choice or "
+          "token_tagger"
       )
     if text_pair and classifier is None:
       raise ValueError("text_pair is about a classifier's task, and there is none")
@@ -273,9 +297,14 @@ class ServingModule(tf.Module):
         ("classifier", classifier),
         ("span_extractor", span_extractor),
         ("multiple_choice", multiple_choice),
+        ("token_tagger", token_tagger),
     ):
       object.__setattr__(self, name, model)
-    models = [m for m in (encoder, classifier, span_extractor, multiple_choice) if m is not None]
+    models = [
+        m
+        for m in (encoder, classifier, span_extractor, multiple_choice, token_tagger)
+        if m is not None
+    ]
     self.model_variables = list({id(v): v.value for m in models for v in m.variables}.values())
     if encoder is not None:
       self.encode = tf.function(self._encode_text, input_signature=_strings("text"))
@@ -341,6 +370,19 @@ class ServingModule(tf.Module):
             + [tf.TensorSpec([None], tf.float32, name="null_score_diff_threshold")],
         )
 
+    if token_tagger is not None:
+      if tag_names is None or len(tag_names) != token_tagger.num_labels:
+        raise ValueError(f"the token_tagger needs its {token_tagger.num_labels} tag_names")
+      self.tag_names = tf.constant(list(tag_names), tf.string)
+      self.tag = tf.function(self._tag_text, input_signature=_strings("text"))
+      self.tag_words = tf.function(
+          self._tag_words,
+          input_signature=[
+              tf.TensorSpec([None, None], tf.string, name="words"),
+              tf.TensorSpec([None], tf.int32, name="num_words"),
+          ],
+      )
+
   SIGNATURE_NAMES = (
       "encode",
       "encode_pair",
@@ -354,6 +396,8 @@ class ServingModule(tf.Module):
       "answer_question",
       "answer_question_with_threshold",
       "choose",
+      "tag",
+      "tag_words",
   )
 
   def signature_functions(self) -> Dict[str, tf.types.experimental.GenericFunction]:
@@ -362,7 +406,9 @@ class ServingModule(tf.Module):
     # TF Serving and saved_model_cli look for serving_default: the task's own signature
     # when there is one (the two-text one for pair tasks), else encode.
     task_signatures = [
-        name for name in ("classify", "regress", "answer_question", "choose") if name in functions
+        name
+        for name in ("classify", "regress", "answer_question", "choose", "tag")
+        if name in functions
     ]
     default = (task_signatures or list(functions))[0]
     if self.text_pair and default in ("classify", "regress"):
@@ -493,6 +539,52 @@ class ServingModule(tf.Module):
         **outputs,
     }
 
+  def _tag(self, words: tf.RaggedTensor):
+    """Tags of string words [B, (W)] (module docstring); the outputs without offsets."""
+    tok = self.tokenizer
+    pieces = tok.tokenize_flat(words.flat_values)  # [words, (pieces)]
+    empty = tf.cast(pieces.row_lengths() == 0, tf.int64)
+    unk = tf.RaggedTensor.from_row_lengths(
+        tf.fill([tf.reduce_sum(empty)], tf.constant(tok.unk_id, tf.int64)), empty
+    )
+    pieces = tf.concat([pieces, unk], axis=1)  # a word of no piece reads as [UNK]
+    ids = words.with_flat_values(pieces).merge_dims(1, 2)  # [B, (P)]
+    inputs = pack_inputs(ids, None, self.max_seq_length, tok.cls_id, tok.sep_id, tok.pad_id)
+    logits = tf.cast(self.token_tagger(inputs, training=False), tf.float32)  # [B, T, K]
+    counts = words.with_flat_values(tf.cast(pieces.row_lengths(), tf.int32)).to_tensor()
+    first = tf.math.cumsum(counts, axis=1, exclusive=True) + 1  # [B, W] row positions
+    num_words = tf.cast(words.row_lengths(), tf.int32)
+    real = tf.range(tf.shape(counts)[1])[None, :] < num_words[:, None]
+    seen = real & (first <= self.max_seq_length - 2)
+    word_logits = tf.gather(logits, tf.minimum(first, tf.shape(logits)[1] - 1), batch_dims=1)
+    word_logits = tf.where(seen[:, :, None], word_logits, 0.0)  # [B, W, K]
+    tag_id = tf.argmax(word_logits, axis=-1, output_type=tf.int32)
+    return {
+        "words": words.to_tensor(default_value=""),
+        "tags": tf.where(seen, tf.gather(self.tag_names, tag_id), ""),
+        "num_words": num_words,
+        "logits": word_logits,
+        "truncated": ids.row_lengths() > self.max_seq_length - 2,
+    }
+
+  def _tag_words(self, words, num_words):
+    return self._tag(tf.RaggedTensor.from_tensor(words, lengths=num_words))
+
+  def _tag_text(self, text):
+    words, byte_start, byte_end = tokenization.split_words_with_offsets(text)
+    texts = tf.repeat(text, words.row_lengths())  # each word's text
+
+    def char_offset(byte_offset):
+      prefix = tf.strings.substr(texts, tf.zeros_like(byte_offset), byte_offset, unit="BYTE")
+      chars = tf.strings.length(prefix, unit="UTF8_CHAR")
+      return words.with_flat_values(chars).to_tensor(default_value=0)
+
+    return {
+        **self._tag(words),
+        "start_char": char_offset(byte_start.flat_values),
+        "end_char": char_offset(byte_end.flat_values),
+    }
+
 
 def describe_signatures(module: ServingModule, export_dir: Optional[str] = None) -> Dict[str, str]:
   """{signature name: "inputs -> outputs"} of a ServingModule, for logs and reports.
@@ -620,8 +712,8 @@ def export_model_dir(
   """Writes the text-in SavedModel of `model_dir` to `export_dir`.
 
   A fine-tuning model_dir (finetune_glue / finetune_squad: it has task_info.json) gives
-  the task's signatures (classify / regress / answer_question / choose, from best/ when
-  present)
+  the task's signatures (classify / regress / answer_question / choose / tag, from best/
+  when present)
   plus encode; anything else `checkpoints.load_encoder` reads gives encode signatures.
   Defaults: vocab.txt of the model dir; casing as recorded there; max_seq_length the
   fine-tuning length, else the model's maximum.
@@ -687,6 +779,8 @@ def export_model_dir(
       models["null_score_diff_threshold"] = threshold
   elif info is not None and info.kind == "multiple_choice":
     models["multiple_choice"] = task_model
+  elif info is not None and info.kind == "tagger":
+    models.update(token_tagger=task_model, tag_names=list(info.label_names))
   elif info is not None:
     models.update(
         classifier=task_model, label_names=list(info.label_names) or None, text_pair=info.text_pair

@@ -34,6 +34,7 @@ SLOW_FILES = {
     "tests/training/test_strategies.py": 165,
     "tests/test_finetune_squad.py": 130,
     "tests/test_finetune_multiple_choice.py": 90,
+    "tests/test_finetune_tagging.py": 90,
     "tests/training/test_loop.py": 125,
     "tests/training/test_accumulation.py": 105,
     "tests/test_pretrain.py": 100,

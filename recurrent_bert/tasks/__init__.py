@@ -14,6 +14,7 @@ prediction files, and each kind of problem's adapter for the training loop.
   swag.py, multiple_choice.py
                         SWAG CSV / JSONL choice readers; `MultipleChoiceAdapter`
   feature_extraction.py text file -> chosen encoder blocks' vectors (extract_features)
+  tagging_features.py, token_tagging.py   windows of tagged sentences, `TaggingAdapter` (NER)
 
 The adapters implement `training.finetuning.TaskAdapter`, which the `Finetuner` drives.
 

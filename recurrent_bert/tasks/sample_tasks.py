@@ -10,9 +10,13 @@ No network, seeded.
   swag/   {train,val,test}.csv (SWAG's columns): sent1 holds a marker word ("yes" /
           "no"); of the four endings the right one holds the same marker, the other three
           the other marker (so only reading context and ending together tells).
+  conll/  {train,dev,test}.txt: CoNLL-2003-format NER; each document is about one entity
+          type (PER, LOC, ORG or MISC), and each of its sentences holds that type's cue
+          word ("mister", "city", "company", "festival") before a one- or two-word name
+          of nonsense words shared by all types: the type is learnable only from context.
 
 The word lists are plain English words, so the tokenizer splits them into one piece each
-with the vocabulary of `write_vocab`.
+with the vocabulary of `write_vocab` (entities=True for conll/).
 """
 
 import csv
@@ -32,13 +36,21 @@ FILLER = (
 MARKERS = {"entailment": "yes", "not_entailment": "no"}
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 FRUITS = ("apple", "banana", "cherry", "grape", "lemon", "mango", "melon", "peach")
+# Entity type -> the cue word before a name of that type. Names are shared by all types:
+# a first word of FIRST_NAMES (B-), maybe a second of LAST_NAMES (I-).
+ENTITY_CUES = {"PER": "mister", "LOC": "city", "ORG": "company", "MISC": "festival"}
+FIRST_NAMES = ("zork", "blit", "quax", "vorn")
+LAST_NAMES = ("plim", "drav")
 
 
-def write_vocab(path):
-  words = sorted(
+def write_vocab(path, entities=False):
+  """The generated tasks' vocabulary; `entities`: with the NER task's cue words and names."""
+  words = (
       set(FILLER) | set(MARKERS.values()) | set(FRUITS) | {"which", "fruit", "is", "it", "?", "."}
   )
-  io_utils.atomic_write_text(str(path), "\n".join(SPECIAL + words) + "\n")
+  if entities:
+    words |= set(ENTITY_CUES.values()) | set(FIRST_NAMES) | set(LAST_NAMES)
+  io_utils.atomic_write_text(str(path), "\n".join(SPECIAL + sorted(words)) + "\n")
   return str(path)
 
 
@@ -149,3 +161,50 @@ def write_swag_folder(directory, num_train=400, num_dev=100, num_test=20, seed=0
       writer.writerow(row + ([] if name == "test" else [label]))
     io_utils.atomic_write_text(os.path.join(directory, f"{name}.csv"), out.getvalue())
   return str(directory)
+
+
+def tagged_documents(num_sentences, seed):
+  """Documents (lists of sentences) of (word, NER tag) pairs, CoNLL-2003's IOB2 tags.
+
+  A document has 2-4 sentences about one entity type; each sentence holds one entity:
+  the type's cue word (O) right before a one- or two-word name, among filler words.
+  """
+  rng = np.random.default_rng(seed)
+  documents = []
+  while sum(map(len, documents)) < num_sentences:
+    entity = str(rng.choice(sorted(ENTITY_CUES)))
+    document = []
+    for _ in range(min(int(rng.integers(2, 5)), num_sentences - sum(map(len, documents)))):
+      name = [str(rng.choice(FIRST_NAMES))]
+      if rng.random() < 0.5:
+        name.append(str(rng.choice(LAST_NAMES)))
+      words = [(str(w), "O") for w in rng.choice(FILLER, size=int(rng.integers(1, 5)))]
+      words.append((ENTITY_CUES[entity], "O"))
+      words += [(w, ("B-" if i == 0 else "I-") + entity) for i, w in enumerate(name)]
+      words += [(str(w), "O") for w in rng.choice(FILLER, size=int(rng.integers(0, 4)))]
+      words.append((".", "O"))
+      document.append(words)
+    documents.append(document)
+  return documents
+
+
+def conll_text(documents):
+  """CoNLL-2003 text: "-DOCSTART- -X- -X- O" per document, "word POS chunk tag" lines."""
+  lines = []
+  for document in documents:
+    lines += ["-DOCSTART- -X- -X- O", ""]
+    for sentence in document:
+      lines += [f"{word} NN I-NP {tag}" for word, tag in sentence]
+      lines.append("")
+  return "\n".join(lines) + "\n"
+
+
+def write_conll_files(directory, num_train=400, num_dev=80, num_test=20, seed=0):
+  """{split: path} of CoNLL-2003-format files of `tagged_documents`."""
+  paths = {}
+  for split, count, offset in (("train", num_train, 0), ("dev", num_dev, 1), ("test", num_test, 2)):
+    paths[split] = os.path.join(directory, f"{split}.txt")
+    io_utils.atomic_write_text(
+        paths[split], conll_text(tagged_documents(count, seed * 10 + offset))
+    )
+  return paths

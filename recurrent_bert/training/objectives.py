@@ -155,3 +155,54 @@ class SpanObjective(_ExampleMeanObjective):
       correct.append(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), labels))
     both = tf.logical_and(correct[0], correct[1])
     return (losses[0] + losses[1]) / 2.0, tf.cast(both, tf.float32)
+
+
+class TaggingObjective:
+  """Per-token softmax cross-entropy of `label_ids` int [B, T] against logits [B, T, K],
+  weighted by `label_weights` float [B, T] (1.0 at each word's scored first piece).
+
+  The loss is the SUM over the global batch's scored tokens divided by their global count
+  (the normalizer), as the MLM loss of `PretrainingObjective`: every scored word weighs the
+  same whichever row or replica it is in. "train_accuracy" is the share of scored tokens
+  tagged right.
+  """
+
+  stat_names = ("loss_sum", "correct", "num_scored", "num_examples", "num_tokens")
+  step_value_names = ()
+
+  def model_inputs(self, batch: Tensors) -> Tensors:
+    return {k: batch[k] for k in ENCODER_INPUT_NAMES}
+
+  def normalizers(self, batch: Tensors) -> Tensors:
+    return {"scored": tf.reduce_sum(tf.cast(batch["label_weights"], tf.float32))}
+
+  def sums(self, batch: Tensors, logits) -> Tensors:
+    labels = tf.cast(batch["label_ids"], tf.int32)
+    weights = tf.cast(batch["label_weights"], tf.float32)
+    logits = tf.cast(logits, tf.float32)
+    losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+    correct = tf.cast(
+        tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), labels), tf.float32
+    )
+    return {
+        "loss_sum": tf.reduce_sum(losses * weights),
+        "correct": tf.reduce_sum(correct * weights),
+        "num_scored": tf.reduce_sum(weights),
+        "num_examples": _num_examples(batch),
+        "num_tokens": tf.reduce_sum(tf.cast(batch["input_mask"], tf.float32)),
+    }
+
+  def loss(self, sums: Tensors, normalizers: Tensors) -> tf.Tensor:
+    return sums["loss_sum"] / tf.maximum(normalizers["scored"], 1.0)
+
+  def step_values(self, sums: Tensors, normalizers: Tensors) -> Tensors:
+    return {}
+
+  def summarize(self, sums: Dict[str, float], num_steps: int) -> Dict[str, float]:
+    return {
+        "loss": _ratio(sums["loss_sum"], sums["num_scored"]),
+        "train_accuracy": _ratio(sums["correct"], sums["num_scored"]),
+    }
+
+  def progress_fields(self, summary: Dict[str, float]) -> List[str]:
+    return [f"loss={summary['loss']:.4f}", f"tag_acc={summary['train_accuracy']:.3f}"]
