@@ -19,7 +19,6 @@ import dataclasses
 import os
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
-from absl import logging
 import numpy as np
 
 from recurrent_bert import io_utils
@@ -30,6 +29,7 @@ from recurrent_bert.io_utils import InputError
 from recurrent_bert.model_dir import TaskInfo
 from recurrent_bert.tasks import conll
 from recurrent_bert.tasks import conlleval
+from recurrent_bert.tasks import glue
 from recurrent_bert.tasks import tagging_features
 from recurrent_bert.tasks import tfds_tasks
 from recurrent_bert.training import objectives
@@ -69,9 +69,9 @@ def tagging_reader(
 ) -> Callable[[str], SplitData]:
   """split ("train", "dev", "test") -> `SplitData` of `conll.TaggedSentence`s.
 
-  train and dev must be labeled. The test file is read labeled when it can be (then its
-  predictions file has a gold column); a test file that is not a valid labeled file is
-  read as words only, and the reason is logged.
+  train and dev must be labeled. The test file is read labeled when its first token line
+  has more than the word (then its predictions file has a gold column, and a bad tag in it
+  is an error as in the other splits), as words only when that line is the word alone.
 
   Args:
     files: split -> file (unused with use_tfds).
@@ -99,15 +99,22 @@ def tagging_reader(
       )
     if split not in files:
       raise InputError(f"tagging: no {split} file given")
-    if split != TEST_SPLIT:
-      return read(files[split], labeled=True)
-    try:
-      return read(files[split], labeled=True)
-    except InputError as e:
-      logging.info("reading the predict file as words only (%s)", e)
-      return read(files[split], labeled=False)
+    return read(files[split], labeled=split != TEST_SPLIT or _has_tags(files[split]))
 
   return read_split
+
+
+def _has_tags(path: str) -> bool:
+  """Whether the first token line of a tagging file (either format) holds more than a word.
+
+  Decided from the file's shape, not by trying to read it labeled: a labeled test file
+  with one bad line must be refused, not silently read without its tags.
+  """
+  for _, text, _ in glue.read_text_lines(path):
+    fields = (text or "").split()
+    if fields and fields[0] != conll.DOCSTART:
+      return len(fields) > 1
+  return False
 
 
 class TaggingAdapter(TaskAdapter):

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from recurrent_bert.data.tokenization import BertWordpieceTokenizer
+from recurrent_bert.errors import InputError
 from recurrent_bert.tasks import conll
 from recurrent_bert.tasks import token_tagging
 from tests.data.conftest import RESERVED
@@ -81,3 +82,25 @@ def test_no_docstart_lines_for_tfds_sentences(adapter, tmp_path):
   (path,) = adapter.write_predictions("dev", outputs, str(tmp_path / "out"))
   with open(path, encoding="utf-8") as f:
     assert "DOCSTART" not in f.read()
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (TEST, ()),  # words only: read unlabeled
+        ("-DOCSTART-\tO\n\njohn\tB-PER\nsees\tO\n", ("B-PER", "O")),  # labeled: gold kept
+    ],
+)
+def test_the_test_file_is_labeled_when_its_lines_hold_tags(tmp_path, text, expected):
+  path = tmp_path / "test.txt"
+  path.write_text(text, encoding="utf-8")
+  read = token_tagging.tagging_reader({"test": str(path)}, ["O", "B-PER"], file_format="word_tag")
+  assert read("test").examples[0].tags == expected
+
+
+def test_a_bad_tag_in_a_labeled_test_file_is_refused_not_dropped(tmp_path):
+  path = tmp_path / "test.txt"
+  path.write_text("john\tB-PER\nsees\tB-XYZ\n", encoding="utf-8")
+  read = token_tagging.tagging_reader({"test": str(path)}, ["O", "B-PER"], file_format="word_tag")
+  with pytest.raises(InputError, match=rf"{path}:2:"):
+    read("test")
