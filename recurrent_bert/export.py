@@ -2,8 +2,9 @@ r"""Exports a model dir as a SavedModel that takes raw text.
 
   python -m recurrent_bert.export --model_dir=DIR --export_dir=DIR [--max_seq_length=N]
 
-`--model_dir` is a fine-tuning model_dir (finetune_glue / finetune_squad: the task's
-classify / regress / answer_question signatures plus encode, from its best/ checkpoint),
+`--model_dir` is a fine-tuning model_dir (finetune_glue, finetune_squad, finetune_tagging,
+finetune_multiple_choice: the task's classify / regress / answer_question / tag / choose
+signatures plus encode and encode_layers, from its best/ checkpoint),
 or anything `training.checkpoints.load_encoder` accepts (encode signatures): a pretraining
 model_dir, its `encoder/` export, or a dir written by `tools/convert_checkpoint.py`.
 The SavedModel (signatures: see `recurrent_bert/serving.py`) loads with only
