@@ -76,7 +76,8 @@ def _label_list(read_split):
   trained = None
   if layout.is_finetuning_dir(FLAGS.model_dir):
     trained = tuple(layout.TaskInfo.read(FLAGS.model_dir).label_names)
-  given = tuple(FLAGS.label_list) if FLAGS.label_list else None
+  # Checked here, naming the flag: the readers would name only "label list".
+  given = conll.check_label_list(FLAGS.label_list, "--label_list") if FLAGS.label_list else None
   if trained and given and given != trained:
     raise InputError(
         f"--label_list={','.join(given)} differs from the tags {','.join(trained)} the model "

@@ -176,8 +176,15 @@ FINE = {
     # Read with --tfds only; the base reads files.
     *(
         (command, "tfds_data_dir", label)
-        for command in ("finetune_glue", "finetune_squad")
+        for command in FINETUNE_COMMANDS
         for label in ("empty", "under a file")
+    ),
+    # Empty is the default: no dev / test file, CoNLL-2003's nine tags.
+    *(("finetune_tagging", name, "empty") for name in ("eval_file", "predict_file", "label_list")),
+    # --task=jsonl's files; the base reads --task=swag's --data_dir.
+    *(
+        ("finetune_multiple_choice", name, "empty")
+        for name in ("train_file", "eval_file", "predict_file")
     ),
     ("finetune_squad", "max_answer_length", _HUGE),  # no cap on an answer's length
     ("finetune_squad", "n_best_size", _HUGE),  # every candidate

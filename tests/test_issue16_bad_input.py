@@ -1,0 +1,72 @@
+"""What the bad-input campaign (tools/bad_input_campaign.py) found in issue 16's commands
+(finetune_tagging, finetune_multiple_choice, extract_features): each bad value now ends
+in one stderr line "error: ..." naming the flag or file, exit status 2, no traceback.
+
+Each command runs as a subprocess on tiny generated files; every bad value here is refused
+before a model is built, so no run trains.
+"""
+
+import pytest
+
+from recurrent_bert.tasks import sample_tasks
+from tests import readme_text
+
+
+def error_lines(stderr):
+  """stderr's lines that are not TensorFlow's or absl's start-up chatter."""
+  return [
+      line
+      for line in stderr.splitlines()
+      if line.strip() and not line.startswith(("I0000", "W0000", "E0000", "WARNING: All log"))
+  ]
+
+
+def assert_one_line_error(result, *names):
+  assert result.returncode == 2, result.stderr[-3000:]
+  assert "Traceback" not in result.stderr, result.stderr[-3000:]
+  lines = [line for line in error_lines(result.stderr) if not line.startswith(("I1", "W1"))]
+  assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr[-3000:]
+  for name in names:
+    assert name in lines[0], lines[0]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+  root = tmp_path_factory.mktemp("issue16")
+  return dict(
+      conll=sample_tasks.write_conll_files(root / "conll", num_train=4, num_dev=2, num_test=2),
+      swag=sample_tasks.write_swag_folder(root / "swag", num_train=4, num_dev=2, num_test=2),
+      vocab=sample_tasks.write_vocab(root / "vocab.txt", entities=True),
+      root=root,
+  )
+
+
+def tagging(files, *flags):
+  return (
+      "recurrent_bert.finetune_tagging",
+      "--model_config=bert_tiny",
+      f"--vocab_file={files['vocab']}",
+      f"--model_dir={files['root'] / 'tagging'}",
+      f"--train_file={files['conll']['train']}",
+      f"--eval_file={files['conll']['dev']}",
+      "--max_seq_length=16",
+      "--doc_stride=4",
+      *flags,
+  )
+
+
+# Each case: (command line maker, bad flags, what the error line must name).
+CASES = {
+    "a malformed --label_list tag": (
+        tagging,
+        ("--label_list=O,no_such_thing",),
+        ("--label_list", "'no_such_thing'"),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_bad_value_is_one_line_naming_the_flag(files, name):
+  command, flags, names = CASES[name]
+  result = readme_text.finish(readme_text.start_module(*command(files, *flags)), timeout=300)
+  assert_one_line_error(result, *names)
