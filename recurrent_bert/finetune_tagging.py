@@ -67,6 +67,9 @@ flags.DEFINE_string("tfds_data_dir", None, "TFDS data dir (default: TFDS's).")
 flags.DEFINE_boolean("tfds_download", False, "Let TFDS download missing data (network).")
 flags.register_validator("doc_stride", lambda v: v >= 1, "--doc_stride must be >= 1")
 flags.register_validator("max_seq_length", lambda v: v >= 3, "--max_seq_length must be >= 3")
+flags.register_validator(
+    "tag_column", lambda v: v != 0, "--tag_column must not be 0, the word's column (-1: the last)"
+)
 
 
 def _label_list(read_split):

@@ -62,6 +62,7 @@ CASES = {
         ("--label_list=O,no_such_thing",),
         ("--label_list", "'no_such_thing'"),
     ),
+    "--tag_column=0, the word's column": (tagging, ("--tag_column=0",), ("--tag_column",)),
 }
 
 
