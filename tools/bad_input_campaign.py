@@ -228,7 +228,10 @@ FINE = {
             *((name, "empty") for name in ("init_checkpoint", "cache_dir")),
         )
     ),
-    ("finetune_squad", "doc_stride", "beyond the window"),  # windows advance by their room
+    *(  # windows advance by their room
+        (command, "doc_stride", "beyond the window")
+        for command in ("finetune_squad", "finetune_tagging")
+    ),
     ("create_pretraining_data", "beam_runner", "word"),  # --runner=local: unused
     ("create_pretraining_data", "builtin_max_bytes", _HUGE),  # all of it
     ("create_pretraining_data", "random_seed", "0"),  # a seed
@@ -680,7 +683,8 @@ def hand_cases(command: str, workspace: Workspace) -> List[Case]:
         ("max_seq_length", "2", ("--max_seq_length=2",)),
         ("doc_stride", "0", ("--doc_stride=0",)),
         ("doc_stride", "beyond the window", ("--doc_stride=1000",)),
-        ("tag_column", "beyond the columns", ("--tag_column=7",)),
+        # Refused at the first token line, which the error names (file:line).
+        ("tag_column", "beyond the columns", ("--tag_column=7",), workspace.conll),
         ("tag_column", "the word's", ("--tag_column=0",)),
         ("label_list", "without O", ("--label_list=B-PER,I-PER,B-LOC,I-LOC",)),
         ("label_list", "a tag twice", ("--label_list=O,B-PER,O",)),
@@ -739,7 +743,11 @@ def hand_cases(command: str, workspace: Workspace) -> List[Case]:
     cases = [("config", "wrong type", (f"--config={workspace.config_wrong_type}",))]
   else:
     cases = []
-  return [Case(command, flag, label, args, subject=_subject(args)) for flag, label, args in cases]
+  # A case may end with the path its error must name, if not its first argument's.
+  return [
+      Case(command, flag, label, args, subject=subject[0] if subject else _subject(args))
+      for flag, label, args, *subject in cases
+  ]
 
 
 def _subject(args: Sequence[str]) -> str:
