@@ -683,13 +683,19 @@ def hand_cases(command: str, workspace: Workspace) -> List[Case]:
         ("max_seq_length", "2", ("--max_seq_length=2",)),
         ("doc_stride", "0", ("--doc_stride=0",)),
         ("doc_stride", "beyond the window", ("--doc_stride=1000",)),
-        # Refused at the first token line, which the error names (file:line).
+        # Refused at a file's first line the value does not fit, which the error names
+        # (file:line) like every case below that ends with the files' folder.
         ("tag_column", "beyond the columns", ("--tag_column=7",), workspace.conll),
         ("tag_column", "the word's", ("--tag_column=0",)),
-        ("label_list", "without O", ("--label_list=B-PER,I-PER,B-LOC,I-LOC",)),
+        ("label_list", "without O", ("--label_list=B-PER,I-PER,B-LOC,I-LOC",), workspace.conll),
         ("label_list", "a tag twice", ("--label_list=O,B-PER,O",)),
-        ("label_list", "without the train file's tags", ("--label_list=O,B-PER,I-PER",)),
-        ("file_format", "word_tag on CoNLL", ("--file_format=word_tag",)),
+        (
+            "label_list",
+            "without the files' tags",
+            ("--label_list=O,B-PER,I-PER",),
+            workspace.conll,
+        ),
+        ("file_format", "word_tag on CoNLL", ("--file_format=word_tag",), workspace.conll),
         ("file_format", "unknown", ("--file_format=x",)),
         ("train_file", "SWAG CSV", (f"--train_file={os.path.join(workspace.swag, 'train.csv')}",)),
         ("eval_file", "binary junk", (f"--eval_file={workspace.junk}",)),
