@@ -55,6 +55,16 @@ def tagging(files, *flags):
   )
 
 
+def extract(files, *flags):
+  return (
+      "recurrent_bert.extract_features",
+      f"--input_file={files['conll']['test']}",
+      f"--init_checkpoint={files['root'] / 'no_model'}",
+      f"--output_file={files['root'] / 'features.jsonl'}",
+      *flags,
+  )
+
+
 # Each case: (command line maker, bad flags, what the error line must name).
 CASES = {
     "a malformed --label_list tag": (
@@ -63,6 +73,8 @@ CASES = {
         ("--label_list", "'no_such_thing'"),
     ),
     "--tag_column=0, the word's column": (tagging, ("--tag_column=0",), ("--tag_column",)),
+    "an empty --input_file": (extract, ("--input_file=",), ("--input_file",)),
+    "an empty --init_checkpoint": (extract, ("--init_checkpoint= ",), ("--init_checkpoint",)),
 }
 
 

@@ -70,6 +70,8 @@ CASES = {
             ("num_shards", "2"),  # jsonl: one file
             ("batch_size", "0"),
             ("max_seq_length", "2"),
+            ("input_file", ""),
+            ("init_checkpoint", ""),
         ],
         [("layers", "-1,0"), ("max_seq_length", "3")],
     ),
