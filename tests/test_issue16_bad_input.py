@@ -6,6 +6,8 @@ Each command runs as a subprocess on tiny generated files; every bad value here 
 before a model is built, so no run trains.
 """
 
+import os
+
 import pytest
 
 from recurrent_bert.tasks import sample_tasks
@@ -83,3 +85,19 @@ def test_bad_value_is_one_line_naming_the_flag(files, name):
   command, flags, names = CASES[name]
   result = readme_text.finish(readme_text.start_module(*command(files, *flags)), timeout=300)
   assert_one_line_error(result, *names)
+
+
+def test_campaign_runs_get_fresh_folders_in_a_reused_work_dir(tmp_path):
+  # A second campaign in the same --work_dir reused the first one's run folders, so a
+  # fine-tuning run resumed from an earlier model_dir and ignored a bad --init_checkpoint.
+  from tools import bad_input_campaign as campaign
+
+  first = campaign.Workspace(str(tmp_path), timeout=10).scratch("finetune_tagging")
+  (tmp_path / "runs" / "finetune_tagging-0002").mkdir()
+  second = campaign.Workspace(str(tmp_path), timeout=10)
+  folders = [second.scratch("finetune_tagging") for _ in range(2)]
+  assert [os.path.basename(f) for f in folders] == [
+      "finetune_tagging-0003",
+      "finetune_tagging-0004",
+  ]
+  assert first not in folders and all(not os.listdir(f) for f in folders)

@@ -291,11 +291,14 @@ class Workspace:
     return os.path.join(self.root, *parts)
 
   def scratch(self, command: str) -> str:
-    """A fresh folder for one run's outputs."""
-    self._runs += 1
-    directory = self.path("runs", f"{command}-{self._runs:04d}")
-    os.makedirs(directory, exist_ok=True)
-    return directory
+    """A fresh folder for one run's outputs (an earlier campaign's in this --work_dir kept:
+    a fine-tuning run would resume from its model_dir)."""
+    while True:
+      self._runs += 1
+      directory = self.path("runs", f"{command}-{self._runs:04d}")
+      if not os.path.exists(directory):
+        os.makedirs(directory)
+        return directory
 
   def _file(self, name: str, content, mode: str = "w") -> str:
     path = self.path(name)
