@@ -4,8 +4,8 @@ r"""Bad-input campaign: every command run with bad values of its own flags, outc
   python -m tools.bad_input_campaign --commands=pretrain,tokenize_text --flags=vocab_file
 
 Each command has a base command line that works on tiny fixtures (a generated corpus and
-vocabulary, pretraining records, sample GLUE/SQuAD tasks, a pretrained model dir, all made
-once under --work_dir). A run is the base with one flag replaced by a bad value of its
+vocabulary, pretraining records, sample GLUE/SQuAD/CoNLL/SWAG tasks, a pretrained model
+dir, all made once under --work_dir). A run is the base with one flag replaced by a bad value of its
 type, generated from the command's own flag definitions (its --helpxml):
 
   integer    a non-number, 0, -1; 2**31 for sizes and counts (memory is capped: a huge
