@@ -63,6 +63,10 @@ vocabulary.define_flags(
 )
 run_flags.define_flags()
 flags.mark_flags_as_required(["input_file", "init_checkpoint", "output_file"])
+for _name in ("input_file", "init_checkpoint"):  # --output_file: check_output_path
+  flags.register_validator(
+      _name, lambda v: v is None or bool(v.strip()), f"--{_name} is empty; give a path"
+  )
 run_flags.register_range("batch_size", 1, run_flags.INT32_MAX)
 run_flags.register_range("max_seq_length", 3, run_flags.INT32_MAX, why=" ([CLS] text [SEP])")
 run_flags.register_range("num_shards", 1, 100000)

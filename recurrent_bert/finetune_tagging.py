@@ -67,6 +67,9 @@ flags.DEFINE_string("tfds_data_dir", None, "TFDS data dir (default: TFDS's).")
 flags.DEFINE_boolean("tfds_download", False, "Let TFDS download missing data (network).")
 flags.register_validator("doc_stride", lambda v: v >= 1, "--doc_stride must be >= 1")
 flags.register_validator("max_seq_length", lambda v: v >= 3, "--max_seq_length must be >= 3")
+flags.register_validator(
+    "tag_column", lambda v: v != 0, "--tag_column must not be 0, the word's column (-1: the last)"
+)
 
 
 def _label_list(read_split):
@@ -76,7 +79,8 @@ def _label_list(read_split):
   trained = None
   if layout.is_finetuning_dir(FLAGS.model_dir):
     trained = tuple(layout.TaskInfo.read(FLAGS.model_dir).label_names)
-  given = tuple(FLAGS.label_list) if FLAGS.label_list else None
+  # Checked here, naming the flag: the readers would name only "label list".
+  given = conll.check_label_list(FLAGS.label_list, "--label_list") if FLAGS.label_list else None
   if trained and given and given != trained:
     raise InputError(
         f"--label_list={','.join(given)} differs from the tags {','.join(trained)} the model "

@@ -4,8 +4,8 @@ r"""Bad-input campaign: every command run with bad values of its own flags, outc
   python -m tools.bad_input_campaign --commands=pretrain,tokenize_text --flags=vocab_file
 
 Each command has a base command line that works on tiny fixtures (a generated corpus and
-vocabulary, pretraining records, sample GLUE/SQuAD tasks, a pretrained model dir, all made
-once under --work_dir). A run is the base with one flag replaced by a bad value of its
+vocabulary, pretraining records, sample GLUE/SQuAD/CoNLL/SWAG tasks, a pretrained model
+dir, all made once under --work_dir). A run is the base with one flag replaced by a bad value of its
 type, generated from the command's own flag definitions (its --helpxml):
 
   integer    a non-number, 0, -1; 2**31 for sizes and counts (memory is capped: a huge
@@ -68,6 +68,9 @@ COMMANDS = {
     "pretrain": "recurrent_bert.pretrain",
     "finetune_glue": "recurrent_bert.finetune_glue",
     "finetune_squad": "recurrent_bert.finetune_squad",
+    "finetune_tagging": "recurrent_bert.finetune_tagging",
+    "finetune_multiple_choice": "recurrent_bert.finetune_multiple_choice",
+    "extract_features": "recurrent_bert.extract_features",
     "export": "recurrent_bert.export",
     "summary": "recurrent_bert.summary",
     "smoke": "recurrent_bert.smoke",
@@ -105,7 +108,15 @@ flags.register_validator(
 
 # Commands whose base run takes long (fine-tuning compiles, trains, evaluates and
 # predicts): their runs get this many times --timeout before they count as a hang.
-SLOW_COMMANDS = {"finetune_glue": 3, "finetune_squad": 3}
+SLOW_COMMANDS = {
+    "finetune_glue": 3,
+    "finetune_squad": 3,
+    "finetune_tagging": 3,
+    "finetune_multiple_choice": 3,
+}
+# The fine-tuning commands: they share flags/finetuning.py, so a shared flag's legitimate
+# values are fine in whichever of them leads --commands.
+FINETUNE_COMMANDS = tuple(SLOW_COMMANDS)
 # Outputs: a bad value is an empty name or a path under a regular file. Everything else
 # with a path-like name is an input.
 OUTPUT_FLAGS = {
@@ -127,6 +138,15 @@ _SIZE_WORDS = ("size", "length", "max", "num", "steps", "bytes", "documents", "f
 # (command, flag, value label) legitimately accepted (or running long): the value is fine
 # as such, or unused by the base command line.
 _HUGE = "2147483648"
+# Fine-tuning counts and periods beyond the base's 2 steps: simply never reached.
+_NEVER_REACHED = (
+    "eval_every_steps",
+    "keep_checkpoint_max",
+    "log_steps",
+    "save_checkpoints_steps",
+    "steps_per_loop",
+    "max_train_steps",  # a long run, as asked
+)
 FINE = {
     # Counts and periods beyond the run's 2 steps: simply never reached.
     *(
@@ -151,35 +171,28 @@ FINE = {
     ("pretrain", "init_checkpoint", "empty"),  # random initialisation
     ("pretrain", "vocab_file", "empty"),  # none: the records are masked, the size is the config's
     ("pretrain", "warmup_steps", "0"),  # no warmup
-    *(
-        ("finetune_glue", name, _HUGE)
-        for name in (
-            "eval_every_steps",
-            "keep_checkpoint_max",
-            "log_steps",
-            "save_checkpoints_steps",
-            "steps_per_loop",
-            "max_train_steps",  # a long run, as asked
-        )
-    ),
-    # Empty is the default: random initialisation, the train labels, the test splits,
-    # model_dir/features.
-    *(
-        ("finetune_glue", name, "empty")
-        for name in ("init_checkpoint", "label_list", "predict_splits", "cache_dir")
-    ),
+    # Empty is the default: the train labels, the test splits.
+    *(("finetune_glue", name, "empty") for name in ("label_list", "predict_splits")),
     # Read with --tfds only; the base reads files.
     *(
         (command, "tfds_data_dir", label)
-        for command in ("finetune_glue", "finetune_squad")
+        for command in FINETUNE_COMMANDS
         for label in ("empty", "under a file")
+    ),
+    # Empty is the default: no dev / test file, CoNLL-2003's nine tags.
+    *(("finetune_tagging", name, "empty") for name in ("eval_file", "predict_file", "label_list")),
+    # --task=jsonl's files; the base reads --task=swag's --data_dir.
+    *(
+        ("finetune_multiple_choice", name, "empty")
+        for name in ("train_file", "eval_file", "predict_file")
     ),
     ("finetune_squad", "max_answer_length", _HUGE),  # no cap on an answer's length
     ("finetune_squad", "n_best_size", _HUGE),  # every candidate
     ("finetune_squad", "null_score_diff_threshold", "-1"),  # any real number is a threshold
     # --checkpoint is for --mode=eval/predict; the base trains (train_and_eval).
     *(
-        ("finetune_glue", "checkpoint", label)
+        (command, "checkpoint", label)
+        for command in FINETUNE_COMMANDS
         for label in ("empty", "missing", "directory", "wrong format")
     ),
     ("export", "vocab_file", "empty"),  # the model dir's
@@ -191,16 +204,34 @@ FINE = {
     ("sweep", "entry_flags", "unknown flag"),
     ("sweep", "glue_flags", "unknown flag"),
     ("sweep", "squad_flags", "unknown flag"),
-    # Shared flags tried in the first command that has them (finetune_glue when it leads).
-    ("finetune_glue", "run_dir", "empty"),  # the working directory
-    ("finetune_glue", "run_dir", "under a file"),  # the base's paths are absolute
-    ("finetune_glue", "tpu", "empty"),  # no TPU strategy asked for: unused
-    ("finetune_glue", "tpu", "word"),
-    ("finetune_glue", "warmup_steps", "0"),  # no warmup
-    # Past the run's steps: shortened to them with a warning (flagfiles carry the paper's
-    # warmup, a short --max_train_steps run keeps its shape).
-    ("finetune_glue", "warmup_steps", _HUGE),
-    ("finetune_squad", "doc_stride", "beyond the window"),  # windows advance by their room
+    # Shared flags tried in the first command that has them (whichever fine-tuning
+    # command leads).
+    *(
+        (command, name, label)
+        for command in FINETUNE_COMMANDS + ("extract_features",)
+        for name, label in (
+            ("run_dir", "empty"),  # the working directory
+            ("run_dir", "under a file"),  # the base's paths are absolute
+            ("tpu", "empty"),  # no TPU strategy asked for: unused
+            ("tpu", "word"),
+        )
+    ),
+    *(
+        (command, name, label)
+        for command in FINETUNE_COMMANDS
+        for name, label in (
+            ("warmup_steps", "0"),  # no warmup
+            # Past the run's steps: shortened to them with a warning (flagfiles carry the
+            # paper's warmup, a short --max_train_steps run keeps its shape).
+            ("warmup_steps", _HUGE),
+            *((name, _HUGE) for name in _NEVER_REACHED),
+            *((name, "empty") for name in ("init_checkpoint", "cache_dir")),
+        )
+    ),
+    *(  # windows advance by their room
+        (command, "doc_stride", "beyond the window")
+        for command in ("finetune_squad", "finetune_tagging")
+    ),
     ("create_pretraining_data", "beam_runner", "word"),  # --runner=local: unused
     ("create_pretraining_data", "builtin_max_bytes", _HUGE),  # all of it
     ("create_pretraining_data", "random_seed", "0"),  # a seed
@@ -260,11 +291,14 @@ class Workspace:
     return os.path.join(self.root, *parts)
 
   def scratch(self, command: str) -> str:
-    """A fresh folder for one run's outputs."""
-    self._runs += 1
-    directory = self.path("runs", f"{command}-{self._runs:04d}")
-    os.makedirs(directory, exist_ok=True)
-    return directory
+    """A fresh folder for one run's outputs (an earlier campaign's in this --work_dir kept:
+    a fine-tuning run would resume from its model_dir)."""
+    while True:
+      self._runs += 1
+      directory = self.path("runs", f"{command}-{self._runs:04d}")
+      if not os.path.exists(directory):
+        os.makedirs(directory)
+        return directory
 
   def _file(self, name: str, content, mode: str = "w") -> str:
     path = self.path(name)
@@ -342,6 +376,46 @@ class Workspace:
     )
     return target
 
+  def _written(self, name: str, write) -> str:
+    """`write(folder)` into a new folder `name` (renamed into place when complete)."""
+    target = self.path(name)
+    if not os.path.exists(target):
+      partial = tempfile.mkdtemp(prefix=f".{name}-", dir=self.root)
+      write(partial)
+      os.rename(partial, target)
+    return target
+
+  @property
+  def conll(self) -> str:
+    """CoNLL-2003-format {train,dev,test}.txt (tasks/sample_tasks.py), a few sentences each."""
+    from recurrent_bert.tasks import sample_tasks
+
+    return self._written(
+        "conll", lambda d: sample_tasks.write_conll_files(d, num_train=16, num_dev=8, num_test=4)
+    )
+
+  @property
+  def swag(self) -> str:
+    """A SWAG folder ({train,val,test}.csv of tasks/sample_tasks.py), a few rows each."""
+    from recurrent_bert.tasks import sample_tasks
+
+    return self._written(
+        "swag", lambda d: sample_tasks.write_swag_folder(d, num_train=8, num_dev=4, num_test=4)
+    )
+
+  @property
+  def task_vocab(self) -> str:
+    """The sample tasks' vocabulary, with the NER task's words."""
+    from recurrent_bert.tasks import sample_tasks
+
+    path = self.path("task_vocab.txt")
+    return path if os.path.exists(path) else sample_tasks.write_vocab(path, entities=True)
+
+  @property
+  def texts(self) -> str:
+    """Inputs of extract_features: a text a line, one a sentence pair."""
+    return self._file("texts.txt", "the cat sat on the mat .\nred bird ||| a blue tree\nold road\n")
+
   @property
   def pretrained(self) -> str:
     """A pretraining model dir (2 steps of bert_tiny), for export."""
@@ -367,6 +441,10 @@ class Workspace:
   @property
   def junk(self) -> str:
     return self._file("junk.bin", bytes(range(256)) * 4, "wb")
+
+  @property
+  def empty_file(self) -> str:
+    return self._file("empty.txt", "")
 
   @property
   def directory(self) -> str:
@@ -405,9 +483,10 @@ def base_args(command: str, workspace: Workspace, scratch: str) -> List[str]:
   """The command line (after `python -m module`) that works on the fixtures."""
   if command == "pretrain":
     return pretrain_args(workspace, os.path.join(scratch, "model"))
+  sample_task = command in ("finetune_tagging", "finetune_multiple_choice")
   finetune = [
       "--model_config=bert_tiny",
-      f"--vocab_file={workspace.vocab}",
+      f"--vocab_file={workspace.task_vocab if sample_task else workspace.vocab}",
       f"--model_dir={os.path.join(scratch, 'model')}",
       "--train_batch_size=4",
       "--eval_batch_size=4",
@@ -426,6 +505,31 @@ def base_args(command: str, workspace: Workspace, scratch: str) -> List[str]:
         "--max_seq_length=64",
         "--doc_stride=32",
         "--max_query_length=16",
+    ]
+  if command == "finetune_tagging":
+    conll = workspace.conll
+    return finetune + [
+        *(
+            f"--{flag}={os.path.join(conll, split)}.txt"
+            for flag, split in (
+                ("train_file", "train"),
+                ("eval_file", "dev"),
+                ("predict_file", "test"),
+            )
+        ),
+        "--max_seq_length=32",
+        "--doc_stride=8",
+    ]
+  if command == "finetune_multiple_choice":
+    return finetune + ["--task=swag", f"--data_dir={workspace.swag}", "--max_seq_length=24"]
+  if command == "extract_features":
+    return [
+        f"--input_file={workspace.texts}",
+        f"--init_checkpoint={workspace.pretrained}",
+        f"--output_file={scratch}/features.jsonl",
+        "--max_seq_length=16",
+        "--batch_size=2",
+        "--layers=-1,0",
     ]
   if command == "export":
     return [f"--model_dir={workspace.pretrained}", f"--export_dir={scratch}/export"]
@@ -576,6 +680,68 @@ def hand_cases(command: str, workspace: Workspace) -> List[Case]:
     cases = [no_unk, ("task", "unknown", ("--task=no_such_task",)), no_tpu]
   elif command == "finetune_squad":
     cases = [no_unk, ("doc_stride", "beyond the window", ("--doc_stride=1000",)), no_tpu]
+  elif command == "finetune_tagging":
+    cases = [
+        no_unk,
+        ("max_seq_length", "2", ("--max_seq_length=2",)),
+        ("doc_stride", "0", ("--doc_stride=0",)),
+        ("doc_stride", "beyond the window", ("--doc_stride=1000",)),
+        # Refused at a file's first line the value does not fit, which the error names
+        # (file:line) like every case below that ends with the files' folder.
+        ("tag_column", "beyond the columns", ("--tag_column=7",), workspace.conll),
+        ("tag_column", "the word's", ("--tag_column=0",)),
+        ("label_list", "without O", ("--label_list=B-PER,I-PER,B-LOC,I-LOC",), workspace.conll),
+        ("label_list", "a tag twice", ("--label_list=O,B-PER,O",)),
+        (
+            "label_list",
+            "without the files' tags",
+            ("--label_list=O,B-PER,I-PER",),
+            workspace.conll,
+        ),
+        ("file_format", "word_tag on CoNLL", ("--file_format=word_tag",), workspace.conll),
+        ("file_format", "unknown", ("--file_format=x",)),
+        ("train_file", "SWAG CSV", (f"--train_file={os.path.join(workspace.swag, 'train.csv')}",)),
+        ("eval_file", "binary junk", (f"--eval_file={workspace.junk}",)),
+        ("mode", "eval without a checkpoint", ("--mode=eval",)),
+        no_tpu,
+    ]
+  elif command == "finetune_multiple_choice":
+    cases = [
+        no_unk,
+        ("max_seq_length", "2", ("--max_seq_length=2",)),
+        ("data_dir", "CoNLL files", (f"--data_dir={workspace.conll}",)),
+        ("data_dir", "an empty folder", (f"--data_dir={workspace.directory}",)),
+        ("task", "jsonl", ("--task=jsonl",)),
+        ("task", "hellaswag without --tfds", ("--task=hellaswag",)),
+        (
+            "train_file",
+            "SWAG CSV as JSONL",
+            (
+                f"--train_file={os.path.join(workspace.swag, 'train.csv')}",
+                "--task=jsonl",
+                "--data_dir=",
+            ),
+        ),
+        ("mode", "eval without a checkpoint", ("--mode=eval",)),
+    ]
+  elif command == "extract_features":
+    cases = [
+        ("layers", "99", ("--layers=99",)),
+        ("layers", "-1,-1", ("--layers=-1,-1",)),
+        ("layers", "-99", ("--layers=-99",)),
+        ("layers", "not a number", ("--layers=-1,x",)),
+        ("num_shards", "0", ("--num_shards=0",)),
+        ("num_shards", "2 for jsonl", ("--num_shards=2",)),
+        ("max_seq_length", "2", ("--max_seq_length=2",)),
+        ("input_file", "binary junk", (f"--input_file={workspace.junk}",)),
+        ("input_file", "empty file", (f"--input_file={workspace.empty_file}",)),
+        (
+            "init_checkpoint",
+            "not a model",
+            (f"--init_checkpoint={os.path.dirname(workspace.records)}",),
+        ),
+        no_unk,
+    ]
   elif command == "tokenize_text":
     cases = [no_unk, ("input_file", "binary junk", (f"--input_file={workspace.junk}",))]
   elif command == "create_pretraining_data":
@@ -586,7 +752,11 @@ def hand_cases(command: str, workspace: Workspace) -> List[Case]:
     cases = [("config", "wrong type", (f"--config={workspace.config_wrong_type}",))]
   else:
     cases = []
-  return [Case(command, flag, label, args, subject=_subject(args)) for flag, label, args in cases]
+  # A case may end with the path its error must name, if not its first argument's.
+  return [
+      Case(command, flag, label, args, subject=subject[0] if subject else _subject(args))
+      for flag, label, args, *subject in cases
+  ]
 
 
 def _subject(args: Sequence[str]) -> str:

@@ -51,6 +51,30 @@ CASES = {
         [("label_list", "a,b"), ("eval_batch_size", "0")],
         [("eval_batch_size", str(2**31 - 1))],
     ),
+    "recurrent_bert.finetune_tagging": (
+        ["--model_dir=/tmp/m", "--train_file=t.txt"],
+        [("doc_stride", "0"), ("max_seq_length", "2"), ("tag_column", "0")],
+        [("doc_stride", "1000"), ("tag_column", "3"), ("tag_column", "-2")],
+    ),
+    "recurrent_bert.finetune_multiple_choice": (
+        ["--model_dir=/tmp/m", "--data_dir=/tmp/d"],
+        [("max_seq_length", "0"), ("task", "jsonl"), ("train_batch_size", str(2**31))],
+        [("max_seq_length", "512")],
+    ),
+    "recurrent_bert.extract_features": (
+        ["--input_file=x.txt", "--init_checkpoint=/tmp/m", "--output_file=o.jsonl"],
+        [
+            ("layers", "-1,-1"),
+            ("layers", "-1,x"),
+            ("num_shards", "0"),
+            ("num_shards", "2"),  # jsonl: one file
+            ("batch_size", "0"),
+            ("max_seq_length", "2"),
+            ("input_file", ""),
+            ("init_checkpoint", ""),
+        ],
+        [("layers", "-1,0"), ("max_seq_length", "3")],
+    ),
     "tools.build_vocab": (
         ["--input_files=x.txt", "--output_file=v.txt"],
         [
