@@ -179,7 +179,8 @@ class TaskInfo:
     main_metric: the metric that picks the best checkpoint (higher is better).
     max_query_length, max_answer_length: span models: question pieces kept, longest
       answer in pieces.
-    doc_stride: span models: pieces between the starts of context windows.
+    doc_stride: span and tagging models: pieces between the starts of context windows.
+    document_context: taggers: windows were filled with the sentence's document.
     text_pair: sentence-pair task (the default serving signature takes two texts).
     layer_mix: which encoder layers the head reads (`layers.LAYER_MIXES`).
     feature_based: the encoder was frozen and read through a BiLSTM (BERT Table 7).
@@ -195,6 +196,7 @@ class TaskInfo:
   max_query_length: int = 64
   max_answer_length: int = 30
   doc_stride: int = 128
+  document_context: bool = True
   text_pair: bool = False
   layer_mix: str = "last"
   feature_based: bool = False

@@ -167,6 +167,7 @@ def test_bert_learns_the_generated_task_and_writes_conll_predictions(bert_run, t
   assert "dev: f1=" in result.stdout
   info = read_json(os.path.join(model_dir, "task_info.json"))
   assert info["kind"] == "tagger" and info["main_metric"] == "f1"
+  assert info["document_context"] is True
   assert info["label_names"] == ["O", "B-PER", "I-PER", "B-ORG", "I-ORG"] + [
       "B-LOC",
       "I-LOC",
@@ -336,3 +337,18 @@ def test_bad_input_exits_2_naming_file_and_line(task_files, tmp_path):
   errors = [text for text in result.stderr.splitlines() if text.startswith("error:")]
   assert len(errors) == 1 and f"{bad}:{line + 1}: " in errors[0], result.stderr
   assert "B-FOOD" in errors[0] and "Traceback" not in result.stderr
+
+
+def test_a_trained_model_keeps_its_document_context_setting(bert_run, task_files):
+  """Eval features must be cut as training cut them: the recorded setting wins."""
+  model_dir, _ = bert_run
+  result = run_module(
+      COMMAND,
+      "--mode=eval",
+      f"--eval_file={task_files['dev']}",
+      f"--model_dir={model_dir}",
+      "--nodocument_context",
+  )
+  assert result.returncode == 2, result.stderr[-2000:]
+  errors = [text for text in result.stderr.splitlines() if text.startswith("error:")]
+  assert len(errors) == 1 and "--document_context=False differs" in errors[0], result.stderr

@@ -177,6 +177,7 @@ RECORDED_SETTINGS = (
     "doc_stride",
     "max_query_length",
     "max_answer_length",
+    "document_context",
     "layer_mix",
     "feature_based",
 )

@@ -169,6 +169,7 @@ class TaggingAdapter(TaskAdapter):
         max_seq_length=settings.max_seq_length,
         main_metric="f1",
         doc_stride=settings.doc_stride,
+        document_context=settings.document_context,
     )
     self.objective = objectives.TaggingObjective()
     self.output_keys = ("logits",)
