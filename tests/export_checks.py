@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import string
-import subprocess
 import sys
 
 import numpy as np
@@ -23,6 +22,7 @@ from recurrent_bert.models import build_encoder
 from recurrent_bert.tasks.pair_features import PairExample
 from recurrent_bert.tasks.pair_features import convert_pair_examples
 from recurrent_bert.training import checkpoints
+from tests import forkserver
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_LEN = 32
@@ -147,11 +147,10 @@ def serve(root, requests):
   requests_file.write_text(json.dumps(requests), encoding="utf-8")
   script = root / "serve.py"
   script.write_text(SERVE_SCRIPT, encoding="utf-8")
-  result = subprocess.run(
+  result = forkserver.run(
       [sys.executable, str(script), str(requests_file), str(results_file)],
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
-      capture_output=True,
-      text=True,
+      None,
+      dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
       timeout=600,
   )
   assert result.returncode == 0, result.stderr[-3000:]

@@ -6,6 +6,8 @@ import re
 import subprocess
 import sys
 
+from tests import forkserver
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(REPO, "README.md")
 
@@ -38,15 +40,9 @@ def commands(block: str) -> list:
 
 
 def start_module(*args, **extra_env) -> subprocess.Popen:
-  """`python -m args...` started from the repository root, its output captured as text."""
-  return subprocess.Popen(
-      [sys.executable, "-m", *args],
-      cwd=REPO,
-      stdout=subprocess.PIPE,
-      stderr=subprocess.PIPE,
-      text=True,
-      env=env(**extra_env),
-  )
+  """`python -m args...` started from the repository root, its output captured as text
+  (a child of tests/forkserver.py, where TensorFlow is imported once)."""
+  return forkserver.start([sys.executable, "-m", *args], REPO, env(**extra_env))
 
 
 def finish(process: subprocess.Popen, timeout: float = 600) -> subprocess.CompletedProcess:

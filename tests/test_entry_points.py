@@ -2,17 +2,16 @@
 
 import json
 import os
-import subprocess
 import sys
+
+from tests import forkserver
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _run(*args):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-  return subprocess.run(
-      [sys.executable, "-m", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
-  )
+  return forkserver.run([sys.executable, "-m", *args], REPO, env, timeout=600)
 
 
 def test_summary_prints_paper_sized_counts():

@@ -6,7 +6,6 @@ SQuAD v2.0 are in test_export_tasks.py; tests/export_checks.py has what both sha
 
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -17,6 +16,7 @@ from recurrent_bert import serving
 from recurrent_bert.data.tokenization import BertWordpieceTokenizer
 from recurrent_bert.models import Classifier
 from recurrent_bert.training import checkpoints
+from tests import forkserver
 from tests.export_checks import LABELS
 from tests.export_checks import MAX_LEN
 from tests.export_checks import PAIRS
@@ -58,7 +58,7 @@ def served(tmp_path_factory):
   export_dirs = {preset: root / f"{preset}_saved_model" for preset in ENCODER_PRESETS}
 
   write_model_dir(root / "swishrnn_tiny", models["swishrnn_tiny"], vocab_file)
-  command_line = subprocess.Popen(  # the command line, as users run it
+  command_line = forkserver.start(  # the command line, as users run it
       [
           sys.executable,
           "-m",
@@ -67,11 +67,8 @@ def served(tmp_path_factory):
           f"--export_dir={export_dirs['swishrnn_tiny']}",
           f"--max_seq_length={MAX_LEN}",
       ],
-      cwd=REPO,
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
-      stdout=subprocess.PIPE,
-      stderr=subprocess.PIPE,
-      text=True,
+      REPO,
+      dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
   )
 
   write_model_dir(root / "trans_blstm_2_tiny", models["trans_blstm_2_tiny"], vocab_file)

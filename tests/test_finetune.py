@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from recurrent_bert.tasks import sample_tasks as generated_tasks
+from tests import forkserver
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEQ_LEN = 32
@@ -37,14 +38,7 @@ GLUE_FLAGS = [
 def run_entry(module, *flags, check=True, timeout=300):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
   env.pop("TF_CONFIG", None)
-  result = subprocess.run(
-      [sys.executable, "-m", module, *flags],
-      cwd=REPO,
-      env=env,
-      capture_output=True,
-      text=True,
-      timeout=timeout,
-  )
+  result = forkserver.run([sys.executable, "-m", module, *flags], REPO, env, timeout=timeout)
   if check:
     assert result.returncode == 0, result.stderr[-4000:]
   return result
@@ -179,12 +173,11 @@ out = model.signatures["classify_pair"](text=tf.constant([a for a, _ in pairs]),
 print(json.dumps({"probabilities": out["probabilities"].numpy().tolist(),
                   "label": [x.decode() for x in out["label"].numpy()]}))
 """
-  served = subprocess.run(
+  served = forkserver.run(
       [sys.executable, "-c", script, export_dir, json.dumps(pairs)],
-      capture_output=True,
-      text=True,
+      None,
+      dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
       timeout=120,
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
   )
   assert served.returncode == 0, served.stderr[-3000:]
   served = json.loads(served.stdout.strip().splitlines()[-1])
@@ -521,13 +514,10 @@ def test_multi_worker_finetuning_matches_single_device_evaluation(task_files, tm
       "--distribution_strategy=multi_worker_mirrored",
   ]
   processes = [
-      subprocess.Popen(
+      forkserver.start(
           [sys.executable, *flags],
-          cwd=REPO,
-          stdout=subprocess.PIPE,
-          stderr=subprocess.PIPE,
-          text=True,
-          env=subprocess_env(
+          REPO,
+          subprocess_env(
               TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
           ),
       )
@@ -562,7 +552,7 @@ with tfds.testing.mock_data(num_examples=20):
 """
   model_dir = tmp_path / "model"
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
-  result = subprocess.run(
+  result = forkserver.run(
       [
           sys.executable,
           "-c",
@@ -577,10 +567,8 @@ with tfds.testing.mock_data(num_examples=20):
           "--train_batch_size=4",
           "--max_train_steps=2",
       ],
-      cwd=REPO,
-      env=env,
-      capture_output=True,
-      text=True,
+      REPO,
+      env,
       timeout=300,
   )
   assert result.returncode == 0, result.stderr[-3000:]

@@ -6,7 +6,6 @@ fine-tuning runs.)"""
 
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -14,6 +13,7 @@ import pytest
 
 from recurrent_bert import serving
 from recurrent_bert.tasks import sample_tasks as generated_tasks
+from tests import forkserver
 from tests.test_finetune import read_json
 from tests.test_finetune import run_entry
 
@@ -78,12 +78,11 @@ print(json.dumps({"answer": out["answer"].numpy()[0].decode(),
                   "start": int(out["start_char"].numpy()[0])}))
 """
   context = "the old dog walks slow mango river cold ."
-  served = subprocess.run(
+  served = forkserver.run(
       [sys.executable, "-c", script, export_dir, context],
-      capture_output=True,
-      text=True,
+      None,
+      dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
       timeout=120,
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
   )
   assert served.returncode == 0, served.stderr[-3000:]
   answer = json.loads(served.stdout.strip().splitlines()[-1])

@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from recurrent_bert.data import tokenization
 from recurrent_bert.training import checkpoints
+from tests import forkserver
 from tests.training.conftest import REPO
 from tests.training.conftest import SMALL_MODEL
 from tests.training.conftest import corpus_file  # noqa: F401
@@ -135,7 +136,7 @@ def test_tiny_flagfiles_run_end_to_end(tmp_path, masked_records, unmasked_record
   for flagfile in TINY_FLAGFILES:
     records = unmasked_records if "swishrnn" in flagfile else masked_records
     processes.append(
-        subprocess.Popen(
+        forkserver.start(
             [
                 sys.executable,
                 "-m",
@@ -150,11 +151,8 @@ def test_tiny_flagfiles_run_end_to_end(tmp_path, masked_records, unmasked_record
                 "--warmup_steps=2",
                 "--log_steps=3",
             ],
-            cwd=REPO,
-            env=subprocess_env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+            REPO,
+            subprocess_env(),
         )
     )
   for flagfile, (returncode, stderr) in zip(TINY_FLAGFILES, wait_all(processes, 400)):
@@ -175,13 +173,10 @@ def test_bad_flags_fail_before_any_work(tmp_path, masked_records, vocab_file):
       "--init_checkpoint": [f"--init_checkpoint={tmp_path / 'nothing_here'}"],
   }
   processes = [
-      subprocess.Popen(
+      forkserver.start(
           pretrain_command(tmp_path / str(i), vocab_file, masked_records, *flags),
-          cwd=REPO,
-          env=subprocess_env(),
-          stdout=subprocess.PIPE,
-          stderr=subprocess.PIPE,
-          text=True,
+          REPO,
+          subprocess_env(),
       )
       for i, flags in enumerate(cases.values())
   ]

@@ -22,6 +22,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from tests import forkserver
 from tests.readme_text import REPO
 from tests.readme_text import env
 from tests.readme_text import readme_section
@@ -218,13 +219,11 @@ RAM_DRIVER = textwrap.dedent("""
 
 
 def _ram_run(command, copies, *argv):
-  result = subprocess.run(
+  result = forkserver.run(
       [sys.executable, "-c", RAM_DRIVER, command, json.dumps(copies), *argv],
-      cwd=REPO,
-      capture_output=True,
-      text=True,
+      REPO,
+      env(),
       timeout=600,
-      env=env(),
   )
   assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-5000:]
   return json.loads(result.stdout.strip().splitlines()[-1])

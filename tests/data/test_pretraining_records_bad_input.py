@@ -9,7 +9,6 @@ byte offsets computed from the TFRecord format (12-byte header, data, 4-byte CRC
 
 import json
 import os
-import subprocess
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -23,6 +22,7 @@ from recurrent_bert.data.dynamic_masking import DynamicMasker
 from recurrent_bert.data.dynamic_masking import MaskingConfig
 from recurrent_bert.errors import InputError
 from recurrent_bert.training import loop
+from tests import forkserver
 from tests import mutations
 from tests.data.conftest import RESERVED
 from tests.data.conftest import write_vocab
@@ -353,9 +353,7 @@ def test_pretrain_stops_at_a_bad_later_record_with_one_line_and_keeps_checkpoint
       "--save_checkpoints_steps=1",
       "--num_train_steps=6",
   )
-  result = subprocess.run(
-      command, cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=300
-  )
+  result = forkserver.run(command, REPO, subprocess_env(), timeout=300)
   assert result.returncode == 2, result.stderr[-3000:]
   assert "Traceback" not in result.stderr
   errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]

@@ -8,7 +8,6 @@ column positions of the GLUE files (not the reader's layout table).
 import json
 import logging
 import os
-import subprocess
 import sys
 
 from hypothesis import given
@@ -20,6 +19,7 @@ from recurrent_bert.tasks import classification
 from recurrent_bert.tasks import glue
 from recurrent_bert.tasks import registry
 from recurrent_bert.tasks import tfds_tasks
+from tests import forkserver
 from tests import mutations
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -362,7 +362,7 @@ def _run_finetune_glue(tmp_path, *flags):
   vocab = sample_tasks.write_vocab(tmp_path / "vocab.txt")
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
   env.pop("TF_CONFIG", None)
-  return subprocess.run(
+  return forkserver.run(
       [
           sys.executable,
           "-m",
@@ -374,10 +374,8 @@ def _run_finetune_glue(tmp_path, *flags):
           "--max_seq_length=8",
           *flags,
       ],
-      cwd=REPO,
-      env=env,
-      capture_output=True,
-      text=True,
+      REPO,
+      env,
       timeout=300,
   )
 

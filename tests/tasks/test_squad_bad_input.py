@@ -9,7 +9,6 @@ json.dump(indent=2) puts its "{" on the line above that key.
 import json
 import os
 import re
-import subprocess
 import sys
 
 from hypothesis import given
@@ -18,6 +17,7 @@ import pytest
 
 from recurrent_bert.io_utils import InputError
 from recurrent_bert.tasks import squad
+from tests import forkserver
 from tests import mutations
 from tests.data.conftest import RESERVED
 from tests.data.conftest import write_vocab
@@ -324,7 +324,7 @@ def test_finetune_squad_refuses_a_bad_file_in_one_line_before_building_a_model(t
   train = write(tmp_path / "train.json", document)
   vocab = write_vocab(tmp_path / "vocab.txt", RESERVED + ["the", "cat", "sat"])
   model_dir = tmp_path / "model"
-  result = subprocess.run(
+  result = forkserver.run(
       [
           sys.executable,
           "-m",
@@ -337,10 +337,8 @@ def test_finetune_squad_refuses_a_bad_file_in_one_line_before_building_a_model(t
           "--max_seq_length=32",
           "--max_query_length=8",
       ],
-      cwd=REPO,
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO),
-      capture_output=True,
-      text=True,
+      REPO,
+      dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO),
       timeout=300,
   )
   assert result.returncode == 2, result.stderr[-3000:]

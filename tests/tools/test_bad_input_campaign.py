@@ -8,11 +8,11 @@ flag or file, exit status 2, no traceback.
 
 import json
 import os
-import subprocess
 import sys
 
 import pytest
 
+from tests import forkserver
 from tools import bad_input_campaign as campaign
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -20,14 +20,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def run_module(module, *args, timeout=180):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-  return subprocess.run(
-      [sys.executable, "-m", module, *args],
-      cwd=REPO,
-      env=env,
-      capture_output=True,
-      text=True,
-      timeout=timeout,
-  )
+  return forkserver.run([sys.executable, "-m", module, *args], REPO, env, timeout=timeout)
 
 
 def error_lines(stderr):

@@ -2,7 +2,6 @@
 
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -12,6 +11,7 @@ from recurrent_bert.models import Encoder
 from recurrent_bert.models import Pretrainer
 from recurrent_bert.training import checkpoints
 from tests import checkpoint_files
+from tests import forkserver
 from tests import references as ref
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -21,13 +21,10 @@ VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range
 
 def _start_tool(*flags):
   """Runs the tool as the README shows (`python tools/convert_checkpoint.py`)."""
-  return subprocess.Popen(
+  return forkserver.start(
       [sys.executable, os.path.join("tools", "convert_checkpoint.py"), *flags],
-      cwd=REPO,
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
-      stdout=subprocess.PIPE,
-      stderr=subprocess.PIPE,
-      text=True,
+      REPO,
+      dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
   )
 
 

@@ -6,13 +6,13 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
 from recurrent_bert.tasks import sample_tasks as generated_tasks
+from tests import forkserver
 from tools import sweep
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -21,14 +21,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 def run_sweep(*flags, timeout=300):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-  return subprocess.run(
-      [sys.executable, "-m", "tools.sweep", *flags],
-      cwd=REPO,
-      env=env,
-      capture_output=True,
-      text=True,
-      timeout=timeout,
-  )
+  return forkserver.run([sys.executable, "-m", "tools.sweep", *flags], REPO, env, timeout=timeout)
 
 
 def make_row(model, task, lr, seed, value, seconds=0.01, metric="accuracy"):

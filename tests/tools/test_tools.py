@@ -10,20 +10,14 @@ import time
 import tensorflow as tf
 
 from recurrent_bert.data import tokenization
+from tests import forkserver
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def run_tool(module, *flags, check=True):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-  result = subprocess.run(
-      [sys.executable, "-m", module, *flags],
-      cwd=REPO,
-      env=env,
-      capture_output=True,
-      text=True,
-      timeout=300,
-  )
+  result = forkserver.run([sys.executable, "-m", module, *flags], REPO, env, timeout=300)
   if check:
     assert result.returncode == 0, result.stderr[-3000:]
   return result

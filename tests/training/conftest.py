@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from recurrent_bert.config import get_preset
+from tests import forkserver
 from tests.data.conftest import corpus_file
 from tests.data.conftest import vocab_file
 
@@ -29,7 +30,7 @@ def make_records(
     output_dir, corpus, vocab, *extra_flags, seq_len=SEQ_LEN, max_predictions=MAX_PREDICTIONS
 ):
   """Runs tools.create_pretraining_data (the real tool) into output_dir."""
-  result = subprocess.run(
+  result = forkserver.run(
       [
           sys.executable,
           "-m",
@@ -42,10 +43,8 @@ def make_records(
           "--noprogress",
           *extra_flags,
       ],
-      cwd=REPO,
-      env=subprocess_env(),
-      capture_output=True,
-      text=True,
+      REPO,
+      subprocess_env(),
       timeout=300,
   )
   assert result.returncode == 0, result.stderr[-3000:]
@@ -146,12 +145,10 @@ def pretrain_command(
 
 
 def run_pretrain(model_dir, vocab, input_files, *flags, check=True, timeout=300, env=None):
-  result = subprocess.run(
+  result = forkserver.run(
       pretrain_command(model_dir, vocab, input_files, *flags),
-      cwd=REPO,
-      env=env or subprocess_env(),
-      capture_output=True,
-      text=True,
+      REPO,
+      env or subprocess_env(),
       timeout=timeout,
   )
   if check:

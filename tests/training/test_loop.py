@@ -16,6 +16,7 @@ import pytest
 
 from recurrent_bert import io_utils
 from recurrent_bert.data import tokenization
+from tests import forkserver
 from tests.training.conftest import REPO
 from tests.training.conftest import losses_by_step
 from tests.training.conftest import metrics_rows
@@ -82,6 +83,9 @@ def start_pretrain(
   if stops:
     entry = (os.path.join(REPO, "tests", "training", "kill_after_step.py"),)
     env.update(stops)
+  command = pretrain_command(model_dir, vocab, records, *flags, entry=entry)
+  if wait_for_sigint_after_step is None and stderr == subprocess.PIPE:
+    return forkserver.start(command, REPO, env)  # read at the end: no TF start-up each
   return subprocess.Popen(
       pretrain_command(model_dir, vocab, records, *flags, entry=entry),
       cwd=REPO,

@@ -8,7 +8,6 @@ padding and step cap.
 
 import glob
 import json
-import subprocess
 import sys
 
 import numpy as np
@@ -25,6 +24,7 @@ from recurrent_bert.models import Pretrainer
 from recurrent_bert.models import build_encoder
 from recurrent_bert.training.pretraining_eval import PretrainingEvaluator
 from recurrent_bert.training.pretraining_eval import record_eval_results
+from tests import forkserver
 from tests.training.conftest import MAX_PREDICTIONS
 from tests.training.conftest import REPO
 from tests.training.conftest import SEQ_LEN
@@ -192,7 +192,7 @@ def test_mode_eval_under_mirrored_reproduces_what_training_logged(
   assert results["global_step"] == 8 and results["checkpoint"].endswith("ckpt-8")
   assert results["eval"] == logged
 
-  result = subprocess.run(
+  result = forkserver.run(
       [
           sys.executable,
           "-m",
