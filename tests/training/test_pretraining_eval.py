@@ -208,8 +208,6 @@ def test_mode_eval_under_mirrored_reproduces_what_training_logged(
       ],
       cwd=REPO,
       env=subprocess_env(),
-      capture_output=True,
-      text=True,
       timeout=300,
   )
   assert result.returncode == 0, result.stderr[-3000:]
