@@ -20,18 +20,14 @@ naming file:line (exit status 2). --skip_bad_rows skips such rows instead: the c
 skipped is logged per file and written to model_dir/skipped_rows.json.
 """
 
-import os
-
 from absl import flags
 
 from recurrent_bert import cli
-from recurrent_bert import io_utils
 from recurrent_bert.flags import execution as run_flags
 from recurrent_bert.flags import finetuning as finetune_flags
 from recurrent_bert.io_utils import InputError
 
 FLAGS = flags.FLAGS
-SKIPPED_ROWS_FILE = "skipped_rows.json"
 # BERT §4.4: 3 epochs, learning rate 2e-5, batch 16.
 finetune_flags.define_flags(
     learning_rate=2e-5, train_batch_size=16, max_seq_length=128, num_train_epochs=3.0
@@ -68,7 +64,6 @@ def main(argv):
   # TensorFlow loads here, after the flags are checked: a bad flag or --help costs no import.
   from recurrent_bert.data.tokenization import BertWordpieceTokenizer
   from recurrent_bert.tasks import multiple_choice
-  from recurrent_bert.training import finetuning
 
   if len(argv) > 1:
     cli.fail(f"unexpected arguments: {argv[1:]}")
@@ -104,15 +99,7 @@ def main(argv):
     adapter.prepare(list(dict.fromkeys(needed)))
   except (InputError, ValueError) as e:
     cli.fail(str(e))
-  if FLAGS.skip_bad_rows and is_chief:
-    io_utils.atomic_write_json(
-        os.path.join(FLAGS.model_dir, SKIPPED_ROWS_FILE), adapter.skipped_rows
-    )
-  results = finetune_flags.run_task(strategy, adapter, parts, is_chief, worker_id)
-  if results:
-    print(f"eval results ({FLAGS.model_dir}/{finetuning.EVAL_RESULTS_FILE}):")
-    for split in adapter.eval_splits:
-      print(f"  {split}: " + ", ".join(f"{k}={v:.4f}" for k, v in results[split].items()))
+  finetune_flags.run_and_report(strategy, adapter, parts, is_chief, worker_id)
 
 
 if __name__ == "__main__":

@@ -58,7 +58,6 @@ def main(argv):
   # TensorFlow loads here, after the flags are checked: a bad flag or --help costs no import.
   from recurrent_bert.data.tokenization import BertWordpieceTokenizer
   from recurrent_bert.tasks import span_extraction
-  from recurrent_bert.training import finetuning
 
   if len(argv) > 1:
     cli.fail(f"unexpected arguments: {argv[1:]}")
@@ -112,12 +111,7 @@ def main(argv):
     )
   except (InputError, ValueError) as e:
     cli.fail(str(e))
-  results = finetune_flags.run_task(strategy, adapter, parts, is_chief, worker_id)
-  if results:
-    print(
-        f"eval results ({FLAGS.model_dir}/{finetuning.EVAL_RESULTS_FILE}): "
-        + ", ".join(f"{k}={v:.2f}" for k, v in results["dev"].items())
-    )
+  finetune_flags.run_and_report(strategy, adapter, parts, is_chief, worker_id)
 
 
 if __name__ == "__main__":

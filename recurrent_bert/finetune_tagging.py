@@ -99,7 +99,6 @@ def main(argv):
   # TensorFlow loads here, after the flags are checked: a bad flag or --help costs no import.
   from recurrent_bert.data.tokenization import BertWordpieceTokenizer
   from recurrent_bert.tasks import token_tagging
-  from recurrent_bert.training import finetuning
 
   if len(argv) > 1:
     cli.fail(f"unexpected arguments: {argv[1:]}")
@@ -160,14 +159,9 @@ def main(argv):
     adapter.prepare(needed[FLAGS.mode])
   except (InputError, ValueError) as e:
     cli.fail(str(e))
-  results = finetune_flags.run_task(strategy, adapter, parts, is_chief, worker_id)
-  if results:
-    print(f"eval results ({FLAGS.model_dir}/{finetuning.EVAL_RESULTS_FILE}):")
-    for split in adapter.eval_splits:
-      print(
-          f"  {split}: "
-          + ", ".join(f"{k}={results[split][k]:.2f}" for k in ("f1", "precision", "recall"))
-      )
+  finetune_flags.run_and_report(
+      strategy, adapter, parts, is_chief, worker_id, shown_metrics=("f1", "precision", "recall")
+  )
 
 
 if __name__ == "__main__":

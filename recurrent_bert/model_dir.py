@@ -27,7 +27,8 @@ A fine-tuning model_dir (`finetune_glue`, `finetune_squad`): model_config.json,
 task_info.json, vocab.txt, tokenizer.json, training checkpoints, best/ (the best
 checkpoint with model_config.json, task_info.json, vocab.txt, tokenizer.json,
 best_metrics.json), train/ and eval/ (TensorBoard), metrics.jsonl, eval_results.json,
-predictions/, features/ (TFRecord caches), .scratch/ (per-worker scratch space).
+predictions/, features/ (TFRecord caches), skipped_rows.json (--skip_bad_rows), .scratch/
+(per-worker scratch space).
 
 A SavedModel export (`python -m recurrent_bert.export`): saved_model.pb, variables/,
 assets/vocab.txt.
@@ -67,6 +68,8 @@ BEST_DIR = "best"
 BEST_METRICS_FILE = "best_metrics.json"
 EVAL_RESULTS_FILE = "eval_results.json"
 PREDICTIONS_DIR = "predictions"
+# {file (or TFDS source): rows skipped} of a --skip_bad_rows run.
+SKIPPED_ROWS_FILE = "skipped_rows.json"
 FEATURES_DIR = "features"
 SCRATCH_DIR = ".scratch"
 # SavedModel exports.

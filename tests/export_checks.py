@@ -141,6 +141,19 @@ def ask_encoder(requests, export_dir, tokenizer):
   ask(requests, export_dir, "encode_ids", **{k: v.tolist() for k, v in ids.items()})
 
 
+def run_fresh_python(script, *args):
+  """The last stdout line, as JSON, of `python -c script args...` in a fresh process: a
+  client that imports only what the script imports (tensorflow, tensorflow_text)."""
+  result = forkserver.run(
+      [sys.executable, "-c", script, *args],
+      None,
+      dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+      timeout=120,
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 def serve(root, requests):
   """Answers every request in one fresh process; {f"{i}/{output}": array}."""
   requests_file, results_file = root / "requests.json", root / "results.npz"

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from recurrent_bert.tasks import sample_tasks as generated_tasks
+from tests import export_checks
 from tests import forkserver
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -173,14 +174,7 @@ out = model.signatures["classify_pair"](text=tf.constant([a for a, _ in pairs]),
 print(json.dumps({"probabilities": out["probabilities"].numpy().tolist(),
                   "label": [x.decode() for x in out["label"].numpy()]}))
 """
-  served = forkserver.run(
-      [sys.executable, "-c", script, export_dir, json.dumps(pairs)],
-      None,
-      dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
-      timeout=120,
-  )
-  assert served.returncode == 0, served.stderr[-3000:]
-  served = json.loads(served.stdout.strip().splitlines()[-1])
+  served = export_checks.run_fresh_python(script, export_dir, json.dumps(pairs))
 
   model, info, directory, _ = finetuning.load_task_model(model_dir)
   tokenizer = BertWordpieceTokenizer(os.path.join(directory, "vocab.txt"))

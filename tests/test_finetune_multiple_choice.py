@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from recurrent_bert.tasks import sample_tasks
+from tests import export_checks
 from tests.test_finetune import REPO
 from tests.test_finetune import read_json
 from tests.test_finetune import run_entry
@@ -177,15 +178,7 @@ def test_export_serves_choices_in_a_tf_only_process(runs, tmp_path):
           ["walks finds cat yes" + " walks" * 10, "walks dog fish no runs", "a b yes", "c d yes"],
       ],
   }
-  served = subprocess.run(
-      [sys.executable, "-c", SERVE, export_dir, json.dumps(request)],
-      capture_output=True,
-      text=True,
-      timeout=120,
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
-  )
-  assert served.returncode == 0, served.stderr[-3000:]
-  served = json.loads(served.stdout.strip().splitlines()[-1])
+  served = export_checks.run_fresh_python(SERVE, export_dir, json.dumps(request))
 
   model, info, directory, _ = finetuning.load_task_model(model_dir)
   tokenizer = BertWordpieceTokenizer(os.path.join(directory, "vocab.txt"))

@@ -12,13 +12,12 @@ against the in-process Keras model on features of the numpy pipeline.
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from recurrent_bert.tasks import sample_tasks as generated_tasks
+from tests import export_checks
 from tests.readme_text import finish
 from tests.readme_text import run_module
 from tests.readme_text import start_module
@@ -280,15 +279,7 @@ def test_export_serves_the_same_tags_as_the_keras_model(runs):
       "city vorn .".split(),
       ("old " * 12 + "company blit drav runs " + "red " * 20).split(),  # past the cut
   ]
-  served = subprocess.run(
-      [sys.executable, "-c", SERVE_SCRIPT, export_dir, json.dumps(sentences)],
-      capture_output=True,
-      text=True,
-      timeout=120,
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
-  )
-  assert served.returncode == 0, served.stderr[-3000:]
-  served = json.loads(served.stdout.strip().splitlines()[-1])
+  served = export_checks.run_fresh_python(SERVE_SCRIPT, export_dir, json.dumps(sentences))
 
   model, info, directory, _ = finetuning.load_task_model(model_dir)
   tokenizer = BertWordpieceTokenizer(os.path.join(directory, "vocab.txt"), info.do_lower_case)

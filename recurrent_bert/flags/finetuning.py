@@ -337,3 +337,35 @@ def run_task(strategy, adapter, parts: RunParts, is_chief: bool, worker_id: int)
     logging.error("%s", e)
     print(f"error: {e}", file=sys.stderr)
     sys.exit(1)
+
+
+def run_and_report(
+    strategy,
+    adapter,
+    parts: RunParts,
+    is_chief: bool,
+    worker_id: int,
+    shown_metrics: Optional[Sequence[str]] = None,
+):
+  """`run_task`, with what every fine-tuning command adds around it.
+
+  Before: with --skip_bad_rows, the rows the readers skipped ({file: count}, the adapter's
+  `skipped_rows` when it keeps them; each was logged once) go to model_dir's
+  skipped_rows.json. After an evaluation: one line per eval split with its metrics
+  (`shown_metrics`: only these, in this order).
+
+  Returns:
+    The evaluation results ({} for train / predict).
+  """
+  from recurrent_bert import io_utils
+
+  skipped = getattr(adapter, "skipped_rows", None)
+  if FLAGS.skip_bad_rows and is_chief and skipped is not None:
+    io_utils.atomic_write_json(os.path.join(FLAGS.model_dir, layout.SKIPPED_ROWS_FILE), skipped)
+  results = run_task(strategy, adapter, parts, is_chief, worker_id)
+  if results:
+    print(f"eval results ({os.path.join(FLAGS.model_dir, layout.EVAL_RESULTS_FILE)}):")
+    for split in adapter.eval_splits:
+      names = shown_metrics or list(results[split])
+      print(f"  {split}: " + ", ".join(f"{k}={results[split][k]:.4f}" for k in names))
+  return results
