@@ -13,7 +13,6 @@ the in-process Keras model on features packed by the numpy pipeline.
 import csv
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -21,6 +20,7 @@ import pytest
 
 from recurrent_bert.tasks import sample_tasks
 from tests import export_checks
+from tests import forkserver
 from tests.test_finetune import REPO
 from tests.test_finetune import read_json
 from tests.test_finetune import run_entry
@@ -59,7 +59,7 @@ def runs(data):
   model_dirs, processes = {}, {}
   for family in FAMILIES:
     model_dirs[family] = str(data["root"] / family)
-    processes[family] = subprocess.Popen(
+    processes[family] = forkserver.start(
         [
             sys.executable,
             "-m",
@@ -72,9 +72,6 @@ def runs(data):
         ],
         cwd=REPO,
         env=_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
     )
   for family, process in processes.items():
     stdout, stderr = process.communicate(timeout=400)
@@ -240,13 +237,8 @@ print(json.dumps({k: flags.FLAGS[k].value for k in sys.argv[2:]}))
 """
   names = [*PAPER_SWAG, "max_seq_length", "task"]
   path = os.path.join(REPO, "configs", "finetune", "swag_bert.flags")
-  result = subprocess.run(
-      [sys.executable, "-c", script, path, *names],
-      cwd=REPO,
-      capture_output=True,
-      text=True,
-      timeout=120,
-      env=_env(),
+  result = forkserver.run(
+      [sys.executable, "-c", script, path, *names], cwd=REPO, env=_env(), timeout=120
   )
   assert result.returncode == 0, result.stderr[-2000:]
   values = json.loads(result.stdout.strip().splitlines()[-1])

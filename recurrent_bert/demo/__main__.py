@@ -11,27 +11,35 @@ Stages, each run by the project's own entry points (subprocesses, one log file e
                  test documents are never trained on: not in pretraining, not in fine-tuning.
   vocab          a WordPiece vocabulary learned from the train documents (tools.build_vocab)
   pretrain_data  MLM + NSP TFRecords of the train documents (tools.create_pretraining_data)
+  eval_data      the same of the dev documents: the held-out records every model is
+                 evaluated on during pretraining (masks drawn once)
   task           the fine-tuning task "which library (or file) is this passage from?":
                  passages of consecutive sentences, balanced over the --task_classes
                  sources with the most text; train / dev / test from the three document
                  splits, as a custom-task TSV folder (test labels kept apart)
-  pretrain       every model on the same records, batch, steps and seed, hence the same
-                 tokens (python -m recurrent_bert.pretrain)
-  finetune       every model x every seed (python -m recurrent_bert.finetune_glue
-                 --task=custom); test accuracy from its test predictions and the held-out
-                 labels
+  pretrain       every model x every --pretrain_seeds on the same records, batch and
+                 steps (python -m recurrent_bert.pretrain), evaluated on the held-out
+                 records 8 times along the way
+  finetune       every model x --finetune_learning_rates x --finetune_seeds from its
+                 first pretraining seed's encoder (python -m tools.sweep, which runs
+                 recurrent_bert.finetune_glue --task=custom); test accuracy from each
+                 run's test predictions and the held-out labels
   export         the best run by dev accuracy -> raw-text SavedModel (recurrent_bert.export)
   query          the SavedModel classifies raw text in a fresh process that imports only
                  tensorflow and tensorflow_text
-  report         report/report.md (table per model), report/mlm_loss.png (MLM training
-                 loss curves), report/tensorboard/ (event files), report/results.json
+  report         report/report.md (the papers' three claims -- lower MLM loss, stabler
+                 fine-tuning across learning rates, better downstream accuracy -- each
+                 with its interval over seeds and a verdict; a table per model),
+                 report/mlm_loss.png (training and held-out MLM loss, band over seeds),
+                 report/stability.png (dev accuracy against learning rate),
+                 report/tensorboard/ (event files), report/results.json
 
 Restarting: a finished stage leaves <work_dir>/stages/<stage>.json (written last,
 atomically) and is reused by the next run; an interrupted pretraining or fine-tuning run
 resumes from the checkpoints in its model dir. The settings that shape the outputs are
 recorded in <work_dir>/demo_settings.json: re-running with different ones stops with the
-difference named (use another --work_dir). --models and --finetune_seeds may change
-between runs: new ones are trained, the report covers the ones asked for.
+difference named (use another --work_dir). --models, the seeds and the learning rates may
+change between runs: new ones are trained, the report covers the ones asked for.
 """
 
 import os
@@ -47,7 +55,9 @@ from recurrent_bert.demo import stages
 
 FLAGS = flags.FLAGS
 
-DEFAULT_FAMILIES = ("bert", "bert_rab", "trans_blstm_small_2", "trans_blstm_2", "swishrnn")
+# BERT-orig and one model of each paper; add bert_rab (SwishRNN's own baseline) or
+# trans_blstm_2 with --models when the budget allows.
+DEFAULT_FAMILIES = ("bert", "trans_blstm_small_2", "swishrnn")
 
 
 def define_flags() -> None:
@@ -81,7 +91,7 @@ def define_flags() -> None:
       list(DEFAULT_FAMILIES),
       "Model families (" + ", ".join(config_lib.FAMILIES) + ") or full preset names.",
   )
-  flags.DEFINE_enum("size", "mini", list(config_lib.SIZES), "Preset size of every family.")
+  flags.DEFINE_enum("size", "tiny", list(config_lib.SIZES), "Preset size of every family.")
   flags.DEFINE_integer("vocab_size", 8000, "WordPiece vocabulary size.")
   flags.DEFINE_integer(
       "vocab_max_lines",
@@ -97,14 +107,35 @@ def define_flags() -> None:
       "Masked positions per sequence (default: 15.6% of --seq_length, BERT's 20 of 128).",
   )
   flags.DEFINE_integer("dupe_factor", 1, "Passes over the corpus with fresh masks.")
-  flags.DEFINE_integer("batch_size", 16, "Pretraining batch (sequences per step).")
-  flags.DEFINE_integer("pretrain_steps", 300, "Pretraining steps, the same for every model.")
-  flags.DEFINE_float("learning_rate", 1e-3, "Pretraining peak learning rate.")
+  flags.DEFINE_integer("batch_size", 32, "Pretraining batch (sequences per step).")
+  flags.DEFINE_integer("pretrain_steps", 500, "Pretraining steps, the same for every model.")
+  flags.DEFINE_float("learning_rate", 2e-3, "Pretraining peak learning rate.")
   flags.DEFINE_integer("warmup_steps", None, "Pretraining warmup (default: 10% of steps).")
-  flags.DEFINE_list("finetune_seeds", ["1", "2", "3"], "One fine-tuning run per seed.")
+  flags.DEFINE_list(
+      "pretrain_seeds",
+      ["1", "2"],
+      "One pretraining run per model and seed (the seed sets the weights, the record "
+      "order and the dynamic choices); the loss curves draw the band between seeds.",
+  )
+  flags.DEFINE_integer(
+      "eval_sequences",
+      1024,
+      "Held-out pretraining sequences (records of the dev documents) read by each of the "
+      "evaluations during pretraining; the same ones for every model.",
+  )
+  flags.DEFINE_list(
+      "finetune_seeds",
+      ["1", "2"],
+      "Fine-tuning runs per model and learning rate, one per seed.",
+  )
   flags.DEFINE_integer("finetune_steps", 100, "Fine-tuning steps per run.")
   flags.DEFINE_integer("finetune_batch_size", 16, "Fine-tuning batch.")
-  flags.DEFINE_float("finetune_learning_rate", 2e-4, "Fine-tuning peak learning rate.")
+  flags.DEFINE_list(
+      "finetune_learning_rates",
+      ["3e-4", "1e-3", "3e-3"],
+      "Fine-tuning peak learning rates, every one run for every model and seed "
+      "(tools.sweep): the stability figure draws accuracy against them.",
+  )
   flags.DEFINE_integer(
       "task_classes",
       4,
@@ -131,7 +162,7 @@ def define_flags() -> None:
       "redo",
       [],
       "Stages to run again although finished, e.g. "
-      "pretrain:bert_mini (its model dir is deleted first) or report; later "
+      "pretrain:bert_tiny:seed1 (its model dir is deleted first) or report; later "
       "stages are not redone unless named too. Pretraining and fine-tuning are "
       "seeded, so a redone stage repeats its numbers; only its timing changes.",
   )
@@ -150,6 +181,7 @@ def define_flags() -> None:
       "pretrain_steps",
       "finetune_steps",
       "finetune_batch_size",
+      "eval_sequences",
       "task_train_examples",
       "task_eval_examples",
       "jobs",
@@ -178,6 +210,22 @@ def preset_name(model: str, size: str) -> str:
   )
 
 
+def _numbers(name: str, kind, what: str) -> list:
+  """A list flag's distinct values, sorted; at least one.
+
+  Raises:
+    ValueError: a value is not a `kind`, or there is none (the message names the flag).
+  """
+  values = [v.strip() for v in FLAGS[name].value if v.strip()]
+  try:
+    numbers = sorted({kind(v) for v in values})
+  except ValueError:
+    raise ValueError(f"--{name}: {what} expected, got {values}") from None
+  if not numbers:
+    raise ValueError(f"--{name}: give at least one")
+  return numbers
+
+
 def settings_from_flags() -> settings_lib.Settings:
   """The parsed flags as Settings, checked and with their defaults resolved.
 
@@ -191,12 +239,14 @@ def settings_from_flags() -> settings_lib.Settings:
       presets.append(name)
   if not presets:
     raise ValueError("--models: give at least one model")
-  try:
-    seeds = sorted({int(s) for s in FLAGS.finetune_seeds})
-  except ValueError:
-    raise ValueError(f"--finetune_seeds: integers expected, got {FLAGS.finetune_seeds}") from None
-  if not seeds:
-    raise ValueError("--finetune_seeds: give at least one seed")
+  pretrain_seeds = _numbers("pretrain_seeds", int, "integers")
+  finetune_seeds = _numbers("finetune_seeds", int, "integers")
+  learning_rates = _numbers("finetune_learning_rates", float, "numbers")
+  for name, seeds in (("pretrain_seeds", pretrain_seeds), ("finetune_seeds", finetune_seeds)):
+    if seeds[0] < 0:
+      raise ValueError(f"--{name}: seeds are >= 0, got {seeds[0]}")
+  if not all(0 < lr < 1 for lr in learning_rates):
+    raise ValueError(f"--finetune_learning_rates: each must be in (0, 1), got {learning_rates}")
   max_predictions = FLAGS.max_predictions_per_seq or max(1, round(FLAGS.seq_length * 0.15625))
   if max_predictions > FLAGS.seq_length:
     raise ValueError("--max_predictions_per_seq must be <= --seq_length")
@@ -222,10 +272,12 @@ def settings_from_flags() -> settings_lib.Settings:
       pretrain_steps=FLAGS.pretrain_steps,
       learning_rate=FLAGS.learning_rate,
       warmup_steps=warmup,
-      finetune_seeds=seeds,
+      pretrain_seeds=pretrain_seeds,
+      eval_sequences=FLAGS.eval_sequences,
+      finetune_seeds=finetune_seeds,
       finetune_steps=FLAGS.finetune_steps,
       finetune_batch_size=FLAGS.finetune_batch_size,
-      finetune_learning_rate=FLAGS.finetune_learning_rate,
+      finetune_learning_rates=learning_rates,
       task_train_examples=FLAGS.task_train_examples,
       task_eval_examples=FLAGS.task_eval_examples,
       eval_documents_fraction=FLAGS.eval_documents_fraction,

@@ -1,18 +1,22 @@
 """The demo's stages: what each one does, in which order, and how long it should take.
 
-`Demo` plans the stages for the settings (corpus, vocab, pretrain_data, task, one
-pretraining per model, one fine-tuning per model and seed, export, query, report) and runs
-them with the stage engine. The in-process stages build the corpus splits and the task
-(origin_task); the others are the project's own commands, run as subprocesses from the
-repository root: tools.build_vocab, tools.create_pretraining_data, recurrent_bert.pretrain,
-recurrent_bert.finetune_glue, recurrent_bert.export, the query program
-(query_saved_model.py, by its path) and the report (recurrent_bert.demo.report).
+`Demo` plans the stages for the settings (corpus, vocab, pretrain_data, eval_data, task,
+one pretraining per model and pretraining seed, the fine-tuning sweep, export, query,
+report) and runs them with the stage engine. The in-process stages build the corpus splits
+and the task (origin_task); the others are the project's own commands, run as
+subprocesses from the repository root: tools.build_vocab, tools.create_pretraining_data
+(train documents, then the held-out dev documents), recurrent_bert.pretrain,
+tools.sweep (recurrent_bert.finetune_glue per model x learning rate x seed),
+recurrent_bert.export, the query program (query_saved_model.py, by its path) and the
+report (recurrent_bert.demo.report).
 """
 
+import csv
 import dataclasses
 import json
 import os
 import re
+import shlex
 import sys
 from typing import Dict, List, Tuple
 
@@ -32,10 +36,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 QUERY_PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "query_saved_model.py")
 
 # The lines of each command's output that the demo echoes.
-ECHO_PRETRAIN = re.compile(r"^step \d+/\d+|resumed from|already at step|error|Error")
-ECHO_FINETUNE = re.compile(
-    r"^step \d+/\d+|^eval dev|resumed from|already at step|training examples|error|Error"
-)
+ECHO_PRETRAIN = re.compile(r"^step \d+/\d+|^eval step|resumed from|already at step|error|Error")
+ECHO_SWEEP = re.compile(r"^\[ *\d+/\d+\]|^running \d+ of|^  end of|error|Error")
 ECHO_VOCAB = re.compile(r"distinct words|^wrote|error|Error")
 ECHO_DATA = re.compile(
     r"create_pretraining_data:|^documents |^instances |^truncation |"
@@ -66,7 +68,8 @@ class Demo:
       "trans_blstm_2": 2.8,
       "blstm": 2.2,
   }
-  SIZE_COST = {"tiny": 0.15, "mini": 1.0, "base": 12.0, "large": 40.0}
+  # Tiny models are dominated by per-step overheads, hence more than their FLOPs say.
+  SIZE_COST = {"tiny": 0.35, "mini": 1.0, "base": 12.0, "large": 40.0}
   BERT_MINI_STEP = 0.32  # seconds per step of 2048 tokens (32 x 64), 2 idle cores
 
   def __init__(self, settings: Settings):
@@ -80,13 +83,19 @@ class Demo:
 
   # -- paths -----------------------------------------------------------------------
 
-  def pretrain_dir(self, preset: str) -> str:
-    """The pretraining model dir of a preset."""
-    return self.s.path("pretrain", preset)
+  def pretrain_dir(self, preset: str, seed: int) -> str:
+    """The pretraining model dir of a preset and pretraining seed."""
+    return self.s.path("pretrain", preset, f"seed{seed}")
 
-  def finetune_dir(self, preset: str, seed: int) -> str:
-    """The fine-tuning model dir of a preset and seed."""
-    return self.s.path("finetune", preset, f"seed{seed}")
+  def encoder_dir(self, preset: str) -> str:
+    """The encoder every fine-tuning run of a preset starts from: its first pretraining
+    seed's."""
+    return os.path.join(self.pretrain_dir(preset, self.s.pretrain_seeds[0]), layout.EXPORT_DIR)
+
+  @property
+  def eval_every_steps(self) -> int:
+    """Pretraining evaluates the held-out records 8 times (and after the last step)."""
+    return max(1, self.s.pretrain_steps // 8)
 
   # -- cost model ------------------------------------------------------------------
 
@@ -135,50 +144,58 @@ class Demo:
             echo=ECHO_DATA,
             after=self.data_result,
         ),
+        Stage(
+            "eval_data",
+            "held-out pretraining data: the same records of the dev documents",
+            5 + 2 * corpus_mb * s.eval_documents_fraction,
+            command=self.eval_data_command,
+            echo=ECHO_DATA,
+            after=self.eval_data_result,
+        ),
         Stage("task", "fine-tuning task: which source is a passage from?", 2, run=self.stage_task),
     ]
     tokens = s.batch_size * s.seq_length
+    evaluations = s.pretrain_steps // self.eval_every_steps + 1
+    eval_steps = evaluations * self._eval_batches() * 64 * s.seq_length / tokens / 3
     for preset in s.presets:
-      stages.append(
-          Stage(
-              f"pretrain:{preset}",
-              f"pretrain {report.display_name(preset)} ({preset}): "
-              f"{s.pretrain_steps} steps x {s.batch_size} x {s.seq_length} tokens",
-              self._startup(preset) + s.pretrain_steps * self.step_cost(preset, tokens),
-              command=lambda p=preset: self.pretrain_command(p),
-              echo=ECHO_PRETRAIN,
-              after=lambda p=preset: self.pretrain_result(p),
-              output_dir=self.pretrain_dir(preset),
-          )
-      )
-    ft_tokens = s.finetune_batch_size * s.seq_length
-    for preset in s.presets:
-      for seed in s.finetune_seeds:
+      for seed in s.pretrain_seeds:
         stages.append(
             Stage(
-                f"finetune:{preset}:seed{seed}",
-                f"fine-tune {report.display_name(preset)} "
-                f"({preset}), seed {seed}: {s.finetune_steps} steps",
-                (
-                    self._startup(preset)
-                    + 10
-                    + 0.9 * s.finetune_steps * self.step_cost(preset, ft_tokens)
-                )
-                / min(s.jobs, 2) ** 0.5,
-                command=lambda p=preset, r=seed: self.finetune_command(p, r),
-                echo=ECHO_FINETUNE,
-                after=lambda p=preset, r=seed: self.finetune_result(p, r),
-                parallel_group="finetune",
-                output_dir=self.finetune_dir(preset, seed),
+                f"pretrain:{preset}:seed{seed}",
+                f"pretrain {report.display_name(preset)} ({preset}), seed {seed}: "
+                f"{s.pretrain_steps} steps x {s.batch_size} x {s.seq_length} tokens, "
+                f"{evaluations} held-out evaluations",
+                self._startup(preset)
+                + (s.pretrain_steps + eval_steps) * self.step_cost(preset, tokens),
+                command=lambda p=preset, r=seed: self.pretrain_command(p, r),
+                echo=ECHO_PRETRAIN,
+                after=lambda p=preset, r=seed: self.pretrain_result(p, r),
+                output_dir=self.pretrain_dir(preset, seed),
             )
         )
-    runs = [(p, r) for p in s.presets for r in s.finetune_seeds]
+    ft_tokens = s.finetune_batch_size * s.seq_length
+    grid = self.finetune_grid()
+    run_seconds = sum(
+        self._startup(preset) + 10 + 0.9 * s.finetune_steps * self.step_cost(preset, ft_tokens)
+        for preset, _, _ in grid
+    )
     stages += [
+        Stage(
+            "finetune",
+            f"fine-tune: {len(s.presets)} models x {len(s.finetune_learning_rates)} learning "
+            f"rates x {len(s.finetune_seeds)} seeds = {len(grid)} runs of "
+            f"{s.finetune_steps} steps, {s.jobs} at a time (tools.sweep)",
+            run_seconds / min(s.jobs, 2) ** 0.5,
+            key={"grid": grid},
+            command=self.sweep_command,
+            echo=ECHO_SWEEP,
+            after=self.sweep_result,
+        ),
         Stage(
             "export",
             "export the best fine-tuned model (recurrent_bert.export)",
             30,
-            key={"runs": runs},
+            key={"grid": grid},
             command=self.export_command,
             echo=ECHO_EXPORT,
             after=self.export_result,
@@ -187,22 +204,36 @@ class Demo:
             "query",
             "query the SavedModel with raw text (TF + tf-text only)",
             15,
-            key={"runs": runs, "queries": s.queries},
+            key={"grid": grid, "queries": s.queries},
             command=self.query_command,
             echo=ECHO_QUERY,
             after=self.query_result,
         ),
         Stage(
             "report",
-            "report: report.md, mlm_loss.png, tensorboard/",
+            "report: report.md, the papers' claims, mlm_loss.png, stability.png, tensorboard/",
             15,
-            key={"runs": runs, "queries": s.queries},
+            key={"grid": grid, "pretrain_seeds": s.pretrain_seeds, "queries": s.queries},
             command=self.report_command,
             echo=ECHO_REPORT,
             after=self.report_result,
         ),
     ]
     return stages
+
+  def finetune_grid(self) -> List[Tuple[str, float, int]]:
+    """(preset, learning rate, seed) of every fine-tuning run, in the sweep's order."""
+    s = self.s
+    return [
+        (preset, lr, seed)
+        for preset in s.presets
+        for lr in s.finetune_learning_rates
+        for seed in s.finetune_seeds
+    ]
+
+  def _eval_batches(self) -> int:
+    """Batches of 64 held-out sequences per evaluation."""
+    return max(1, -(-self.s.eval_sequences // 64))
 
   @property
   def builtin(self) -> bool:
@@ -290,22 +321,45 @@ class Demo:
         "summary": f"{len(tokens)} tokens ({unused} [unused] padding)",
     }
 
-  def data_command(self) -> List[str]:
-    """tools.create_pretraining_data on the train documents."""
+  def data_command(self, split: str = "train") -> List[str]:
+    """tools.create_pretraining_data on one split's documents (train, or dev: held out).
+
+    The held-out records get one pass with their own seed: masks and NSP pairs are drawn
+    once, so every model and evaluation reads the same ones.
+    """
     s = self.s
+    held_out = split != "train"
     return jobs.python_module(
         "tools.create_pretraining_data",
-        f"--input_files={s.path('corpus', 'train_documents.txt')}",
+        f"--input_files={s.path('corpus', f'{split}_documents.txt')}",
         f"--vocab_file={s.path('vocab', 'vocab.txt')}",
         "--do_lower_case=true",
-        f"--output_dir={s.path('pretrain_data')}",
+        f"--output_dir={s.path('eval_data' if held_out else 'pretrain_data')}",
         f"--max_seq_length={s.seq_length}",
         f"--max_predictions_per_seq={s.max_predictions_per_seq}",
-        f"--dupe_factor={s.dupe_factor}",
-        f"--random_seed={s.seed}",
-        f"--num_output_shards={max(1, s.num_workers)}",
-        f"--num_workers={s.num_workers}",
+        f"--dupe_factor={1 if held_out else s.dupe_factor}",
+        f"--random_seed={s.seed + 1 if held_out else s.seed}",
+        f"--num_output_shards={1 if held_out else max(1, s.num_workers)}",
+        f"--num_workers={1 if held_out else s.num_workers}",
     )
+
+  def eval_data_command(self) -> List[str]:
+    """tools.create_pretraining_data on the dev documents."""
+    return self.data_command("dev")
+
+  def eval_data_result(self) -> Dict:
+    """How many held-out sequences there are and how many each evaluation reads."""
+    with open(self.s.path("eval_data", "stats.json"), encoding="utf-8") as f:
+      stats = json.load(f)
+    read = min(stats["instances"], self._eval_batches() * 64)
+    if not stats["instances"]:
+      raise ValueError("the dev documents gave no pretraining sequences")
+    return {
+        "instances": stats["instances"],
+        "read_per_evaluation": read,
+        "summary": f"{stats['instances']:,} held-out sequences; each evaluation reads "
+        f"{read:,} of them",
+    }
 
   def data_result(self) -> Dict:
     """The records' statistics and how many epochs pretraining reads."""
@@ -340,8 +394,9 @@ class Demo:
 
   # -- pretraining and fine-tuning ---------------------------------------------------
 
-  def pretrain_command(self, preset: str) -> List[str]:
-    """recurrent_bert.pretrain of one preset on the records."""
+  def pretrain_command(self, preset: str, seed: int) -> List[str]:
+    """recurrent_bert.pretrain of one preset and seed on the records, evaluating the
+    held-out ones as it goes."""
     s = self.s
     log_steps = max(1, s.pretrain_steps // 15)
     return jobs.python_module(
@@ -350,7 +405,7 @@ class Demo:
         f"--input_files={s.path('pretrain_data', '*.tfrecord')}",
         f"--vocab_file={s.path('vocab', 'vocab.txt')}",
         "--do_lower_case=true",
-        f"--model_dir={self.pretrain_dir(preset)}",
+        f"--model_dir={self.pretrain_dir(preset, seed)}",
         f"--max_seq_length={s.seq_length}",
         f"--max_predictions_per_seq={s.max_predictions_per_seq}",
         f"--train_batch_size={s.batch_size}",
@@ -361,40 +416,43 @@ class Demo:
         f"--steps_per_loop={log_steps}",
         f"--save_checkpoints_steps={max(log_steps, s.pretrain_steps // 4)}",
         "--keep_checkpoint_max=2",
-        "--seed=0",
+        f"--seed={seed}",
+        f"--eval_input_files={s.path('eval_data', '*.tfrecord')}",
+        "--eval_batch_size=64",
+        f"--max_eval_steps={self._eval_batches()}",
+        f"--eval_every_steps={self.eval_every_steps}",
     )
 
-  def pretrain_result(self, preset: str) -> Dict:
-    """The final MLM loss; the encoder export must be there."""
-    model_dir = self.pretrain_dir(preset)
+  def pretrain_result(self, preset: str, seed: int) -> Dict:
+    """The final training and held-out MLM losses; the encoder export must be there."""
+    model_dir = self.pretrain_dir(preset, seed)
     if not os.path.isfile(os.path.join(model_dir, layout.EXPORT_DIR, layout.EXPORT_INFO_FILE)):
       raise ValueError(f"no encoder export in {model_dir}")
+    with open(os.path.join(model_dir, layout.EVAL_RESULTS_FILE), encoding="utf-8") as f:
+      held_out = json.load(f)
     losses = io_utils.read_metrics_log(model_dir)
     final = report.final_loss(losses, "mlm_loss")
+    eval_loss = held_out["eval"]["mlm_loss"]
     return {
         "model_dir": model_dir,
         "steps": max(losses) if losses else 0,
         "final_mlm_loss": final,
+        "eval_mlm_loss": eval_loss,
+        "eval_step": held_out["global_step"],
         "load_average": os.getloadavg()[1],
         "summary": f"MLM loss {final:.3f} (mean of the last "
-        f"{report.last_n(len(losses))} steps)",
+        f"{report.last_n(len(losses))} steps), held-out {eval_loss:.3f}",
     }
 
-  def finetune_command(self, preset: str, seed: int) -> List[str]:
-    """finetune_glue --task=custom from a preset's pretrained encoder."""
+  def sweep_command(self) -> List[str]:
+    """tools.sweep: finetune_glue --task=custom for every preset x learning rate x seed,
+    each from the preset's pretrained encoder."""
     s = self.s
     log_steps = max(1, s.finetune_steps // 5)
-    return jobs.python_module(
-        "recurrent_bert.finetune_glue",
-        "--task=custom",
-        f"--data_dir={s.path('task')}",
-        f"--init_checkpoint={os.path.join(self.pretrain_dir(preset), 'encoder')}",
-        f"--model_dir={self.finetune_dir(preset, seed)}",
-        f"--seed={seed}",
+    run_flags = [
         f"--max_seq_length={s.seq_length}",
         f"--train_batch_size={s.finetune_batch_size}",
         "--eval_batch_size=64",
-        f"--learning_rate={s.finetune_learning_rate}",
         f"--max_train_steps={s.finetune_steps}",
         "--warmup_proportion=0.1",
         f"--log_steps={log_steps}",
@@ -402,64 +460,85 @@ class Demo:
         f"--save_checkpoints_steps={max(log_steps, s.finetune_steps // 2)}",
         "--keep_checkpoint_max=1",
         "--shuffle_buffer_size=10000",
+    ]
+    return jobs.python_module(
+        "tools.sweep",
+        "--models=" + ",".join(f"{p}={self.encoder_dir(p)}" for p in s.presets),
+        f"--tasks=custom={s.path('task')}",
+        "--learning_rates=" + ",".join(repr(lr) for lr in s.finetune_learning_rates),
+        "--seeds=" + ",".join(str(seed) for seed in s.finetune_seeds),
+        f"--output_dir={s.path('finetune')}",
+        f"--parallel={s.jobs}",
+        f"--entry_flags={shlex.join(run_flags)}",
     )
 
-  def finetune_result(self, preset: str, seed: int) -> Dict:
-    """Dev accuracy (eval_results.json) and test accuracy (against the held-out labels)."""
-    model_dir = self.finetune_dir(preset, seed)
-    with open(os.path.join(model_dir, layout.EVAL_RESULTS_FILE), encoding="utf-8") as f:
-      results = json.load(f)
-    accuracy, num_test = origin_task.accuracy_on_test(
-        os.path.join(model_dir, layout.PREDICTIONS_DIR, "test_predictions.tsv"),
-        self.s.path("task", "test_labels.tsv"),
-    )
-    dev = results["dev"]["accuracy"]
+  def sweep_result(self) -> Dict:
+    """Every run's dev accuracy (the sweep's results.csv) and test accuracy (its test
+    predictions against the held-out labels)."""
+    out_dir = self.s.path("finetune")
+    with open(os.path.join(out_dir, layout.SWEEP_RESULTS_FILE), encoding="utf-8") as f:
+      rows = list(csv.DictReader(f))
+    runs = []
+    for row in rows:
+      run_dir = os.path.join(out_dir, row["run_dir"])
+      accuracy, num_test = origin_task.accuracy_on_test(
+          os.path.join(run_dir, layout.PREDICTIONS_DIR, "test_predictions.tsv"),
+          self.s.path("task", "test_labels.tsv"),
+      )
+      runs.append(
+          {
+              "preset": row["model"],
+              "learning_rate": float(row["learning_rate"]),
+              "seed": int(row["seed"]),
+              "dev_accuracy": float(row["accuracy"]),
+              "test_accuracy": accuracy,
+              "num_test": num_test,
+              "seconds_per_train_step": float(row["seconds_per_train_step"]),
+              "model_dir": run_dir,
+          }
+      )
+    if len(runs) != len(self.finetune_grid()):
+      raise ValueError(f"{len(runs)} finished runs in {out_dir}, {len(self.finetune_grid())} asked")
+    best = max(runs, key=lambda r: r["dev_accuracy"])
     return {
-        "model_dir": model_dir,
-        "dev_accuracy": dev,
-        "test_accuracy": accuracy,
-        "num_test": num_test,
-        "num_dev": results["dev"].get("num_examples"),
-        "seconds_per_train_step": results.get("seconds_per_train_step"),
-        "summary": f"dev accuracy {dev:.3f}, test accuracy {accuracy:.3f}",
+        "runs": runs,
+        "lr_sweep_png": os.path.join(out_dir, layout.SWEEP_PLOT),
+        "summary": f"{len(runs)} runs; dev accuracy {min(r['dev_accuracy'] for r in runs):.3f}"
+        f" to {best['dev_accuracy']:.3f}",
     }
 
   # -- export, query, report ---------------------------------------------------------
 
-  def best_run(self) -> Tuple[str, int, Dict]:
-    """(preset, seed, fine-tuning result) of the best dev accuracy (the first on ties)."""
-    best = None
-    for preset in self.s.presets:
-      for seed in self.s.finetune_seeds:
-        result = self.results[f"finetune:{preset}:seed{seed}"]
-        if best is None or result["dev_accuracy"] > best[2]["dev_accuracy"]:
-          best = (preset, seed, result)
-    return best
+  def best_run(self) -> Dict:
+    """The fine-tuning run of the best dev accuracy (the first in grid order on ties)."""
+    return max(self.results["finetune"]["runs"], key=lambda r: r["dev_accuracy"])
 
   def export_command(self) -> List[str]:
     """recurrent_bert.export of the best fine-tuning run."""
-    preset, seed, _ = self.best_run()
-    say(f"    best run by dev accuracy: {preset}, seed {seed}")
+    best = self.best_run()
+    say(
+        f"    best run by dev accuracy: {best['preset']}, learning rate "
+        f"{best['learning_rate']:g}, seed {best['seed']}"
+    )
     return jobs.python_module(
         "recurrent_bert.export",
-        f"--model_dir={self.finetune_dir(preset, seed)}",
+        f"--model_dir={best['model_dir']}",
         f"--export_dir={self.s.path('export', 'saved_model')}",
     )
 
   def export_result(self) -> Dict:
     """Where the SavedModel is and which run it is."""
-    preset, seed, result = self.best_run()
+    best = self.best_run()
     export_dir = self.s.path("export", "saved_model")
     if not os.path.isfile(os.path.join(export_dir, "saved_model.pb")):
       raise ValueError(f"no saved_model.pb in {export_dir}")
     return {
         "export_dir": export_dir,
-        "preset": preset,
-        "seed": seed,
-        "dev_accuracy": result["dev_accuracy"],
-        "test_accuracy": result["test_accuracy"],
-        "summary": f"{export_dir} ({report.display_name(preset)}, seed {seed}, dev "
-        f"accuracy {result['dev_accuracy']:.3f})",
+        **{k: best[k] for k in ("preset", "learning_rate", "seed")},
+        **{k: best[k] for k in ("dev_accuracy", "test_accuracy")},
+        "summary": f"{export_dir} ({report.display_name(best['preset'])}, learning rate "
+        f"{best['learning_rate']:g}, seed {best['seed']}, dev accuracy "
+        f"{best['dev_accuracy']:.3f})",
     }
 
   def queries(self) -> List[Dict]:
@@ -506,9 +585,8 @@ class Demo:
         "settings": dataclasses.asdict(s),
         "results": self.results,
         "timings": self.engine.timings,
-        "pretrain_dirs": {p: self.pretrain_dir(p) for p in s.presets},
-        "finetune_dirs": {
-            p: {str(r): self.finetune_dir(p, r) for r in s.finetune_seeds} for p in s.presets
+        "pretrain_dirs": {
+            p: {str(r): self.pretrain_dir(p, r) for r in s.pretrain_seeds} for p in s.presets
         },
         "out_dir": s.path("report"),
     }
@@ -538,6 +616,7 @@ class Demo:
         )
       say(f"\nreport:       {outputs['report_md']}")
       say(f"loss curves:  {outputs['mlm_loss_png']}")
+      say(f"stability:    {outputs['stability_png']}")
       say(
           f"TensorBoard:  {outputs['tensorboard_dir']}  (tensorboard --logdir "
           f"{outputs['tensorboard_dir']})"

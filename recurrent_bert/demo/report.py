@@ -1,12 +1,14 @@
-"""The demo's report folder: report.md, mlm_loss.png, tensorboard/, results.json.
+"""The demo's report folder: report.md (the papers' claims checked), mlm_loss.png,
+stability.png, tensorboard/, results.json.
 
   python -m recurrent_bert.demo.report <work_dir>/report/inputs.json
 
 Run by the demo's report stage in its own process (it imports TensorFlow and matplotlib,
 which the demo's driver never does). Reads only what the entry points wrote:
-metrics.jsonl (per-step losses), the TensorBoard event files (the training loop's own step
-timer), eval_results.json and the test predictions (through the demo's stage results),
-model_config.json (parameter counts). Also the models' display names, which the demo's
+metrics.jsonl (per-step and held-out losses), the TensorBoard event files (the training
+loop's own step timer), the pretraining runs' eval_results.json, the fine-tuning sweep's
+runs and lr_sweep.png (through the demo's stage results), model_config.json (parameter
+counts). Also the models' display names, which the demo's
 progress lines use too.
 """
 
@@ -25,6 +27,7 @@ from recurrent_bert import config
 from recurrent_bert import io_utils
 from recurrent_bert import jobs
 from recurrent_bert import model_dir as layout
+from recurrent_bert.demo import claims
 
 DISPLAY_NAMES = {
     "bert": "BERT-orig",
@@ -135,26 +138,63 @@ def _pm(values: Sequence[float]) -> str:
   return f"{mean:.3f} ± {std:.3f}" if len(values) > 1 else f"{mean:.3f}"
 
 
-def plot_losses(curves: Dict[str, Dict[int, float]], path: str, title: str) -> None:
-  """All models' MLM training loss in one figure: raw (faint) and smoothed."""
+def plot_losses(
+    curves: Dict[str, Dict[str, Dict[int, float]]], path: str, title: str, window: int
+) -> None:
+  """The MLM figure: training loss (left) and held-out loss (right) against the step.
+
+  Args:
+    curves: {model label: {"train": {seed: {step: loss}}, "eval": {seed: {step: loss}}}}.
+    path: the PNG to write (atomically).
+    title: the figure's title.
+    window: of the centred moving average of the training losses (odd).
+
+  Each model is a line, the mean over its seeds, inside a band from the lowest to the
+  highest seed (of the smoothed losses, for training).
+  """
   import matplotlib
 
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
-  fig, ax = plt.subplots(figsize=(8, 5), dpi=120)
-  for i, (label, points) in enumerate(curves.items()):
-    steps = sorted(points)
-    values = [points[s] for s in steps]
-    color = f"C{i}"
-    window = max(1, len(steps) // 25) | 1
-    ax.plot(steps, values, color=color, alpha=0.15, linewidth=0.8)
-    ax.plot(steps, smooth(values, window), color=color, linewidth=2.0, label=label)
-  ax.set_xlabel("training step")
-  ax.set_ylabel("masked-LM loss")
-  ax.set_title(title, fontsize=10)
-  ax.grid(alpha=0.3)
-  ax.legend()
+  fig, axes = plt.subplots(1, 2, figsize=(12, 5), dpi=110)
+  panels = (("train", "training MLM loss (smoothed)"), ("eval", "held-out MLM loss"))
+  for ax, (part, ylabel) in zip(axes, panels):
+    for i, (label, runs) in enumerate(curves.items()):
+      by_seed = [points for points in runs[part].values() if points]
+      if not by_seed:
+        continue
+      steps = sorted(set.intersection(*(set(points) for points in by_seed)))
+      values = [[points[step] for step in steps] for points in by_seed]
+      if part == "train":
+        values = [smooth(v, window) for v in values]
+      columns = list(zip(*values))
+      mean = [statistics.fmean(c) for c in columns]
+      seeds = len(by_seed)
+      marker = "o" if part == "eval" else None
+      ax.plot(
+          steps,
+          mean,
+          color=f"C{i}",
+          linewidth=2.0,
+          marker=marker,
+          markersize=3,
+          label=f"{label} ({seeds} seed{'s' if seeds > 1 else ''})",
+      )
+      if seeds > 1:
+        ax.fill_between(
+            steps,
+            [min(c) for c in columns],
+            [max(c) for c in columns],
+            color=f"C{i}",
+            alpha=0.25,
+            linewidth=0,
+        )
+    ax.set_xlabel("training step")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+  fig.suptitle(title, fontsize=10)
   fig.tight_layout()
   with io_utils.atomic_write(path, "wb") as f:
     fig.savefig(f, format="png")
@@ -170,51 +210,84 @@ def copy_tensorboard(source: str, target: str) -> bool:
   return True
 
 
+def _model_row(inputs: Dict, preset: str) -> Dict:
+  """One model's numbers: pretraining over its seeds, fine-tuning over lr x seed."""
+  s, results, timings = inputs["settings"], inputs["results"], inputs["timings"]
+  seeds = s["pretrain_seeds"]
+  dirs = [inputs["pretrain_dirs"][preset][str(seed)] for seed in seeds]
+  records = [io_utils.read_metrics_log(d) for d in dirs]
+  held_out = [_eval_results(d) for d in dirs]
+  timed = [step_time(os.path.join(d, "train")) for d in dirs]
+  stages = [f"pretrain:{preset}:seed{seed}" for seed in seeds]
+  runs = [r for r in results["finetune"]["runs"] if r["preset"] == preset]
+  by_lr = {}
+  for run in runs:
+    entry = by_lr.setdefault(run["learning_rate"], {"dev": [], "test": [], "seeds": []})
+    entry["dev"].append(run["dev_accuracy"])
+    entry["test"].append(run["test_accuracy"])
+    entry["seeds"].append(run["seed"])
+  best_lr = max(by_lr, key=lambda lr: statistics.fmean(by_lr[lr]["dev"]))
+  ft_steps = [r["seconds_per_train_step"] for r in runs]
+  ft_steps = [v for v in ft_steps if v is not None and math.isfinite(v)]
+  cores = [_cores_used(timings, stage) for stage in stages]
+  cores = [c for c in cores if c]
+  return {
+      "preset": preset,
+      "model": display_name(preset),
+      "family": family_of(preset),
+      "parameters": count_parameters(os.path.join(dirs[0], layout.MODEL_CONFIG_FILE)),
+      "pretrain_seeds": list(seeds),
+      # The median over seeds of each run's median interval.
+      "pretrain_seconds_per_step": statistics.median(t[0] for t in timed),
+      "pretrain_steps_timed": sum(t[1] for t in timed),
+      "step_time_includes_tracing": any(t[2] for t in timed),
+      "pretrain_steps": max(records[0]) if records[0] else 0,
+      "pretrain_seconds": statistics.fmean(_stage_seconds(timings, st) for st in stages),
+      "final_mlm_loss": [final_loss(r, "mlm_loss") for r in records],
+      "eval_mlm_loss": [h["eval"]["mlm_loss"] for h in held_out],
+      "eval_mlm_accuracy": [h["eval"]["mlm_accuracy"] for h in held_out],
+      "eval_step": held_out[0]["global_step"],
+      "train_curves": {
+          seed: {step: float(r["mlm_loss"]) for step, r in rec.items() if "mlm_loss" in r}
+          for seed, rec in zip(seeds, records)
+      },
+      "eval_curves": {
+          seed: {step: float(r["eval/mlm_loss"]) for step, r in rec.items() if "eval/mlm_loss" in r}
+          for seed, rec in zip(seeds, records)
+      },
+      "load_average": statistics.fmean(results[st].get("load_average") or 0.0 for st in stages),
+      "pretrain_cores_used": min(cores) if cores else None,
+      "by_learning_rate": by_lr,
+      "best_learning_rate": best_lr,
+      "dev_accuracy": by_lr[best_lr]["dev"],
+      "test_accuracy": by_lr[best_lr]["test"],
+      "seeds": by_lr[best_lr]["seeds"],
+      "finetune_seconds_per_step": statistics.fmean(ft_steps) if ft_steps else None,
+  }
+
+
+def _eval_results(model_dir: str) -> Dict:
+  with open(os.path.join(model_dir, layout.EVAL_RESULTS_FILE), encoding="utf-8") as f:
+    return json.load(f)
+
+
+def _stage_seconds(timings: List[Dict], stage: str) -> float:
+  return next((t["seconds"] for t in timings if t["stage"] == stage), float("nan"))
+
+
 def write_report(inputs: Dict) -> Dict:
   """Writes the report folder; returns its paths (and the results table).
 
   `inputs` (written by the demo as report/inputs.json): "settings" (the demo's Settings
-  as a dict), "results" ({stage name: result}), "timings" ([{stage, status, seconds,
-  cpu_seconds}]), "pretrain_dirs" ({preset: dir}), "finetune_dirs" ({preset: {seed:
+  as a dict), "results" ({stage name: result}; "finetune" holds every fine-tuning run),
+  "timings" ([{stage, status, seconds, cpu_seconds}]), "pretrain_dirs" ({preset: {seed:
   dir}}), "out_dir".
   """
   s = inputs["settings"]
   results = inputs["results"]
   out_dir = inputs["out_dir"]
-  presets, seeds = s["presets"], s["finetune_seeds"]
   os.makedirs(out_dir, exist_ok=True)
-  rows = []
-  curves = {}
-  for preset in presets:
-    model_dir = inputs["pretrain_dirs"][preset]
-    records = io_utils.read_metrics_log(model_dir)
-    seconds, measured, with_tracing = step_time(os.path.join(model_dir, "train"))
-    runs = [results[f"finetune:{preset}:seed{seed}"] for seed in seeds]
-    ft_steps = [r.get("seconds_per_train_step") for r in runs]
-    ft_steps = [v for v in ft_steps if v is not None and math.isfinite(v)]
-    rows.append(
-        {
-            "preset": preset,
-            "model": display_name(preset),
-            "family": family_of(preset),
-            "parameters": count_parameters(os.path.join(model_dir, layout.MODEL_CONFIG_FILE)),
-            "pretrain_seconds_per_step": seconds,
-            "pretrain_steps_timed": measured,
-            "step_time_includes_tracing": with_tracing,
-            "pretrain_steps": max(records) if records else 0,
-            "final_mlm_loss": final_loss(records, "mlm_loss"),
-            "final_loss": final_loss(records, "loss"),
-            "load_average": results[f"pretrain:{preset}"].get("load_average"),
-            "pretrain_cores_used": _cores_used(inputs["timings"], f"pretrain:{preset}"),
-            "dev_accuracy": [r["dev_accuracy"] for r in runs],
-            "test_accuracy": [r["test_accuracy"] for r in runs],
-            "seeds": list(seeds),
-            "finetune_seconds_per_step": statistics.fmean(ft_steps) if ft_steps else None,
-        }
-    )
-    curves[f"{display_name(preset)} ({preset})"] = {
-        step: float(r["mlm_loss"]) for step, r in records.items()
-    }
+  rows = [_model_row(inputs, preset) for preset in s["presets"]]
   reference = next((r for r in rows if r["family"] == "bert"), rows[0])
   for row in rows:
     row["step_time_ratio"] = (
@@ -227,39 +300,67 @@ def write_report(inputs: Dict) -> Dict:
         else None
     )
 
+  window = max(1, s["pretrain_steps"] // 25) | 1
   png = os.path.join(out_dir, "mlm_loss.png")
   plot_losses(
-      curves,
+      {
+          f"{r['model']} ({r['preset']})": {"train": r["train_curves"], "eval": r["eval_curves"]}
+          for r in rows
+      },
       png,
-      f"MLM training loss: {s['size']} models, the same data, "
-      f"{s['pretrain_steps']} steps x {s['batch_size']} x {s['seq_length']} tokens\n"
-      f"(faint: every step; bold: centred moving average of "
-      f"{max(1, s['pretrain_steps'] // 25) | 1} steps)",
+      f"MLM loss: {s['size']} models, the same records, {s['pretrain_steps']} steps x "
+      f"{s['batch_size']} x {s['seq_length']} tokens; line: mean over pretraining seeds, "
+      f"band: lowest to highest seed\n(training: centred moving average of {window} steps; "
+      "held-out: the same records of held-out documents for every model)",
+      window,
+  )
+  stability_png = os.path.join(out_dir, "stability.png")
+  shutil.copyfile(results["finetune"]["lr_sweep_png"], stability_png + ".tmp")
+  os.replace(stability_png + ".tmp", stability_png)
+
+  finetune_runs = results["finetune"]["runs"]
+  ft_stage = next((t for t in inputs["timings"] if t["stage"] == "finetune"), None)
+  run_seconds = ft_stage["seconds"] / len(finetune_runs) if ft_stage else float("nan")
+  checked = claims.paper_claims(
+      rows, {r["preset"]: r["pretrain_seconds"] for r in rows}, run_seconds
   )
 
   tensorboard_dir = os.path.join(out_dir, "tensorboard")
-  for preset in presets:
-    copy_tensorboard(
-        os.path.join(inputs["pretrain_dirs"][preset], "train"),
-        os.path.join(tensorboard_dir, preset, "pretrain", "train"),
-    )
-    for seed in seeds:
+  for preset, by_seed in inputs["pretrain_dirs"].items():
+    for seed, model_dir in by_seed.items():
       for part in ("train", "eval"):
         copy_tensorboard(
-            os.path.join(inputs["finetune_dirs"][preset][str(seed)], part),
-            os.path.join(tensorboard_dir, preset, f"finetune_seed{seed}", part),
+            os.path.join(model_dir, part),
+            os.path.join(tensorboard_dir, preset, f"pretrain_seed{seed}", part),
         )
+  for run in finetune_runs:
+    for part in ("train", "eval"):
+      copy_tensorboard(
+          os.path.join(run["model_dir"], part),
+          os.path.join(
+              tensorboard_dir,
+              run["preset"],
+              f"finetune_lr{run['learning_rate']:g}_seed{run['seed']}",
+              part,
+          ),
+      )
 
   table = results_table(rows)
-  lines = _report_lines(inputs, rows, reference, table, tensorboard_dir)
+  lines = _report_lines(inputs, rows, reference, table, checked, tensorboard_dir)
   report_md = os.path.join(out_dir, "report.md")
   io_utils.atomic_write_text(report_md, "\n".join(lines))
   results_json = os.path.join(out_dir, "results.json")
   io_utils.atomic_write_json(
       results_json,
       {
-          "models": rows,
+          "models": [
+              {k: v for k, v in r.items() if k not in ("train_curves", "by_learning_rate")}
+              | {"by_learning_rate": {f"{lr:g}": v for lr, v in r["by_learning_rate"].items()}}
+              for r in rows
+          ],
+          "claims": [claims.as_dict(c) for c in checked],
           "reference": reference["preset"],
+          "finetune_runs": finetune_runs,
           "export": results.get("export", {}),
           "answers": results.get("query", {}).get("answers", []),
           "task": results.get("task", {}),
@@ -270,14 +371,21 @@ def write_report(inputs: Dict) -> Dict:
   return {
       "report_md": report_md,
       "mlm_loss_png": png,
+      "stability_png": stability_png,
       "tensorboard_dir": tensorboard_dir,
       "results_json": results_json,
       "table": table,
+      "claims": [f"{c.verdict}: {c.statement}" for c in checked],
   }
 
 
 def _report_lines(
-    inputs: Dict, rows: List[Dict], reference: Dict, table: str, tensorboard_dir: str
+    inputs: Dict,
+    rows: List[Dict],
+    reference: Dict,
+    table: str,
+    checked: Sequence,
+    tensorboard_dir: str,
 ) -> List[str]:
   s = inputs["settings"]
   results = inputs["results"]
@@ -286,13 +394,18 @@ def _report_lines(
   answers = results.get("query", {}).get("answers", [])
   corpus = results.get("corpus", {})
   data = results.get("pretrain_data", {})
+  eval_data = results.get("eval_data", {})
   task = results.get("task", {})
   classes = task.get("classes", [])
   vocab = results.get("vocab", {})
   n_last = last_n(s["pretrain_steps"])
   log_steps = max(1, s["pretrain_steps"] // 15)
   splits = corpus.get("splits", {})
-  seeds = s["finetune_seeds"]
+  pretrain_seeds, seeds, lrs = (
+      s["pretrain_seeds"],
+      s["finetune_seeds"],
+      s["finetune_learning_rates"],
+  )
   source = (
       "the built-in corpus: docstrings of the installed Python (standard library "
       "and packages), one module per document, labelled with its library"
@@ -300,12 +413,34 @@ def _report_lines(
       else "your files (" + ", ".join(s["input_files"]) + "), each document labelled "
       "with its file"
   )
+  verdicts = [c.verdict for c in checked]
   lines = [
       "# recurrent_bert demo report",
       "",
       f"{datetime.datetime.now():%Y-%m-%d %H:%M}, {platform.node() or 'this machine'}: "
       f"{os.cpu_count()} CPU cores, Python {platform.python_version()}. "
       f"Work dir `{work_dir}`.",
+      "",
+      "## The papers' claims at this budget",
+      "",
+      f"{len(checked)} claims checked: "
+      + ", ".join(
+          f"{verdicts.count(v)} {v}"
+          for v in (claims.REPRODUCED, claims.NOT_REPRODUCED, claims.INCONCLUSIVE)
+      )
+      + ". Each difference is ours minus the baseline's, with Welch's 95% interval over "
+      "the seeds (pretraining seeds for the MLM loss, fine-tuning seeds otherwise); the "
+      "verdict reads the interval against the direction the paper claims. *What would "
+      "settle it*: the seeds per model at which the interval would exclude 0 with 80% "
+      "power if the measured difference and spread were the true ones (an estimate from "
+      "a few seeds, so itself rough), and what they cost at this run's speed.",
+      "",
+      claims.claims_table(checked),
+      "",
+      "Small models on a small corpus for a few hundred steps are not the papers' setting "
+      "(base and large models, Wikipedia + BookCorpus, hundreds of thousands of steps, "
+      "GLUE and SQuAD): a claim reproduced here is the same effect at this scale, one not "
+      "reproduced is evidence only about this scale.",
       "",
       "## Setup",
       "",
@@ -323,11 +458,15 @@ def _report_lines(
       + ".",
       f"- **Pretraining**: MLM + NSP, BERT's recipe (15% of tokens masked, 80/10/10), "
       f"{data.get('instances', 0):,} sequences of {s['seq_length']} tokens (dupe factor "
-      f"{s['dupe_factor']}). Every model reads the same records in the same order: "
-      f"{s['pretrain_steps']} steps of {s['batch_size']} sequences "
+      f"{s['dupe_factor']}). Every model, for each pretraining seed "
+      f"({', '.join(map(str, pretrain_seeds))}; the seed sets the initial weights and the "
+      f"record order): {s['pretrain_steps']} steps of {s['batch_size']} sequences "
       f"({s['pretrain_steps'] * s['batch_size'] * s['seq_length']:,} token positions, "
       f"{data.get('epochs', float('nan')):.2f} epochs); AdamW, peak learning rate "
-      f"{s['learning_rate']:g}, {s['warmup_steps']} warmup steps, linear decay.",
+      f"{s['learning_rate']:g}, {s['warmup_steps']} warmup steps, linear decay. Held out: "
+      f"{eval_data.get('read_per_evaluation', 0):,} sequences of the dev documents (masks "
+      "drawn once, the same for every model), evaluated every "
+      f"{max(1, s['pretrain_steps'] // 8)} steps and after the last.",
       f"- **Fine-tuning task**: which {'library' if corpus.get('builtin') else 'file'} "
       f"does a passage (consecutive sentences, 20-40 words) come from? {len(classes)} "
       f"classes ({', '.join(classes)}), balanced, so chance is {1 / max(1, len(classes)):.3f}; "
@@ -336,10 +475,10 @@ def _report_lines(
           for k, v in task.get("splits", {}).items()
       )
       + ". The test labels are kept apart (`task/test_labels.tsv`): fine-tuning only "
-      f"writes test predictions. {len(seeds)} seed(s) per model "
+      "writes test predictions. Every model (from its first pretraining seed's encoder) "
+      f"at each learning rate ({', '.join(f'{lr:g}' for lr in lrs)}) and seed "
       f"({', '.join(map(str, seeds))}): {s['finetune_steps']} steps of "
-      f"{s['finetune_batch_size']}, peak learning rate {s['finetune_learning_rate']:g}; "
-      "the model evaluated is the one at the end of training.",
+      f"{s['finetune_batch_size']}, run by `tools.sweep` ({s.get('jobs', 1)} at a time).",
       "",
       "## Results",
       "",
@@ -351,48 +490,71 @@ def _report_lines(
       "trained, with this vocabulary.",
       "- *pretrain s/step*: wall-clock seconds per training step from the training loop's "
       f"own timer (TensorBoard `steps_per_second`, one value per {log_steps} steps): the "
-      "median over the intervals, the first interval of each process left out (it "
-      "includes tf.function tracing). Models "
-      "are pretrained one at a time" + _load_note(rows) + ". *CPU cores used*: CPU time "
-      "over wall time of the pretraining process (about 1.7 on 2 idle cores; lower means "
-      "the process had to share the CPU). *vs BERT*: the ratio to "
+      "median over the intervals (the first interval of each process left out: it "
+      "includes tf.function tracing), then over the seeds. Pretraining runs one at a "
+      "time" + _load_note(rows) + ". *CPU cores used*: CPU time over wall time of the "
+      "pretraining processes (the lowest over seeds; about 1.7 on 2 idle cores, lower "
+      "means the process had to share the CPU). *vs BERT*: the ratio to "
       f"{reference['model']} (`{reference['preset']}`).",
-      f"- *final MLM loss*: the per-step masked-LM loss averaged over the last {n_last} "
-      "steps (`metrics.jsonl`; NSP not included).",
-      "- *dev / test accuracy*: mean ± sample standard deviation over the seeds; test "
-      "accuracy from `predictions/test_predictions.tsv` against the held-out labels. "
+      f"- *training MLM loss*: the per-step masked-LM loss averaged over the last {n_last} "
+      "steps (`metrics.jsonl`; NSP not included); *held-out MLM loss*: on the held-out "
+      "records at the last step (`eval_results.json`); both mean ± std over the "
+      "pretraining seeds.",
+      "- *best lr*: the learning rate of the highest mean dev accuracy; *dev / test "
+      "accuracy*: at that learning rate, mean ± sample std over the fine-tuning seeds; "
+      "test accuracy from `predictions/test_predictions.tsv` against the held-out labels. "
       "*fine-tune s/step*: `seconds_per_train_step` of `eval_results.json` (tracing "
-      "excluded), mean over seeds"
+      "excluded), mean over the runs"
       + (
-          f"; {s['jobs']} fine-tuning runs shared the CPU at "
-          "a time, so these are slower and noisier than the "
-          "pretraining times"
+          f"; {s['jobs']} fine-tuning runs shared the CPU at a time, so these are slower "
+          "and noisier than the pretraining times"
           if s.get("jobs", 1) > 1
           else ""
       )
       + ".",
       "",
-      "![MLM training loss](mlm_loss.png)",
+      "![MLM loss](mlm_loss.png)",
       "",
-      "`mlm_loss.png`: the MLM training loss of every model (as in Figure 3 of the "
-      "TRANS-BLSTM paper and Figure 4 of the SwishRNN paper).",
+      "`mlm_loss.png`: the MLM loss of every model against the step, training (left) and "
+      "held-out (right), as in Figure 3 of the TRANS-BLSTM paper and Figure 4 of the "
+      "SwishRNN paper; the band spans the pretraining seeds.",
       "",
-      "## Per-seed fine-tuning results",
+      "![Fine-tuning stability](stability.png)",
       "",
-      "| model | seed | dev accuracy | test accuracy |",
-      "|---|---|---:|---:|",
+      "`stability.png`: dev accuracy against the fine-tuning learning rate, mean ± std "
+      "over the seeds (`tools.sweep`'s figure), as in Figure 3 of the SwishRNN paper.",
+      "",
+      "## Fine-tuning at every learning rate",
+      "",
+      "| model | learning rate | dev accuracy | test accuracy |",
+      "|---|---:|---:|---:|",
   ]
   for row in rows:
-    for seed, dev, test in zip(row["seeds"], row["dev_accuracy"], row["test_accuracy"]):
-      lines.append(f"| {row['model']} | {seed} | {dev:.3f} | {test:.3f} |")
+    for lr, entry in sorted(row["by_learning_rate"].items()):
+      mark = " (best)" if lr == row["best_learning_rate"] else ""
+      lines.append(
+          f"| {row['model']} | {lr:g}{mark} | {_pm(entry['dev'])} | {_pm(entry['test'])} |"
+      )
+  lines += [
+      "",
+      "## Pretraining seeds",
+      "",
+      "| model | seed | training MLM loss | held-out MLM loss | held-out MLM accuracy |",
+      "|---|---:|---:|---:|---:|",
+  ]
+  for row in rows:
+    for seed, train, held, accuracy in zip(
+        row["pretrain_seeds"], row["final_mlm_loss"], row["eval_mlm_loss"], row["eval_mlm_accuracy"]
+    ):
+      lines.append(f"| {row['model']} | {seed} | {train:.3f} | {held:.3f} | {accuracy:.3f} |")
   lines += ["", "## Exported model and query", ""]
   if export:
     lines.append(
         f"Best run by dev accuracy: {display_name(export['preset'])} "
-        f"(`{export['preset']}`), seed {export['seed']}: dev "
-        f"{export['dev_accuracy']:.3f}, test {export['test_accuracy']:.3f}. "
-        f"SavedModel: `{export['export_dir']}` (raw text in; signatures "
-        "`classify`, `classify_pair`, `encode`, ...)."
+        f"(`{export['preset']}`), learning rate {export['learning_rate']:g}, seed "
+        f"{export['seed']}: dev {export['dev_accuracy']:.3f}, test "
+        f"{export['test_accuracy']:.3f}. SavedModel: `{export['export_dir']}` (raw text in; "
+        "signatures `classify`, `classify_pair`, `encode`, ...)."
     )
     lines.append("")
   for a in answers:
@@ -424,11 +586,13 @@ def _report_lines(
       "## Files",
       "",
       f"- TensorBoard: `tensorboard --logdir {tensorboard_dir}` "
-      "(`<preset>/pretrain/train`, `<preset>/finetune_seed<N>/{train,eval}`).",
-      f"- Model dirs: `{work_dir}/pretrain/<preset>` (checkpoints, `metrics.jsonl`, "
-      f"`encoder/` export), `{work_dir}/finetune/<preset>/seed<N>`.",
-      f"- Logs of every stage: `{work_dir}/logs/`; machine-readable results: "
-      "`results.json` beside this file.",
+      "(`<preset>/pretrain_seed<N>/{train,eval}`, "
+      "`<preset>/finetune_lr<LR>_seed<N>/{train,eval}`).",
+      f"- Model dirs: `{work_dir}/pretrain/<preset>/seed<N>` (checkpoints, `metrics.jsonl`, "
+      f"`eval_results.json`, `encoder/` export); the fine-tuning sweep in `{work_dir}/finetune` "
+      "(`results.csv`, `summary.md`, `runs/<preset>/custom/lr<LR>_seed<N>`).",
+      f"- Logs of every stage: `{work_dir}/logs/`; machine-readable results (claims "
+      "included): `results.json` beside this file.",
       "",
   ]
   return lines
@@ -467,8 +631,9 @@ def results_table(rows: List[Dict]) -> str:
   busy = contended(rows)
   lines = [
       "| model | preset | parameters | pretrain s/step | vs BERT | CPU cores used | "
-      "final MLM loss | dev accuracy | test accuracy | fine-tune s/step |",
-      "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+      "training MLM loss | held-out MLM loss | best lr | dev accuracy | test accuracy | "
+      "fine-tune s/step |",
+      "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
   ]
   for r in rows:
     step = r["pretrain_seconds_per_step"]
@@ -479,8 +644,8 @@ def results_table(rows: List[Dict]) -> str:
         f"| {r['model']} | `{r['preset']}` | {r['parameters'] / 1e6:.2f}M | "
         f"{step:.3f}{mark} | {r['step_time_ratio']:.2f}x | "
         + (f"{cores:.2f}" if cores else "n/a")
-        + f" | {r['final_mlm_loss']:.3f} | "
-        f"{_pm(r['dev_accuracy'])} | {_pm(r['test_accuracy'])} | "
+        + f" | {_pm(r['final_mlm_loss'])} | {_pm(r['eval_mlm_loss'])} | "
+        f"{r['best_learning_rate']:g} | {_pm(r['dev_accuracy'])} | {_pm(r['test_accuracy'])} | "
         + (f"{ft:.3f}" if ft else "n/a")
         + " |"
     )

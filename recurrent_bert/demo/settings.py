@@ -24,8 +24,9 @@ class Settings:
   """The flags, resolved; `fingerprint()` is what must not change within a work_dir.
 
   Attributes mirror the demo's flags, except: presets (--models as preset names),
-  max_predictions_per_seq and warmup_steps (their defaults resolved), finetune_seeds
-  (sorted integers), queries (--query) and redo (--redo, blanks dropped).
+  max_predictions_per_seq and warmup_steps (their defaults resolved), pretrain_seeds and
+  finetune_seeds (sorted integers), finetune_learning_rates (sorted floats), queries
+  (--query) and redo (--redo, blanks dropped).
   """
 
   work_dir: str
@@ -43,10 +44,12 @@ class Settings:
   pretrain_steps: int
   learning_rate: float
   warmup_steps: int
+  pretrain_seeds: List[int]
+  eval_sequences: int
   finetune_seeds: List[int]
   finetune_steps: int
   finetune_batch_size: int
-  finetune_learning_rate: float
+  finetune_learning_rates: List[float]
   task_train_examples: int
   task_eval_examples: int
   eval_documents_fraction: float
@@ -58,11 +61,14 @@ class Settings:
   redo: List[str] = dataclasses.field(default_factory=list)
 
   def fingerprint(self) -> Dict:
-    """Settings that shape the stage outputs (the models and seeds may change)."""
+    """Settings that shape the stage outputs (the models, seeds and learning rates may
+    change: new ones are trained, the old ones' runs stay)."""
     skip = {
         "work_dir",
         "presets",
+        "pretrain_seeds",
         "finetune_seeds",
+        "finetune_learning_rates",
         "jobs",
         "num_workers",
         "queries",

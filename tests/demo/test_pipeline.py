@@ -27,12 +27,19 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 MODELS = ("bert_tiny", "trans_blstm_small_2_tiny")
 SEQ_LENGTH = 32
 MAX_PREDICTIONS = 5  # round(32 * 0.15625)
+PRETRAIN_SEEDS = (1, 2)
+LEARNING_RATES = (1e-3, 3e-3)
+STAGES = 13  # corpus, vocab, pretrain_data, eval_data, task, 2 x 2 pretrain, finetune, ...
 CI_FLAGS = [
     "--size=tiny",
     "--models=bert,trans_blstm_small_2",
-    # One seed: a second one adds no code path here, only two more fine-tuning processes
-    # (the mean ± std over seeds is checked in test_report.py).
+    # Two pretraining seeds (the bands, the MLM claim's interval) and two learning rates
+    # (the stability figure), but one fine-tuning seed: a second adds no code path here,
+    # only four more processes (the claims over several seeds: test_claims.py).
+    "--pretrain_seeds=1,2",
     "--finetune_seeds=1",
+    "--finetune_learning_rates=1e-3,3e-3",
+    "--eval_sequences=64",
     "--pretrain_steps=6",
     "--finetune_steps=4",
     "--corpus_max_bytes=1000000",
@@ -80,15 +87,16 @@ def test_progress_is_visible(demo_run):
   _, result, _, _ = demo_run
   out = result.stdout
   stages = re.findall(r"^\[(\d+)/(\d+)\] ", out, re.M)
-  # 11 stages; the 2 fine-tuning runs share one banner (--jobs=2).
-  assert len(stages) == 10 and stages[-1] == ("11", "11"), out[:3000]
-  assert "2 runs, 2 at a time" in out
-  assert len(re.findall(r"done in ", out)) == 11
+  assert len(stages) == STAGES and stages[-1] == (str(STAGES),) * 2, out[:3000]
+  assert len(re.findall(r"done in ", out)) == STAGES
   assert "ETA ~" in out and "elapsed" in out
   assert re.search(r"step \d+/6 .*loss=", out)  # pretraining progress, forwarded
+  assert re.search(r"eval step 6: mlm_loss=", out)  # its held-out evaluations
   assert "create_pretraining_data" in out  # the data tool's progress bar
-  assert "eval dev" in out  # fine-tuning evaluation
-  for name in ("report.md", "mlm_loss.png", "tensorboard", "saved_model"):
+  # The sweep's progress: every run's dev accuracy as it finishes, with an ETA.
+  assert "running 4 of 4 runs, up to 2 at once" in out
+  assert len(re.findall(r"\[\d/4\] \S+/custom lr=.* accuracy=", out)) == 4
+  for name in ("report.md", "mlm_loss.png", "stability.png", "tensorboard", "saved_model"):
     assert name in out.split("stage timings")[-1]  # where the outputs are, at the end
 
 
@@ -154,7 +162,7 @@ def test_pretraining_checkpoints_restore(demo_run):
 
   work_dir = demo_run[0]
   for preset in MODELS:
-    model_dir = str(work_dir / "pretrain" / preset)
+    model_dir = str(work_dir / "pretrain" / preset / "seed1")
     records = io_utils.read_metrics_log(model_dir)
     assert sorted(records) == list(range(1, 7))
     assert all(math.isfinite(r["mlm_loss"]) for r in records.values())
@@ -172,18 +180,46 @@ def test_pretraining_checkpoints_restore(demo_run):
     assert np.isfinite(out["pooled_output"].numpy()).all()
 
 
+def test_held_out_pretraining_eval_for_every_model_and_seed(demo_run):
+  from recurrent_bert import io_utils
+
+  work_dir = demo_run[0]
+  with open(work_dir / "eval_data" / "stats.json") as f:
+    stats = json.load(f)
+  # The records of the dev documents, none of the train documents'.
+  assert stats["options"]["input_files"] == [str(work_dir / "corpus" / "dev_documents.txt")]
+  for preset in MODELS:
+    losses = []
+    for seed in PRETRAIN_SEEDS:
+      model_dir = work_dir / "pretrain" / preset / f"seed{seed}"
+      with open(model_dir / "eval_results.json") as f:
+        results = json.load(f)
+      held_out = results["eval"]
+      assert results["global_step"] == 6 and held_out["num_examples"] == 64
+      assert math.isfinite(held_out["mlm_loss"]) and 0 <= held_out["mlm_accuracy"] <= 1
+      assert held_out["mlm_perplexity"] == pytest.approx(math.exp(held_out["mlm_loss"]))
+      # Evaluated after every step (6 // 8 -> 1), the last as eval_results.json says.
+      records = io_utils.read_metrics_log(str(model_dir))
+      curve = {step: r["eval/mlm_loss"] for step, r in records.items() if "eval/mlm_loss" in r}
+      assert sorted(curve) == list(range(1, 7))
+      assert curve[6] == pytest.approx(held_out["mlm_loss"])
+      losses.append(held_out["mlm_loss"])
+    assert losses[0] != losses[1]  # the seeds are different runs
+
+
 def test_finetuning_results_and_test_accuracy(demo_run):
   work_dir = demo_run[0]
   for preset in MODELS:
-    model_dir = work_dir / "finetune" / preset / "seed1"
-    with open(model_dir / "eval_results.json") as f:
-      results = json.load(f)
-    assert 0 <= results["dev"]["accuracy"] <= 1
-    accuracy, n = origin_task.accuracy_on_test(
-        str(model_dir / "predictions" / "test_predictions.tsv"),
-        str(work_dir / "task" / "test_labels.tsv"),
-    )
-    assert 0 <= accuracy <= 1 and n > 0
+    for lr in LEARNING_RATES:
+      model_dir = work_dir / "finetune" / "runs" / preset / "custom" / f"lr{lr!r}_seed1"
+      with open(model_dir / "eval_results.json") as f:
+        results = json.load(f)
+      assert 0 <= results["dev"]["accuracy"] <= 1
+      accuracy, n = origin_task.accuracy_on_test(
+          str(model_dir / "predictions" / "test_predictions.tsv"),
+          str(work_dir / "task" / "test_labels.tsv"),
+      )
+      assert 0 <= accuracy <= 1 and n > 0
 
 
 def test_saved_model_answers_raw_text_with_tf_and_tf_text_only(demo_run):
@@ -226,15 +262,43 @@ def test_report_lists_every_model_with_finite_numbers(demo_run):
   assert [m["preset"] for m in results["models"]] == list(MODELS)
   for model in results["models"]:
     assert model["parameters"] > 0
-    for key in ("pretrain_seconds_per_step", "step_time_ratio", "final_mlm_loss"):
+    for key in ("pretrain_seconds_per_step", "step_time_ratio"):
       assert math.isfinite(model[key]), key
-  assert "![MLM training loss](mlm_loss.png)" in report
+    for key in ("final_mlm_loss", "eval_mlm_loss", "eval_mlm_accuracy"):
+      assert len(model[key]) == len(PRETRAIN_SEEDS), key
+      assert all(math.isfinite(x) for x in model[key]), key
+    assert sorted(map(float, model["by_learning_rate"])) == list(LEARNING_RATES)
+  assert (
+      "![MLM loss](mlm_loss.png)" in report and "![Fine-tuning stability](stability.png)" in report
+  )
 
 
-def test_loss_curves_are_a_valid_png(demo_run):
+def test_claims_are_stated_with_a_verdict(demo_run):
+  work_dir = demo_run[0]
+  report = (work_dir / "report" / "report.md").read_text()
+  with open(work_dir / "report" / "results.json") as f:
+    checked = json.load(f)["claims"]
+  # TRANS-BLSTM-SMALL-2 against BERT-orig: MLM loss, stability, downstream.
+  assert [c["source"] for c in checked] == [
+      "TRANS-BLSTM Fig. 3",
+      "SwishRNN Fig. 3",
+      "TRANS-BLSTM Tables 2-4",
+  ]
+  verdicts = ("reproduced", "not reproduced", "inconclusive at this budget")
+  for claim in checked:
+    assert claim["verdict"] in verdicts and math.isfinite(claim["estimate"])
+    assert claim["statement"] in report and f"**{claim['verdict']}**" in report
+  mlm = checked[0]
+  assert math.isfinite(mlm["low"]) and mlm["low"] <= mlm["estimate"] <= mlm["high"]
+  # One fine-tuning seed: no interval, and the report says what would give one.
+  assert "at least 2 fine-tuning seeds" in checked[2]["budget"]
+
+
+@pytest.mark.parametrize("name", ["mlm_loss.png", "stability.png"])
+def test_figures_are_valid_pngs(demo_run, name):
   import matplotlib.image
 
-  path = demo_run[0] / "report" / "mlm_loss.png"
+  path = demo_run[0] / "report" / name
   assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
   image = matplotlib.image.imread(str(path))
   assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
@@ -243,9 +307,11 @@ def test_loss_curves_are_a_valid_png(demo_run):
 def test_tensorboard_logs_are_in_the_report_folder(demo_run):
   board = demo_run[0] / "report" / "tensorboard"
   for preset in MODELS:
-    assert glob.glob(str(board / preset / "pretrain" / "train" / "events.out.tfevents.*"))
     for part in ("train", "eval"):
-      assert glob.glob(str(board / preset / "finetune_seed1" / part / "events.out.*"))
+      for seed in PRETRAIN_SEEDS:
+        assert glob.glob(str(board / preset / f"pretrain_seed{seed}" / part / "events.out.*"))
+      for lr in LEARNING_RATES:
+        assert glob.glob(str(board / preset / f"finetune_lr{lr:g}_seed1" / part / "events.out.*"))
 
 
 def test_rerun_reuses_every_stage(demo_run):
@@ -253,8 +319,8 @@ def test_rerun_reuses_every_stage(demo_run):
   trained = {p: p.stat().st_mtime_ns for p in work_dir.glob("**/metrics.jsonl")}
   result, _ = _run_demo(work_dir, cache_dir, timeout=300)
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-  banners = re.findall(r"^\[\d+/11\] .*$", result.stdout, re.M)
-  assert len(banners) == 11 and all(b.endswith(")") and "reused" in b for b in banners), banners
+  banners = re.findall(rf"^\[\d+/{STAGES}\] .*$", result.stdout, re.M)
+  assert len(banners) == STAGES and all(b.endswith(")") and "reused" in b for b in banners), banners
   # Nothing was trained again: every run's metrics log is untouched.
   assert trained and all(p.stat().st_mtime_ns == t for p, t in trained.items())
   assert (work_dir / "report" / "report.md").exists()
@@ -266,10 +332,10 @@ def test_redo_runs_the_named_stages_again(demo_run):
   work_dir, _, _, cache_dir = demo_run
   result, _ = _run_demo(work_dir, cache_dir, "--redo=task", timeout=300)
   assert result.returncode == 0, result.stdout[-3000:]
-  ran = re.findall(r"^\[\d+/11\] (.*)  \(elapsed", result.stdout, re.M)
+  ran = re.findall(rf"^\[\d+/{STAGES}\] (.*)  \(elapsed", result.stdout, re.M)
   assert len(ran) == 1 and ran[0].startswith("fine-tuning task"), ran
-  reused = re.findall(r"^\[\d+/11\] .*: reused \(", result.stdout, re.M)
-  assert len(reused) == 10, result.stdout
+  reused = re.findall(rf"^\[\d+/{STAGES}\] .*: reused \(", result.stdout, re.M)
+  assert len(reused) == STAGES - 1, result.stdout
   result, _ = _run_demo(work_dir, cache_dir, "--redo=pretrain:nope", timeout=120)
   assert result.returncode == 1 and "--redo: no stage" in result.stdout
 
@@ -355,10 +421,12 @@ def test_own_corpus_classes_are_its_files(tmp_path):
       pretrain_steps=4,
       learning_rate=1e-3,
       warmup_steps=0,
+      pretrain_seeds=[1],
+      eval_sequences=64,
       finetune_seeds=[1],
       finetune_steps=2,
       finetune_batch_size=8,
-      finetune_learning_rate=1e-4,
+      finetune_learning_rates=[1e-4],
       task_train_examples=30,
       task_eval_examples=9,
       eval_documents_fraction=0.1,
