@@ -20,16 +20,11 @@ from recurrent_bert.data import tokenization
 from recurrent_bert.data import vocab as vocab_lib
 from recurrent_bert.data.dynamic_masking import DynamicMasker
 from recurrent_bert.data.sentencepiece_tokenizer import SentencepieceTokenizer
+from tests.data.sentencepiece_models import MARKER
+from tests.data.sentencepiece_models import NON_ASCII
+from tests.data.sentencepiece_models import build_model
+from tests.data.sentencepiece_models import check_whole_words
 
-MARKER = "\u2581"
-NON_ASCII = [
-    "Café naïve résumé, déjà vu à la carte.",
-    "Über Größe und Maß: Straße, Fußgänger.",
-    "東京は日本の首都です。北京是中国的首都。",
-    "서울은 한국의 수도입니다.",
-    "Emoji 😀 and 🎉 mixed in text 👍.",
-    "ΕΛΛΗΝΙΚΆ και русский текст.",
-]
 EXTRA = [
     "  Leading,   repeated   and trailing spaces  ",
     "Tabs\tand\u00a0no-break spaces",
@@ -48,11 +43,7 @@ def texts(corpus_file):
 
 @pytest.fixture(scope="module", params=sentencepiece_vocab.MODEL_TYPES)
 def model_file(request, corpus_file, tmp_path_factory):
-  lines = list(sentencepiece_vocab.iter_lines([corpus_file])) + NON_ASCII * 20
-  proto = sentencepiece_vocab.train_sentencepiece(lines, request.param, 400, do_lower_case=True)
-  output = str(tmp_path_factory.mktemp(request.param) / "spm")
-  sentencepiece_vocab.write_model(output, proto)
-  return output + ".model"
+  return build_model(corpus_file, request.param, str(tmp_path_factory.mktemp("spm") / "spm"))
 
 
 @pytest.fixture(scope="module")
@@ -178,37 +169,6 @@ def test_tokenizer_serves_from_a_saved_model(tokenizer, reference, texts, tmp_pa
   assert [[i for i in row if i >= 0] for row in out.tolist()] == reference.encode(texts[-12:])
 
 
-def _reference_words(pieces, candidate):
-  """Word index per position: a new word at a "▁" piece, a special one, or after a non-text
-  position (Python reference of whole-word grouping)."""
-  words, current = [], -1
-  for t, piece in enumerate(pieces):
-    if not candidate[t]:
-      words.append(-1)
-      continue
-    if piece.startswith(MARKER) or piece in ("[MASK]", "[PAD]") or t == 0 or not candidate[t - 1]:
-      current += 1
-    words.append(current)
-  return words
-
-
-def _check_whole_words(original_ids, input_mask, positions, weights, vocab, cls_id, sep_id):
-  """No word is partly masked: per row, each reference word is all-in or all-out.
-
-  (A row may have nothing masked: a word longer than the budget is skipped whole.)
-  """
-  assert weights.sum() > len(weights)  # most rows have something masked
-  for row in range(original_ids.shape[0]):
-    real = input_mask[row].astype(bool)
-    candidate = real & (original_ids[row] != cls_id) & (original_ids[row] != sep_id)
-    pieces = [vocab[i] for i in original_ids[row]]
-    words = np.array(_reference_words(pieces, candidate))
-    chosen = set(positions[row][weights[row] > 0].tolist())
-    for word in set(words[sorted(chosen)].tolist()):
-      members = set(np.flatnonzero(words == word).tolist())
-      assert members <= chosen, (row, word, members, sorted(chosen))
-
-
 def test_whole_word_masking_never_masks_part_of_a_word(tokenizer, reference, texts):
   vocabulary = vocab_lib.read_vocabulary(tokenizer.vocab_file)
   length = 48
@@ -228,7 +188,7 @@ def test_whole_word_masking_never_masks_part_of_a_word(tokenizer, reference, tex
   masker = DynamicMasker(config, vocabulary)
   for seed in range(3):
     out = masker({"input_ids": tf.constant(ids), "input_mask": tf.constant(input_mask)}, [seed, 7])
-    _check_whole_words(
+    check_whole_words(
         ids,
         input_mask,
         out["masked_lm_positions"].numpy(),
@@ -251,7 +211,7 @@ def test_whole_word_masking_never_masks_part_of_a_word(tokenizer, reference, tex
         cls_id=vocabulary.cls_id,
         sep_id=vocabulary.sep_id,
     )
-    _check_whole_words(
+    check_whole_words(
         ids,
         input_mask,
         out["masked_lm_positions"],
