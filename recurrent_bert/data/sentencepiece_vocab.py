@@ -21,6 +21,7 @@ the package rely on:
 """
 
 import io
+import re
 from typing import Iterable, Iterator, Sequence
 
 from recurrent_bert import io_utils
@@ -101,7 +102,8 @@ def train_sentencepiece(
         minloglevel=2,
     )
   except RuntimeError as e:
-    reason = " ".join(str(e).split())
+    # "INTERNAL: src/trainer_interface.cc(744) [check] reason": the reason is for users.
+    reason = re.sub(r"^[A-Z_]+: \S+\(\d+\) \[.*?\] ", "", " ".join(str(e).split()))
     raise InputError(f"SentencePiece could not learn a {model_type} model: {reason}") from None
   return model.getvalue()
 
