@@ -270,7 +270,7 @@ class Vocabulary:
         cls_id=index[CLS_TOKEN],
         sep_id=index[SEP_TOKEN],
         mask_id=index[MASK_TOKEN],
-        folds_case=processor.Normalize("A") != "A",
+        folds_case=processor.Normalize("A") == processor.Normalize("a"),
     )
 
 

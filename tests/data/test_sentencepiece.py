@@ -227,3 +227,29 @@ def test_a_file_that_is_no_model_is_refused_naming_it(tmp_path):
   junk.write_bytes(b"\n\x05hello not a model")
   with pytest.raises(vocab_lib.InputError, match="junk.model.*not a SentencePiece model"):
     tokenization.make_tokenizer(str(junk))
+
+
+def test_offsets_are_the_library_byte_offsets_in_the_original_text(tokenizer, reference, texts):
+  ids, starts, ends = tokenizer.tokenize_with_offsets(texts)
+  for text, row_ids, row_starts, row_ends in zip(
+      texts, ids.to_list(), starts.to_list(), ends.to_list()
+  ):
+    pieces = reference.encode(text, return_type="proto").pieces
+    assert row_ids == [p.id for p in pieces]
+    assert row_starts == [p.begin for p in pieces] and row_ends == [p.end for p in pieces]
+    raw = text.encode("utf-8")
+    surfaces = [raw[a:b].decode("utf-8") for a, b in zip(row_starts, row_ends)]
+    assert surfaces == [p.surface for p in pieces]  # whole characters of the original text
+
+
+def test_a_model_without_the_reserved_symbols_is_refused_naming_them(corpus_file, tmp_path):
+  lines = list(sentencepiece_vocab.iter_lines([corpus_file]))[:3000]
+  model = tmp_path / "t5_like.model"
+  with open(model, "wb") as f:
+    sentencepiece.SentencePieceTrainer.Train(
+        sentence_iterator=iter(lines), model_writer=f, vocab_size=300, minloglevel=2
+    )  # the defaults: <unk>=0 <s>=1 </s>=2, no pad, no [CLS] [SEP] [MASK]
+  with pytest.raises(
+      vocab_lib.InputError, match=r"t5_like\.model.*pad.*\[CLS\], \[SEP\], \[MASK\]"
+  ):
+    tokenization.make_tokenizer(str(model))

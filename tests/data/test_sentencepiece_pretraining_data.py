@@ -4,6 +4,7 @@ library's encoding of the corpus sentences."""
 
 import json
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -17,11 +18,15 @@ from recurrent_bert.data import vocab as vocab_lib
 from recurrent_bert.data.dynamic_masking import DynamicMasker
 from recurrent_bert.data.masking import MaskingConfig
 from recurrent_bert.training import checkpoints
+from tests import forkserver
 from tests.data.sentencepiece_models import build_model
 from tests.data.sentencepiece_models import check_whole_words
+from tests.test_issue16_bad_input import assert_one_line_error
+from tests.training.conftest import REPO
 from tests.training.conftest import make_records
 from tests.training.conftest import run_pretrain
 from tests.training.conftest import small_config  # noqa: F401
+from tests.training.conftest import subprocess_env
 
 SEQ, PRED = 64, 10
 SPEC = {  # written out here, independent of schema.py
@@ -196,3 +201,23 @@ def test_tools_and_pretrain_with_dynamic_masking_take_a_model(
     assert os.path.isfile(directory / info.vocab_file)
   source = checkpoints.resolve_model(str(tmp_path / "run"))
   assert source.vocab_file.endswith("sentencepiece.model")
+
+
+def test_a_file_that_is_no_model_fails_the_tool_in_one_line(tmp_path, small_corpus):
+  junk = tmp_path / "junk.model"
+  junk.write_bytes(b"\n\x07not a model at all")
+  result = forkserver.run(
+      [
+          sys.executable,
+          "-m",
+          "tools.create_pretraining_data",
+          f"--input_files={small_corpus}",
+          f"--vocab_file={junk}",
+          f"--output_dir={tmp_path / 'out'}",
+      ],
+      REPO,
+      subprocess_env(),
+      timeout=120,
+  )
+  assert_one_line_error(result, "junk.model", "not a SentencePiece model")
+  assert not os.path.exists(tmp_path / "out")

@@ -8,6 +8,7 @@ import sys
 import pytest
 import sentencepiece
 
+from recurrent_bert.data import vocab as vocab_lib
 from tests import forkserver
 from tests.test_issue16_bad_input import assert_one_line_error
 from tests.tools.test_tools import REPO
@@ -60,6 +61,7 @@ def test_writes_a_model_and_its_listing_deterministically(tmp_path, text_file, m
   assert "[MASK]" in processor.encode("hello [MASK] World", out_type=str)
   assert "[MASK]" not in processor.encode("hello [mask] World", out_type=str)
   assert processor.encode("Hello") == processor.encode("hello")
+  assert vocab_lib.read_vocabulary(f"{outputs[0]}.model").folds_case is True
 
 
 def test_nodo_lower_case_keeps_case(tmp_path, text_file):
@@ -73,6 +75,8 @@ def test_nodo_lower_case_keeps_case(tmp_path, text_file):
   assert result.returncode == 0, result.stderr[-3000:]
   processor = sentencepiece.SentencePieceProcessor(model_file=str(tmp_path / "cased.model"))
   assert processor.encode("Hello") != processor.encode("hello")
+  # What tokenizers and model dirs report as the model's casing.
+  assert vocab_lib.read_vocabulary(str(tmp_path / "cased.model")).folds_case is False
 
 
 def test_a_failed_run_leaves_the_old_outputs_and_says_why_in_one_line(tmp_path, text_file):
