@@ -55,9 +55,11 @@ flags.DEFINE_string(
 )
 flags.DEFINE_float(
     "character_coverage",
-    0.9995,
+    1.0,
     "SentencePiece: the fraction of the text's characters the model covers, the rarest "
-    "others becoming [UNK] (1.0 for small alphabets; 0.9995 suits CJK-rich text).",
+    "others becoming [UNK]. 1.0: every character of the text has a piece (as the "
+    "WordPiece learner keeps every character); SentencePiece's 0.9995 suits CJK-rich "
+    "text, where thousands of rare characters would take the vocabulary.",
 )
 flags.DEFINE_integer("vocab_size", 30522, "Number of tokens in the vocabulary.")
 flags.DEFINE_integer("max_lines", 0, "Read at most this many lines (0 = all).")

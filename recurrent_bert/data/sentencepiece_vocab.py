@@ -57,7 +57,7 @@ def train_sentencepiece(
     model_type: str,
     vocab_size: int,
     do_lower_case: bool = True,
-    character_coverage: float = 0.9995,
+    character_coverage: float = 1.0,
 ) -> bytes:
   """Learns a SentencePiece model with the layout of the module docstring.
 
@@ -67,7 +67,8 @@ def train_sentencepiece(
     vocab_size: pieces in the model, the five reserved ones included.
     do_lower_case: fold case (normalisation rule nmt_nfkc_cf instead of nmt_nfkc).
     character_coverage: fraction of the text's characters the model covers; rarer
-      characters become [UNK].
+      characters become [UNK]. Not SentencePiece's default 0.9995: on English prose that
+      drops "?", "!", "#" ... (the built-in corpus has ~145 distinct characters).
 
   Returns:
     The serialized model (the bytes of a `.model` file).

@@ -391,7 +391,7 @@ SNAPSHOT = {
     "tools.build_vocab": {
         "builtin_max_bytes": 0,
         "cache_dir": None,
-        "character_coverage": 0.9995,
+        "character_coverage": 1.0,
         "do_lower_case": True,
         "input_files": None,
         "max_lines": 0,
