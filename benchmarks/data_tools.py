@@ -15,6 +15,13 @@ install it outside the project's environment:
   MODEL_GARDEN_PATH=/tmp/mg python benchmarks/data_tools.py --vocab_file=vocab.txt
 
   python benchmarks/data_tools.py --quick       # small corpus and lines, no repeats
+
+Tokenizer throughput comes first: WordPiece, unigram and BPE vocabularies of the same size
+learned from the same text (tools/build_vocab.py), then that text tokenized in batches of
+1024 lines by each in-graph tokenizer (a tf.function) and by the data tools' TF-free one
+(Hugging Face `tokenizers` for WordPiece, the `sentencepiece` package otherwise; one
+thread each), in MB of text per second, with the pieces per whitespace word:
+  python benchmarks/data_tools.py --tokenizers_only [--tokenizer_text_bytes=2000000]
 """
 
 import json
@@ -50,6 +57,10 @@ flags.DEFINE_list(
     ["100000", "200000", "400000", "800000"],
     "Words of the single long line of the scaling check.",
 )
+flags.DEFINE_boolean("tokenizers_only", False, "Only the tokenizer throughput table.")
+flags.DEFINE_integer("tokenizer_text_bytes", 2_000_000, "Text for the tokenizer table.")
+flags.DEFINE_integer("tokenizer_vocab_size", 8000, "Vocabulary size of the three tokenizers.")
+flags.DEFINE_integer("tokenizer_repeats", 3, "Passes per tokenizer (the best is shown).")
 flags.DEFINE_string(
     "model_garden_path",
     os.environ.get("MODEL_GARDEN_PATH", ""),
@@ -154,6 +165,81 @@ def load():
   return f"{os.getloadavg()[0]:.1f}"
 
 
+def build_tokenizer_files(work, corpus, vocab_size):
+  """{kind: vocabulary file} of WordPiece, unigram and BPE learned from `corpus`."""
+  files = {}
+  for kind in ("wordpiece", "unigram", "bpe"):
+    output = os.path.join(work, f"tok_{kind}_{vocab_size}")
+    files[kind] = output + (".txt" if kind == "wordpiece" else ".model")
+    if os.path.exists(files[kind]):
+      continue
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tools.build_vocab",
+            f"--input_files={corpus}",
+            f"--tokenizer={kind}",
+            f"--vocab_size={vocab_size}",
+            f"--output_file={files[kind]}",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0:
+      raise RuntimeError(f"build_vocab --tokenizer={kind} failed: {result.stderr[-2000:]}")
+  return files
+
+
+def best_seconds(run, repeats):
+  best = float("inf")
+  for _ in range(repeats):
+    start = time.perf_counter()
+    run()
+    best = min(best, time.perf_counter() - start)
+  return best
+
+
+def tokenizer_throughput(work, full, text_bytes, vocab_size, repeats):
+  """Prints MB/s of the in-graph and TF-free tokenizers of each kind on the same text."""
+  os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one thread, as in the tool's workers
+  import tensorflow as tf
+
+  from recurrent_bert.data import native_tokenizer
+  from recurrent_bert.data import tokenization
+
+  corpus = slice_corpus(full, os.path.join(work, f"tokenizer_text{text_bytes}.txt"), text_bytes)
+  with open(corpus, encoding="utf-8") as f:
+    lines = [line for line in f.read().splitlines() if line.strip()]
+  megabytes = sum(len(line.encode("utf-8")) for line in lines) / 1e6
+  words = sum(len(line.split()) for line in lines)
+  batches = [lines[i : i + 1024] for i in range(0, len(lines), 1024)]
+  files = build_tokenizer_files(work, corpus, vocab_size)
+  print(
+      f"\ntokenizer throughput: {megabytes:.2f} MB of text ({len(lines):,} lines), vocabularies "
+      f"of {vocab_size} learned from it, batches of 1024 lines, best of {repeats}, "
+      f"one thread (load {load()})"
+  )
+  print(f"{'tokenizer':<10} | {'in-graph MB/s':>13} | {'TF-free MB/s':>12} | pieces/word")
+  for kind, path in files.items():
+    tokenizer = tokenization.make_tokenizer(path, do_lower_case=True)
+    encode = tf.function(
+        tokenizer.tokenize_flat, input_signature=[tf.TensorSpec([None], tf.string)]
+    )
+    tensors = [tf.constant(batch) for batch in batches]
+    encode(tensors[0])  # trace
+    pieces = sum(int(encode(t).flat_values.shape[0]) for t in tensors)
+    in_graph = best_seconds(lambda f=encode, ts=tensors: [f(t) for t in ts], repeats)
+    native = native_tokenizer.make_native_tokenizer(path, do_lower_case=True)
+    tf_free = best_seconds(lambda n=native: [n.tokenize(batch) for batch in batches], repeats)
+    print(
+        f"{kind:<10} | {megabytes / in_graph:13.2f} | {megabytes / tf_free:12.2f} | "
+        f"{pieces / words:.2f}",
+        flush=True,
+    )
+
+
 def main(argv):
   del argv
   from recurrent_bert.data import builtin_corpus
@@ -166,6 +252,16 @@ def main(argv):
   long_words = [int(w) for w in FLAGS.long_line_words]
   if FLAGS.quick:
     sizes, repeats, long_words = [400_000, 200_000], 1, [20_000, 40_000]
+  tokenizer_throughput(
+      work,
+      full,
+      200_000 if FLAGS.quick else FLAGS.tokenizer_text_bytes,
+      2000 if FLAGS.quick else FLAGS.tokenizer_vocab_size,
+      1 if FLAGS.quick else FLAGS.tokenizer_repeats,
+  )
+  if FLAGS.tokenizers_only:
+    print(f"\n(work dir: {work})")
+    return
   vocab = FLAGS.vocab_file
   if not vocab:
     vocab = os.path.join(work, "vocab.txt")

@@ -7,7 +7,7 @@ are opened through `tf.io.gfile`, imported on first use; local paths with `open`
 A pretraining model_dir (`python -m recurrent_bert.pretrain`):
 
   model_config.json       the encoder's ModelConfig            written at start
-  vocab.txt               copy of --vocab_file                 written at start
+  vocab.txt               copy of --vocab_file (a SentencePiece model: sentencepiece.model)
   tokenizer.json          {"type", "vocab_file", "do_lower_case"}   written at start
   checkpoint, ckpt-N.*    training checkpoints (model by variable path, optimizer, step)
   train/                  TensorBoard events
@@ -82,6 +82,9 @@ SWEEP_PLOT = "lr_sweep.png"
 SWEEP_RUNS_DIR = "runs"
 
 WORDPIECE = "wordpiece"
+SENTENCEPIECE = "sentencepiece"
+# Where a model dir keeps a SentencePiece model (in place of vocab.txt; tokenizer.json names it).
+SENTENCEPIECE_MODEL_FILE = "sentencepiece.model"
 
 
 def has_scheme(path) -> bool:
@@ -135,7 +138,7 @@ class TokenizerInfo:
   """tokenizer.json: how text becomes the ids a model was trained on.
 
   Attributes:
-    type: "wordpiece" (the only kind so far).
+    type: WORDPIECE or SENTENCEPIECE (`data.vocab.vocab_kind` of the vocabulary).
     do_lower_case: the tokenizer's casing.
     vocab_file: the vocabulary's file name, relative to the directory.
   """

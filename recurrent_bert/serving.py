@@ -1,7 +1,8 @@
 """SavedModels that take raw text: in-graph tokenization, packing and task post-processing.
 
-`ServingModule` wraps our Keras models and a `BertWordpieceTokenizer` in one `tf.Module`
-whose signatures need only `tensorflow` and `tensorflow_text` to load and run:
+`ServingModule` wraps our Keras models and their tokenizer (`tokenization.make_tokenizer`:
+WordPiece, or a SentencePiece model) in one `tf.Module` whose signatures need only
+`tensorflow` and `tensorflow_text` to load and run:
 
   encode(text)                       -> sequence_output [B, T, H], pooled_output [B, H],
   encode_pair(text, text_pair)          input_ids, input_mask, segment_ids [B, T] int32
@@ -98,7 +99,6 @@ import tensorflow as tf
 from recurrent_bert import io_utils
 from recurrent_bert import model_dir as layout
 from recurrent_bert.data import tokenization
-from recurrent_bert.data.tokenization import BertWordpieceTokenizer
 from recurrent_bert.training import checkpoints
 
 # null_score_diff of a row without a span (no context piece): "no answer" under any
@@ -235,8 +235,8 @@ class ServingModule(tf.Module):
   """Serving signatures over our Keras models (module docstring lists them).
 
   Args:
-    tokenizer: the `BertWordpieceTokenizer` of the model's vocabulary; its vocab file is
-      also stored as the SavedModel asset `assets/vocab.txt`.
+    tokenizer: the `tokenizer_interface.Tokenizer` of the model's vocabulary; its vocab
+      file is also stored as a SavedModel asset (`assets/vocab.txt`, or the `.model`).
     max_seq_length: longest packed input (truncation limit), special tokens included.
     encoder: an `Encoder` -> encode, encode_pair, encode_ids, encode_layers(_pair).
     classifier: a `Classifier` -> classify(_pair) (K > 1) or regress(_pair) (K = 1).
@@ -751,7 +751,7 @@ def export_model_dir(
           model_dir,
       )
       do_lower_case = True
-  tokenizer = BertWordpieceTokenizer(vocab_file, do_lower_case=do_lower_case)
+  tokenizer = tokenization.make_tokenizer(vocab_file, do_lower_case=do_lower_case)
   if tokenizer.vocab_size > encoder.config.vocab_size:
     raise ExportError(
         f"vocab file {vocab_file!r} has {tokenizer.vocab_size} tokens, "

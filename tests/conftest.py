@@ -46,6 +46,7 @@ SLOW_FILES = {
     "tests/test_extract_features.py": 45,
     "tests/tools/test_tools.py": 50,
     "tests/tools/test_sweep.py": 40,
+    "tests/data/test_sentencepiece_pretraining_data.py": 35,
     "tests/test_readme_commands.py": 40,
     "tests/test_entry_points.py": 30,
 }

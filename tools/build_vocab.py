@@ -1,4 +1,4 @@
-r"""Learns a BERT WordPiece vocabulary from text files and writes vocab.txt atomically.
+r"""Learns a BERT WordPiece vocabulary (or a SentencePiece model) from text, atomically.
 
 The learner is tensorflow-text's (`wordpiece_vocab.wordpiece_tokenizer_learner_lib`, the one
 behind `bert_vocab_from_dataset` and keras-hub's `compute_word_piece_vocabulary`); the word
@@ -8,9 +8,18 @@ ids 0-4; if the learner returns fewer tokens than requested the vocabulary is pa
 [unusedN] tokens (as BERT's own vocabularies are), so vocab.txt has exactly --vocab_size
 lines.
 
-Example:
+With --tokenizer=unigram or bpe it learns a SentencePiece model instead, with the
+`sentencepiece` package, from the same text (recurrent_bert/data/sentencepiece_vocab.py:
+[PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4, --do_lower_case as the model's case folding,
+deterministic), and writes `<output>.model` (the tokenizer: give it as --vocab_file to
+every command) and `<output>.vocab` (piece<TAB>score, line i = id i, for reading). The
+WordPiece learner's --max_unique_chars, --max_token_length and --min_count do not apply.
+
+Examples:
   python -m tools.build_vocab --input_files=builtin --vocab_size=8000 \
       --do_lower_case=true --output_file=/tmp/vocab.txt
+  python -m tools.build_vocab --input_files=builtin --vocab_size=8000 \
+      --tokenizer=unigram --output_file=/tmp/spm      # /tmp/spm.model, /tmp/spm.vocab
 """
 
 import collections
@@ -31,7 +40,27 @@ from recurrent_bert.flags import vocabulary
 FLAGS = flags.FLAGS
 corpus.define_flags()
 vocabulary.define_flags(vocab_file_note=None)
-flags.DEFINE_string("output_file", None, "Where to write vocab.txt (atomically).")
+flags.DEFINE_enum(
+    "tokenizer",
+    "wordpiece",
+    ["wordpiece", "unigram", "bpe"],
+    "wordpiece: BERT's vocab.txt; unigram (unigram language model) or bpe: a "
+    "SentencePiece model, <output_file>.model plus the <output_file>.vocab listing.",
+)
+flags.DEFINE_string(
+    "output_file",
+    None,
+    "Where to write vocab.txt (atomically); with a SentencePiece --tokenizer the "
+    "prefix of <prefix>.model and <prefix>.vocab (a trailing .model is dropped).",
+)
+flags.DEFINE_float(
+    "character_coverage",
+    1.0,
+    "SentencePiece: the fraction of the text's characters the model covers, the rarest "
+    "others becoming [UNK]. 1.0: every character of the text has a piece (as the "
+    "WordPiece learner keeps every character); SentencePiece's 0.9995 suits CJK-rich "
+    "text, where thousands of rare characters would take the vocabulary.",
+)
 flags.DEFINE_integer("vocab_size", 30522, "Number of tokens in the vocabulary.")
 flags.DEFINE_integer("max_lines", 0, "Read at most this many lines (0 = all).")
 flags.DEFINE_integer("max_unique_chars", 1000, "Alphabet size cap for the learner.")
@@ -44,6 +73,12 @@ execution.register_range("max_unique_chars", 1, 1 << 21)  # Unicode has fewer co
 # tensorflow-text's WordPiece holds tokens of at most 256 bytes (data/vocab.py).
 execution.register_range("max_token_length", 1, 256)
 execution.register_range("min_count", 1, 2**63 - 1)
+flags.register_validator(
+    "character_coverage",
+    lambda v: 0.0 < v <= 1.0,
+    "--character_coverage must be in (0, 1]",
+)
+WORDPIECE_ONLY_FLAGS = ("max_unique_chars", "max_token_length", "min_count")
 
 
 def count_words(files, do_lower_case, max_lines=0, batch_size=4096):
@@ -114,15 +149,58 @@ def learn_vocab(counts, vocab_size, max_unique_chars=1000, max_token_length=50, 
   return vocab
 
 
+def check_tokenizer_flags():
+  """Refuses flags of the other kind of learner (one line, exit 2)."""
+  if FLAGS.tokenizer == "wordpiece":
+    if FLAGS["character_coverage"].present:
+      cli.fail("--character_coverage is for a SentencePiece --tokenizer (unigram or bpe)")
+    return
+  given = [f"--{name}" for name in WORDPIECE_ONLY_FLAGS if FLAGS[name].present]
+  if given:
+    cli.fail(
+        f"{', '.join(given)}: WordPiece learner option(s), not used with "
+        f"--tokenizer={FLAGS.tokenizer}; drop them"
+    )
+
+
+def build_sentencepiece(files):
+  """--tokenizer=unigram|bpe: learns the model and writes <output>.model and .vocab."""
+  from recurrent_bert.data import sentencepiece_vocab
+
+  # Read first: the trainer pulls lines from C++, where a bad line's error would be lost.
+  lines = cli.run_checked(list, sentencepiece_vocab.iter_lines(files, FLAGS.max_lines))
+  if not lines:
+    cli.fail("--input_files: no text in " + ", ".join(files))
+  model = cli.run_checked(
+      sentencepiece_vocab.train_sentencepiece,
+      lines,
+      FLAGS.tokenizer,
+      FLAGS.vocab_size,
+      FLAGS.do_lower_case,
+      FLAGS.character_coverage,
+  )
+  sentencepiece_vocab.write_model(FLAGS.output_file, model)
+  model_path, vocab_path = sentencepiece_vocab.output_paths(FLAGS.output_file)
+  print(
+      f"wrote {model_path} and {vocab_path}: {FLAGS.tokenizer} SentencePiece model of "
+      f"{FLAGS.vocab_size} pieces, {'case-folded' if FLAGS.do_lower_case else 'cased'}",
+      file=sys.stderr,
+  )
+
+
 def main(argv):
   del argv
   from recurrent_bert import io_utils
 
+  check_tokenizer_flags()
   execution.check_output_path("output_file", folder=False)
   files = cli.run_checked(corpus.input_files)
   output_dir = os.path.dirname(os.path.abspath(FLAGS.output_file))
   if os.path.exists(output_dir) and not os.access(output_dir, os.W_OK):
     cli.fail(f"--output_file: directory {output_dir!r} is not writable")
+  if FLAGS.tokenizer != "wordpiece":
+    build_sentencepiece(files)
+    return
   counts = cli.run_checked(count_words, files, FLAGS.do_lower_case, FLAGS.max_lines)
   if not counts:
     cli.fail("--input_files: no words in " + ", ".join(files))

@@ -12,6 +12,9 @@ Examples:
   # SwishRNN: MLM only, 100% [MASK].          ... --nouse_nsp --mask_token_prob=1.0 \
                                                   --random_token_prob=0.0 --max_seq_length=512
   # Unmasked records for read-time masking:   ... --dynamic_masking --dupe_factor=1
+  # A SentencePiece model (tools/build_vocab.py --tokenizer=unigram|bpe): --vocab_file=spm.model
+  #   (whole-word masking groups pieces by the "▁" word-start marker; --do_lower_case is
+  #   the model's own, fixed when it was built)
   # Apache Beam (pip install '.[beam]'), options for Beam after `--`:
   python -m tools.create_pretraining_data --runner=beam --input_files='corpus/*.txt' \
       --vocab_file=vocab.txt --output_dir=/tmp/pretrain_data --num_workers=2
@@ -132,7 +135,7 @@ def options_from_flags():
 
   beam = FLAGS.runner == "beam"
   if not beam:  # the Beam pipeline checks the vocabulary itself, gs:// paths included
-    vocab.load_vocab(FLAGS.vocab_file)
+    vocab.read_vocabulary(FLAGS.vocab_file)
   execution.check_output_path("output_dir")
   execution.check_output_path("output_files", folder=False)
   if FLAGS.output_dir:  # built beside it and swapped in at the end, by both runners

@@ -5,6 +5,8 @@ A debugging aid, and a stable way to compare tokenizers (diff the outputs).
 Example:
   python -m tools.tokenize_text --vocab_file=vocab.txt --do_lower_case=true \
       --input_file=corpus.txt --output_file=pieces.jsonl
+  python -m tools.tokenize_text --vocab_file=spm.model \
+      --input_file=corpus.txt --output_file=pieces.jsonl    # a SentencePiece model
 """
 
 import json
@@ -67,15 +69,13 @@ def main(argv):
 
   # Bad input fails in a second, before TensorFlow loads (tokenization imports it).
   execution.check_output_path("output_file", folder=False)
-  vocab.load_vocab(FLAGS.vocab_file)
+  vocab.read_vocabulary(FLAGS.vocab_file)
   from recurrent_bert.data import tokenization
 
   [input_file] = cli.run_checked(
       builtin_corpus.resolve_input_files, [FLAGS.input_file], "input_file"
   )
-  tokenizer = cli.run_checked(
-      tokenization.BertWordpieceTokenizer, FLAGS.vocab_file, FLAGS.do_lower_case
-  )
+  tokenizer = cli.run_checked(tokenization.make_tokenizer, FLAGS.vocab_file, FLAGS.do_lower_case)
   cli.run_checked(
       tokenize_file, tokenizer, input_file, FLAGS.output_file, FLAGS.output, FLAGS.batch_size
   )

@@ -285,7 +285,7 @@ def create_pretraining_data_beam(
     io_utils.InputError: a missing or unreadable input file (named), a bad vocabulary,
       an output directory holding other files, or an input without any document.
   """
-  from recurrent_bert.data.tokenization import load_vocab
+  from recurrent_bert.data.vocab import read_vocabulary
 
   if num_output_shards < 1:
     raise ValueError(f"num_output_shards must be >= 1, got {num_output_shards}")
@@ -299,7 +299,7 @@ def create_pretraining_data_beam(
   total_bytes = _input_size(options.input_files)
   vocab = _local_copy(options.vocab_file)
   try:
-    load_vocab(vocab)
+    read_vocabulary(vocab)
   finally:
     if vocab != options.vocab_file:
       os.remove(vocab)

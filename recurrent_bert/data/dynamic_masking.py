@@ -11,9 +11,10 @@ tests/data/test_masking.py checks both against them:
   rounds half to even in both Python and TensorFlow);
 - candidate words are visited in a uniformly random order; a word is taken whole if it
   still fits in num_to_predict, otherwise skipped (BERT's greedy rule). Without whole-word
-  masking every candidate token is a word of its own; with it, a `##` piece belongs to the
-  word of the token before it (within one segment: a `##` piece right after [CLS]/[SEP]
-  starts a group of its own);
+  masking every candidate token is a word of its own; with it, a piece that does not start
+  a word (a WordPiece `##` piece; a SentencePiece piece without the "▁" marker:
+  `vocab.Vocabulary.word_starts`) belongs to the word of the token before it (within one
+  segment: such a piece right after [CLS]/[SEP] starts a group of its own);
 - each chosen position independently becomes [MASK] with `mask_token_prob`, a uniformly
   random vocabulary id with `random_token_prob`, and stays unchanged otherwise (BERT's
   80/10/10 by default; the SwishRNN recipe uses 100/0/0);
@@ -25,12 +26,13 @@ the randomness is stateless (an explicit [2] seed), so the function runs under X
 the offline tool is deterministic.
 """
 
-from typing import Dict, Optional, Sequence
+from typing import Dict, Optional, Sequence, Union
 
 import tensorflow as tf
 
 from recurrent_bert.data.masking import MaskingConfig
 from recurrent_bert.data.masking import num_to_predict  # noqa: F401  (re-exported)
+from recurrent_bert.data.vocab import Vocabulary
 
 
 def mask_input_ids(
@@ -50,8 +52,9 @@ def mask_input_ids(
   Args:
     input_ids: int Tensor [batch, seq_length], right-padded.
     input_mask: int or bool Tensor [batch, seq_length], nonzero for real tokens.
-    is_word_start: bool Tensor [batch, seq_length], False for `##` continuation pieces.
-      Only read when `config.whole_word_mask`.
+    is_word_start: bool Tensor [batch, seq_length], False for pieces that continue a word
+      (`##` pieces, SentencePiece pieces without "▁"). Only read when
+      `config.whole_word_mask`.
     seed: int Tensor [2], the stateless RNG seed.
     config: the MaskingConfig.
     vocab_size, mask_id, cls_id, sep_id: from the tokenizer.
@@ -183,31 +186,22 @@ class DynamicMasker(tf.Module):
   """Masks unmasked pretraining features, in-graph (offline tool and tf.data share it).
 
   Example:
-    masker = DynamicMasker(MaskingConfig(max_predictions_per_seq=20), tokenizer.vocab)
+    masker = DynamicMasker(MaskingConfig(max_predictions_per_seq=20), read_vocabulary(vocab_file))
     dataset = masker.mask_dataset(unmasked_batches, seed=1)   # fresh masks each epoch
   """
 
-  def __init__(self, config: MaskingConfig, vocab: Sequence[str], name=None):
-    """Args: config: the masking recipe; vocab: token list (index = id)."""
+  def __init__(self, config: MaskingConfig, vocab: Union[Sequence[str], Vocabulary], name=None):
+    """Args: config: the masking recipe; vocab: a `vocab.Vocabulary` (any kind, e.g.
+    `vocab.read_vocabulary(vocab_file)`), or WordPiece tokens (index = id)."""
     super().__init__(name=name)
-    from recurrent_bert.data import tokenization  # local: keeps this module light
-
+    if not isinstance(vocab, Vocabulary):  # InputError (a ValueError) without [MASK] ...
+      vocab = Vocabulary.from_wordpiece_tokens(vocab)
     self.config = config
-    self.vocab_size = len(vocab)
-    index = {t: i for i, t in enumerate(vocab)}
-    missing = [
-        t
-        for t in (tokenization.MASK_TOKEN, tokenization.CLS_TOKEN, tokenization.SEP_TOKEN)
-        if t not in index
-    ]
-    if missing:
-      raise ValueError(f"vocabulary lacks {missing}")
-    self.mask_id = index[tokenization.MASK_TOKEN]
-    self.cls_id = index[tokenization.CLS_TOKEN]
-    self.sep_id = index[tokenization.SEP_TOKEN]
-    self._is_continuation = tf.constant(
-        [t.startswith(tokenization.SUFFIX_INDICATOR) and len(t) > 2 for t in vocab], tf.bool
-    )
+    self.vocab_size = vocab.vocab_size
+    self.mask_id = vocab.mask_id
+    self.cls_id = vocab.cls_id
+    self.sep_id = vocab.sep_id
+    self._word_starts = tf.constant(vocab.word_starts, tf.bool)
 
   def __call__(self, features: Dict[str, tf.Tensor], seed) -> Dict[str, tf.Tensor]:
     """Masks one example ([seq_length] features) or a batch ([batch, seq_length]).
@@ -223,7 +217,7 @@ class DynamicMasker(tf.Module):
     unbatched = input_ids.shape.rank == 1
     expand = (lambda x: x[tf.newaxis]) if unbatched else (lambda x: x)
     ids = expand(input_ids)
-    is_word_start = tf.logical_not(tf.gather(self._is_continuation, tf.cast(ids, tf.int32)))
+    is_word_start = tf.gather(self._word_starts, tf.cast(ids, tf.int32))
     masked = mask_input_ids(
         ids,
         expand(features["input_mask"]),

@@ -72,8 +72,8 @@ def mask_batch(
   Args:
     input_ids: int [batch, seq_length], right-padded.
     input_mask: int or bool [batch, seq_length], nonzero for real tokens.
-    is_word_start: bool [batch, seq_length], False for `##` continuation pieces (only read
-      with whole-word masking).
+    is_word_start: bool [batch, seq_length], False for pieces continuing a word (`##`, or
+      no "▁"); only read with whole-word masking.
     rng: the randomness.
     config: the MaskingConfig.
     vocab_size, mask_id, cls_id, sep_id: from the vocabulary.

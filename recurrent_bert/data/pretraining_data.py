@@ -32,7 +32,8 @@ it into *chunks* of whole documents (about `chunk_bytes` of text each). A chunk 
 of work: its instances depend only on its text, the seed and its index, so the output does
 not depend on how many workers process the chunks. Workers (processes, forked where safe,
 started first so their start-up overlaps the reading) turn chunks into TFRecord-framed examples
-without TensorFlow: the native tokenizer over the whole chunk, instances as token spans,
+without TensorFlow: the native tokenizer over the whole chunk (WordPiece, or a SentencePiece
+`.model` through the `sentencepiece` package), instances as token spans,
 then filling, masking and serialisation by numpy over batches (`ChunkProcessor`). The main
 process appends them to the shards in chunk order, instance k of the run going to shard
 k mod num_output_shards. At most 2 * num_workers chunks are in flight, so memory is flat in
@@ -61,6 +62,7 @@ import numpy as np
 from recurrent_bert import io_utils
 from recurrent_bert import model_dir as layout
 from recurrent_bert.data.masking import MaskingConfig
+from recurrent_bert.data.vocab import vocab_kind
 
 DEFAULT_CHUNK_BYTES = 1 << 20
 STATS_FILE = "stats.json"
@@ -488,10 +490,10 @@ class ChunkProcessor:
   """
 
   def __init__(self, options: GeneratorOptions):
-    from recurrent_bert.data.native_tokenizer import NativeWordpieceTokenizer
+    from recurrent_bert.data.native_tokenizer import make_native_tokenizer
 
     self.options = options
-    self.tokenizer = NativeWordpieceTokenizer(options.vocab_file, options.do_lower_case)
+    self.tokenizer = make_native_tokenizer(options.vocab_file, options.do_lower_case)
     self.builder = InstanceBuilder(options.max_seq_length, options.short_seq_prob, options.use_nsp)
     # Sentence ends, where a long line is preferably cut (ids absent from the vocab: none).
     self._end_ids = [
@@ -512,7 +514,7 @@ class ChunkProcessor:
     """
     flat = [s for document in documents for s in document]
     ids, splits = self.tokenizer.tokenize(flat)
-    starts = ~self.tokenizer.is_continuation[ids]
+    starts = self.tokenizer.is_word_start[ids]
     bounds = splits.tolist()
     tokenized: List[List[Span]] = []
     cursor = 0
@@ -757,6 +759,7 @@ def _summarize(
       "options": {
           "input_files": list(options.input_files),
           "vocab_file": options.vocab_file,
+          "vocab_kind": vocab_kind(options.vocab_file),
           "do_lower_case": options.do_lower_case,
           "max_seq_length": options.max_seq_length,
           "max_predictions_per_seq": options.masking.max_predictions_per_seq,
@@ -788,10 +791,10 @@ def create_pretraining_data(options: GeneratorOptions) -> Dict:
     io_utils.InputError: unreadable or non-UTF-8 input (file and line named), a vocabulary
       without the reserved tokens, or an input without any document.
   """
-  from recurrent_bert.data.vocab import load_vocab
+  from recurrent_bert.data.vocab import read_vocabulary
 
   options.validate()
-  load_vocab(options.vocab_file)  # fail before any work on a bad vocabulary
+  read_vocabulary(options.vocab_file)  # fail before any work on a bad vocabulary
   total_bytes = sum(os.path.getsize(p) for p in options.input_files)
   if options.output_dir:
     for cleaned in prepare_output_dir(options.output_dir):
@@ -927,6 +930,7 @@ def _pool_context():
   if sys.platform.startswith("linux") and "tensorflow" not in sys.modules:
     # What the workers use, imported once here, before the fork.
     import psutil  # noqa: F401
+    import sentencepiece  # noqa: F401
     import tokenizers  # noqa: F401
 
     from recurrent_bert.data import example_codec  # noqa: F401

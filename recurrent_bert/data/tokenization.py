@@ -32,20 +32,25 @@ UTF-8 bytes (tensorflow-text) instead of characters; it only matters for words o
 ~50 non-ASCII characters, which become `[UNK]` a little earlier.
 """
 
-from typing import Dict, List, Sequence, Tuple, Union
+from typing import Tuple, Union
 
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from recurrent_bert.data.vocab import CLS_TOKEN
+from recurrent_bert import model_dir as layout
+from recurrent_bert.data.sentencepiece_tokenizer import SentencepieceTokenizer
+from recurrent_bert.data.tokenizer_interface import Tokenizer
+from recurrent_bert.data.vocab import CLS_TOKEN  # noqa: F401  (re-exported)
 from recurrent_bert.data.vocab import DEFAULT_MAX_BYTES_PER_WORD
-from recurrent_bert.data.vocab import MASK_TOKEN
-from recurrent_bert.data.vocab import PAD_TOKEN
+from recurrent_bert.data.vocab import MASK_TOKEN  # noqa: F401  (re-exported)
+from recurrent_bert.data.vocab import PAD_TOKEN  # noqa: F401  (re-exported)
 from recurrent_bert.data.vocab import RESERVED_TOKENS  # noqa: F401  (re-exported)
-from recurrent_bert.data.vocab import SEP_TOKEN
+from recurrent_bert.data.vocab import SEP_TOKEN  # noqa: F401  (re-exported)
 from recurrent_bert.data.vocab import SUFFIX_INDICATOR
 from recurrent_bert.data.vocab import UNK_TOKEN
+from recurrent_bert.data.vocab import Vocabulary
 from recurrent_bert.data.vocab import load_vocab
+from recurrent_bert.data.vocab import vocab_kind
 
 # Characters BERT deletes outright (not replaced by a space): NUL, the replacement
 # character, C0/C1 controls other than \t \n \r (so U+000B, U+000C, U+001C-U+001F and U+0085
@@ -140,7 +145,7 @@ def split_words_with_offsets(texts) -> Tuple[tf.RaggedTensor, tf.RaggedTensor, t
   return tuple(tf.ragged.boolean_mask(part, is_word) for part in trimmed)
 
 
-class BertWordpieceTokenizer(tf.Module):
+class BertWordpieceTokenizer(Tokenizer):
   """BERT's basic + WordPiece tokenizer as TensorFlow ops (saveable in a SavedModel).
 
   Example:
@@ -148,11 +153,8 @@ class BertWordpieceTokenizer(tf.Module):
     ids = tokenizer.tokenize(["Hello, world!"])   # int64 [1, (words), (pieces)]
     flat = tokenizer.tokenize_flat(["Hello, world!"])  # int64 [1, (pieces)]
 
-  Attributes:
-    vocab: list of tokens, index = id.
-    vocab_size: len(vocab).
-    do_lower_case: whether text is lower-cased and accent-stripped.
-    pad_id, unk_id, cls_id, sep_id, mask_id: ids of the reserved tokens.
+  Attributes: those of `tokenizer_interface.Tokenizer` (vocab, vocab_size, do_lower_case:
+  lower-case and strip accents, pad_id ... mask_id).
   """
 
   def __init__(
@@ -162,18 +164,8 @@ class BertWordpieceTokenizer(tf.Module):
       max_bytes_per_word: int = DEFAULT_MAX_BYTES_PER_WORD,
       name=None,
   ):
-    super().__init__(name=name)
-    self.vocab_file = vocab_file
-    self.vocab = load_vocab(vocab_file)
-    self.vocab_size = len(self.vocab)
-    self.do_lower_case = bool(do_lower_case)
-    ids = {token: i for i, token in enumerate(self.vocab)}
-    self.pad_id = ids[PAD_TOKEN]
-    self.unk_id = ids[UNK_TOKEN]
-    self.cls_id = ids[CLS_TOKEN]
-    self.sep_id = ids[SEP_TOKEN]
-    self.mask_id = ids[MASK_TOKEN]
-    self._token_to_id_py = ids
+    vocabulary = Vocabulary.from_wordpiece_tokens(load_vocab(vocab_file))
+    super().__init__(vocabulary, vocab_file, do_lower_case, name=name)
     self._wordpiece = tf_text.FastWordpieceTokenizer(
         vocab=self.vocab,
         suffix_indicator=SUFFIX_INDICATOR,
@@ -183,28 +175,6 @@ class BertWordpieceTokenizer(tf.Module):
         no_pretokenization=True,
         support_detokenization=True,
     )
-    self._id_to_token = tf.constant(self.vocab, dtype=tf.string)
-    self._token_to_id = tf.lookup.StaticHashTable(
-        tf.lookup.KeyValueTensorInitializer(
-            self._id_to_token, tf.range(self.vocab_size, dtype=tf.int64)
-        ),
-        default_value=self.unk_id,
-    )
-    # True for "##" continuation pieces: the word boundaries of whole-word masking.
-    self._is_continuation = tf.constant(
-        [t.startswith(SUFFIX_INDICATOR) and len(t) > len(SUFFIX_INDICATOR) for t in self.vocab],
-        dtype=tf.bool,
-    )
-
-  @property
-  def special_ids(self) -> Dict[str, int]:
-    return {
-        "pad": self.pad_id,
-        "unk": self.unk_id,
-        "cls": self.cls_id,
-        "sep": self.sep_id,
-        "mask": self.mask_id,
-    }
 
   def split_words(self, texts) -> tf.RaggedTensor:
     """Basic tokenization only: string RaggedTensor [batch, (words)]."""
@@ -227,28 +197,6 @@ class BertWordpieceTokenizer(tf.Module):
     """Tokenizes text into word-piece ids: int64 RaggedTensor [batch, (pieces)]."""
     return self.tokenize(texts).merge_dims(-2, -1)
 
-  def tokenize_to_pieces(self, texts) -> tf.RaggedTensor:
-    """Tokenizes text into word-piece strings: string RaggedTensor [batch, (pieces)]."""
-    return self.ids_to_tokens(self.tokenize_flat(texts))
-
-  def ids_to_tokens(self, ids):
-    """Maps ids (Tensor or RaggedTensor of any shape) to token strings of the same shape."""
-    if isinstance(ids, tf.RaggedTensor):
-      return ids.with_flat_values(self.ids_to_tokens(ids.flat_values))
-    return tf.gather(self._id_to_token, tf.cast(ids, tf.int64))
-
-  def tokens_to_ids(self, tokens):
-    """Maps token strings to int64 ids ([UNK] for strings not in the vocabulary)."""
-    if isinstance(tokens, tf.RaggedTensor):
-      return tokens.with_flat_values(self.tokens_to_ids(tokens.flat_values))
-    return self._token_to_id.lookup(tf.convert_to_tensor(tokens, tf.string))
-
-  def is_word_start(self, ids):
-    """bool, same shape as `ids`: True unless the id is a `##` continuation piece."""
-    if isinstance(ids, tf.RaggedTensor):
-      return ids.with_flat_values(self.is_word_start(ids.flat_values))
-    return tf.logical_not(tf.gather(self._is_continuation, tf.cast(ids, tf.int64)))
-
   def detokenize(self, ids) -> tf.Tensor:
     """Joins word-piece ids back into text: int [batch, (pieces)] -> string [batch].
 
@@ -257,18 +205,17 @@ class BertWordpieceTokenizer(tf.Module):
     """
     return self._wordpiece.detokenize(ids)
 
-  # Plain-Python conveniences for tools and tests.
-  def convert_ids_to_tokens(self, ids: Sequence[int]) -> List[str]:
-    return [self.vocab[int(i)] for i in ids]
 
-  def convert_tokens_to_ids(self, tokens: Sequence[str]) -> List[int]:
-    return [self._token_to_id_py.get(t, self.unk_id) for t in tokens]
+def make_tokenizer(vocab_file: str, do_lower_case: Union[bool, str] = True) -> Tokenizer:
+  """The tokenizer of a vocabulary file: SentencePiece for a `.model`, else WordPiece.
 
-
-def make_tokenizer(
-    vocab_file: str, do_lower_case: Union[bool, str] = True
-) -> BertWordpieceTokenizer:
-  """Builds a tokenizer; `do_lower_case` may also be the strings "true"/"false"."""
+  Args:
+    vocab_file: a vocab.txt or a SentencePiece model (`vocab.vocab_kind` tells which).
+    do_lower_case: WordPiece's casing; may also be the strings "true"/"false". A
+      SentencePiece model's own normaliser fixes its casing, so it is ignored there.
+  """
+  if vocab_kind(vocab_file) == layout.SENTENCEPIECE:
+    return SentencepieceTokenizer(vocab_file)
   if isinstance(do_lower_case, str):
     do_lower_case = do_lower_case.strip().lower() in ("1", "true", "yes")
   return BertWordpieceTokenizer(vocab_file, do_lower_case=do_lower_case)

@@ -1,9 +1,11 @@
-"""vocab.txt reading and the reserved tokens, without TensorFlow (workers of the data tools
-import it without paying TensorFlow's start-up)."""
+"""vocab.txt and SentencePiece model reading and the reserved tokens, without TensorFlow
+(workers of the data tools import it without paying TensorFlow's start-up)."""
 
-from typing import Dict, List
+import dataclasses
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from recurrent_bert import io_utils
+from recurrent_bert import model_dir as layout
 from recurrent_bert.io_utils import InputError
 
 PAD_TOKEN = "[PAD]"
@@ -106,3 +108,179 @@ def load_vocab(vocab_file: str) -> List[str]:
         f"{' '.join(RESERVED_TOKENS)}"
     )
   return tokens
+
+
+# ------------------------------------------------------------------ SentencePiece models
+
+# A SentencePiece model file (the `.model` that tools/build_vocab.py --tokenizer=unigram|bpe
+# writes, or ALBERT's / T5's): a serialized ModelProto, not a token list.
+SENTENCEPIECE_SUFFIX = ".model"
+# SentencePiece marks the piece that starts a word (follows a space) with U+2581.
+WORD_START_MARKER = "\u2581"
+
+
+def vocab_kind(vocab_file: str) -> str:
+  """Which tokenizer a vocabulary file is for: model_dir.WORDPIECE or model_dir.SENTENCEPIECE.
+
+  A `.model` file is a SentencePiece model; so is any file whose first byte is "\n" (a
+  ModelProto starts with the tag of its first `pieces` entry, 0x0A; a vocab.txt cannot:
+  its first line would be empty). Everything else is a WordPiece vocab.txt. The one
+  definition of the kind, recorded in tokenizer.json and stats.json.
+
+  Args:
+    vocab_file: path (local, gs://...) of the vocabulary; need not exist (then by name).
+  """
+  if vocab_file.endswith(SENTENCEPIECE_SUFFIX):
+    return layout.SENTENCEPIECE
+  try:
+    with io_utils.open_file(vocab_file, "rb") as f:
+      first = f.read(1)
+  except (OSError, ValueError):
+    return layout.WORDPIECE
+  return layout.SENTENCEPIECE if first == b"\n" else layout.WORDPIECE
+
+
+def read_bytes(path: str) -> bytes:
+  """The bytes of a local or gs:// file; InputError naming it when missing or unreadable."""
+  if not io_utils.isfile(path):
+    raise InputError(f"vocab file {path!r} does not exist")
+  try:
+    with io_utils.open_file(path, "rb") as f:
+      return f.read()
+  except OSError as e:
+    raise InputError(f"cannot read vocab file {path!r}: {e.strerror or e}") from e
+
+
+def load_sentencepiece(model: Union[str, bytes], where: str = ""):
+  """A `sentencepiece.SentencePieceProcessor` of a model file or its serialized proto.
+
+  Args:
+    model: the path of a `.model` file, or its bytes.
+    where: names the model in messages (default: the path).
+
+  Raises:
+    InputError: unreadable file or not a SentencePiece model (named).
+  """
+  import sentencepiece  # not at the top: WordPiece users never pay for it
+
+  proto = model if isinstance(model, bytes) else read_bytes(model)
+  where = repr(where or model) if where or isinstance(model, str) else "the SentencePiece model"
+  processor = sentencepiece.SentencePieceProcessor()
+  try:
+    processor.LoadFromSerializedProto(proto)
+  except (RuntimeError, OSError) as e:
+    raise InputError(
+        f"{where} is not a SentencePiece model ({str(e).splitlines()[0]}); give a .model "
+        "written by tools/build_vocab.py --tokenizer=unigram|bpe (or a vocab.txt)"
+    ) from None
+  return processor
+
+
+@dataclasses.dataclass(frozen=True)
+class Vocabulary:
+  """What masking and the data tools need of any vocabulary, without TensorFlow.
+
+  Attributes:
+    kind: model_dir.WORDPIECE or model_dir.SENTENCEPIECE.
+    tokens: token (piece) strings, index = id.
+    word_starts: per id, whether the token starts a word: every token but `##`
+      continuations for WordPiece; pieces starting with U+2581 and the special symbols
+      ([PAD] [CLS] [SEP] [MASK], control pieces) for SentencePiece. Whole-word masking
+      groups a token that does not start a word with the token before it.
+    pad_id, unk_id, cls_id, sep_id, mask_id: the reserved tokens' ids.
+    folds_case: SentencePiece: whether the model's normaliser lower-cases (its
+      do_lower_case, fixed when it was trained); None for WordPiece (the tokenizer's
+      do_lower_case decides).
+  """
+
+  kind: str
+  tokens: Tuple[str, ...]
+  word_starts: Tuple[bool, ...]
+  pad_id: int
+  unk_id: int
+  cls_id: int
+  sep_id: int
+  mask_id: int
+  folds_case: Optional[bool] = None
+
+  @property
+  def vocab_size(self) -> int:
+    return len(self.tokens)
+
+  @property
+  def special_ids(self) -> Dict[str, int]:
+    return {
+        "pad": self.pad_id,
+        "unk": self.unk_id,
+        "cls": self.cls_id,
+        "sep": self.sep_id,
+        "mask": self.mask_id,
+    }
+
+  @classmethod
+  def from_wordpiece_tokens(cls, tokens: Sequence[str]) -> "Vocabulary":
+    """A WordPiece vocabulary of `tokens` (as `load_vocab` returns them)."""
+    index = {t: i for i, t in enumerate(tokens)}
+    missing = [t for t in RESERVED_TOKENS if t not in index]
+    if missing:
+      raise InputError(f"vocabulary lacks {' '.join(missing)}")
+    return cls(
+        kind=layout.WORDPIECE,
+        tokens=tuple(tokens),
+        word_starts=tuple(
+            not (t.startswith(SUFFIX_INDICATOR) and len(t) > len(SUFFIX_INDICATOR)) for t in tokens
+        ),
+        pad_id=index[PAD_TOKEN],
+        unk_id=index[UNK_TOKEN],
+        cls_id=index[CLS_TOKEN],
+        sep_id=index[SEP_TOKEN],
+        mask_id=index[MASK_TOKEN],
+    )
+
+  @classmethod
+  def from_sentencepiece(cls, model: Union[str, bytes], where: str = "") -> "Vocabulary":
+    """The vocabulary of a SentencePiece model (file path or serialized proto).
+
+    [PAD] and [UNK] are the model's pad and unknown pieces (whatever their names, so
+    ALBERT's <pad>/<unk> do); [CLS] [SEP] [MASK] are looked up by name.
+    """
+    processor = load_sentencepiece(model, where)
+    where = where or (model if isinstance(model, str) else "the SentencePiece model")
+    tokens = tuple(processor.IdToPiece(i) for i in range(processor.GetPieceSize()))
+    index = {t: i for i, t in enumerate(tokens)}
+    missing = [t for t in (CLS_TOKEN, SEP_TOKEN, MASK_TOKEN) if t not in index]
+    if processor.pad_id() < 0:
+      missing.insert(0, "a pad piece (pad_id)")
+    if missing:
+      raise InputError(
+          f"{where}: the SentencePiece model lacks {', '.join(missing)}; build one with "
+          "tools/build_vocab.py --tokenizer=unigram|bpe"
+      )
+    special = {processor.pad_id(), index[CLS_TOKEN], index[SEP_TOKEN], index[MASK_TOKEN]}
+    word_starts = tuple(
+        t.startswith(WORD_START_MARKER) or i in special or processor.IsControl(i)
+        for i, t in enumerate(tokens)
+    )
+    return cls(
+        kind=layout.SENTENCEPIECE,
+        tokens=tokens,
+        word_starts=word_starts,
+        pad_id=processor.pad_id(),
+        unk_id=processor.unk_id(),
+        cls_id=index[CLS_TOKEN],
+        sep_id=index[SEP_TOKEN],
+        mask_id=index[MASK_TOKEN],
+        folds_case=processor.Normalize("A") == processor.Normalize("a"),
+    )
+
+
+def read_vocabulary(vocab_file: str) -> Vocabulary:
+  """The Vocabulary of a vocab.txt or a SentencePiece `.model` (`vocab_kind` decides).
+
+  Raises:
+    InputError: as `load_vocab` for a vocab.txt; a file that is no SentencePiece model or
+      lacks the reserved pieces, for a `.model`. The message names the file.
+  """
+  if vocab_kind(vocab_file) == layout.SENTENCEPIECE:
+    return Vocabulary.from_sentencepiece(vocab_file)
+  return Vocabulary.from_wordpiece_tokens(load_vocab(vocab_file))

@@ -186,7 +186,7 @@ def model_config():
       )
     # Read (and checked: reserved tokens, UTF-8, duplicates) before TensorFlow loads; a
     # malformed vocabulary is an InputError naming it, one line through cli.run.
-    vocab_file_size = len(vocab_lib.load_vocab(FLAGS.vocab_file))
+    vocab_file_size = vocab_lib.read_vocabulary(FLAGS.vocab_file).vocab_size
     if vocab_size is None:
       vocab_size = vocab_file_size
     elif vocab_size < vocab_file_size:
@@ -227,14 +227,14 @@ def data_config():
   from recurrent_bert import io_utils
   from recurrent_bert.data import dynamic_masking
   from recurrent_bert.data import pretraining_dataset
-  from recurrent_bert.data import tokenization
+  from recurrent_bert.data import vocab as vocab_lib
   from recurrent_bert.training import checkpoints
 
   def build(flag_name="input_files"):
     masker = None
     if FLAGS.dynamic_masking:
       masker = dynamic_masking.DynamicMasker(
-          masking.masking_config(), tokenization.load_vocab(FLAGS.vocab_file)
+          masking.masking_config(), vocab_lib.read_vocabulary(FLAGS.vocab_file)
       )
     try:
       files = io_utils.expand_input_patterns(FLAGS[flag_name].value, flag_name)

@@ -1,4 +1,4 @@
-"""--vocab_file and --do_lower_case: the WordPiece vocabulary and its casing.
+"""--vocab_file and --do_lower_case: the vocabulary (WordPiece or SentencePiece) and its casing.
 
 One definition for the commands that tokenize (the data tools, pretrain) and those that
 record or take them from a model dir (export, convert_checkpoint). Each command adds to
@@ -31,7 +31,13 @@ def define_flags(
   """
   if vocab_file_note is not None:
     flags.DEFINE_string(
-        "vocab_file", None, _help("vocab.txt (ours or google-research/bert's)", vocab_file_note)
+        "vocab_file",
+        None,
+        _help(
+            "vocab.txt (ours or google-research/bert's) or a SentencePiece .model "
+            "(tools/build_vocab.py --tokenizer=unigram|bpe)",
+            vocab_file_note,
+        ),
     )
     flags.register_validator(
         "vocab_file", lambda v: v is None or bool(v.strip()), "--vocab_file: empty; give a path"
@@ -39,5 +45,9 @@ def define_flags(
   flags.DEFINE_boolean(
       "do_lower_case",
       do_lower_case,
-      _help("Lower-case and strip accents (an uncased vocabulary)", do_lower_case_note),
+      _help(
+          "Lower-case and strip accents (an uncased vocabulary; a SentencePiece model "
+          "has its own casing, fixed when it was built)",
+          do_lower_case_note,
+      ),
   )

@@ -17,6 +17,7 @@ import tensorflow as tf
 from recurrent_bert import io_utils
 from recurrent_bert import model_dir as layout
 from recurrent_bert.config import ModelConfig
+from recurrent_bert.data import vocab as vocab_lib
 
 # Re-exported for callers that name them through this module.
 MODEL_CONFIG_FILE = layout.MODEL_CONFIG_FILE
@@ -58,16 +59,24 @@ def write_tokenizer_files(
 ) -> None:
   """vocab.txt (a copy of `vocab_file`) and tokenizer.json, what a reader tokenizes with.
 
+  A SentencePiece model is copied to sentencepiece.model instead, and tokenizer.json
+  records its kind, file and the model's own casing.
+
   Without a vocabulary nothing is written; with an unknown casing (None: a converted
   checkpoint that does not say) only vocab.txt.
   """
   if not vocab_file:
     return
-  io_utils.atomic_copy(vocab_file, os.path.join(directory, layout.VOCAB_FILE))
+  info = layout.TokenizerInfo()
+  if vocab_lib.vocab_kind(vocab_file) == layout.SENTENCEPIECE:
+    # The model's normaliser fixes the casing: record it, not the flag.
+    do_lower_case = vocab_lib.Vocabulary.from_sentencepiece(vocab_file).folds_case
+    info = layout.TokenizerInfo(layout.SENTENCEPIECE, vocab_file=layout.SENTENCEPIECE_MODEL_FILE)
+  io_utils.atomic_copy(vocab_file, os.path.join(directory, info.vocab_file))
   if do_lower_case is not None:
     io_utils.atomic_write_text(
         os.path.join(directory, layout.TOKENIZER_FILE),
-        layout.TokenizerInfo(do_lower_case=do_lower_case).to_json(),
+        dataclasses.replace(info, do_lower_case=do_lower_case).to_json(),
     )
 
 

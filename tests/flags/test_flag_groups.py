@@ -393,6 +393,7 @@ SNAPSHOT = {
     "tools.build_vocab": {
         "builtin_max_bytes": 0,
         "cache_dir": None,
+        "character_coverage": 1.0,
         "do_lower_case": True,
         "input_files": None,
         "max_lines": 0,
@@ -400,6 +401,7 @@ SNAPSHOT = {
         "max_unique_chars": 1000,
         "min_count": 1,
         "output_file": None,
+        "tokenizer": "wordpiece",
         "vocab_size": 30522,
     },
     "tools.builtin_corpus": {
