@@ -46,6 +46,8 @@ class Tokenizer(tf.Module, abc.ABC):
     self.cls_id = vocabulary.cls_id
     self.sep_id = vocabulary.sep_id
     self.mask_id = vocabulary.mask_id
+    # A tf.Module tracks attributes: a plain dict here, not the Vocabulary object.
+    self._special_ids = dict(vocabulary.special_ids)
     self._token_to_id_py = {token: i for i, token in enumerate(self.vocab)}
     self._id_to_token = tf.constant(self.vocab, dtype=tf.string)
     self._token_to_id = tf.lookup.StaticHashTable(
@@ -58,13 +60,8 @@ class Tokenizer(tf.Module, abc.ABC):
 
   @property
   def special_ids(self) -> Dict[str, int]:
-    return {
-        "pad": self.pad_id,
-        "unk": self.unk_id,
-        "cls": self.cls_id,
-        "sep": self.sep_id,
-        "mask": self.mask_id,
-    }
+    """{"pad", "unk", "cls", "sep", "mask"} -> id."""
+    return dict(self._special_ids)
 
   @abc.abstractmethod
   def tokenize_flat(self, texts) -> tf.RaggedTensor:

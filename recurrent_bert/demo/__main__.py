@@ -108,7 +108,7 @@ def define_flags() -> None:
   )
   flags.DEFINE_integer("dupe_factor", 1, "Passes over the corpus with fresh masks.")
   flags.DEFINE_integer("batch_size", 32, "Pretraining batch (sequences per step).")
-  flags.DEFINE_integer("pretrain_steps", 500, "Pretraining steps, the same for every model.")
+  flags.DEFINE_integer("pretrain_steps", 400, "Pretraining steps, the same for every model.")
   flags.DEFINE_float("learning_rate", 2e-3, "Pretraining peak learning rate.")
   flags.DEFINE_integer("warmup_steps", None, "Pretraining warmup (default: 10% of steps).")
   flags.DEFINE_list(

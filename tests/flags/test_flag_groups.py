@@ -38,7 +38,7 @@ SNAPSHOT = {
         "models": ["bert", "trans_blstm_small_2", "swishrnn"],
         "num_workers": 2,
         "pretrain_seeds": ["1", "2"],
-        "pretrain_steps": 500,
+        "pretrain_steps": 400,
         "query": None,
         "redo": [],
         "seed": 12345,
