@@ -190,6 +190,7 @@ class Demo:
             command=self.sweep_command,
             echo=ECHO_SWEEP,
             after=self.sweep_result,
+            output_dir=s.path("finetune"),
         ),
         Stage(
             "export",
