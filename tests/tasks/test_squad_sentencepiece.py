@@ -153,7 +153,9 @@ def test_tagging_reads_each_words_first_piece(model):
   tokenizer, processor = model
   words = ["Zürich", "(", "naïve", ")", "東京", "getattr()", ",", "résumé"]
   labels = ["A", "B"]
-  sentence = TaggedSentence(tuple(words), tuple(labels[i % 2] for i in range(len(words))), 0, "test:1")
+  sentence = TaggedSentence(
+      tuple(words), tuple(labels[i % 2] for i in range(len(words))), 0, "test:1"
+  )
   features = tagging_features.tagging_features([sentence], tokenizer, labels, max_seq_length=64)
   positions = np.flatnonzero(features["label_weights"][0])
   expected, cursor = [], 1  # after [CLS]
