@@ -739,7 +739,7 @@ def export_model_dir(
   if vocab_file is None:
     raise ExportError(
         f"{model_dir!r} ({source.kind}) records no vocabulary "
-        f"({layout.VOCAB_FILE}); pass --vocab_file"
+        f"({layout.VOCAB_FILE} or {layout.SENTENCEPIECE_MODEL_FILE}); pass --vocab_file"
     )
   if do_lower_case is None:
     do_lower_case = source.do_lower_case
