@@ -102,7 +102,8 @@ def main(argv):
   # TensorFlow and Keras load here, after the flags are checked.
   import keras
 
-  from recurrent_bert.data.tokenization import BertWordpieceTokenizer
+  from recurrent_bert.data import tokenization
+  from recurrent_bert.data import vocab as vocab_lib
   from recurrent_bert.tasks import feature_extraction
   from recurrent_bert.training import checkpoints
 
@@ -115,10 +116,10 @@ def main(argv):
       cli.fail(
           f"--init_checkpoint={FLAGS.init_checkpoint} records no vocabulary; pass --vocab_file"
       )
-    do_lower_case = FLAGS.do_lower_case
-    if do_lower_case is None:
-      do_lower_case = True if source.do_lower_case is None else source.do_lower_case
-    tokenizer = BertWordpieceTokenizer(vocab_file, do_lower_case=do_lower_case)
+    do_lower_case = vocabulary.resolve_casing(
+        vocab_lib.read_vocabulary(vocab_file), vocab_file, FLAGS.do_lower_case, source.do_lower_case
+    )
+    tokenizer = tokenization.make_tokenizer(vocab_file, do_lower_case=do_lower_case)
     with strategy.scope():
       encoder = checkpoints.load_encoder(FLAGS.init_checkpoint)
     if tokenizer.vocab_size > encoder.config.vocab_size:

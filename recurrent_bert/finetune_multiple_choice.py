@@ -62,7 +62,7 @@ _FILE_FLAGS = (("train", "train_file"), ("dev", "eval_file"), ("test", "predict_
 
 def main(argv):
   # TensorFlow loads here, after the flags are checked: a bad flag or --help costs no import.
-  from recurrent_bert.data.tokenization import BertWordpieceTokenizer
+  from recurrent_bert.data import tokenization
   from recurrent_bert.tasks import multiple_choice
 
   if len(argv) > 1:
@@ -82,7 +82,7 @@ def main(argv):
         tfds_download=FLAGS.tfds_download,
         skip_bad_rows=FLAGS.skip_bad_rows,
     )
-    tokenizer = BertWordpieceTokenizer(parts.vocab_file, do_lower_case=parts.do_lower_case)
+    tokenizer = tokenization.make_tokenizer(parts.vocab_file, do_lower_case=parts.do_lower_case)
     adapter = multiple_choice.MultipleChoiceAdapter(
         source, tokenizer, FLAGS.max_seq_length, parts.cache_dir
     )

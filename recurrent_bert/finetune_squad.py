@@ -56,7 +56,7 @@ flags.register_validator(
 
 def main(argv):
   # TensorFlow loads here, after the flags are checked: a bad flag or --help costs no import.
-  from recurrent_bert.data.tokenization import BertWordpieceTokenizer
+  from recurrent_bert.data import tokenization
   from recurrent_bert.tasks import span_extraction
 
   if len(argv) > 1:
@@ -87,7 +87,7 @@ def main(argv):
       }
   )
   try:
-    tokenizer = BertWordpieceTokenizer(parts.vocab_file, do_lower_case=parts.do_lower_case)
+    tokenizer = tokenization.make_tokenizer(parts.vocab_file, do_lower_case=parts.do_lower_case)
     adapter = span_extraction.SpanExtractionAdapter(
         span_extraction.squad_reader(
             FLAGS.version,

@@ -97,7 +97,7 @@ def _label_list(read_split):
 
 def main(argv):
   # TensorFlow loads here, after the flags are checked: a bad flag or --help costs no import.
-  from recurrent_bert.data.tokenization import BertWordpieceTokenizer
+  from recurrent_bert.data import tokenization
   from recurrent_bert.tasks import token_tagging
 
   if len(argv) > 1:
@@ -132,7 +132,7 @@ def main(argv):
   )
   try:
     label_list = _label_list(token_tagging.tagging_reader(files, None, **reader_options))
-    tokenizer = BertWordpieceTokenizer(parts.vocab_file, do_lower_case=parts.do_lower_case)
+    tokenizer = tokenization.make_tokenizer(parts.vocab_file, do_lower_case=parts.do_lower_case)
     splits = ("dev", "test") if FLAGS.tfds else tuple(s for s in ("dev", "test") if s in files)
     adapter = token_tagging.TaggingAdapter(
         token_tagging.tagging_reader(files, label_list, **reader_options),

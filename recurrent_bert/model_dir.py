@@ -24,8 +24,8 @@ tokenizer.json, pretrainer.index / .data-* (encoder + MLM/NSP heads), encoder/ (
 conversion_report.json.
 
 A fine-tuning model_dir (`finetune_glue`, `finetune_squad`): model_config.json,
-task_info.json, vocab.txt, tokenizer.json, training checkpoints, best/ (the best
-checkpoint with model_config.json, task_info.json, vocab.txt, tokenizer.json,
+task_info.json, vocab.txt (or sentencepiece.model), tokenizer.json, training checkpoints,
+best/ (the best checkpoint with model_config.json, task_info.json, vocab.txt, tokenizer.json,
 best_metrics.json), train/ and eval/ (TensorBoard), metrics.jsonl, eval_results.json,
 predictions/, features/ (TFRecord caches), skipped_rows.json (--skip_bad_rows), .scratch/
 (per-worker scratch space).

@@ -72,7 +72,9 @@ the context cut to what is left of `max_seq_length`; answers past the cut cannot
 of `recurrent_bert.tasks.squad` (doc_stride windows + `postprocess_squad`). The span is the
 best `start_logit + end_logit` with start <= end < start + max_answer_length over the
 context pieces; a piece maps to the characters of the basic-tokenizer word it came from,
-so answers are exact substrings of the original context (as in `tasks/squad.py`).
+so answers are exact substrings of the original context (as in `tasks/squad.py`). With a
+SentencePiece model a piece maps to its own characters (`tokenization.pieces_with_offsets`),
+and a lone "▁" piece (no character) neither starts nor ends the span.
 
 SQuAD v2.0 "no answer": null_score_diff is `postprocess_squad`'s null odds of the window,
 null score minus best span score; a row is answered "no answer" when it exceeds the
@@ -185,28 +187,13 @@ def pack_inputs(
   }
 
 
-def _context_pieces(tokenizer, context: tf.Tensor):
-  """Context word pieces with the UTF-8 byte span of the word each came from.
-
-  Returns:
-    (ids, byte_start, byte_end): int64 RaggedTensors [B, (pieces)].
-  """
-  # The basic tokenizer's own words, as SQuAD's features cut contexts (one definition).
-  words, starts, ends = tokenization.split_words_with_offsets(context)
-  word_pieces = tokenizer.tokenize_flat(words.flat_values)  # [words, (pieces)]
-  ids = words.with_flat_values(word_pieces).merge_dims(1, 2)
-  per_piece = lambda offsets: ids.with_flat_values(
-      tf.repeat(offsets.flat_values, word_pieces.row_lengths())
-  )
-  return ids, per_piece(starts), per_piece(ends)
-
-
-def best_spans(start_logits, end_logits, first, length, max_answer_length):
+def best_spans(start_logits, end_logits, first, length, max_answer_length, can_bound=None):
   """The best span start <= end < start + max_answer_length inside [first, first+length).
 
   Args:
     start_logits, end_logits: float [B, T].
     first, length: int [B], where the context pieces sit in each row.
+    can_bound: bool [B, T] or None (all): positions that may start or end a span.
   Returns:
     (start, end, score): int32 [B] positions and float32 [B] start + end logit; rows with
     no context get start = end = first and score -inf.
@@ -215,6 +202,8 @@ def best_spans(start_logits, end_logits, first, length, max_answer_length):
   positions = tf.range(steps)[None, :]
   first, length = tf.cast(first, tf.int32)[:, None], tf.cast(length, tf.int32)[:, None]
   in_context = (positions >= first) & (positions < first + length)  # [B, T]
+  if can_bound is not None:
+    in_context &= can_bound
   offsets = positions[0][None, :] - positions[0][:, None]  # [T, T]: end - start
   allowed = (
       in_context[:, :, None]
@@ -225,7 +214,7 @@ def best_spans(start_logits, end_logits, first, length, max_answer_length):
   scores = tf.where(allowed, scores, float("-inf"))
   best = tf.argmax(tf.reshape(scores, [tf.shape(scores)[0], -1]), axis=1, output_type=tf.int32)
   score = tf.reduce_max(scores, axis=[1, 2])
-  has_span = length[:, 0] > 0
+  has_span = tf.reduce_any(in_context, axis=1)
   start = tf.where(has_span, best // steps, first[:, 0])
   end = tf.where(has_span, best % steps, first[:, 0])
   return start, end, score
@@ -485,7 +474,7 @@ class ServingModule(tf.Module):
     """
     tok = self.tokenizer
     question_ids = _keep_first(tok.tokenize_flat(question), self.max_query_length)
-    context_ids, byte_start, byte_end = _context_pieces(tok, context)
+    context_ids, byte_start, byte_end = tokenization.pieces_with_offsets(tok, context)
     room = self.max_seq_length - 3 - question_ids.row_lengths()
     kept = tf.minimum(context_ids.row_lengths(), room)
     inputs = pack_inputs(
@@ -500,8 +489,18 @@ class ServingModule(tf.Module):
     start_logits = tf.cast(logits["start_logits"], tf.float32)  # [B, T]
     end_logits = tf.cast(logits["end_logits"], tf.float32)
     first = question_ids.row_lengths() + 2  # after [CLS] question [SEP]
-    start, end, score = best_spans(start_logits, end_logits, first, kept, self.max_answer_length)
-    has_span = kept > 0
+    # Pieces that cover a character (not SentencePiece's lone "▁"), at their row positions.
+    covers = (byte_end > byte_start).to_tensor(default_value=False)  # [B, P]
+    piece_of = tf.range(tf.shape(start_logits)[1], dtype=tf.int64)[None, :] - first[:, None]
+    piece_of = tf.clip_by_value(
+        piece_of, 0, tf.maximum(tf.cast(tf.shape(covers)[1], tf.int64) - 1, 0)
+    )
+    covers = tf.pad(covers, [[0, 0], [0, 1]])  # rows without context: a dummy column
+    can_bound = tf.gather(covers, piece_of, batch_dims=1)
+    start, end, score = best_spans(
+        start_logits, end_logits, first, kept, self.max_answer_length, can_bound
+    )
+    has_span = score > float("-inf")
     outputs = {
         "score": score,
         "context_truncated": kept < context_ids.row_lengths(),
@@ -740,7 +739,7 @@ def export_model_dir(
   if vocab_file is None:
     raise ExportError(
         f"{model_dir!r} ({source.kind}) records no vocabulary "
-        f"({layout.VOCAB_FILE}); pass --vocab_file"
+        f"({layout.VOCAB_FILE} or {layout.SENTENCEPIECE_MODEL_FILE}); pass --vocab_file"
     )
   if do_lower_case is None:
     do_lower_case = source.do_lower_case

@@ -22,6 +22,8 @@ These character classes are the one definition of a word boundary in the package
 `basic_tokenize` applies them, and `split_words_with_offsets` finds the same words with
 their byte offsets in the original text (SQuAD's answer alignment, in Python and in a
 served model); tests/data/test_word_boundaries.py checks the two agree on random text.
+`pieces_with_offsets` locates any tokenizer's pieces in the original text (WordPiece: at
+their word; SentencePiece: at their own characters).
 
 Everything runs as TensorFlow ops (tensorflow-text's `regex_split` and
 `FastWordpieceTokenizer`), so the same object tokenises inside `tf.data`, inside a
@@ -219,3 +221,60 @@ def make_tokenizer(vocab_file: str, do_lower_case: Union[bool, str] = True) -> T
   if isinstance(do_lower_case, str):
     do_lower_case = do_lower_case.strip().lower() in ("1", "true", "yes")
   return BertWordpieceTokenizer(vocab_file, do_lower_case=do_lower_case)
+
+
+_LEADING_SPACE_REGEX = f"^{_SPACE_OR_DROPPED}+"
+_TRAILING_SPACE_REGEX = f"{_SPACE_OR_DROPPED}+$"
+
+
+def _trim_spaces(texts, starts: tf.RaggedTensor, ends: tf.RaggedTensor):
+  """Moves each [start, end) byte span off the whitespace and dropped characters at its ends.
+
+  A span of such characters only (SentencePiece's lone "▁" piece) becomes start = its end,
+  end = its start: it can neither start nor end an answer (start < end for every piece
+  that can), yet a span of pieces around it keeps the text between its outer pieces.
+  """
+  row_texts = tf.gather(texts, starts.value_rowids())
+  start, end = starts.flat_values, ends.flat_values
+  spans = tf.strings.substr(row_texts, start, end - start, unit="BYTE")
+  length = tf.cast(tf.strings.length(spans), start.dtype)
+  stripped = lambda regex: tf.cast(
+      tf.strings.length(tf.strings.regex_replace(spans, regex, "")), start.dtype
+  )
+  leading = length - stripped(_LEADING_SPACE_REGEX)
+  trailing = length - stripped(_TRAILING_SPACE_REGEX)
+  blank = leading == length
+  return (
+      starts.with_flat_values(start + leading),
+      ends.with_flat_values(tf.where(blank, start, end - trailing)),
+  )
+
+
+def pieces_with_offsets(tokenizer: Tokenizer, texts):
+  """Each text's piece ids with the byte span of the original text each piece stands for.
+
+  WordPiece: the text's words (`split_words_with_offsets`), each tokenized on its own;
+  every piece spans its whole word. SentencePiece: the model's own offsets (pieces may
+  cross punctuation; the "▁" of a piece covers the whitespace before it), moved off
+  whitespace and dropped characters (`_trim_spaces`). Either way a span of pieces i..j maps
+  to texts[start[i]:end[j]], a substring of the original text that neither starts nor ends
+  with whitespace.
+
+  Args:
+    tokenizer: a `tokenizer_interface.Tokenizer`.
+    texts: string Tensor [B].
+
+  Returns:
+    (ids, byte_start, byte_end): int64 RaggedTensors [B, (pieces)].
+  """
+  texts = tf.convert_to_tensor(texts, tf.string)
+  if isinstance(tokenizer, SentencepieceTokenizer):
+    ids, starts, ends = tokenizer.tokenize_with_offsets(texts)
+    return (ids, *_trim_spaces(texts, starts, ends))
+  words, starts, ends = split_words_with_offsets(texts)
+  word_pieces = tokenizer.tokenize_flat(words.flat_values)  # [words, (pieces)]
+  ids = words.with_flat_values(word_pieces).merge_dims(1, 2)
+  per_piece = lambda offsets: ids.with_flat_values(
+      tf.repeat(offsets.flat_values, word_pieces.row_lengths())
+  )
+  return ids, per_piece(starts), per_piece(ends)

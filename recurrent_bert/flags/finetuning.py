@@ -21,6 +21,7 @@ from recurrent_bert.cli import fail
 from recurrent_bert.config import LAYER_MIXES
 from recurrent_bert.flags import execution as run_flags
 from recurrent_bert.flags import optimization as optimizer_flags
+from recurrent_bert.flags import vocabulary as vocabulary_flags
 
 FLAGS = flags.FLAGS
 
@@ -59,10 +60,16 @@ def define_flags(
       "default: model_dir/best, else model_dir's latest.",
   )
   flags.DEFINE_string(
-      "vocab_file", None, "vocab.txt; default: the one beside --init_checkpoint / in model_dir."
+      "vocab_file",
+      None,
+      "vocab.txt or a SentencePiece .model; default: the one beside --init_checkpoint / in "
+      "model_dir.",
   )
   flags.DEFINE_boolean(
-      "do_lower_case", None, "Tokenizer casing; default: as recorded by the checkpoint, else true."
+      "do_lower_case",
+      None,
+      "Tokenizer casing; default: as recorded by the checkpoint, else true. A SentencePiece "
+      "model's own casing is used (a contradicting flag is refused).",
   )
   flags.DEFINE_string("cache_dir", None, "Feature caches; default model_dir/features.")
   flags.DEFINE_boolean(
@@ -213,7 +220,7 @@ def resolve_run(worker_id: int = 0, path_flags: Sequence[str] = ()) -> RunParts:
 
   from recurrent_bert.config import ConfigError
   from recurrent_bert.config import resolve_config
-  from recurrent_bert.data import tokenization
+  from recurrent_bert.data import vocab as vocab_lib
   from recurrent_bert.training import checkpoints
 
   run_flags.apply_run_dir(PATH_FLAGS + tuple(path_flags))
@@ -230,8 +237,10 @@ def resolve_run(worker_id: int = 0, path_flags: Sequence[str] = ()) -> RunParts:
         _use_recorded_settings(layout.TaskInfo.read(model_dir), model_dir)
       tokenizer_info = layout.read_tokenizer_info(model_dir)
       recorded_casing = tokenizer_info and tokenizer_info.do_lower_case
-      if layout.exists(os.path.join(model_dir, layout.VOCAB_FILE)):
-        recorded_vocab = os.path.join(model_dir, layout.VOCAB_FILE)
+      # vocab.txt, or sentencepiece.model as tokenizer.json names it.
+      vocab_name = tokenizer_info.vocab_file if tokenizer_info else layout.VOCAB_FILE
+      if layout.exists(os.path.join(model_dir, vocab_name)):
+        recorded_vocab = os.path.join(model_dir, vocab_name)
     elif init:
       source = checkpoints.resolve_model(init)
       config = checkpoints.read_model_config(source.config_dir)
@@ -259,15 +268,17 @@ def resolve_run(worker_id: int = 0, path_flags: Sequence[str] = ()) -> RunParts:
   if vocab_file is None:
     where = model_dir if resumed else init
     fail(
-        f"{where!r} records no vocabulary ({layout.VOCAB_FILE}); pass --vocab_file (the "
+        f"{where!r} records no vocabulary ({layout.VOCAB_FILE} or "
+        f"{layout.SENTENCEPIECE_MODEL_FILE}); pass --vocab_file (the "
         "vocabulary the encoder was pretrained with)"
         if where
         else "--model_config starts from random weights: pass --vocab_file"
     )
   try:
-    vocab_size = len(tokenization.load_vocab(vocab_file))
+    vocabulary = vocab_lib.read_vocabulary(vocab_file)
   except ValueError as e:
     fail(str(e))
+  vocab_size = vocabulary.vocab_size
   if vocab_size > config.vocab_size:
     fail(
         f"--vocab_file {vocab_file} has {vocab_size} tokens, the model only "
@@ -277,9 +288,9 @@ def resolve_run(worker_id: int = 0, path_flags: Sequence[str] = ()) -> RunParts:
     config = config.replace(vocab_size=vocab_size)
   config.check_sequence_length(FLAGS.max_seq_length, "--max_seq_length")
 
-  do_lower_case = FLAGS.do_lower_case
-  if do_lower_case is None:
-    do_lower_case = True if recorded_casing is None else recorded_casing
+  do_lower_case = vocabulary_flags.resolve_casing(
+      vocabulary, vocab_file, FLAGS.do_lower_case, recorded_casing
+  )
   cache_dir = FLAGS.cache_dir or os.path.join(model_dir, layout.FEATURES_DIR)
   if worker_id:
     cache_dir = os.path.join(cache_dir, f"worker_{worker_id}")

@@ -51,3 +51,31 @@ def define_flags(
           do_lower_case_note,
       ),
   )
+
+
+def resolve_casing(vocabulary, vocab_file: str, flag: Optional[bool], recorded: Optional[bool]):
+  """The casing to tokenize with: --do_lower_case, else the recorded one, else true.
+
+  A SentencePiece model's normaliser fixes its casing: that is used, and a --do_lower_case
+  saying otherwise (it would be silently ignored) fails in one line naming the flag.
+
+  Args:
+    vocabulary: the `data.vocab.Vocabulary` read from `vocab_file`.
+    vocab_file: its path (for the message).
+    flag: --do_lower_case (None: not given).
+    recorded: the casing the model dir or checkpoint records (None: none).
+  """
+  from recurrent_bert import model_dir as layout
+  from recurrent_bert.cli import fail
+
+  if vocabulary.kind == layout.SENTENCEPIECE:
+    model_casing = bool(vocabulary.folds_case)
+    if flag is not None and flag != model_casing:
+      fail(
+          f"--do_lower_case={flag} contradicts the SentencePiece model {vocab_file}, which "
+          f"{'lower-cases' if model_casing else 'keeps case'}: drop the flag"
+      )
+    return model_casing
+  if flag is not None:
+    return flag
+  return True if recorded is None else recorded

@@ -13,6 +13,13 @@ A predicted span of pieces (i..j) therefore maps to context[char_start(i):char_e
 an exact substring of the original text (whitespace, punctuation, case and accents kept);
 its granularity is the basic-tokenizer word, which is what the model can point at anyway.
 
+A SentencePiece model has no such words (pieces cross punctuation; a word is a run of
+pieces from a "▁" one): the whole context is tokenized at once and each piece keeps its
+own characters (`tokenization.pieces_with_offsets`: the model's offsets, moved off the
+whitespace a "▁" stands for), so spans are piece-grained. A lone "▁" piece covers no
+character: it can neither start nor end a predicted span (nor can any piece with
+char_end <= char_start), and an answer's piece span never starts or ends on one.
+
 Windows (google-research/bert `run_squad.py`): the question is cut to max_query_length
 pieces; the context pieces are covered by windows of max_seq_length − |question| − 3
 pieces starting doc_stride apart; each feature is [CLS] question [SEP] window [SEP]. A
@@ -37,6 +44,7 @@ import numpy as np
 import tensorflow as tf
 
 from recurrent_bert import io_utils
+from recurrent_bert import model_dir as layout
 from recurrent_bert.data import tokenization
 from recurrent_bert.data.feature_cache import Features
 from recurrent_bert.data.feature_cache import SplitData
@@ -367,7 +375,8 @@ class ContextPieces:
   Attributes:
     ids: int [P] piece ids.
     char_start, char_end: int [P]; piece i covers context[char_start[i]:char_end[i]]
-      (the whole basic-tokenizer word it belongs to).
+      (the whole basic-tokenizer word it belongs to; a SentencePiece piece's own
+      characters, char_end <= char_start for one that covers none).
   """
 
   ids: np.ndarray
@@ -403,16 +412,40 @@ def word_char_spans(texts: Sequence[str]) -> List[List[Tuple[int, int]]]:
   return spans
 
 
+def _sentencepiece_context_pieces(contexts: Sequence[str], tokenizer) -> List[ContextPieces]:
+  """`context_pieces` of a SentencePiece tokenizer: each piece at its own characters."""
+  result = []
+  for begin in range(0, len(contexts), _TOKENIZE_BATCH_SIZE):
+    batch = list(contexts[begin : begin + _TOKENIZE_BATCH_SIZE])
+    ids, byte_starts, byte_ends = tokenization.pieces_with_offsets(
+        tokenizer, tf.constant(batch, tf.string)
+    )
+    for context, piece_ids, starts, ends in zip(
+        batch, ids.to_list(), byte_starts.to_list(), byte_ends.to_list()
+    ):
+      char_of = _byte_to_char_offsets(context)
+      result.append(
+          ContextPieces(
+              np.array(piece_ids, np.int64),
+              char_of[np.array(starts, np.int64)].astype(np.int64),
+              char_of[np.array(ends, np.int64)].astype(np.int64),
+          )
+      )
+  return result
+
+
 def context_pieces(contexts: Sequence[str], tokenizer) -> List[ContextPieces]:
   """Tokenizes contexts into pieces aligned to characters (module docstring, steps 1-2).
 
   Args:
     contexts: C context strings.
-    tokenizer: a `BertWordpieceTokenizer`.
+    tokenizer: a `tokenizer_interface.Tokenizer` (WordPiece or SentencePiece).
 
   Returns:
     C `ContextPieces`.
   """
+  if tokenizer.kind == layout.SENTENCEPIECE:
+    return _sentencepiece_context_pieces(contexts, tokenizer)
   words, word_spans, word_context = [], [], []
   for c, (context, spans) in enumerate(zip(contexts, word_char_spans(contexts))):
     words += [context[start:end] for start, end in spans]
@@ -477,7 +510,7 @@ def squad_features(
 
   Args:
     examples: E `SquadExample`s.
-    tokenizer: a `BertWordpieceTokenizer`.
+    tokenizer: a `tokenizer_interface.Tokenizer` (WordPiece or SentencePiece).
     max_seq_length: T.
     doc_stride: distance, in pieces, between the starts of consecutive windows.
     max_query_length: questions are cut to this many pieces.
@@ -610,7 +643,10 @@ def _span_candidates(
     max_answer_length: int,
 ) -> List[Tuple[float, int, int, int]]:
   """(score, row, start, end) of the valid spans among a window's best starts and ends."""
-  in_context = features["token_char_start"][row] >= 0
+  # Context pieces that cover a character (not SentencePiece's lone "▁").
+  in_context = (features["token_char_start"][row] >= 0) & (
+      features["token_char_end"][row] > features["token_char_start"][row]
+  )
   starts = _top_indices(
       start_logits[row], in_context & (features["token_is_max_context"][row] > 0), n_best_size
   )

@@ -7,7 +7,11 @@ a control character, U+FEFF ...) stands as one [UNK] piece, so that every word s
 a prediction.
 
 First piece. The tag is predicted at the FIRST piece of each word; the other pieces carry
-label weight 0 (no loss, not scored), as in BERT §5.3.
+label weight 0 (no loss, not scored), as in BERT §5.3. With a SentencePiece model a word
+tokenized on its own starts with "▁" (the space before it, as in running text): its first
+piece is "▁word..." or, when the model splits the mark off, a lone "▁" followed by the
+word's pieces; the tag is read there all the same (whole-word grouping starts the word
+at that piece too).
 
 Document context (§5.3 "maximal document context"). A row is [CLS] window [SEP] (one
 segment) where the window holds the sentence being labeled plus as much of the
@@ -86,7 +90,7 @@ def tagging_features(
     sentences: S `conll.TaggedSentence`s (words, tags (() if unlabeled), document), in
       file order: the neighbours of a sentence in its document are the sentences next to
       it with the same document index.
-    tokenizer: a `BertWordpieceTokenizer`.
+    tokenizer: a `tokenizer_interface.Tokenizer` (WordPiece or SentencePiece).
     label_list: the K tags; tag ids are indices into it.
     max_seq_length: T (at least 3).
     doc_stride: pieces between the starts of a long sentence's windows.

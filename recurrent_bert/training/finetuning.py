@@ -6,12 +6,13 @@ this module owns the model, the optimizer, the training loop, best-checkpoint ke
 the files.
 
 The fine-tuning `--model_dir` layout is in `recurrent_bert/model_dir.py` (the contract):
-model_config.json, task_info.json, vocab.txt and tokenizer.json (what `load_task_model`
-rebuilds from), training checkpoints, best/ (the best checkpoint by the task's main
-metric, with the same files and best_metrics.json), train/ and eval/ TensorBoard events,
-metrics.jsonl, eval_results.json ({"global_step", "checkpoint", "main_metric",
-"main_metric_value" (of the first eval split), "eval_splits", "<split>": {"<metric>":
-value}, after training also "seconds_per_train_step"}), predictions/ and features/.
+model_config.json, task_info.json, vocab.txt (or sentencepiece.model) and tokenizer.json
+(what `load_task_model` rebuilds from), training checkpoints, best/ (the best checkpoint by
+the task's main metric, with the same files and best_metrics.json), train/ and eval/
+TensorBoard events, metrics.jsonl, eval_results.json ({"global_step", "checkpoint",
+"main_metric", "main_metric_value" (of the first eval split), "eval_splits", "<split>":
+{"<metric>": value}, after training also "seconds_per_train_step"}), predictions/ and
+features/.
 
 `recurrent_bert.export` accepts such a model_dir (best/ when present) and writes a
 SavedModel with the task's signature (classify / regress / answer_question) and encode.
