@@ -71,7 +71,7 @@ def _trained_label_list():
 
 def main(argv):
   # TensorFlow loads here, after the flags are checked: a bad flag or --help costs no import.
-  from recurrent_bert.data.tokenization import BertWordpieceTokenizer
+  from recurrent_bert.data import tokenization
   from recurrent_bert.tasks import classification
 
   if len(argv) > 1:
@@ -89,7 +89,7 @@ def main(argv):
         trained_label_list=_trained_label_list(),
         skip_bad_rows=FLAGS.skip_bad_rows,
     )
-    tokenizer = BertWordpieceTokenizer(parts.vocab_file, do_lower_case=parts.do_lower_case)
+    tokenizer = tokenization.make_tokenizer(parts.vocab_file, parts.do_lower_case)
     adapter = classification.ClassificationAdapter(
         source.spec,
         source.read_split,

@@ -213,7 +213,7 @@ def resolve_run(worker_id: int = 0, path_flags: Sequence[str] = ()) -> RunParts:
 
   from recurrent_bert.config import ConfigError
   from recurrent_bert.config import resolve_config
-  from recurrent_bert.data import tokenization
+  from recurrent_bert.data import vocab as vocab_lib
   from recurrent_bert.training import checkpoints
 
   run_flags.apply_run_dir(PATH_FLAGS + tuple(path_flags))
@@ -265,7 +265,7 @@ def resolve_run(worker_id: int = 0, path_flags: Sequence[str] = ()) -> RunParts:
         else "--model_config starts from random weights: pass --vocab_file"
     )
   try:
-    vocab_size = len(tokenization.load_vocab(vocab_file))
+    vocab_size = vocab_lib.read_vocabulary(vocab_file).vocab_size
   except ValueError as e:
     fail(str(e))
   if vocab_size > config.vocab_size:
