@@ -99,7 +99,9 @@ def define_flags() -> None:
       "Model families (" + ", ".join(config_lib.FAMILIES) + ") or full preset names.",
   )
   flags.DEFINE_enum("size", "tiny", list(config_lib.SIZES), "Preset size of every family.")
-  flags.DEFINE_integer("vocab_size", 8000, "WordPiece vocabulary size.")
+  flags.DEFINE_integer(
+      "vocab_size", 8000, "WordPiece vocabulary size (and of each --tokenizers vocabulary)."
+  )
   flags.DEFINE_integer(
       "vocab_max_lines",
       60000,
