@@ -148,6 +148,30 @@ class Demo:
         / 2048
     )
 
+  @property
+  def corpus_mb(self) -> float:
+    """The corpus's expected size in MB (for the estimates)."""
+    s = self.s
+    return s.corpus_max_bytes / 1e6 if s.corpus_max_bytes else (14.0 if self.builtin else 10.0)
+
+  def pretrain_estimate(self, preset: str) -> float:
+    """Expected seconds of one pretraining run of `preset`, held-out evaluations included."""
+    s = self.s
+    tokens = s.batch_size * s.seq_length
+    evaluations = s.pretrain_steps // self.eval_every_steps + 1
+    eval_steps = evaluations * self._eval_batches() * 64 * s.seq_length / tokens / 3
+    return self._startup(preset) + (s.pretrain_steps + eval_steps) * self.step_cost(preset, tokens)
+
+  def finetune_estimate(self, grid: List[Tuple[str, float, int]]) -> float:
+    """Expected seconds of a sweep of the fine-tuning runs of `grid`, --jobs at a time."""
+    s = self.s
+    tokens = s.finetune_batch_size * s.seq_length
+    run_seconds = sum(
+        self._startup(preset) + 10 + 0.9 * s.finetune_steps * self.step_cost(preset, tokens)
+        for preset, _, _ in grid
+    )
+    return run_seconds / min(s.jobs, 2) ** 0.5
+
   def _startup(self, preset: str) -> float:
     # TensorFlow's import and the first trace; the BLSTM blocks trace longer.
     return 10.0 + (10.0 if "blstm" in preset else 0.0)
@@ -157,7 +181,7 @@ class Demo:
   def plan(self) -> List[Stage]:
     """Every stage of the settings, in order, with its estimate in seconds."""
     s = self.s
-    corpus_mb = s.corpus_max_bytes / 1e6 if s.corpus_max_bytes else (14.0 if self.builtin else 10.0)
+    corpus_mb = self.corpus_mb
     stages = [
         Stage(
             "corpus",
@@ -192,9 +216,7 @@ class Demo:
         ),
         Stage("task", "fine-tuning task: which source is a passage from?", 2, run=self.stage_task),
     ]
-    tokens = s.batch_size * s.seq_length
     evaluations = s.pretrain_steps // self.eval_every_steps + 1
-    eval_steps = evaluations * self._eval_batches() * 64 * s.seq_length / tokens / 3
     for preset in s.presets:
       for seed in s.pretrain_seeds:
         stages.append(
@@ -203,27 +225,21 @@ class Demo:
                 f"pretrain {report.display_name(preset)} ({preset}), seed {seed}: "
                 f"{s.pretrain_steps} steps x {s.batch_size} x {s.seq_length} tokens, "
                 f"{evaluations} held-out evaluations",
-                self._startup(preset)
-                + (s.pretrain_steps + eval_steps) * self.step_cost(preset, tokens),
+                self.pretrain_estimate(preset),
                 command=lambda p=preset, r=seed: self.pretrain_command(p, r),
                 echo=ECHO_PRETRAIN,
                 after=lambda p=preset, r=seed: self.pretrain_result(p, r),
                 output_dir=self.pretrain_dir(preset, seed),
             )
         )
-    ft_tokens = s.finetune_batch_size * s.seq_length
     grid = self.finetune_grid()
-    run_seconds = sum(
-        self._startup(preset) + 10 + 0.9 * s.finetune_steps * self.step_cost(preset, ft_tokens)
-        for preset, _, _ in grid
-    )
     stages += [
         Stage(
             "finetune",
             f"fine-tune: {len(s.presets)} models x {len(s.finetune_learning_rates)} learning "
             f"rates x {len(s.finetune_seeds)} seeds = {len(grid)} runs of "
             f"{s.finetune_steps} steps, {s.jobs} at a time (tools.sweep)",
-            run_seconds / min(s.jobs, 2) ** 0.5,
+            self.finetune_estimate(grid),
             key={"grid": grid},
             command=self.sweep_command,
             echo=ECHO_SWEEP,
@@ -271,7 +287,7 @@ class Demo:
     one), whole-word-masked records of the train and dev documents, one pretraining of
     the comparison's model, fine-tuning at one learning rate x --finetune_seeds."""
     s = self.s
-    corpus_mb = s.corpus_max_bytes / 1e6 if s.corpus_max_bytes else (14.0 if self.builtin else 10.0)
+    corpus_mb = self.corpus_mb
     preset, seed = self.tokenizer_preset, s.pretrain_seeds[0]
     stages = []
     if tokenizer != WORDPIECE:
@@ -285,16 +301,7 @@ class Demo:
               echo=ECHO_VOCAB,
           )
       )
-    tokens = s.batch_size * s.seq_length
-    evaluations = s.pretrain_steps // self.eval_every_steps + 1
-    eval_steps = evaluations * self._eval_batches() * 64 * s.seq_length / tokens / 3
     grid = self.finetune_grid(tokenizer)
-    ft_seconds = sum(
-        self._startup(preset)
-        + 10
-        + 0.9 * s.finetune_steps * self.step_cost(preset, s.finetune_batch_size * s.seq_length)
-        for _ in grid
-    )
     stages += [
         Stage(
             f"tokenizer_data:{tokenizer}",
@@ -316,8 +323,7 @@ class Demo:
             f"tokenizer_pretrain:{tokenizer}",
             f"tokenizers: pretrain {report.display_name(preset)} ({preset}) with {tokenizer}, "
             f"seed {seed}: {s.pretrain_steps} steps x {s.batch_size} x {s.seq_length} tokens",
-            self._startup(preset)
-            + (s.pretrain_steps + eval_steps) * self.step_cost(preset, tokens),
+            self.pretrain_estimate(preset),
             key={"preset": preset, "seed": seed},
             command=lambda: self.pretrain_command(preset, seed, tokenizer),
             echo=ECHO_PRETRAIN,
@@ -328,7 +334,7 @@ class Demo:
             f"tokenizer_finetune:{tokenizer}",
             f"tokenizers: fine-tune the {tokenizer} model at learning rate "
             f"{self.tokenizer_learning_rate:g} x {len(s.finetune_seeds)} seeds (tools.sweep)",
-            ft_seconds / min(s.jobs, 2) ** 0.5,
+            self.finetune_estimate(grid),
             key={"grid": grid},
             command=lambda: self.sweep_command(tokenizer),
             echo=ECHO_SWEEP,
