@@ -9,6 +9,7 @@ encoder/ export) is what fine-tuning's --init_checkpoint and `recurrent_bert.exp
 """
 
 import json
+import os
 import sys
 
 from absl import flags
@@ -97,6 +98,7 @@ def run_pretraining(model_config, strategy, is_chief, worker_id, data_config, ev
             pretraining.eval_batch_size(),
             max_eval_steps=FLAGS.max_eval_steps,
             jit_compile=FLAGS.jit_compile,
+            word_starts=eval_word_starts(model_config.vocab_size),
         )
     )
     logging.info(
@@ -187,6 +189,24 @@ def run_pretraining(model_config, strategy, is_chief, worker_id, data_config, ev
         },
     )
     logging.info("encoder exported to %s", export)
+
+
+def eval_word_starts(vocab_size):
+  """Per token id whether it starts a word (for the held-out loss per word): from
+  --vocab_file, else the vocabulary recorded in --model_dir; None when neither is there.
+  Ids past the vocabulary (a larger --vocab_size) count as words."""
+  from recurrent_bert import model_dir as layout
+  from recurrent_bert.data import vocab as vocab_lib
+
+  vocab_file = FLAGS.vocab_file
+  if not vocab_file:
+    info = layout.read_tokenizer_info(FLAGS.model_dir)
+    recorded = os.path.join(FLAGS.model_dir, info.vocab_file if info else layout.VOCAB_FILE)
+    vocab_file = recorded if layout.isfile(recorded) else None
+  if not vocab_file:
+    return None
+  starts = list(vocab_lib.read_vocabulary(vocab_file).word_starts)
+  return starts + [True] * (vocab_size - len(starts))
 
 
 def tf_makedirs(path):

@@ -27,6 +27,13 @@ Stages, each run by the project's own entry points (subprocesses, one log file e
   export         the best run by dev accuracy -> raw-text SavedModel (recurrent_bert.export)
   query          the SavedModel classifies raw text in a fresh process that imports only
                  tensorflow and tensorflow_text
+  tokenizers     with --tokenizers=wordpiece,unigram,bpe (any of them), the tokenisation
+                 lecture's comparison: per tokenizer a vocabulary of --vocab_size from the
+                 train documents, whole-word-masked records of the train and dev
+                 documents, one pretraining of the first of --models (its first seed)
+                 and fine-tuning at the middle learning rate x --finetune_seeds, in
+                 <work_dir>/tokenizers/<tokenizer>/; the report compares the held-out MLM
+                 loss per word and the accuracies
   report         report/report.md (the papers' three claims -- lower MLM loss, stabler
                  fine-tuning across learning rates, better downstream accuracy -- each
                  with its interval over seeds and a verdict; a table per model),
@@ -92,7 +99,9 @@ def define_flags() -> None:
       "Model families (" + ", ".join(config_lib.FAMILIES) + ") or full preset names.",
   )
   flags.DEFINE_enum("size", "tiny", list(config_lib.SIZES), "Preset size of every family.")
-  flags.DEFINE_integer("vocab_size", 8000, "WordPiece vocabulary size.")
+  flags.DEFINE_integer(
+      "vocab_size", 8000, "WordPiece vocabulary size (and of each --tokenizers vocabulary)."
+  )
   flags.DEFINE_integer(
       "vocab_max_lines",
       60000,
@@ -165,6 +174,15 @@ def define_flags() -> None:
       "pretrain:bert_tiny:seed1 (its model dir is deleted first) or report; later "
       "stages are not redone unless named too. Pretraining and fine-tuning are "
       "seeded, so a redone stage repeats its numbers; only its timing changes.",
+  )
+  flags.DEFINE_list(
+      "tokenizers",
+      [],
+      "The tokenisation lecture's comparison, after the main runs: for each of these "
+      "tokenizers (wordpiece, unigram, bpe) a vocabulary of --vocab_size, one "
+      "pretraining of the first of --models on whole-word-masked records and fine-tuning "
+      "at the middle learning rate; the report compares the held-out MLM loss per word "
+      "and the fine-tuning accuracies. Empty: no comparison.",
   )
   flags.DEFINE_multi_string(
       "query",
@@ -256,6 +274,12 @@ def settings_from_flags() -> settings_lib.Settings:
   for preset in presets:
     config_lib.PRESETS[preset].check_sequence_length(FLAGS.seq_length, "--seq_length", preset)
   queries = list(FLAGS.query) if FLAGS.query else None
+  tokenizers = list(dict.fromkeys(t.strip().lower() for t in FLAGS.tokenizers if t.strip()))
+  unknown = [t for t in tokenizers if t not in pipeline.TOKENIZERS]
+  if unknown:
+    raise ValueError(
+        f"--tokenizers: unknown {', '.join(unknown)}; give any of {', '.join(pipeline.TOKENIZERS)}"
+    )
   return settings_lib.Settings(
       work_dir=os.path.abspath(FLAGS.work_dir),
       input_files=[f.strip() for f in FLAGS.input_files if f.strip()],
@@ -287,6 +311,7 @@ def settings_from_flags() -> settings_lib.Settings:
       num_workers=FLAGS.num_workers,
       queries=queries,
       redo=[r.strip() for r in FLAGS.redo if r.strip()],
+      tokenizers=tokenizers,
   )
 
 

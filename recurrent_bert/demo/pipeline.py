@@ -18,7 +18,7 @@ import os
 import re
 import shlex
 import sys
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from recurrent_bert import io_utils
 from recurrent_bert import jobs
@@ -46,6 +46,11 @@ ECHO_DATA = re.compile(
 ECHO_EXPORT = re.compile(r"SavedModel written|^classify|^encode|error|Error")
 ECHO_QUERY = re.compile(r".")
 ECHO_REPORT = re.compile(r"^wrote|Error|error")
+
+# The tokenizer comparison (--tokenizers): its stages' outputs go to <work_dir>/tokenizers/.
+TOKENIZERS_DIR = "tokenizers"
+WORDPIECE = "wordpiece"
+TOKENIZERS = (WORDPIECE, "unigram", "bpe")
 
 
 class Demo:
@@ -83,14 +88,47 @@ class Demo:
 
   # -- paths -----------------------------------------------------------------------
 
-  def pretrain_dir(self, preset: str, seed: int) -> str:
-    """The pretraining model dir of a preset and pretraining seed."""
+  def pretrain_dir(self, preset: str, seed: int, tokenizer: Optional[str] = None) -> str:
+    """The pretraining model dir of a preset and pretraining seed (of the main runs, or of
+    the tokenizer comparison's run with `tokenizer`)."""
+    if tokenizer:
+      return self.tokenizer_path(tokenizer, "pretrain", preset, f"seed{seed}")
     return self.s.path("pretrain", preset, f"seed{seed}")
 
-  def encoder_dir(self, preset: str) -> str:
+  def encoder_dir(self, preset: str, tokenizer: Optional[str] = None) -> str:
     """The encoder every fine-tuning run of a preset starts from: its first pretraining
     seed's."""
-    return os.path.join(self.pretrain_dir(preset, self.s.pretrain_seeds[0]), layout.EXPORT_DIR)
+    return os.path.join(
+        self.pretrain_dir(preset, self.s.pretrain_seeds[0], tokenizer), layout.EXPORT_DIR
+    )
+
+  def tokenizer_path(self, tokenizer: str, *parts: str) -> str:
+    """A path of the tokenizer comparison: <work_dir>/tokenizers/<tokenizer>/..."""
+    return self.s.path(TOKENIZERS_DIR, tokenizer, *parts)
+
+  def vocab_file(self, tokenizer: Optional[str] = None) -> str:
+    """The main vocabulary, or a compared tokenizer's (WordPiece's is the main one: the
+    same command would learn it again)."""
+    if tokenizer in (None, WORDPIECE):
+      return self.s.path("vocab", "vocab.txt")
+    return self.tokenizer_path(tokenizer, "vocab", "spm.model")
+
+  def data_dir(self, split: str, tokenizer: Optional[str] = None) -> str:
+    """The pretraining records of the train documents (split "train") or the held-out
+    ones (any other split), of the main runs or of a compared tokenizer."""
+    name = "pretrain_data" if split == "train" else "eval_data"
+    return self.tokenizer_path(tokenizer, name) if tokenizer else self.s.path(name)
+
+  @property
+  def tokenizer_preset(self) -> str:
+    """The model the tokenizer comparison pretrains: the first of --models."""
+    return self.s.presets[0]
+
+  @property
+  def tokenizer_learning_rate(self) -> float:
+    """The comparison's fine-tuning learning rate: the middle one of the main runs'."""
+    rates = self.s.finetune_learning_rates
+    return rates[len(rates) // 2]
 
   @property
   def eval_every_steps(self) -> int:
@@ -110,6 +148,30 @@ class Demo:
         / 2048
     )
 
+  @property
+  def corpus_mb(self) -> float:
+    """The corpus's expected size in MB (for the estimates)."""
+    s = self.s
+    return s.corpus_max_bytes / 1e6 if s.corpus_max_bytes else (14.0 if self.builtin else 10.0)
+
+  def pretrain_estimate(self, preset: str) -> float:
+    """Expected seconds of one pretraining run of `preset`, held-out evaluations included."""
+    s = self.s
+    tokens = s.batch_size * s.seq_length
+    evaluations = s.pretrain_steps // self.eval_every_steps + 1
+    eval_steps = evaluations * self._eval_batches() * 64 * s.seq_length / tokens / 3
+    return self._startup(preset) + (s.pretrain_steps + eval_steps) * self.step_cost(preset, tokens)
+
+  def finetune_estimate(self, grid: List[Tuple[str, float, int]]) -> float:
+    """Expected seconds of a sweep of the fine-tuning runs of `grid`, --jobs at a time."""
+    s = self.s
+    tokens = s.finetune_batch_size * s.seq_length
+    run_seconds = sum(
+        self._startup(preset) + 10 + 0.9 * s.finetune_steps * self.step_cost(preset, tokens)
+        for preset, _, _ in grid
+    )
+    return run_seconds / min(s.jobs, 2) ** 0.5
+
   def _startup(self, preset: str) -> float:
     # TensorFlow's import and the first trace; the BLSTM blocks trace longer.
     return 10.0 + (10.0 if "blstm" in preset else 0.0)
@@ -119,7 +181,7 @@ class Demo:
   def plan(self) -> List[Stage]:
     """Every stage of the settings, in order, with its estimate in seconds."""
     s = self.s
-    corpus_mb = s.corpus_max_bytes / 1e6 if s.corpus_max_bytes else (14.0 if self.builtin else 10.0)
+    corpus_mb = self.corpus_mb
     stages = [
         Stage(
             "corpus",
@@ -154,9 +216,7 @@ class Demo:
         ),
         Stage("task", "fine-tuning task: which source is a passage from?", 2, run=self.stage_task),
     ]
-    tokens = s.batch_size * s.seq_length
     evaluations = s.pretrain_steps // self.eval_every_steps + 1
-    eval_steps = evaluations * self._eval_batches() * 64 * s.seq_length / tokens / 3
     for preset in s.presets:
       for seed in s.pretrain_seeds:
         stages.append(
@@ -165,27 +225,21 @@ class Demo:
                 f"pretrain {report.display_name(preset)} ({preset}), seed {seed}: "
                 f"{s.pretrain_steps} steps x {s.batch_size} x {s.seq_length} tokens, "
                 f"{evaluations} held-out evaluations",
-                self._startup(preset)
-                + (s.pretrain_steps + eval_steps) * self.step_cost(preset, tokens),
+                self.pretrain_estimate(preset),
                 command=lambda p=preset, r=seed: self.pretrain_command(p, r),
                 echo=ECHO_PRETRAIN,
                 after=lambda p=preset, r=seed: self.pretrain_result(p, r),
                 output_dir=self.pretrain_dir(preset, seed),
             )
         )
-    ft_tokens = s.finetune_batch_size * s.seq_length
     grid = self.finetune_grid()
-    run_seconds = sum(
-        self._startup(preset) + 10 + 0.9 * s.finetune_steps * self.step_cost(preset, ft_tokens)
-        for preset, _, _ in grid
-    )
     stages += [
         Stage(
             "finetune",
             f"fine-tune: {len(s.presets)} models x {len(s.finetune_learning_rates)} learning "
             f"rates x {len(s.finetune_seeds)} seeds = {len(grid)} runs of "
             f"{s.finetune_steps} steps, {s.jobs} at a time (tools.sweep)",
-            run_seconds / min(s.jobs, 2) ** 0.5,
+            self.finetune_estimate(grid),
             key={"grid": grid},
             command=self.sweep_command,
             echo=ECHO_SWEEP,
@@ -214,17 +268,90 @@ class Demo:
             "report",
             "report: report.md, the papers' claims, mlm_loss.png, stability.png, tensorboard/",
             15,
-            key={"grid": grid, "pretrain_seeds": s.pretrain_seeds, "queries": s.queries},
+            key={
+                "grid": grid,
+                "pretrain_seeds": s.pretrain_seeds,
+                "queries": s.queries,
+                **({"tokenizers": s.tokenizers} if s.tokenizers else {}),
+            },
             command=self.report_command,
             echo=ECHO_REPORT,
             after=self.report_result,
         ),
     ]
+    # The tokenizer comparison, before the report that covers it.
+    stages[-1:-1] = [st for t in s.tokenizers for st in self.tokenizer_stages(t)]
     return stages
 
-  def finetune_grid(self) -> List[Tuple[str, float, int]]:
-    """(preset, learning rate, seed) of every fine-tuning run, in the sweep's order."""
+  def tokenizer_stages(self, tokenizer: str) -> List[Stage]:
+    """The comparison's stages of one tokenizer: its vocabulary (but WordPiece's, the main
+    one), whole-word-masked records of the train and dev documents, one pretraining of
+    the comparison's model, fine-tuning at one learning rate x --finetune_seeds."""
     s = self.s
+    corpus_mb = self.corpus_mb
+    preset, seed = self.tokenizer_preset, s.pretrain_seeds[0]
+    stages = []
+    if tokenizer != WORDPIECE:
+      stages.append(
+          Stage(
+              f"tokenizer_vocab:{tokenizer}",
+              f"tokenizers: {tokenizer} SentencePiece model, {s.vocab_size} pieces "
+              "(tools.build_vocab)",
+              10 + 2e-4 * (s.vocab_max_lines or 15000 * corpus_mb),
+              command=lambda: self.vocab_command(tokenizer),
+              echo=ECHO_VOCAB,
+          )
+      )
+    grid = self.finetune_grid(tokenizer)
+    stages += [
+        Stage(
+            f"tokenizer_data:{tokenizer}",
+            f"tokenizers: {tokenizer} whole-word-masked pretraining data of the train documents",
+            10 + 2 * corpus_mb * s.dupe_factor,
+            command=lambda: self.data_command("train", tokenizer),
+            echo=ECHO_DATA,
+            after=lambda: self.data_result(tokenizer),
+        ),
+        Stage(
+            f"tokenizer_eval_data:{tokenizer}",
+            f"tokenizers: {tokenizer} whole-word-masked held-out data of the dev documents",
+            5 + 2 * corpus_mb * s.eval_documents_fraction,
+            command=lambda: self.data_command("dev", tokenizer),
+            echo=ECHO_DATA,
+            after=lambda: self.eval_data_result(tokenizer),
+        ),
+        Stage(
+            f"tokenizer_pretrain:{tokenizer}",
+            f"tokenizers: pretrain {report.display_name(preset)} ({preset}) with {tokenizer}, "
+            f"seed {seed}: {s.pretrain_steps} steps x {s.batch_size} x {s.seq_length} tokens",
+            self.pretrain_estimate(preset),
+            key={"preset": preset, "seed": seed},
+            command=lambda: self.pretrain_command(preset, seed, tokenizer),
+            echo=ECHO_PRETRAIN,
+            after=lambda: self.pretrain_result(preset, seed, tokenizer),
+            output_dir=self.pretrain_dir(preset, seed, tokenizer),
+        ),
+        Stage(
+            f"tokenizer_finetune:{tokenizer}",
+            f"tokenizers: fine-tune the {tokenizer} model at learning rate "
+            f"{self.tokenizer_learning_rate:g} x {len(s.finetune_seeds)} seeds (tools.sweep)",
+            self.finetune_estimate(grid),
+            key={"grid": grid},
+            command=lambda: self.sweep_command(tokenizer),
+            echo=ECHO_SWEEP,
+            after=lambda: self.sweep_result(tokenizer),
+        ),
+    ]
+    return stages
+
+  def finetune_grid(self, tokenizer: Optional[str] = None) -> List[Tuple[str, float, int]]:
+    """(preset, learning rate, seed) of every fine-tuning run, in the sweep's order (of the
+    main sweep, or of a compared tokenizer's)."""
+    s = self.s
+    if tokenizer:
+      return [
+          (self.tokenizer_preset, self.tokenizer_learning_rate, seed) for seed in s.finetune_seeds
+      ]
     return [
         (preset, lr, seed)
         for preset in s.presets
@@ -299,16 +426,18 @@ class Demo:
         "test documents",
     }
 
-  def vocab_command(self) -> List[str]:
-    """tools.build_vocab on the train documents."""
+  def vocab_command(self, tokenizer: Optional[str] = None) -> List[str]:
+    """tools.build_vocab on the train documents (WordPiece, or `tokenizer`'s model)."""
     s = self.s
+    output = self.vocab_file(tokenizer)
     return jobs.python_module(
         "tools.build_vocab",
         f"--input_files={s.path('corpus', 'train_documents.txt')}",
         f"--vocab_size={s.vocab_size}",
         f"--max_lines={s.vocab_max_lines}",
         "--do_lower_case=true",
-        f"--output_file={s.path('vocab', 'vocab.txt')}",
+        f"--output_file={output}",
+        *([f"--tokenizer={tokenizer}"] if tokenizer and tokenizer != WORDPIECE else []),
     )
 
   def vocab_result(self) -> Dict:
@@ -322,20 +451,23 @@ class Demo:
         "summary": f"{len(tokens)} tokens ({unused} [unused] padding)",
     }
 
-  def data_command(self, split: str = "train") -> List[str]:
+  def data_command(self, split: str = "train", tokenizer: Optional[str] = None) -> List[str]:
     """tools.create_pretraining_data on one split's documents (train, or dev: held out).
 
     The held-out records get one pass with their own seed: masks and NSP pairs are drawn
-    once, so every model and evaluation reads the same ones.
+    once, so every model and evaluation reads the same ones. A compared `tokenizer`'s
+    records mask whole words (every piece of a masked word), which makes the held-out
+    loss per word mean what it says.
     """
     s = self.s
     held_out = split != "train"
     return jobs.python_module(
         "tools.create_pretraining_data",
         f"--input_files={s.path('corpus', f'{split}_documents.txt')}",
-        f"--vocab_file={s.path('vocab', 'vocab.txt')}",
+        f"--vocab_file={self.vocab_file(tokenizer)}",
         "--do_lower_case=true",
-        f"--output_dir={s.path('eval_data' if held_out else 'pretrain_data')}",
+        *(["--do_whole_word_mask"] if tokenizer else []),
+        f"--output_dir={self.data_dir(split, tokenizer)}",
         f"--max_seq_length={s.seq_length}",
         f"--max_predictions_per_seq={s.max_predictions_per_seq}",
         f"--dupe_factor={1 if held_out else s.dupe_factor}",
@@ -348,9 +480,9 @@ class Demo:
     """tools.create_pretraining_data on the dev documents."""
     return self.data_command("dev")
 
-  def eval_data_result(self) -> Dict:
+  def eval_data_result(self, tokenizer: Optional[str] = None) -> Dict:
     """How many held-out sequences there are and how many each evaluation reads."""
-    with open(self.s.path("eval_data", "stats.json"), encoding="utf-8") as f:
+    with open(os.path.join(self.data_dir("dev", tokenizer), "stats.json"), encoding="utf-8") as f:
       stats = json.load(f)
     read = min(stats["instances"], self._eval_batches() * 64)
     if not stats["instances"]:
@@ -362,9 +494,9 @@ class Demo:
         f"{read:,} of them",
     }
 
-  def data_result(self) -> Dict:
+  def data_result(self, tokenizer: Optional[str] = None) -> Dict:
     """The records' statistics and how many epochs pretraining reads."""
-    with open(self.s.path("pretrain_data", "stats.json"), encoding="utf-8") as f:
+    with open(os.path.join(self.data_dir("train", tokenizer), "stats.json"), encoding="utf-8") as f:
       stats = json.load(f)
     consumed = self.s.pretrain_steps * self.s.batch_size
     return {
@@ -395,18 +527,18 @@ class Demo:
 
   # -- pretraining and fine-tuning ---------------------------------------------------
 
-  def pretrain_command(self, preset: str, seed: int) -> List[str]:
-    """recurrent_bert.pretrain of one preset and seed on the records, evaluating the
-    held-out ones as it goes."""
+  def pretrain_command(self, preset: str, seed: int, tokenizer: Optional[str] = None) -> List[str]:
+    """recurrent_bert.pretrain of one preset and seed on the records (the main ones, or a
+    compared tokenizer's), evaluating the held-out ones as it goes."""
     s = self.s
     log_steps = max(1, s.pretrain_steps // 15)
     return jobs.python_module(
         "recurrent_bert.pretrain",
         f"--model_config={preset}",
-        f"--input_files={s.path('pretrain_data', '*.tfrecord')}",
-        f"--vocab_file={s.path('vocab', 'vocab.txt')}",
+        f"--input_files={os.path.join(self.data_dir('train', tokenizer), '*.tfrecord')}",
+        f"--vocab_file={self.vocab_file(tokenizer)}",
         "--do_lower_case=true",
-        f"--model_dir={self.pretrain_dir(preset, seed)}",
+        f"--model_dir={self.pretrain_dir(preset, seed, tokenizer)}",
         f"--max_seq_length={s.seq_length}",
         f"--max_predictions_per_seq={s.max_predictions_per_seq}",
         f"--train_batch_size={s.batch_size}",
@@ -418,15 +550,15 @@ class Demo:
         f"--save_checkpoints_steps={max(log_steps, s.pretrain_steps // 4)}",
         "--keep_checkpoint_max=2",
         f"--seed={seed}",
-        f"--eval_input_files={s.path('eval_data', '*.tfrecord')}",
+        f"--eval_input_files={os.path.join(self.data_dir('dev', tokenizer), '*.tfrecord')}",
         "--eval_batch_size=64",
         f"--max_eval_steps={self._eval_batches()}",
         f"--eval_every_steps={self.eval_every_steps}",
     )
 
-  def pretrain_result(self, preset: str, seed: int) -> Dict:
+  def pretrain_result(self, preset: str, seed: int, tokenizer: Optional[str] = None) -> Dict:
     """The final training and held-out MLM losses; the encoder export must be there."""
-    model_dir = self.pretrain_dir(preset, seed)
+    model_dir = self.pretrain_dir(preset, seed, tokenizer)
     if not os.path.isfile(os.path.join(model_dir, layout.EXPORT_DIR, layout.EXPORT_INFO_FILE)):
       raise ValueError(f"no encoder export in {model_dir}")
     with open(os.path.join(model_dir, layout.EVAL_RESULTS_FILE), encoding="utf-8") as f:
@@ -445,10 +577,14 @@ class Demo:
         f"{report.last_n(len(losses))} steps), held-out {eval_loss:.3f}",
     }
 
-  def sweep_command(self) -> List[str]:
+  def sweep_command(self, tokenizer: Optional[str] = None) -> List[str]:
     """tools.sweep: finetune_glue --task=custom for every preset x learning rate x seed,
-    each from the preset's pretrained encoder."""
+    each from the preset's pretrained encoder (or the runs of a compared tokenizer's
+    `finetune_grid`, from its encoder, which carries its vocabulary)."""
     s = self.s
+    grid = self.finetune_grid(tokenizer)
+    presets = list(dict.fromkeys(p for p, _, _ in grid))
+    rates = list(dict.fromkeys(lr for _, lr, _ in grid))
     log_steps = max(1, s.finetune_steps // 5)
     run_flags = [
         f"--max_seq_length={s.seq_length}",
@@ -464,19 +600,23 @@ class Demo:
     ]
     return jobs.python_module(
         "tools.sweep",
-        "--models=" + ",".join(f"{p}={self.encoder_dir(p)}" for p in s.presets),
+        "--models=" + ",".join(f"{p}={self.encoder_dir(p, tokenizer)}" for p in presets),
         f"--tasks=custom={s.path('task')}",
-        "--learning_rates=" + ",".join(repr(lr) for lr in s.finetune_learning_rates),
+        "--learning_rates=" + ",".join(repr(lr) for lr in rates),
         "--seeds=" + ",".join(str(seed) for seed in s.finetune_seeds),
-        f"--output_dir={s.path('finetune')}",
+        f"--output_dir={self.finetune_dir(tokenizer)}",
         f"--parallel={s.jobs}",
         f"--entry_flags={shlex.join(run_flags)}",
     )
 
-  def sweep_result(self) -> Dict:
+  def finetune_dir(self, tokenizer: Optional[str] = None) -> str:
+    """The output dir of the main fine-tuning sweep, or of a compared tokenizer's."""
+    return self.tokenizer_path(tokenizer, "finetune") if tokenizer else self.s.path("finetune")
+
+  def sweep_result(self, tokenizer: Optional[str] = None) -> Dict:
     """Every run's dev accuracy (the sweep's results.csv) and test accuracy (its test
     predictions against the held-out labels)."""
-    out_dir = self.s.path("finetune")
+    out_dir = self.finetune_dir(tokenizer)
     with open(os.path.join(out_dir, layout.SWEEP_RESULTS_FILE), encoding="utf-8") as f:
       rows = list(csv.DictReader(f))
     runs = []
@@ -498,8 +638,9 @@ class Demo:
               "model_dir": run_dir,
           }
       )
-    if len(runs) != len(self.finetune_grid()):
-      raise ValueError(f"{len(runs)} finished runs in {out_dir}, {len(self.finetune_grid())} asked")
+    asked = len(self.finetune_grid(tokenizer))
+    if len(runs) != asked:
+      raise ValueError(f"{len(runs)} finished runs in {out_dir}, {asked} asked")
     best = max(runs, key=lambda r: r["dev_accuracy"])
     return {
         "runs": runs,
@@ -582,8 +723,11 @@ class Demo:
   def report_command(self) -> List[str]:
     """Writes report/inputs.json for recurrent_bert.demo.report and runs it."""
     s = self.s
+    settings = dataclasses.asdict(s)
+    if not s.tokenizers:
+      del settings["tokenizers"]  # the report of a demo without the comparison is unchanged
     inputs = {
-        "settings": dataclasses.asdict(s),
+        "settings": settings,
         "results": self.results,
         "timings": self.engine.timings,
         "pretrain_dirs": {
@@ -591,9 +735,27 @@ class Demo:
         },
         "out_dir": s.path("report"),
     }
+    if s.tokenizers:
+      inputs["tokenizers"] = self.tokenizer_inputs()
     path = s.path("report", "inputs.json")
     io_utils.atomic_write_json(path, inputs)
     return jobs.python_module("recurrent_bert.demo.report", path)
+
+  def tokenizer_inputs(self) -> Dict[str, Dict]:
+    """{tokenizer: what the report's comparison section reads of it}."""
+    preset, seed = self.tokenizer_preset, self.s.pretrain_seeds[0]
+    return {
+        t: {
+            "vocab_file": self.vocab_file(t),
+            "eval_data": os.path.join(self.data_dir("dev", t), "*.tfrecord"),
+            "pretrain_dir": self.pretrain_dir(preset, seed, t),
+            "preset": preset,
+            "seed": seed,
+            "learning_rate": self.tokenizer_learning_rate,
+            "runs": self.results[f"tokenizer_finetune:{t}"]["runs"],
+        }
+        for t in self.s.tokenizers
+    }
 
   def report_result(self) -> Dict:
     """The report's paths and results table."""

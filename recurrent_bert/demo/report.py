@@ -28,6 +28,7 @@ from recurrent_bert import io_utils
 from recurrent_bert import jobs
 from recurrent_bert import model_dir as layout
 from recurrent_bert.demo import claims
+from recurrent_bert.demo import tokenizer_report
 
 DISPLAY_NAMES = {
     "bert": "BERT-orig",
@@ -347,6 +348,16 @@ def write_report(inputs: Dict) -> Dict:
 
   table = results_table(rows)
   lines = _report_lines(inputs, rows, reference, table, checked, tensorboard_dir)
+  tokenizers = None
+  if inputs.get("tokenizers"):
+    # --tokenizers: the comparison's section, after the main runs' tables.
+    seconds = [
+        _stage_seconds(inputs["timings"], f"tokenizer_finetune:{t}") / max(1, len(e["runs"]))
+        for t, e in inputs["tokenizers"].items()
+    ]
+    tokenizers = tokenizer_report.write_section(inputs, statistics.fmean(seconds))
+    at = lines.index("## Exported model and query")
+    lines[at:at] = tokenizers["lines"]
   report_md = os.path.join(out_dir, "report.md")
   io_utils.atomic_write_text(report_md, "\n".join(lines))
   results_json = os.path.join(out_dir, "results.json")
@@ -366,6 +377,7 @@ def write_report(inputs: Dict) -> Dict:
           "task": results.get("task", {}),
           "stage_timings": inputs["timings"],
           "settings": s,
+          **({"tokenizers": tokenizers["results"]} if tokenizers else {}),
       },
   )
   return {

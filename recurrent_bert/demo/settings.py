@@ -26,7 +26,8 @@ class Settings:
   Attributes mirror the demo's flags, except: presets (--models as preset names),
   max_predictions_per_seq and warmup_steps (their defaults resolved), pretrain_seeds and
   finetune_seeds (sorted integers), finetune_learning_rates (sorted floats), queries
-  (--query) and redo (--redo, blanks dropped).
+  (--query), redo (--redo, blanks dropped) and tokenizers (--tokenizers, in their order,
+  each once).
   """
 
   work_dir: str
@@ -59,6 +60,7 @@ class Settings:
   task_classes: int = 4
   queries: Optional[List[str]] = None
   redo: List[str] = dataclasses.field(default_factory=list)
+  tokenizers: List[str] = dataclasses.field(default_factory=list)
 
   def fingerprint(self) -> Dict:
     """Settings that shape the stage outputs (the models, seeds and learning rates may
@@ -75,6 +77,7 @@ class Settings:
         "cache_dir",
         "size",
         "redo",
+        "tokenizers",
     }
     return {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
 

@@ -7,6 +7,12 @@ steps. That makes the loss of a global batch independent of how it is split:
   mlm_loss = Σ_b,p w[b,p] · CE(logits[b,p], ids[b,p]) / Σ_b,p w[b,p]     (weighted mean)
   nsp_loss = Σ_b CE(nsp_logits[b], label[b]) / B                          (mean)
   loss     = mlm_loss + nsp_loss
+
+Held-out evaluation can also count the masked *words* (`masked_word_count`), for a loss
+that vocabularies of different granularity share: with whole-word masking every piece of
+a masked word is masked, so a word's loss is the sum of its pieces' and
+
+  mlm_loss_per_word = Σ w·CE / Σ_b,p w[b,p] · starts_word[ids[b,p]]
 """
 
 from typing import Dict, Optional
@@ -48,6 +54,24 @@ def masked_lm_sums(
       "mlm_weight_sum": tf.reduce_sum(weights),
       "mlm_correct": tf.reduce_sum(weights * correct),
   }
+
+
+def masked_word_count(
+    masked_lm_ids: tf.Tensor, masked_lm_weights: tf.Tensor, word_starts: tf.Tensor
+) -> tf.Tensor:
+  """The masked words: masked positions whose original token starts a word.
+
+  Args:
+    masked_lm_ids: int [B, P], the original token ids.
+    masked_lm_weights: float32 [B, P], 1.0 for real predictions, 0.0 for padding.
+    word_starts: bool [V'] (V' > every id), per id whether the token starts a word
+      (`data.vocab.Vocabulary.word_starts`).
+
+  Returns:
+    float32 scalar Σ w · word_starts[id].
+  """
+  starts = tf.gather(tf.cast(word_starts, tf.float32), tf.cast(masked_lm_ids, tf.int32))
+  return tf.reduce_sum(tf.cast(masked_lm_weights, tf.float32) * starts)
 
 
 def next_sentence_sums(
@@ -114,3 +138,15 @@ def summarize(sums: Dict[str, float], num_steps: int, use_nsp: bool) -> Dict[str
     out["nsp_accuracy"] = ratio(sums["nsp_correct"], sums["num_examples"])
   out["loss"] = out["mlm_loss"] + out.get("nsp_loss", 0.0)
   return out
+
+
+def per_word(sums: Dict[str, float]) -> Dict[str, float]:
+  """mlm_loss_per_word and mlm_words of sums holding "mlm_words" (`masked_word_count`
+  summed like the others); {} without it."""
+  if "mlm_words" not in sums:
+    return {}
+  words = float(sums["mlm_words"])
+  return {
+      "mlm_loss_per_word": float(sums["mlm_loss_sum"]) / words if words else 0.0,
+      "mlm_words": words,
+  }

@@ -11,6 +11,12 @@ over real examples), the sums are added across replicas and steps, and only then
   nsp_loss       = Σ_real CE / #real examples,   nsp_accuracy likewise
   loss           = mlm_loss + nsp_loss
 
+Given the vocabulary's word starts, it also reports mlm_words (masked positions whose
+original token starts a word) and mlm_loss_per_word = Σ w·CE / mlm_words: the loss of a
+masked word, comparable across vocabularies (WordPiece, unigram, BPE) that cut the same
+words into different numbers of pieces. It means that only for records made with
+whole-word masking (every piece of a masked word masked).
+
 The eval records are read once each, unshuffled, and padded to full static batches with
 rows of weight 0 (`pretraining_dataset.make_eval_dataset`), so every replica runs the
 same number of steps on the same shapes (XLA and TPUs need both).
@@ -19,7 +25,7 @@ same number of steps on the same shapes (XLA and TPUs need both).
 import json
 import math
 import os
-from typing import Dict, Optional
+from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
 
@@ -48,6 +54,9 @@ class PretrainingEvaluator:
       count.
     max_eval_steps: 0 reads every record; N > 0 stops after N steps (N x batch records).
     jit_compile: compile the per-replica step with XLA.
+    word_starts: per token id, whether it starts a word (`data.vocab.Vocabulary
+      .word_starts`, at least as long as the model's vocabulary); adds mlm_words and
+      mlm_loss_per_word to the results. None: per-piece metrics only.
   """
 
   def __init__(
@@ -58,6 +67,7 @@ class PretrainingEvaluator:
       global_batch_size: int,
       max_eval_steps: int = 0,
       jit_compile: bool = False,
+      word_starts: Optional[Sequence[bool]] = None,
   ):
     replicas = strategy.num_replicas_in_sync
     if global_batch_size % replicas:
@@ -70,6 +80,8 @@ class PretrainingEvaluator:
     self.global_batch_size = global_batch_size
     self.use_nsp = bool(getattr(model, "use_nsp", False))
     self._objective = objectives.PretrainingObjective(self.use_nsp)
+    self._word_starts = None if word_starts is None else tf.constant(list(word_starts), tf.bool)
+    self._stat_names = metric_sums.STAT_NAMES + (() if word_starts is None else ("mlm_words",))
     self.num_records = pretraining_dataset.count_records(data_config.input_files)
     if not self.num_records:
       raise ValueError(f"the eval files hold no records: {list(data_config.input_files)}")
@@ -82,10 +94,15 @@ class PretrainingEvaluator:
 
   def _forward_sums(self, batch):
     outputs = self.model(self._objective.model_inputs(batch), training=False)
-    return self._objective.sums(batch, outputs)
+    sums = self._objective.sums(batch, outputs)
+    if self._word_starts is not None:
+      sums["mlm_words"] = metric_sums.masked_word_count(
+          batch["masked_lm_ids"], batch["masked_lm_weights"], self._word_starts
+      )
+    return sums
 
   def _eval_loop(self, iterator):
-    totals = {name: tf.constant(0.0) for name in metric_sums.STAT_NAMES}
+    totals = {name: tf.constant(0.0) for name in self._stat_names}
     for _ in tf.range(self.num_steps):
       per_replica = self.strategy.run(self._replica_step, args=(next(iterator),))
       totals = {
@@ -109,7 +126,7 @@ class PretrainingEvaluator:
     )
 
   def evaluate_sums(self) -> Dict[str, float]:
-    """The STAT_NAMES sums over the eval set (every worker must call it)."""
+    """The STAT_NAMES sums (and mlm_words) over the eval set (every worker must call it)."""
     dataset = self.strategy.distribute_datasets_from_function(self._dataset_fn)
     with loop.bad_records_as_input_errors():
       sums = self._eval_fn(iter(dataset))
@@ -117,9 +134,11 @@ class PretrainingEvaluator:
 
   def evaluate(self) -> Dict[str, float]:
     """mlm_loss, mlm_accuracy, mlm_perplexity, (nsp_loss, nsp_accuracy,) loss, and the
-    num_examples / num_predictions they are over."""
+    num_examples / num_predictions they are over; with word starts, mlm_loss_per_word and
+    mlm_words."""
     sums = self.evaluate_sums()
     results = metric_sums.summarize(sums, self.num_steps, self.use_nsp)
+    results.update(metric_sums.per_word(sums))
     results["mlm_perplexity"] = math.exp(min(results["mlm_loss"], 700.0))
     results["num_examples"] = sums["num_examples"]
     results["num_predictions"] = sums["mlm_weight_sum"]

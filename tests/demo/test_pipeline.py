@@ -29,7 +29,9 @@ SEQ_LENGTH = 32
 MAX_PREDICTIONS = 5  # round(32 * 0.15625)
 PRETRAIN_SEEDS = (1, 2)
 LEARNING_RATES = (1e-3, 3e-3)
-STAGES = 13  # corpus, vocab, pretrain_data, eval_data, task, 2 x 2 pretrain, finetune, ...
+# corpus, vocab, pretrain_data, eval_data, task, 2 x 2 pretrain, finetune, export, query,
+# the unigram comparison's vocab, data, eval data, pretrain and finetune, report
+STAGES = 18
 CI_FLAGS = [
     "--size=tiny",
     "--models=bert,trans_blstm_small_2",
@@ -53,6 +55,9 @@ CI_FLAGS = [
     "--finetune_batch_size=8",
     "--num_workers=1",
     "--jobs=2",
+    # The tokenizer comparison's stages, of one tokenizer (~30 CPU-seconds; the stages of
+    # every tokenizer and the report section from synthetic outputs: test_tokenizers.py).
+    "--tokenizers=unigram",
 ]
 
 
@@ -312,6 +317,28 @@ def test_tensorboard_logs_are_in_the_report_folder(demo_run):
         assert glob.glob(str(board / preset / f"pretrain_seed{seed}" / part / "events.out.*"))
       for lr in LEARNING_RATES:
         assert glob.glob(str(board / preset / f"finetune_lr{lr:g}_seed1" / part / "events.out.*"))
+
+
+def test_tokenizer_comparison_reports_finite_numbers(demo_run):
+  work_dir = demo_run[0]
+  root = work_dir / "tokenizers" / "unigram"
+  assert (root / "vocab" / "spm.model").is_file()
+  with open(root / "eval_data" / "stats.json") as f:
+    options = json.load(f)["options"]
+  assert options["input_files"] == [str(work_dir / "corpus" / "dev_documents.txt")]
+  assert options["do_whole_word_mask"] and options["vocab_file"].endswith("spm.model")
+  with open(root / "pretrain" / "bert_tiny" / "seed1" / "eval_results.json") as f:
+    held_out = json.load(f)["eval"]
+  assert held_out["mlm_words"] > 0
+  assert held_out["mlm_loss_per_word"] >= held_out["mlm_loss"] > 0
+  with open(work_dir / "report" / "results.json") as f:
+    (row,) = json.load(f)["tokenizers"]["rows"]
+  assert row["tokenizer"] == "unigram" and row["vocab_size"] == 1000
+  numbers = [v for k, v in row.items() if k.startswith(("eval_", "pieces"))]
+  numbers += row["dev_accuracy"] + row["test_accuracy"]
+  assert len(numbers) == 9 and all(math.isfinite(x) for x in numbers), row
+  report = (work_dir / "report" / "report.md").read_text()
+  assert "## Tokenizers (the lecture's comparison)" in report and "| unigram LM | 1,000 |" in report
 
 
 def test_rerun_reuses_every_stage(demo_run):

@@ -47,6 +47,7 @@ SNAPSHOT = {
         "task_classes": 4,
         "task_eval_examples": 600,
         "task_train_examples": 6000,
+        "tokenizers": [],
         "vocab_max_lines": 60000,
         "vocab_size": 8000,
         "warmup_steps": None,
