@@ -253,3 +253,15 @@ def test_a_model_without_the_reserved_symbols_is_refused_naming_them(corpus_file
       vocab_lib.InputError, match=r"t5_like\.model.*pad.*\[CLS\], \[SEP\], \[MASK\]"
   ):
     tokenization.make_tokenizer(str(model))
+
+
+def test_tokenizes_after_keras_reseeds(model_file, reference, texts):
+  # tf.random.set_seed (Keras' set_random_seed, which every command calls) clears the eager
+  # kernel cache, and with it tensorflow-text's unnamed model resource; ours is named.
+  import keras
+
+  tokenizer = SentencepieceTokenizer(model_file)
+  before = tokenizer.tokenize_flat(texts[:3]).to_list()
+  keras.utils.set_random_seed(7)
+  after = tokenizer.tokenize_flat(texts[:3]).to_list()
+  assert before == after == [reference.encode(t) for t in texts[:3]]
