@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # Quieter TensorFlow start-up; numerics unaffected.
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv demo smoke test lint format bench clean-venv
+.PHONY: venv demo smoke test test-backends lint format bench clean-venv
 
 venv: $(STAMP)
 
@@ -31,8 +31,15 @@ smoke: $(STAMP)
 
 # The test suite: tiny configs, no network; the 25 slowest tests are listed at the end.
 # Each file runs on one worker; the slowest files start first (tests/conftest.py SLOW_FILES).
+# Then tests/backends/ once per other Keras backend, each in a session of its own (Keras
+# picks its backend once per process).
 test: $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q --durations=25 $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory test-backends
+
+test-backends: $(STAMP)
+	KERAS_BACKEND=jax $(PY) -m pytest -n 2 --dist loadfile -q --durations=10 tests/backends $(PYTEST_ARGS)
+	KERAS_BACKEND=torch $(PY) -m pytest -n 2 --dist loadfile -q --durations=10 tests/backends $(PYTEST_ARGS)
 
 # House style, checked (CI runs it): pyink formats, ruff lints (pyproject.toml).
 LINTED := recurrent_bert tools tests benchmarks

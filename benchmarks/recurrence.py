@@ -47,8 +47,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from recurrent_bert.layers import BidirectionalLSTM
 from recurrent_bert.layers import FeedForward
 from recurrent_bert.layers import SwishRNN
+from recurrent_bert.layers import kernels
 from recurrent_bert.layers import swish_rnn
-from recurrent_bert.layers.blstm import IMPLEMENTATIONS as BLSTM_IMPLEMENTATIONS
 
 REGIMES = {
     "base": dict(batch=8, length=128, hidden=768, inner=2048),
@@ -197,7 +197,7 @@ def main(argv=None):
       "--blstm_implementations",
       nargs="*",
       default=["auto"],
-      choices=BLSTM_IMPLEMENTATIONS,
+      choices=kernels.offered(kernels.BLSTM_FIELD),  # TensorFlow's
       help="BLSTM rows (SMALL and full) for each; none: no BLSTM rows",
   )
   parser.add_argument("--no-blstm", dest="blstm_implementations", action="store_const", const=[])

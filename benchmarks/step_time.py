@@ -1,200 +1,488 @@
-"""Forward + backward step time of every family, side by side in one run.
+"""One training step's time of every family, on Keras' TensorFlow, JAX or PyTorch backend.
 
-  python benchmarks/step_time.py            # base presets, batch 8, seq 128
-  python benchmarks/step_time.py --quick    # tiny presets, for a smoke check
-  python benchmarks/step_time.py --families=bert,bert_rab,swishrnn --no_xla
+  python benchmarks/step_time.py              # TensorFlow, all families, base, batch 8
+  python benchmarks/step_time.py --quick      # tiny presets, batch 8, seq 64: a smoke check
+  python benchmarks/step_time.py --backend=jax --presets=bert_base,swishrnn_base \
+      --batch_size=64 --dtype=mixed_bfloat16 --peak_tflops=989
   python benchmarks/step_time.py --families=blstm --blstm_implementations scan fused
 
-Each step is the pretraining loss (MLM at 20 positions + NSP, or MLM only with
-`--no_nsp`) and its gradients for every weight, no optimizer update. Models are timed
-round-robin (one step of each, then the next round) so machine noise hits all of them
-alike; the table gives the median per model and its ratio to BERT-orig and BERT-rab, in
-graph mode and under XLA, with the ratio of multiply-adds to BERT-orig's beside the
-measured one (`flops_per_token`). `--blstm_implementations` times every preset with a
-BLSTM once per implementation (rows `preset [implementation]`), e.g. before and after.
+A step is one training step of the portable trainer (training/keras_training.py's
+`ObjectiveModel`): the pretraining loss (MLM at P positions + NSP; MLM only with
+`--no_nsp`), its gradients and the optimizer's update (`create_optimizer`: AdamW or LAMB),
+on a synthetic numpy batch. No tf.data: under JAX and PyTorch nothing imports TensorFlow,
+which need not be installed. Each timed call trains K = `--steps_per_call` steps (1: one
+`train_on_batch`; more: one `fit` of K steps, the host queueing a step while the device
+runs the last, as in training) and waits until the device has finished them, so a step's
+time is all of its cost; a row gives the median over `--steps` calls of the time per step,
+after `--warmup` untimed calls (the first compiles). Presets run one after another, each
+freed before the next (`--round_robin` keeps all of them and times one call of each per
+round, so a noisy machine's spikes hit all alike). `--json` rewrites a file after every
+preset, so a run cut short keeps the presets it finished.
+
+Per row: ms per step, tokens/s (B·T per step), the ratios to the step of `bert_<size>`
+and of `bert_rab_<size>` in the same run (the row's own size), model TFLOPs per step,
+their rate and the model FLOPs utilisation against `--peak_tflops`. `--dtype` is the
+Keras dtype policy: mixed_bfloat16 computes in bfloat16 on float32 weights.
+
+Model FLOPs are counted from the config, never measured: 6 per multiply-add of the forward
+pass (2 forward, 4 backward: the gradients of the inputs and of the weights). With B
+sequences of T tokens, P masked positions, L blocks of width H, FFN size I, u BLSTM units
+per direction, SwishRNN size d' and V word pieces, the multiply-adds of one sequence are
+
+  T·L·(4H² + 2H·I + 8H·u + 8u² + 2u·H + 3H·d')  the blocks' matrices, each term only where
+      the block has it: 4H² attention (Q, K, V, output), 2H·I the FFN (ffn, parallel_blstm),
+      8H·u + 8u² the input and recurrent matrices of both LSTM directions (blstm,
+      parallel_blstm; the recurrence's only matrix products), 2u·H the BLSTM's projection
+      back to H (not in SMALL), 3H·d' SwishRNN's x1, x2 and output matrices
+  + L·2T²·H                                 attention's scores Q·Kᵀ and context A·V
+  + P·(H² + H·V)                            the MLM head: transform, then the tied output
+  + H² + 2H                                 the NSP pooler and classifier (with NSP)
+
+so FLOPs per step = 6·B·(that): 6·(matmul parameters)·tokens for the dense parts and
+12·L·T²·H per sequence for attention. Left out, as MFU usually leaves them: embedding
+lookups, LayerNorm, softmax, activations, dropout, the relative position bias and the
+element-wise work of the recurrences (LSTM gates, SwishRNN's recurrence, which has no
+matrix product).
 """
 
 import argparse
+import dataclasses
+import gc
+import json
+import math
 import os
 import statistics
+import sys
 import time
+import traceback
+from typing import Dict, List, Optional
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-import keras
 import numpy as np
-import tensorflow as tf
 
-from recurrent_bert.config import BLSTM_IMPLEMENTATIONS
-from recurrent_bert.config import FAMILIES
-from recurrent_bert.config import resolve_config
-from recurrent_bert.models import Pretrainer
-from recurrent_bert.models import build_encoder
+BACKENDS = ("tensorflow", "jax", "torch")
+DTYPES = ("float32", "bfloat16", "mixed_bfloat16")
+PROGRAM = "step_time.py"
 
 
-def flops_per_token(config, length, predictions=20):
-  """Multiply-adds per token of the encoder and the MLM head (the issue-20 count).
+def fail(message: str):
+  """Bad input: one line on stderr, exit status 2 (argparse's for usage errors)."""
+  print(f"{PROGRAM}: {message}", file=sys.stderr)
+  sys.exit(2)
 
-  Per layer: attention 4H² + 2TH (projections; scores and context), the FFN 2·H·I, a
-  BLSTM of u units per direction 8·H·u (input) + 8u² (recurrent) + 2u·H (projection),
-  SwishRNN 3·H·d'. The MLM head's H² + H·V runs at `predictions` of T positions.
-  Embedding lookups, LayerNorms, activations, the pooler and NSP are left out.
-  """
+
+def select_backend(argv: List[str]) -> str:
+  """The --backend of `argv` (else $KERAS_BACKEND, else tensorflow), set for Keras."""
+  pre = argparse.ArgumentParser(add_help=False)
+  pre.add_argument("--backend", default=None)
+  backend, source = pre.parse_known_args(argv)[0].backend, "--backend"
+  if backend is None:
+    backend, source = os.environ.get("KERAS_BACKEND") or "tensorflow", "KERAS_BACKEND"
+  if backend not in BACKENDS:
+    fail(f"{source}={backend!r}: choose one of {', '.join(BACKENDS)}")
+  if "keras" in sys.modules and sys.modules["keras"].backend.backend() != backend:
+    fail(f"--backend={backend}: keras is already imported with another backend")
+  os.environ["KERAS_BACKEND"] = backend
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  return backend
+
+
+# Keras reads KERAS_BACKEND once, when first imported, and recurrent_bert checks it on
+# import: the flag must be in the environment before either is imported.
+if __name__ == "__main__":
+  select_backend(sys.argv[1:])
+
+from recurrent_bert.config import BLSTM_IMPLEMENTATIONS  # noqa: E402
+from recurrent_bert.config import FAMILIES  # noqa: E402
+from recurrent_bert.config import PRESETS  # noqa: E402
+from recurrent_bert.config import ModelConfig  # noqa: E402
+
+
+def default_predictions(length: int) -> int:
+  """BERT's masked positions per sequence: 15% of T rounded up (20 at T = 128), < T."""
+  return max(1, min(math.ceil(0.15 * length), length - 1))
+
+
+def forward_multiply_adds(config: ModelConfig, length: int, predictions: int, use_nsp: bool):
+  """Multiply-adds of one sequence's forward pass (the module docstring's formula)."""
   h, c = config.hidden_size, config
-  layer = (4 * h * h + 2 * length * h) if c.use_attention else 0
+  per_token = 0
+  if c.use_attention:
+    per_token += 4 * h * h
   if c.mixer in ("ffn", "parallel_blstm"):
-    layer += 2 * h * c.intermediate_size
-  if c.mixer in ("blstm", "parallel_blstm"):
+    per_token += 2 * h * c.intermediate_size
+  if c.uses_blstm:
     u = c.resolved_blstm_units
-    layer += 8 * h * u + 8 * u * u + (2 * u * h if c.blstm_projection else 0)
+    per_token += 8 * h * u + 8 * u * u + (2 * u * h if c.blstm_projection else 0)
   if c.mixer == "swishrnn":
-    layer += 3 * h * c.resolved_swish_rnn_size
-  head = predictions / length * (h * h + h * c.vocab_size)
-  return c.num_layers * layer + head
+    per_token += 3 * h * c.resolved_swish_rnn_size
+  attention = 2 * length * length * h if c.use_attention else 0
+  heads = predictions * (h * h + h * c.vocab_size) + ((h * h + 2 * h) if use_nsp else 0)
+  return c.num_layers * (length * per_token + attention) + heads
 
 
-def make_step(model, jit_compile):
-  def step(inputs, mlm_labels, nsp_labels):
-    with tf.GradientTape() as tape:
-      out = model(inputs, training=True)
-      loss = tf.reduce_mean(
-          tf.nn.sparse_softmax_cross_entropy_with_logits(mlm_labels, out["mlm_logits"])
-      )
-      if "nsp_logits" in out:
-        loss += tf.reduce_mean(
-            tf.nn.sparse_softmax_cross_entropy_with_logits(nsp_labels, out["nsp_logits"])
-        )
-    grads = tape.gradient(loss, model.trainable_variables)
-    # Without NSP the pooler gets no gradient (None).
-    return loss, tf.add_n([tf.reduce_sum(tf.convert_to_tensor(g)) for g in grads if g is not None])
-
-  return tf.function(step, jit_compile=jit_compile)
+def model_flops(config, batch, length, predictions, use_nsp=True) -> int:
+  """FLOPs of one training step of `batch` sequences: 6 per forward multiply-add."""
+  return 6 * batch * forward_multiply_adds(config, length, predictions, use_nsp)
 
 
-def make_batch(vocab_size, batch, length, predictions=20, seed=0):
-  rng = np.random.default_rng(seed)
-  inputs = {
-      "input_ids": tf.constant(rng.integers(5, vocab_size, (batch, length)), tf.int32),
-      "input_mask": tf.ones((batch, length), tf.int32),
-      "segment_ids": tf.constant(
-          np.repeat([[0] * (length // 2) + [1] * (length - length // 2)], batch, 0), tf.int32
-      ),
-      "masked_lm_positions": tf.constant(
-          np.sort(rng.choice(np.arange(1, length), (batch, predictions)), -1), tf.int32
-      ),
-  }
-  mlm_labels = tf.constant(rng.integers(5, vocab_size, (batch, predictions)), tf.int32)
-  nsp_labels = tf.constant(rng.integers(0, 2, (batch,)), tf.int32)
-  return inputs, mlm_labels, nsp_labels
+def make_batch(vocab_size, batch, length, predictions, seed=0) -> Dict[str, np.ndarray]:
+  """A synthetic pretraining batch in the schema's names (data/schema.py), no padding.
 
-
-def measure(configs, batch, length, jit_compile, repeats, warmup, use_nsp=True):
-  """Median seconds per step for each {row name: ModelConfig}, timed round-robin.
-
-  A model that fails to compile or run (e.g. out of memory) is reported as the error
-  text instead of a time, and the others are still measured.
+  input_ids, input_mask, segment_ids int32 [B, T]; masked_lm_positions (distinct, sorted,
+  never [CLS]), masked_lm_ids int32 [B, P]; masked_lm_weights float32 [B, P];
+  next_sentence_labels int32 [B, 1].
   """
-  steps, batches, failures = {}, {}, {}
-  for name, config in configs.items():
-    try:
-      model = Pretrainer(build_encoder(config), use_nsp=use_nsp)
-      steps[name] = make_step(model, jit_compile)
-      batches[name] = make_batch(model.encoder.config.vocab_size, batch, length)
-      for _ in range(warmup):  # trace/compile outside the timing
-        [t.numpy() for t in steps[name](*batches[name])]
-    except (tf.errors.OpError, ValueError) as e:
-      failures[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:80]}"
-      steps.pop(name, None)
-      print(f"  {name}: {failures[name]}", flush=True)
-  times = {name: [] for name in steps}
-  for _ in range(repeats):
-    for name in steps:
-      start = time.perf_counter()
-      [t.numpy() for t in steps[name](*batches[name])]
-      times[name].append(time.perf_counter() - start)
-  results = {name: statistics.median(t) for name, t in times.items()}
-  results.update(failures)
-  return results
+  rng = np.random.default_rng(seed)
+  first = length // 2
+  positions = rng.permuted(np.tile(np.arange(1, length), (batch, 1)), axis=1)[:, :predictions]
+  return {
+      "input_ids": rng.integers(5, vocab_size, (batch, length)).astype(np.int32),
+      "input_mask": np.ones((batch, length), np.int32),
+      "segment_ids": np.tile([0] * first + [1] * (length - first), (batch, 1)).astype(np.int32),
+      "masked_lm_positions": np.sort(positions, axis=1).astype(np.int32),
+      "masked_lm_ids": rng.integers(5, vocab_size, (batch, predictions)).astype(np.int32),
+      "masked_lm_weights": np.ones((batch, predictions), np.float32),
+      "next_sentence_labels": rng.integers(0, 2, (batch, 1)).astype(np.int32),
+  }
 
 
-def print_table(mode, results, configs, size, batch, length):
-  load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-  print(
-      f"\n{mode}: forward+backward step time, batch {batch}, seq {length} "
-      f"({os.cpu_count()} CPU cores, load average now {load})"
-  )
-  print("| preset | ms | ×BERT | FLOPs ×BERT | ×BERT-rab |")
-  print("|---|---|---|---|---|")
-  bert_flops = flops_per_token(configs[f"bert_{size}"], length)
-  for name, config in configs.items():
-    r = results[name]
-    flops = f"{flops_per_token(config, length) / bert_flops:.2f}"
-    if isinstance(r, str):
-      print(f"| {name} | failed: {r} | | {flops} | |")
-      continue
-    ratio = lambda ref, r=r: (
-        f"{r / results[ref]:.2f}" if not isinstance(results.get(ref), str) else "-"
+def device_description(backend: str) -> str:
+  """The device the backend computes on, e.g. "gpu: NVIDIA H100 80GB HBM3"."""
+  if backend == "jax":
+    import jax
+
+    devices = jax.devices()
+    return f"{devices[0].platform}: {devices[0].device_kind} (x{len(devices)})"
+  if backend == "torch":
+    import torch
+
+    if torch.cuda.is_available():
+      return f"cuda: {torch.cuda.get_device_name(0)}"
+    return "cpu"
+  import tensorflow as tf
+
+  gpus = tf.config.list_physical_devices("GPU")
+  if gpus:
+    return "gpu: " + tf.config.experimental.get_device_details(gpus[0]).get("device_name", "?")
+  return "cpu"
+
+
+@dataclasses.dataclass
+class Row:
+  """One measured (or failed) preset; `step_s` None with `error` set when it failed."""
+
+  name: str
+  config: ModelConfig
+  flops: int
+  times: List[float] = dataclasses.field(default_factory=list)
+  loss: Optional[float] = None
+  error: Optional[str] = None
+
+  @property
+  def step_s(self) -> Optional[float]:
+    return statistics.median(self.times) if self.times and not self.error else None
+
+
+class Trial:
+  """A preset's trainer and synthetic batch; `call()` trains and times K steps.
+
+  K = 1 (`--steps_per_call`) is one `train_on_batch`. Keras' per-call work (gathering and
+  writing back every variable, the loss fetched at once) is then on the step's critical
+  path: on a GPU a BERT-base step can take less time than that. K > 1 is one `fit` over
+  the batch repeated K times, as training runs: the host queues step i + 1 while the
+  device computes step i, and the per-call work is paid once per K steps.
+  """
+
+  def __init__(self, row: Row, args, jit_compile: bool):
+    import keras
+
+    from recurrent_bert.models import Pretrainer
+    from recurrent_bert.models import build_encoder
+    from recurrent_bert.training.keras_training import ObjectiveModel
+    from recurrent_bert.training.objectives import PretrainingObjective
+    from recurrent_bert.training.optimization import create_optimizer
+
+    self.keras = keras
+    use_nsp = not args.no_nsp
+    pretrainer = Pretrainer(build_encoder(row.config), use_nsp=use_nsp)
+    self.trainer = ObjectiveModel(pretrainer, PretrainingObjective(use_nsp=use_nsp))
+    optimizer = create_optimizer(
+        pretrainer.trainable_variables,
+        learning_rate=1e-4,
+        num_train_steps=10_000,
+        warmup_steps=100,
+        optimizer=args.optimizer,
     )
+    self.trainer.compile(optimizer=optimizer, jit_compile=jit_compile)
+    self.batch = make_batch(
+        row.config.vocab_size, args.batch_size, args.seq_length, args.max_predictions
+    )
+    self.batch_size, self.k = args.batch_size, args.steps_per_call
+    self.repeated = {name: np.concatenate([x] * self.k) for name, x in self.batch.items()}
+
+  def call(self):
+    """(seconds per step, loss) of K steps, once the device has finished all of them."""
+    start = time.perf_counter()
+    if self.k == 1:
+      loss = self.keras.tree.flatten(self.trainer.train_on_batch(self.batch))[0]
+    else:
+      history = self.trainer.fit(
+          self.repeated, batch_size=self.batch_size, epochs=1, shuffle=False, verbose=0
+      )
+      loss = history.history["loss"][-1]  # the mean over the K steps
+    # The loss is ready once the last step's gradients are; its update may still run.
+    self.keras.ops.convert_to_numpy(self.trainer.trainable_variables[-1])
+    loss = float(np.asarray(loss))
+    return (time.perf_counter() - start) / self.k, loss
+
+
+def record_failure(row: Row, error: Exception):
+  """Keeps the run going (e.g. one preset out of memory) but loudly: the traceback on
+  stderr (not for an InputError, e.g. an implementation this backend does not offer:
+  its one line says it all), the first line in the table, exit status 1 at the end."""
+  from recurrent_bert.errors import InputError
+
+  if not isinstance(error, InputError):
+    traceback.print_exc()
+  lines = [line for line in str(error).splitlines() if line.strip()] or [""]
+  row.error = f"{type(error).__name__}: {lines[0][:200]}"
+  print(f"  {row.name}: FAILED {row.error}", flush=True)
+
+
+def free_memory():
+  import keras
+
+  keras.backend.clear_session()
+  gc.collect()
+
+
+def measure(rows: List[Row], args, jit_compile: bool, report):
+  """Fills each row's step times (or error); `report()` after every finished preset."""
+  if args.round_robin:
+    trials = {}
+    for row in rows:
+      try:
+        trials[row.name] = Trial(row, args, jit_compile)
+        for _ in range(args.warmup):
+          trials[row.name].call()
+      except Exception as e:  # a failed preset (e.g. out of memory) must not stop the rest
+        record_failure(row, e)
+    for _ in range(args.steps):
+      for row in rows:
+        if row.name in trials and not row.error:
+          seconds, row.loss = trials[row.name].call()
+          row.times.append(seconds)
+    report()
+    return
+  for row in rows:
+    started = time.perf_counter()
+    try:
+      trial = Trial(row, args, jit_compile)
+      for _ in range(args.warmup):
+        trial.call()
+      for _ in range(args.steps):
+        seconds, row.loss = trial.call()
+        row.times.append(seconds)
+      print(
+          f"  {row.name}: {1000 * row.step_s:.1f} ms/step, loss {row.loss:.3f} "
+          f"({time.perf_counter() - started:.0f} s with compilation)",
+          flush=True,
+      )
+    except Exception as e:  # a failed preset (e.g. out of memory) must not stop the rest
+      record_failure(row, e)
+    trial = None
+    free_memory()
+    report()
+
+
+def summarize(rows: List[Row], args) -> List[dict]:
+  """The table's numbers per row (also what --json writes): ratios within this run."""
+  by_name = {row.name: row for row in rows}
+  out = []
+  for row in rows:
+    size = row.name.split(" ")[0].rsplit("_", 1)[-1]
+    entry = {"preset": row.name, "flops_per_step": row.flops, "error": row.error}
+    step = row.step_s
+    if step is not None:
+      entry.update(step_ms=1000 * step, loss=row.loss, tokens_per_s=_tokens(args) / step)
+      entry["tflops_per_s"] = row.flops / step / 1e12
+      entry["mfu"] = entry["tflops_per_s"] / args.peak_tflops if args.peak_tflops else None
+      for key, reference in (("x_bert", f"bert_{size}"), ("x_bert_rab", f"bert_rab_{size}")):
+        ref = by_name.get(reference)
+        entry[key] = step / ref.step_s if ref is not None and ref.step_s else None
+    out.append(entry)
+  return out
+
+
+def _tokens(args) -> int:
+  return args.batch_size * args.seq_length
+
+
+def _fmt(value, spec):
+  return "-" if value is None else format(value, spec)
+
+
+def print_table(entries: List[dict], header: str):
+  print(f"\n{header}")
+  print("| preset | ms/step | tokens/s | ×BERT | ×BERT-rab | TFLOP/step | TFLOP/s | MFU | loss |")
+  print("|---|---|---|---|---|---|---|---|---|")
+  for e in entries:
+    tflop = f"{e['flops_per_step'] / 1e12:.3g}"
+    if e.get("step_ms") is None:
+      print(f"| {e['preset']} | failed: {e['error']} | | | | {tflop} | | | |")
+      continue
     print(
-        f"| {name} | {1000 * r:.0f} | {ratio(f'bert_{size}')} | {flops} | "
-        f"{ratio(f'bert_rab_{size}')} |"
+        f"| {e['preset']} | {e['step_ms']:.1f} | {e['tokens_per_s']:.0f} | "
+        f"{_fmt(e['x_bert'], '.2f')} | {_fmt(e['x_bert_rab'], '.2f')} | {tflop} | "
+        f"{e['tflops_per_s']:.3g} | {_fmt(e['mfu'], '.1%')} | {e['loss']:.3f} |"
     )
   print(flush=True)
 
 
-def main():
+def parse_args(argv: List[str], backend: str):
   parser = argparse.ArgumentParser(
-      description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+      prog=PROGRAM, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
   )
-  parser.add_argument("--quick", action="store_true", help="tiny presets, batch 8, seq 64")
-  parser.add_argument("--size", default=None, help="preset size (default base)")
+  parser.add_argument("--backend", default=backend, help=f"one of {', '.join(BACKENDS)}")
+  parser.add_argument("--presets", default="", help="comma-separated preset names")
+  parser.add_argument("--quick", action="store_true", help="tiny presets, seq 64")
+  parser.add_argument("--size", default=None, help="preset size of --families (base)")
   parser.add_argument("--families", default=",".join(FAMILIES))
   parser.add_argument("--batch_size", type=int, default=8)
-  parser.add_argument("--seq_length", type=int, default=None)
-  parser.add_argument("--repeats", type=int, default=None)
-  parser.add_argument("--no_xla", action="store_true", help="graph mode only")
+  parser.add_argument("--seq_length", type=int, default=None, help="128 (64 with --quick)")
+  parser.add_argument("--max_predictions", type=int, default=None, help="ceil(0.15 T)")
+  parser.add_argument("--dtype", default="float32", help=f"one of {', '.join(DTYPES)}")
+  parser.add_argument("--peak_tflops", type=float, default=0.0, help="for MFU; 0: none")
+  parser.add_argument(
+      "--steps", "--repeats", type=int, default=None, help="timed calls: 10 (--quick 5)"
+  )
+  parser.add_argument("--warmup", type=int, default=2, help="untimed calls first")
+  parser.add_argument(
+      "--steps_per_call",
+      type=int,
+      default=1,
+      help="K training steps per timed call: 1 is train_on_batch, more is one fit of K",
+  )
+  parser.add_argument(
+      "--jit_compile",
+      default="auto",
+      help="true, false, both (a table each) or auto: true on TensorFlow and JAX, false "
+      "on PyTorch (there true is torch.compile, minutes of compilation; Keras' auto is false)",
+  )
+  parser.add_argument("--no_xla", action="store_true", help="the same as --jit_compile=false")
   parser.add_argument("--no_nsp", action="store_true", help="MLM loss only")
+  parser.add_argument("--optimizer", default="adamw", help="adamw or lamb")
+  parser.add_argument("--round_robin", action="store_true", help="interleave the presets")
+  parser.add_argument("--json", default=None, help="write the rows here after each preset")
   parser.add_argument(
       "--blstm_implementations",
       nargs="+",
       default=["auto"],
-      choices=BLSTM_IMPLEMENTATIONS,
-      help="time presets with a BLSTM once per implementation",
+      help="time presets with a BLSTM once per implementation: " + ", ".join(BLSTM_IMPLEMENTATIONS),
   )
-  args = parser.parse_args()
-  size = args.size or ("tiny" if args.quick else "base")
-  length = args.seq_length or (64 if args.quick else 128)
-  repeats = args.repeats or (10 if args.quick else 5)
-  families = [f for f in args.families.split(",") if f]
-  unknown = sorted(set(families) - set(FAMILIES))
-  if unknown:
-    parser.error(f"--families: unknown {unknown}; choose from {sorted(FAMILIES)}")
-  for reference in ("bert", "bert_rab"):
-    if reference not in families:
-      families.insert(0, reference)
-  configs = {}
-  for family in families:
-    config = resolve_config(f"{family}_{size}")
-    implementations = (
-        args.blstm_implementations if config.mixer in ("blstm", "parallel_blstm") else ["auto"]
-    )
-    for impl in implementations:
-      name = f"{family}_{size}" + (f" [{impl}]" if len(implementations) > 1 else "")
-      configs[name] = config if impl == "auto" else config.replace(blstm_implementation=impl)
+  parser.error = fail  # a bad value (e.g. --batch_size=x): one line, not the usage
+  args = parser.parse_args(argv)
+  if args.dtype not in DTYPES:
+    fail(f"--dtype={args.dtype!r}: choose one of {', '.join(DTYPES)}")
+  if args.jit_compile not in ("auto", "true", "false", "both"):
+    fail(f"--jit_compile={args.jit_compile!r}: choose one of auto, true, false, both")
+  if args.json and args.jit_compile == "both" and not args.no_xla:
+    fail("--json: takes one --jit_compile mode, not both")
+  for impl in args.blstm_implementations:
+    if impl not in BLSTM_IMPLEMENTATIONS:
+      fail(f"--blstm_implementations: {impl!r}: choose from {', '.join(BLSTM_IMPLEMENTATIONS)}")
+  if args.seq_length is None:
+    args.seq_length = 64 if args.quick else 128
+  if args.max_predictions is None and args.seq_length > 0:
+    args.max_predictions = default_predictions(args.seq_length)
+  if args.steps is None:
+    args.steps = 5 if args.quick else 10
+  for flag in ("batch_size", "seq_length", "max_predictions", "steps", "steps_per_call"):
+    if getattr(args, flag) < 1:
+      fail(f"--{flag}={getattr(args, flag)}: must be at least 1")
+  if args.warmup < 0:
+    fail(f"--warmup={args.warmup}: must be at least 0")
+  if args.max_predictions >= args.seq_length:
+    fail(f"--max_predictions={args.max_predictions}: must be below --seq_length")
+  return args
 
-  modes = [("graph", False)] + ([] if args.no_xla else [("xla", True)])
-  for mode, jit in modes:
-    print(
-        f"measuring {mode}: {len(configs)} models, batch {args.batch_size}, "
-        f"seq {length}, median of {repeats}" + (", MLM loss only" if args.no_nsp else "") + " ...",
-        flush=True,
+
+def select_rows(args) -> List[Row]:
+  """The rows to time: --presets as given, else --families at --size with the references."""
+  if args.presets:
+    names = [n for n in args.presets.split(",") if n]
+    unknown = [n for n in names if n not in PRESETS]
+    if unknown:
+      fail(f"--presets: unknown {unknown[0]!r}; choose from {', '.join(sorted(PRESETS))}")
+  else:
+    size = args.size or ("tiny" if args.quick else "base")
+    families = [f for f in args.families.split(",") if f]
+    unknown = [f for f in families if f not in FAMILIES]
+    if unknown:
+      fail(f"--families: unknown {unknown[0]!r}; choose from {', '.join(FAMILIES)}")
+    if f"bert_{size}" not in PRESETS:
+      fail(f"--size={size!r}: choose one of tiny, mini, base, large")
+    families = [f for f in ("bert", "bert_rab") if f not in families] + families
+    names = [f"{family}_{size}" for family in families]
+  rows = []
+  for name in names:
+    config = PRESETS[name]
+    config.check_sequence_length(args.seq_length, "--seq_length", name)
+    impls = args.blstm_implementations if config.uses_blstm else ["auto"]
+    for impl in impls:
+      variant = config if impl == "auto" else config.replace(blstm_implementation=impl)
+      flops = model_flops(
+          variant, args.batch_size, args.seq_length, args.max_predictions, not args.no_nsp
+      )
+      rows.append(Row(name + (f" [{impl}]" if len(impls) > 1 else ""), variant, flops))
+  return rows
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+  argv = sys.argv[1:] if argv is None else argv
+  backend = select_backend(argv)
+  args = parse_args(argv, backend)
+  try:
+    select_rows(args)  # bad input fails here, before Keras starts
+  except ValueError as e:  # ConfigError: a sequence longer than the learned positions
+    fail(str(e))
+  modes = {"true": [True], "false": [False], "both": [False, True]}.get(
+      args.jit_compile, [backend != "torch"]
+  )
+  if args.no_xla:
+    modes = [False]
+
+  import keras
+
+  keras.config.set_dtype_policy(args.dtype)
+  device = device_description(backend)
+  failed = False
+  for jit in modes:
+    rows = select_rows(args)
+    steps = (
+        f"{args.steps} calls of {args.steps_per_call}" if args.steps_per_call > 1 else args.steps
     )
-    results = measure(
-        configs, args.batch_size, length, jit, repeats, warmup=2, use_nsp=not args.no_nsp
+    header = (
+        f"{backend} (keras {keras.__version__}) on {device}: one training step "
+        f"(MLM at {args.max_predictions} positions{'' if args.no_nsp else ' + NSP'}, "
+        f"{args.optimizer}), batch {args.batch_size} x {args.seq_length} tokens, "
+        f"{args.dtype}, jit_compile={jit}, median of {steps} steps after {args.warmup}"
     )
-    print_table(mode, results, configs, size, args.batch_size, length)
-    keras.backend.clear_session()
+    print(f"measuring {len(rows)} presets: {header}", flush=True)
+
+    def report(rows=rows, jit=jit):
+      if args.json:
+        meta = {k: getattr(args, k) for k in ("batch_size", "seq_length", "dtype", "peak_tflops")}
+        meta.update(backend=backend, device=device, keras=keras.__version__, jit_compile=jit)
+        with open(args.json + ".tmp", "w") as f:
+          json.dump(dict(meta, rows=summarize(rows, args)), f, indent=1)
+        os.replace(args.json + ".tmp", args.json)
+
+    measure(rows, args, jit, report)
+    print_table(summarize(rows, args), header)
+    failed = failed or any(row.error for row in rows)
+  return 1 if failed else 0
 
 
 if __name__ == "__main__":
-  main()
+  sys.exit(main())

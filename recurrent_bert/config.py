@@ -33,8 +33,8 @@ SWISH_RNN_RESIDUALS = ("x1", "x2")
 SWISH_RNN_GATES = ("gelu", "sigmoid")
 SWISH_RNN_DIRECTIONS = ("forward", "backward", "bidirectional")
 # How a BLSTM or SwishRNN runs, never what it computes (layers/blstm.py, layers/swish_rnn.py).
-BLSTM_IMPLEMENTATIONS = ("auto", "keras", "scan", "fused", "block")
-SWISH_RNN_IMPLEMENTATIONS = ("auto", "fused", "loop", "scan")
+BLSTM_IMPLEMENTATIONS = ("auto", "keras", "scan", "fused", "block", "portable", "cudnn")
+SWISH_RNN_IMPLEMENTATIONS = ("auto", "fused", "loop", "scan", "portable")
 # Which encoder layers a task head reads (--layer_mix; layers/layer_combination.py). "Four"
 # means the last min(4, L) blocks of an L-block encoder.
 LAYER_MIXES = (
@@ -259,17 +259,21 @@ class ModelConfig:
     blstm_projection: project the 2u BLSTM output back to H with a dense layer. Without
       it 2u must equal H (the SMALL variant, u = H/2).
     blstm_implementation: how the BLSTM runs, never what it computes: "keras" (Keras
-      LSTM, cuDNN on GPU), "fused" (both directions in one XLA loop + analytic
-      gradient), "block" (TensorFlow's BlockLSTMV2 kernel), "scan" (tf.scan) or "auto"
-      (keras with a GPU, else fused). Same weights either way.
+      LSTM, cuDNN on a TensorFlow GPU), "cudnn" (cuDNN fed by the row lengths, JAX and
+      PyTorch), "portable" (keras.ops scan; JAX, PyTorch), TensorFlow's "fused" (both
+      directions in one XLA loop + analytic gradient), "block" (BlockLSTMV2) and "scan"
+      (tf.scan), or "auto" (the backend's cuDNN path with a GPU, else fused on
+      TensorFlow and portable elsewhere). Same weights either way.
     swish_rnn_size: d', inner size of SwishRNN; None picks round(8H/3) to a multiple of 16.
     swish_rnn_step_sizes: step size k per layer, cycled across layers ((1, 2, 4) default).
     swish_rnn_residual: "x1" (default, soft max-pooling reading) or "x2" (paper's eq. 3).
     swish_rnn_gate: activation of the output gate, "gelu" or "sigmoid".
     swish_rnn_direction: "forward" (left to right), "backward" or "bidirectional"
       (half the channels each way, same parameter count).
-    swish_rnn_implementation: how the recurrence runs, never what it computes: "fused"
-      (XLA loops + analytic gradient), "loop", "scan" (plain tf.scan) or "auto".
+    swish_rnn_implementation: how the recurrence runs, never what it computes:
+      TensorFlow's "fused" (XLA loops + analytic gradient), "loop" and "scan" (plain
+      tf.scan), "portable" (keras.ops scan + analytic gradient; JAX, PyTorch) or "auto"
+      (fused on TensorFlow, portable elsewhere).
     hidden_act: "gelu" (exact erf form), "gelu_approximate" (tanh form; TF1 BERT and
       keras-hub checkpoints) or "relu".
     dropout_rate: dropout on embeddings and on every sublayer output.

@@ -17,7 +17,9 @@ A pretraining model_dir (`python -m recurrent_bert.pretrain`):
   eval/, eval_results.json  held-out evaluation (--eval_input_files): TensorBoard events,
                           and the latest results {"global_step", "checkpoint", "eval": {...}}
   encoder/                the final export: encoder.index / .data-*,
-                          model_config.json, vocab.txt, tokenizer.json, export_info.json
+                          encoder.weights.h5 (the same weights, readable without
+                          TensorFlow: `weights_file`), model_config.json, vocab.txt,
+                          tokenizer.json, export_info.json
 
 A converted model dir (`tools/convert_checkpoint.py`): model_config.json, vocab.txt,
 tokenizer.json, pretrainer.index / .data-* (encoder + MLM/NSP heads), encoder/ (as above),
@@ -25,10 +27,11 @@ conversion_report.json.
 
 A fine-tuning model_dir (`finetune_glue`, `finetune_squad`): model_config.json,
 task_info.json, vocab.txt (or sentencepiece.model), tokenizer.json, training checkpoints,
-best/ (the best checkpoint with model_config.json, task_info.json, vocab.txt, tokenizer.json,
-best_metrics.json), train/ and eval/ (TensorBoard), metrics.jsonl, eval_results.json,
-predictions/, features/ (TFRecord caches), skipped_rows.json (--skip_bad_rows), .scratch/
-(per-worker scratch space).
+best/ (the best checkpoint with model.weights.h5 (the whole task model's weights, readable
+without TensorFlow: `weights_file`), model_config.json, task_info.json, vocab.txt,
+tokenizer.json, best_metrics.json), train/ and eval/ (TensorBoard), metrics.jsonl,
+eval_results.json, predictions/, features/ (TFRecord caches), skipped_rows.json
+(--skip_bad_rows), .scratch/ (per-worker scratch space).
 
 A SavedModel export (`python -m recurrent_bert.export`): saved_model.pb, variables/,
 assets/vocab.txt.
@@ -38,7 +41,9 @@ runs/<model>/<task>/lr<rate>_seed<seed>/ (fine-tuning model_dirs).
 
 Every directory above except the SavedModel is accepted wherever a model is expected
 (`--init_checkpoint`, `export --model_dir`, sweeps); `training/checkpoints.resolve_model`
-says how each is read.
+says how each is read. Under Keras' JAX or PyTorch backend (no TensorFlow), the
+.weights.h5 files are what is read (`training/portable_checkpoints.load_encoder_portable`):
+training checkpoints (ckpt-N) have none.
 """
 
 import dataclasses
@@ -59,6 +64,10 @@ EVAL_EVENTS_DIR = "eval"
 EXPORT_DIR = "encoder"
 EXPORT_PREFIX = "encoder"
 EXPORT_INFO_FILE = "export_info.json"
+# The portable weights (HDF5 by variable path, `weights_file`): the encoder export's, and
+# the whole task model's in a fine-tuning best/.
+EXPORT_WEIGHTS_FILE = "encoder.weights.h5"
+MODEL_WEIGHTS_FILE = "model.weights.h5"
 # Converted dirs.
 PRETRAINER_PREFIX = "pretrainer"
 CONVERSION_REPORT_FILE = "conversion_report.json"

@@ -11,53 +11,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-
-def random_tf1_bert(
-    rng, vocab_size, max_positions, hidden, intermediate, num_layers, with_heads=True
-):
-  """{TF1 name: float32 array} of a random BERT (+ cls/ MLM and NSP heads)."""
-  V, P, H, F = vocab_size, max_positions, hidden, intermediate
-  shapes = {
-      "bert/embeddings/word_embeddings": (V, H),
-      "bert/embeddings/token_type_embeddings": (2, H),
-      "bert/embeddings/position_embeddings": (P, H),
-      "bert/embeddings/LayerNorm/gamma": (H,),
-      "bert/embeddings/LayerNorm/beta": (H,),
-      "bert/pooler/dense/kernel": (H, H),
-      "bert/pooler/dense/bias": (H,),
-  }
-  if with_heads:
-    shapes.update(
-        {
-            "cls/predictions/transform/dense/kernel": (H, H),
-            "cls/predictions/transform/dense/bias": (H,),
-            "cls/predictions/transform/LayerNorm/gamma": (H,),
-            "cls/predictions/transform/LayerNorm/beta": (H,),
-            "cls/predictions/output_bias": (V,),
-            "cls/seq_relationship/output_weights": (2, H),
-            "cls/seq_relationship/output_bias": (2,),
-        }
-    )
-  for i in range(num_layers):
-    p = f"bert/encoder/layer_{i}"
-    for name in ("query", "key", "value"):
-      shapes[f"{p}/attention/self/{name}/kernel"] = (H, H)
-      shapes[f"{p}/attention/self/{name}/bias"] = (H,)
-    shapes.update(
-        {
-            f"{p}/attention/output/dense/kernel": (H, H),
-            f"{p}/attention/output/dense/bias": (H,),
-            f"{p}/attention/output/LayerNorm/gamma": (H,),
-            f"{p}/attention/output/LayerNorm/beta": (H,),
-            f"{p}/intermediate/dense/kernel": (H, F),
-            f"{p}/intermediate/dense/bias": (F,),
-            f"{p}/output/dense/kernel": (F, H),
-            f"{p}/output/dense/bias": (H,),
-            f"{p}/output/LayerNorm/gamma": (H,),
-            f"{p}/output/LayerNorm/beta": (H,),
-        }
-    )
-  return {k: rng.normal(scale=0.5, size=s).astype("float32") for k, s in shapes.items()}
+from tests.references import random_tf1_bert  # noqa: F401  (re-exported)
 
 
 def bert_config_json(

@@ -162,6 +162,54 @@ def numpy_bert(
   return out
 
 
+def random_tf1_bert(
+    rng, vocab_size, max_positions, hidden, intermediate, num_layers, with_heads=True
+):
+  """{TF1 name: float32 array} of a random BERT (+ cls/ MLM and NSP heads)."""
+  V, P, H, F = vocab_size, max_positions, hidden, intermediate
+  shapes = {
+      "bert/embeddings/word_embeddings": (V, H),
+      "bert/embeddings/token_type_embeddings": (2, H),
+      "bert/embeddings/position_embeddings": (P, H),
+      "bert/embeddings/LayerNorm/gamma": (H,),
+      "bert/embeddings/LayerNorm/beta": (H,),
+      "bert/pooler/dense/kernel": (H, H),
+      "bert/pooler/dense/bias": (H,),
+  }
+  if with_heads:
+    shapes.update(
+        {
+            "cls/predictions/transform/dense/kernel": (H, H),
+            "cls/predictions/transform/dense/bias": (H,),
+            "cls/predictions/transform/LayerNorm/gamma": (H,),
+            "cls/predictions/transform/LayerNorm/beta": (H,),
+            "cls/predictions/output_bias": (V,),
+            "cls/seq_relationship/output_weights": (2, H),
+            "cls/seq_relationship/output_bias": (2,),
+        }
+    )
+  for i in range(num_layers):
+    p = f"bert/encoder/layer_{i}"
+    for name in ("query", "key", "value"):
+      shapes[f"{p}/attention/self/{name}/kernel"] = (H, H)
+      shapes[f"{p}/attention/self/{name}/bias"] = (H,)
+    shapes.update(
+        {
+            f"{p}/attention/output/dense/kernel": (H, H),
+            f"{p}/attention/output/dense/bias": (H,),
+            f"{p}/attention/output/LayerNorm/gamma": (H,),
+            f"{p}/attention/output/LayerNorm/beta": (H,),
+            f"{p}/intermediate/dense/kernel": (H, F),
+            f"{p}/intermediate/dense/bias": (F,),
+            f"{p}/output/dense/kernel": (F, H),
+            f"{p}/output/dense/bias": (H,),
+            f"{p}/output/LayerNorm/gamma": (H,),
+            f"{p}/output/LayerNorm/beta": (H,),
+        }
+    )
+  return {k: rng.normal(scale=0.5, size=s).astype("float32") for k, s in shapes.items()}
+
+
 def lamb(params, gradient_steps, learning_rate, beta_1, beta_2, epsilon, weight_decay, excluded):
   """LAMB, You et al. 2019 Algorithm 2 (φ = identity), in float64, one update per entry
   of `gradient_steps` ({name: gradient}). `excluded` names get neither weight decay nor
@@ -188,3 +236,77 @@ def lamb(params, gradient_steps, learning_rate, beta_1, beta_2, epsilon, weight_
       x[name] = x[name] - learning_rate * ratio * u
     history.append({name: value.copy() for name, value in x.items()})
   return history
+
+
+def blstm_layer(arrays, lengths):
+  """The TRANS-BLSTM layer: a forward LSTM over each real prefix, a backward one from its
+  last real token, concatenated, then the optional projection.
+
+  arrays: [x [B, T, D], then kernel, recurrent_kernel, bias of the forward and of the
+  backward direction, then (optionally) the projection's kernel and bias].
+  Returns [B, T, 2u] (or [B, T, P] projected), zero at padded positions before the
+  projection.
+  """
+  x, directions, projection = arrays[0], arrays[1:7], arrays[7:]
+  y = np.concatenate(
+      [lstm_direction(x, *directions[3 * d : 3 * d + 3], lengths, reverse=bool(d)) for d in (0, 1)],
+      -1,
+  )
+  if projection:
+    y = y @ projection[0] + projection[1]
+  return y
+
+
+def swish_rnn_layer(w, x, inner_size, step_size, residual, gate, direction, mask=None):
+  """SPEC §4's SwishRNN block: projections, the recurrence, the gated output projection.
+
+  w: {"x1_kernel", "x2_kernel", "alpha", "beta", "state_bias", "gate_bias", "kernel",
+  "bias"} (the last two: the output dense layer); x: [B, T, H]; mask: [B, T] or None.
+  Backward channels run over each sequence's real part reversed. Returns [B, T, H].
+  """
+  d, k = inner_size, step_size
+  x1, x2 = x.astype(np.float64) @ w["x1_kernel"], x.astype(np.float64) @ w["x2_kernel"]
+  residual = x1 if residual == "x1" else x2
+  if direction == "forward":
+    c = swish_rnn_states(x1, residual, w["alpha"], w["beta"], k)
+  else:
+    lengths = mask.sum(1) if mask is not None else np.full(x.shape[0], x.shape[1])
+    c = np.zeros_like(x1)
+    channels = slice(0, d) if direction == "backward" else slice(d // 2, d)
+    for b, n in enumerate(lengths):
+      if direction == "bidirectional":
+        c[b : b + 1, :n, : d // 2] = swish_rnn_states(
+            x1[b : b + 1, :n, : d // 2],
+            residual[b : b + 1, :n, : d // 2],
+            w["alpha"][: d // 2],
+            w["beta"][: d // 2],
+            k,
+        )
+      rev = swish_rnn_states(
+          x1[b : b + 1, :n][:, ::-1, channels],
+          residual[b : b + 1, :n][:, ::-1, channels],
+          w["alpha"][channels],
+          w["beta"][channels],
+          k,
+      )
+      c[b : b + 1, :n, channels] = rev[:, ::-1]
+  gated = gelu(x2 + w["gate_bias"]) if gate == "gelu" else sigmoid(x2 + w["gate_bias"])
+  return ((c + w["state_bias"]) * gated) @ w["kernel"] + w["bias"]
+
+
+def finite_difference_gradients(function, arrays, upstream, eps=1e-6):
+  """d sum(function(arrays) * upstream) / d each array, central differences in float64."""
+  arrays = [np.asarray(a, np.float64) for a in arrays]
+  grads = []
+  for which, array in enumerate(arrays):
+    grad = np.zeros_like(array)
+    for idx in np.ndindex(array.shape):
+      values = []
+      for sign in (1, -1):
+        moved = list(arrays)
+        moved[which] = array.copy()
+        moved[which][idx] += sign * eps
+        values.append((function(moved) * upstream).sum())
+      grad[idx] = (values[0] - values[1]) / (2 * eps)
+    grads.append(grad)
+  return grads

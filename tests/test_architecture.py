@@ -43,6 +43,7 @@ BASE_MODULES = {
     "recurrent_bert.errors",
     "recurrent_bert.config",
     "recurrent_bert.model_dir",
+    "recurrent_bert.weights_file",
     "recurrent_bert.io_utils",
     "recurrent_bert.cli",
 }

@@ -82,7 +82,7 @@ def test_json_round_trip(name):
         (dict(use_attention=False, mixer="ffn"), "use_attention"),
         (dict(swish_rnn_step_sizes=[]), "swish_rnn_step_sizes"),
         (dict(hidden_act="swish"), "hidden_act"),
-        (dict(blstm_implementation="cudnn"), "blstm_implementation"),
+        (dict(blstm_implementation="cudnn8"), "blstm_implementation"),
         (dict(swish_rnn_implementation="cuda"), "swish_rnn_implementation"),
     ],
 )

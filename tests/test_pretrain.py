@@ -251,6 +251,7 @@ def test_load_encoder_from_export_model_dir_and_checkpoint(phase1_dir, vocab_fil
       [
           "encoder.index",
           "encoder.data-00000-of-00001",
+          "encoder.weights.h5",
           "model_config.json",
           "vocab.txt",
           "tokenizer.json",

@@ -68,6 +68,11 @@ class Embeddings(keras.layers.Layer):
       x = x + positions[None]
     return self.dropout(self.layer_norm(x), training=training)
 
+  def compute_output_shape(self, input_ids_shape, segment_ids_shape=None):
+    # Said, not inferred: JAX traces a symbolic T, and min(max_positions, T) (the
+    # position slice) cannot be proven equal to T.
+    return tuple(input_ids_shape) + (self.hidden_size,)
+
   def get_config(self):
     return {
         **super().get_config(),

@@ -31,6 +31,7 @@ class Classifier(HeadedModel):
       feature_based=False,
       **kwargs,
   ):
+    self._defer_attributes()
     c = encoder.config
     self.encoder = encoder
     self.num_classes = num_classes
@@ -42,7 +43,7 @@ class Classifier(HeadedModel):
     )
     inputs = encoder_inputs()
     _, pooled = read_encoder(self, encoder, inputs, layer_mix, feature_based)
-    super().__init__(inputs=inputs, outputs=self.head(pooled), **kwargs)
+    self._init_functional(inputs=inputs, outputs=self.head(pooled), **kwargs)
 
   def _head_config(self):
     return {

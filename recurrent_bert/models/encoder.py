@@ -7,6 +7,7 @@ from recurrent_bert.config import resolve_config
 from recurrent_bert.layers import Embeddings
 from recurrent_bert.layers import RelativePositionBias
 from recurrent_bert.layers import TransformerBlock
+from recurrent_bert.models.functional_subclass import FunctionalSubclass
 
 ENCODER_INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 
@@ -17,7 +18,7 @@ def encoder_inputs():
 
 
 @keras.saving.register_keras_serializable(package="recurrent_bert")
-class Encoder(keras.Model):
+class Encoder(FunctionalSubclass):
   """A BERT-style encoder for every family of SPEC §5, built from a `ModelConfig`.
 
   Inputs (dict, int32, right-padded):
@@ -35,6 +36,7 @@ class Encoder(keras.Model):
   """
 
   def __init__(self, config, **kwargs):
+    self._defer_attributes()
     if isinstance(config, dict):
       config = ModelConfig.from_dict(config)
     c = config
@@ -110,7 +112,7 @@ class Encoder(keras.Model):
       x = block(x, inputs["input_mask"], bias)
       encoder_outputs.append(x)
     pooled = self.pooler(x[:, 0, :])
-    super().__init__(
+    self._init_functional(
         inputs=inputs,
         outputs={"sequence_output": x, "pooled_output": pooled, "encoder_outputs": encoder_outputs},
         **kwargs,

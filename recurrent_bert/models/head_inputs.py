@@ -29,6 +29,11 @@ class FrozenEncoder(keras.layers.Layer):
   def call(self, inputs):
     return self.encoder(inputs, training=False)
 
+  def compute_output_spec(self, inputs):
+    # The encoder's own symbolic pass: tracing `call` under JAX or PyTorch would run the
+    # encoder on a symbolic T, which the position slice cannot match.
+    return self.encoder.compute_output_spec(inputs)
+
 
 def read_encoder(model, encoder, inputs, layer_mix="last", feature_based=False):
   """Calls `encoder` on `inputs` inside `model`'s functional graph; returns what heads read.

@@ -6,11 +6,14 @@ and `.keras` save/load rebuild the encoder and, for the MLM head, re-tie it to t
 
 import keras
 
+from recurrent_bert.models.functional_subclass import FunctionalSubclass
 
-class HeadedModel(keras.Model):
+
+class HeadedModel(FunctionalSubclass):
   """Shared (de)serialisation: the encoder is a nested Keras object, the rest kwargs.
 
-  Subclasses set `self.encoder` and their heads before building the functional graph, and
+  Subclasses set `self.encoder` and their heads before building the functional graph
+  (`FunctionalSubclass`: `_defer_attributes` first, `_init_functional` last), and
   return their own constructor arguments (all but `encoder`) from `_head_config`.
   """
 

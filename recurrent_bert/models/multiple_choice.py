@@ -48,6 +48,7 @@ class MultipleChoice(HeadedModel):
   """
 
   def __init__(self, encoder, dropout_rate=None, layer_mix="last", **kwargs):
+    self._defer_attributes()
     c = encoder.config
     self.encoder = encoder
     self.dropout_rate = c.dropout_rate if dropout_rate is None else dropout_rate
@@ -60,7 +61,7 @@ class MultipleChoice(HeadedModel):
     rows = {name: flatten(tensor) for name, tensor in inputs.items()}
     _, pooled = read_encoder(self, encoder, rows, layer_mix)  # [B * C, W]
     logits = UnflattenChoices(name="unflatten_choices")(self.head(pooled), inputs["input_ids"])
-    super().__init__(inputs=inputs, outputs=logits, **kwargs)
+    self._init_functional(inputs=inputs, outputs=logits, **kwargs)
 
   def _head_config(self):
     return {"dropout_rate": self.dropout_rate, "layer_mix": self.layer_mix}

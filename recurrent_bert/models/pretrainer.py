@@ -17,6 +17,7 @@ class Pretrainer(HeadedModel):
   """
 
   def __init__(self, encoder, use_nsp=True, **kwargs):
+    self._defer_attributes()
     c = encoder.config
     self.encoder = encoder
     self.use_nsp = use_nsp
@@ -34,7 +35,7 @@ class Pretrainer(HeadedModel):
     }
     if use_nsp:
       outputs["nsp_logits"] = self.nsp_head(encoded["pooled_output"])
-    super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+    self._init_functional(inputs=inputs, outputs=outputs, **kwargs)
 
   def _head_config(self):
     return {"use_nsp": self.use_nsp}

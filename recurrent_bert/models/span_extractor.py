@@ -23,6 +23,7 @@ class SpanExtractor(HeadedModel):
   """
 
   def __init__(self, encoder, use_blstm_decoder=False, layer_mix="last", **kwargs):
+    self._defer_attributes()
     c = encoder.config
     self.encoder = encoder
     self.use_blstm_decoder = use_blstm_decoder
@@ -37,7 +38,7 @@ class SpanExtractor(HeadedModel):
     inputs = encoder_inputs()
     sequence, _ = read_encoder(self, encoder, inputs, layer_mix)
     outputs = self.head(sequence, inputs["input_mask"])
-    super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+    self._init_functional(inputs=inputs, outputs=outputs, **kwargs)
 
   def _head_config(self):
     return {"use_blstm_decoder": self.use_blstm_decoder, "layer_mix": self.layer_mix}

@@ -35,6 +35,7 @@ class TokenTagger(HeadedModel):
       feature_based=False,
       **kwargs,
   ):
+    self._defer_attributes()
     c = encoder.config
     self.encoder = encoder
     self.num_labels = num_labels
@@ -46,7 +47,7 @@ class TokenTagger(HeadedModel):
     )
     inputs = encoder_inputs()
     sequence, _ = read_encoder(self, encoder, inputs, layer_mix, feature_based)
-    super().__init__(inputs=inputs, outputs=self.head(sequence), **kwargs)
+    self._init_functional(inputs=inputs, outputs=self.head(sequence), **kwargs)
 
   def _head_config(self):
     return {

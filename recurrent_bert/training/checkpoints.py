@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from recurrent_bert import io_utils
 from recurrent_bert import model_dir as layout
+from recurrent_bert import weights_file
 from recurrent_bert.config import ModelConfig
 from recurrent_bert.data import vocab as vocab_lib
 
@@ -268,6 +269,12 @@ def restore_pretrainer_weights(pretrainer, path: str) -> str:
   return prefix
 
 
+def write_portable_weights(model, directory: str) -> str:
+  """directory/model.weights.h5: the whole model's weights for every Keras backend (a
+  fine-tuning best/ keeps it beside its checkpoint); returns its path."""
+  return weights_file.save_weights(model, os.path.join(directory, layout.MODEL_WEIGHTS_FILE))
+
+
 def export_encoder(
     encoder,
     model_dir: str,
@@ -277,6 +284,9 @@ def export_encoder(
     info: Optional[dict] = None,
 ) -> str:
   """Writes model_dir/encoder atomically (temp dir, then rename); returns its path.
+
+  It holds the TensorFlow checkpoint and the same weights as encoder.weights.h5, which
+  Keras reads on every backend (`training.portable_checkpoints`).
 
   `do_lower_case` defaults to `info["do_lower_case"]` (None: not known).
 
@@ -292,6 +302,7 @@ def export_encoder(
     tf.train.Checkpoint(encoder=variables_by_path(encoder)).write(
         os.path.join(tmp_dir, EXPORT_PREFIX)
     )
+    weights_file.save_weights(encoder, os.path.join(tmp_dir, layout.EXPORT_WEIGHTS_FILE))
     write_model_config(tmp_dir, encoder.config)
     write_tokenizer_files(tmp_dir, vocab_file, do_lower_case)
     io_utils.atomic_write_json(os.path.join(tmp_dir, layout.EXPORT_INFO_FILE), info)

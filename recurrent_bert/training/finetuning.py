@@ -468,6 +468,8 @@ class Finetuner:
         if not self.is_chief:
           return
         self._write_model_files(best_dir)
+        # The same weights for Keras on JAX and PyTorch (no TensorFlow needed to read).
+        checkpoints.write_portable_weights(self.model, best_dir)
         io_utils.atomic_write_json(
             os.path.join(best_dir, layout.BEST_METRICS_FILE),
             {"main_metric_value": value, **results},

@@ -13,11 +13,16 @@ that vocabularies of different granularity share: with whole-word masking every 
 a masked word is masked, so a word's loss is the sum of its pieces' and
 
   mlm_loss_per_word = Σ w·CE / Σ_b,p w[b,p] · starts_word[ids[b,p]]
+
+Written in `keras.ops`, so the same sums run under every Keras backend: on TensorFlow
+they are the tf ops the custom loop always ran (tf tensors in, tf tensors out).
 """
 
-from typing import Dict, Optional
+from typing import Any, Dict, Optional
 
-import tensorflow as tf
+from keras import ops
+
+Tensor = Any  # a tensor of the Keras backend (tf.Tensor, jax.Array, torch.Tensor)
 
 STAT_NAMES = (
     "mlm_loss_sum",
@@ -30,9 +35,22 @@ STAT_NAMES = (
 )
 
 
+def cross_entropy_and_correct(labels: Tensor, logits: Tensor):
+  """Softmax cross-entropy and hits of int labels [...] against float32 logits [..., K].
+
+  Returns:
+    (float32 [...] -log softmax(logits)[label], float32 [...] 1.0 where argmax == label).
+    On TensorFlow the cross-entropy is tf.nn.sparse_softmax_cross_entropy_with_logits.
+  """
+  labels = ops.cast(labels, "int32")
+  cross_entropy = ops.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+  correct = ops.cast(ops.equal(ops.cast(ops.argmax(logits, axis=-1), "int32"), labels), "float32")
+  return cross_entropy, correct
+
+
 def masked_lm_sums(
-    mlm_logits: tf.Tensor, masked_lm_ids: tf.Tensor, masked_lm_weights: tf.Tensor
-) -> Dict[str, tf.Tensor]:
+    mlm_logits: Tensor, masked_lm_ids: Tensor, masked_lm_weights: Tensor
+) -> Dict[str, Tensor]:
   """Weighted MLM cross-entropy and accuracy, as sums.
 
   Args:
@@ -44,21 +62,20 @@ def masked_lm_sums(
     float32 scalars mlm_loss_sum = Σ w·CE, mlm_weight_sum = Σ w,
     mlm_correct = Σ w·[argmax logits == id].
   """
-  logits = tf.cast(mlm_logits, tf.float32)
-  ids = tf.cast(masked_lm_ids, tf.int32)
-  weights = tf.cast(masked_lm_weights, tf.float32)
-  cross_entropy = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=logits)
-  correct = tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), ids), tf.float32)
+  logits = ops.cast(mlm_logits, "float32")
+  ids = ops.cast(masked_lm_ids, "int32")
+  weights = ops.cast(masked_lm_weights, "float32")
+  cross_entropy, correct = cross_entropy_and_correct(ids, logits)
   return {
-      "mlm_loss_sum": tf.reduce_sum(weights * cross_entropy),
-      "mlm_weight_sum": tf.reduce_sum(weights),
-      "mlm_correct": tf.reduce_sum(weights * correct),
+      "mlm_loss_sum": ops.sum(weights * cross_entropy),
+      "mlm_weight_sum": ops.sum(weights),
+      "mlm_correct": ops.sum(weights * correct),
   }
 
 
 def masked_word_count(
-    masked_lm_ids: tf.Tensor, masked_lm_weights: tf.Tensor, word_starts: tf.Tensor
-) -> tf.Tensor:
+    masked_lm_ids: Tensor, masked_lm_weights: Tensor, word_starts: Tensor
+) -> Tensor:
   """The masked words: masked positions whose original token starts a word.
 
   Args:
@@ -70,13 +87,13 @@ def masked_word_count(
   Returns:
     float32 scalar Σ w · word_starts[id].
   """
-  starts = tf.gather(tf.cast(word_starts, tf.float32), tf.cast(masked_lm_ids, tf.int32))
-  return tf.reduce_sum(tf.cast(masked_lm_weights, tf.float32) * starts)
+  starts = ops.take(ops.cast(word_starts, "float32"), ops.cast(masked_lm_ids, "int32"))
+  return ops.sum(ops.cast(masked_lm_weights, "float32") * starts)
 
 
 def next_sentence_sums(
-    nsp_logits: tf.Tensor, labels: tf.Tensor, example_weights: Optional[tf.Tensor] = None
-) -> Dict[str, tf.Tensor]:
+    nsp_logits: Tensor, labels: Tensor, example_weights: Optional[Tensor] = None
+) -> Dict[str, Tensor]:
   """NSP cross-entropy and accuracy sums.
 
   Args:
@@ -85,19 +102,25 @@ def next_sentence_sums(
     example_weights: float32 [B], 1.0 for real examples and 0.0 for padding rows
       (evaluation batches); None counts every example.
   """
-  logits = tf.cast(nsp_logits, tf.float32)
-  labels = tf.cast(tf.reshape(labels, [-1]), tf.int32)
-  cross_entropy = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
-  correct = tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), labels), tf.float32)
+  logits = ops.cast(nsp_logits, "float32")
+  cross_entropy, correct = cross_entropy_and_correct(ops.reshape(labels, [-1]), logits)
   if example_weights is not None:
     cross_entropy *= example_weights
     correct *= example_weights
-  return {"nsp_loss_sum": tf.reduce_sum(cross_entropy), "nsp_correct": tf.reduce_sum(correct)}
+  return {"nsp_loss_sum": ops.sum(cross_entropy), "nsp_correct": ops.sum(correct)}
 
 
-def pretraining_sums(
-    batch: Dict[str, tf.Tensor], outputs: Dict[str, tf.Tensor]
-) -> Dict[str, tf.Tensor]:
+def num_examples(batch: Dict[str, Tensor]) -> Tensor:
+  """float32 scalar B, the rows of the batch's [B, T] `input_ids`."""
+  return ops.cast(ops.shape(batch["input_ids"])[0], "float32")
+
+
+def num_tokens(batch: Dict[str, Tensor]) -> Tensor:
+  """float32 scalar Σ input_mask: the real (unpadded) tokens of the batch."""
+  return ops.sum(ops.cast(batch["input_mask"], "float32"))
+
+
+def pretraining_sums(batch: Dict[str, Tensor], outputs: Dict[str, Tensor]) -> Dict[str, Tensor]:
   """All STAT_NAMES sums of one (per-replica) batch; NSP terms are 0 without NSP.
 
   A batch with float32 [B] `example_weights` (evaluation's padded batches) counts only
@@ -110,12 +133,12 @@ def pretraining_sums(
         next_sentence_sums(outputs["nsp_logits"], batch["next_sentence_labels"], example_weights)
     )
   else:
-    sums.update(nsp_loss_sum=tf.constant(0.0), nsp_correct=tf.constant(0.0))
+    sums.update(nsp_loss_sum=ops.zeros((), "float32"), nsp_correct=ops.zeros((), "float32"))
   if example_weights is None:
-    sums["num_examples"] = tf.cast(tf.shape(batch["input_ids"])[0], tf.float32)
+    sums["num_examples"] = num_examples(batch)
   else:
-    sums["num_examples"] = tf.reduce_sum(example_weights)
-  sums["num_tokens"] = tf.reduce_sum(tf.cast(batch["input_mask"], tf.float32))
+    sums["num_examples"] = ops.sum(example_weights)
+  sums["num_tokens"] = num_tokens(batch)
   return sums
 
 

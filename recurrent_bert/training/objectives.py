@@ -16,24 +16,27 @@ batch:
 
 Keeping every statistic a sum makes the loss of a global batch independent of how it is
 split over replicas: gradients summed over replicas equal the single-device gradient.
+
+The tensor methods are written in `keras.ops`, so an objective serves every Keras
+backend: the TensorFlow loop calls them with tf tensors (and gets tf tensors back), and
+training/keras_training.py's `ObjectiveModel` with JAX or PyTorch tensors.
 """
 
-from typing import Dict, List
+from typing import Any, Dict, List
 
-import tensorflow as tf
+from keras import ops
 
 from recurrent_bert.models.encoder import ENCODER_INPUT_NAMES
 from recurrent_bert.training import metric_sums
 
-Tensors = Dict[str, tf.Tensor]
+Tensors = Dict[str, Any]  # {name: tensor of the Keras backend}
 
 
 def _ratio(a: float, b: float) -> float:
   return float(a) / float(b) if b else 0.0
 
 
-def _num_examples(batch: Tensors) -> tf.Tensor:
-  return tf.cast(tf.shape(batch["input_ids"])[0], tf.float32)
+_num_examples = metric_sums.num_examples
 
 
 class PretrainingObjective:
@@ -50,21 +53,21 @@ class PretrainingObjective:
 
   def normalizers(self, batch: Tensors) -> Tensors:
     return {
-        "mlm_weight": tf.reduce_sum(batch["masked_lm_weights"]),
+        "mlm_weight": ops.sum(batch["masked_lm_weights"]),
         "examples": _num_examples(batch),
     }
 
   def sums(self, batch: Tensors, outputs: Tensors) -> Tensors:
     return metric_sums.pretraining_sums(batch, outputs)
 
-  def loss(self, sums: Tensors, normalizers: Tensors) -> tf.Tensor:
-    loss = sums["mlm_loss_sum"] / tf.maximum(normalizers["mlm_weight"], 1.0)
+  def loss(self, sums: Tensors, normalizers: Tensors):
+    loss = sums["mlm_loss_sum"] / ops.maximum(normalizers["mlm_weight"], 1.0)
     if self.use_nsp:
-      loss += sums["nsp_loss_sum"] / tf.maximum(normalizers["examples"], 1.0)
+      loss += sums["nsp_loss_sum"] / ops.maximum(normalizers["examples"], 1.0)
     return loss
 
   def step_values(self, sums: Tensors, normalizers: Tensors) -> Tensors:
-    return {"mlm_loss": sums["mlm_loss_sum"] / tf.maximum(normalizers["mlm_weight"], 1.0)}
+    return {"mlm_loss": sums["mlm_loss_sum"] / ops.maximum(normalizers["mlm_weight"], 1.0)}
 
   def summarize(self, sums: Dict[str, float], num_steps: int) -> Dict[str, float]:
     return metric_sums.summarize(sums, num_steps, self.use_nsp)
@@ -95,14 +98,14 @@ class _ExampleMeanObjective:
   def sums(self, batch: Tensors, outputs) -> Tensors:
     losses, correct = self.example_losses_and_correct(batch, outputs)
     return {
-        "loss_sum": tf.reduce_sum(losses),
-        "correct": tf.reduce_sum(correct),
+        "loss_sum": ops.sum(losses),
+        "correct": ops.sum(correct),
         "num_examples": _num_examples(batch),
-        "num_tokens": tf.reduce_sum(tf.cast(batch["input_mask"], tf.float32)),
+        "num_tokens": metric_sums.num_tokens(batch),
     }
 
-  def loss(self, sums: Tensors, normalizers: Tensors) -> tf.Tensor:
-    return sums["loss_sum"] / tf.maximum(normalizers["examples"], 1.0)
+  def loss(self, sums: Tensors, normalizers: Tensors):
+    return sums["loss_sum"] / ops.maximum(normalizers["examples"], 1.0)
 
   def step_values(self, sums: Tensors, normalizers: Tensors) -> Tensors:
     return {}
@@ -121,11 +124,7 @@ class ClassificationObjective(_ExampleMeanObjective):
   """Softmax cross-entropy of `label_ids` int [B] against logits [B, K]."""
 
   def example_losses_and_correct(self, batch, logits):
-    labels = tf.cast(batch["label_ids"], tf.int32)
-    logits = tf.cast(logits, tf.float32)
-    losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
-    correct = tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), labels)
-    return losses, tf.cast(correct, tf.float32)
+    return metric_sums.cross_entropy_and_correct(batch["label_ids"], ops.cast(logits, "float32"))
 
 
 class RegressionObjective(_ExampleMeanObjective):
@@ -135,8 +134,8 @@ class RegressionObjective(_ExampleMeanObjective):
   """
 
   def example_losses_and_correct(self, batch, logits):
-    error = tf.cast(logits, tf.float32)[:, 0] - tf.cast(batch["label_ids"], tf.float32)
-    return tf.square(error), tf.cast(tf.abs(error) < 0.5, tf.float32)
+    error = ops.cast(logits, "float32")[:, 0] - ops.cast(batch["label_ids"], "float32")
+    return ops.square(error), ops.cast(ops.abs(error) < 0.5, "float32")
 
 
 class SpanObjective(_ExampleMeanObjective):
@@ -149,12 +148,13 @@ class SpanObjective(_ExampleMeanObjective):
   def example_losses_and_correct(self, batch, outputs):
     losses, correct = [], []
     for name in ("start", "end"):
-      labels = tf.cast(batch[f"{name}_positions"], tf.int32)
-      logits = tf.cast(outputs[f"{name}_logits"], tf.float32)
-      losses.append(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
-      correct.append(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), labels))
-    both = tf.logical_and(correct[0], correct[1])
-    return (losses[0] + losses[1]) / 2.0, tf.cast(both, tf.float32)
+      loss, hit = metric_sums.cross_entropy_and_correct(
+          batch[f"{name}_positions"], ops.cast(outputs[f"{name}_logits"], "float32")
+      )
+      losses.append(loss)
+      correct.append(hit)
+    # Hits are 0.0 or 1.0: their product is 1.0 exactly where both ends are right.
+    return (losses[0] + losses[1]) / 2.0, correct[0] * correct[1]
 
 
 class TaggingObjective:
@@ -174,26 +174,23 @@ class TaggingObjective:
     return {k: batch[k] for k in ENCODER_INPUT_NAMES}
 
   def normalizers(self, batch: Tensors) -> Tensors:
-    return {"scored": tf.reduce_sum(tf.cast(batch["label_weights"], tf.float32))}
+    return {"scored": ops.sum(ops.cast(batch["label_weights"], "float32"))}
 
   def sums(self, batch: Tensors, logits) -> Tensors:
-    labels = tf.cast(batch["label_ids"], tf.int32)
-    weights = tf.cast(batch["label_weights"], tf.float32)
-    logits = tf.cast(logits, tf.float32)
-    losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
-    correct = tf.cast(
-        tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), labels), tf.float32
+    weights = ops.cast(batch["label_weights"], "float32")
+    losses, correct = metric_sums.cross_entropy_and_correct(
+        batch["label_ids"], ops.cast(logits, "float32")
     )
     return {
-        "loss_sum": tf.reduce_sum(losses * weights),
-        "correct": tf.reduce_sum(correct * weights),
-        "num_scored": tf.reduce_sum(weights),
+        "loss_sum": ops.sum(losses * weights),
+        "correct": ops.sum(correct * weights),
+        "num_scored": ops.sum(weights),
         "num_examples": _num_examples(batch),
-        "num_tokens": tf.reduce_sum(tf.cast(batch["input_mask"], tf.float32)),
+        "num_tokens": metric_sums.num_tokens(batch),
     }
 
-  def loss(self, sums: Tensors, normalizers: Tensors) -> tf.Tensor:
-    return sums["loss_sum"] / tf.maximum(normalizers["scored"], 1.0)
+  def loss(self, sums: Tensors, normalizers: Tensors):
+    return sums["loss_sum"] / ops.maximum(normalizers["scored"], 1.0)
 
   def step_values(self, sums: Tensors, normalizers: Tensors) -> Tensors:
     return {}

@@ -19,12 +19,23 @@ alpha/beta gate parameters. google-research/bert excludes "LayerNorm", "layer_no
 `wd · w` to the update inside its trust ratio, and leaves the same variables out of the
 trust ratio too (You et al.'s and NVIDIA's BERT code exclude LayerNorm and bias).
 
-Gradient clipping is *not* configured on the Keras optimizer: under tf.distribute Keras
-clips each replica's partial gradient before summing, which is not the global norm of the
-batch gradient. The training loop all-reduces first and calls `clip_by_global_norm`.
+Gradient clipping (to a global norm c: g <- g · c / max(||g||, c), all gradients
+together) is *not* configured on the Keras optimizer for the custom TensorFlow loop: under
+tf.distribute Keras clips each replica's partial gradient before summing, which is not
+the global norm of the batch gradient. The training loop all-reduces first and calls
+`clip_by_global_norm`. Keras' own trainers on one device (`fit`/`train_on_batch`, as
+training/keras_training.py's `ObjectiveModel` trains under JAX and PyTorch) hand the
+optimizer the whole gradient, so there `create_optimizer(clip_norm=c)` sets the same clip
+as the optimizer's `global_clipnorm` (the same formula; with loss scaling it applies to the
+unscaled gradient).
+
 Gradient accumulation is the loop's too (training/loop.py), not Keras'
 `gradient_accumulation_steps`: the loss of a batch is normalised by counts of the whole
 batch (e.g. Σ MLM weights), which only the loop sees before the first micro-batch.
+
+Everything here is `keras.ops`: the schedules, AdamW (Keras') and LAMB run on TensorFlow,
+JAX and PyTorch alike; with a float16 policy `loss_scaling` wraps the optimizer in Keras'
+(portable) dynamic `LossScaleOptimizer`. bfloat16 ("mixed_bfloat16") needs no scaling.
 """
 
 import math
@@ -32,7 +43,7 @@ import re
 from typing import Iterable, List
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 OPTIMIZERS = ("adamw", "lamb")
 DECAY_SCHEDULES = ("linear", "polynomial", "cosine", "constant")
@@ -57,7 +68,7 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
   """Linear warmup to `peak_learning_rate`, then a decay to `end_learning_rate`.
 
   See the module docstring for the formulas. `step` may be a Python number or a scalar
-  Tensor; the result is a float32 scalar.
+  tensor of the Keras backend (int or float); the result is a float32 scalar.
   """
 
   def __init__(
@@ -94,23 +105,25 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
     self.decay_power = float(decay_power)
 
   def __call__(self, step):
-    step = tf.cast(step, tf.float32)
+    step = ops.cast(step, "float32")
     peak, end = self.peak_learning_rate, self.end_learning_rate
     warmup = float(self.warmup_steps)
     total = float(self.decay_steps)
-    warming = peak * step / max(warmup, 1.0)
-    left = tf.clip_by_value((total - step) / (total - warmup), 0.0, 1.0)
+    warming = ops.divide(ops.multiply(peak, step), max(warmup, 1.0))
+    left = ops.clip(ops.divide(ops.subtract(total, step), total - warmup), 0.0, 1.0)
     if self.decay_schedule == "constant":
-      decaying = tf.fill(tf.shape(step), peak)
+      decaying = ops.full_like(step, peak)
     else:
       if self.decay_schedule == "linear":
         fraction = left
       elif self.decay_schedule == "polynomial":
-        fraction = tf.pow(left, self.decay_power)
+        fraction = ops.power(left, self.decay_power)
       else:  # cosine
-        fraction = 0.5 * (1.0 + tf.cos(math.pi * (1.0 - left)))
-      decaying = end + (peak - end) * fraction
-    return tf.where(step < warmup, warming, decaying)
+        fraction = ops.multiply(
+            0.5, ops.add(1.0, ops.cos(ops.multiply(math.pi, ops.subtract(1.0, left))))
+        )
+      decaying = ops.add(end, ops.multiply(peak - end, fraction))
+    return ops.where(ops.less(step, warmup), warming, decaying)
 
   def get_config(self):
     return {
@@ -237,6 +250,7 @@ def create_optimizer(
     optimizer: str = "adamw",
     decay_schedule: str = "linear",
     decay_power: float = 1.0,
+    clip_norm: float = 0.0,
 ):
   """AdamW or LAMB on `WarmupDecay`, with the weight-decay exclusions, built.
 
@@ -250,6 +264,9 @@ def create_optimizer(
     weight_decay, beta_1, beta_2, epsilon: the optimizer's.
     loss_scaling: wrap in a dynamic `keras.optimizers.LossScaleOptimizer` (float16).
     optimizer: one of OPTIMIZERS.
+    clip_norm: > 0 clips the gradient to this global norm inside the optimizer (Keras'
+      `global_clipnorm`), for Keras' trainers on one device (`ObjectiveModel.fit`). Leave
+      it 0 for the custom TensorFlow loop, which clips the all-reduced gradient itself.
 
   Returns:
     The optimizer; `optimizer.iterations` counts applied updates (skipped float16
@@ -257,6 +274,8 @@ def create_optimizer(
   """
   if optimizer not in OPTIMIZERS:
     raise ValueError(f"--optimizer={optimizer!r}: choose one of {OPTIMIZERS}")
+  if clip_norm < 0:
+    raise ValueError(f"clip_norm must be >= 0 (0 = no clipping), got {clip_norm}")
   variables: List = list(trainable_variables)
   schedule = WarmupDecay(
       learning_rate, warmup_steps, num_train_steps, end_learning_rate, decay_schedule, decay_power
@@ -268,6 +287,7 @@ def create_optimizer(
       beta_1=beta_1,
       beta_2=beta_2,
       epsilon=epsilon,
+      global_clipnorm=clip_norm or None,
   )
   result.exclude_from_weight_decay(
       var_list=[v for v in variables if excluded_from_weight_decay(v.path)]

@@ -3,9 +3,12 @@ import pytest
 import tensorflow as tf
 
 from recurrent_bert.layers import BidirectionalLSTM
-from recurrent_bert.layers.blstm import IMPLEMENTATIONS
+from recurrent_bert.layers import kernels
 from recurrent_bert.training.checkpoints import variables_by_path
 from tests import references as ref
+
+# Every implementation TensorFlow runs (the portable ones: tests/backends).
+IMPLEMENTATIONS = kernels.offered(kernels.BLSTM_FIELD)
 
 # (x, right-padding mask): three lengths, and T = 1.
 CASES = {
@@ -14,29 +17,8 @@ CASES = {
 }
 
 
-def _numpy_blstm(arrays, lengths):
-  """Forward LSTM over each real prefix, backward LSTM from its last real token.
-
-  arrays: [x [B, T, D], then kernel, recurrent_kernel, bias of the forward and of the
-  backward direction, then (optionally) the projection's kernel and bias].
-  Returns [B, T, 2u] (or [B, T, P] projected), zero at padded positions before the
-  projection.
-  """
-  x, directions, projection = arrays[0], arrays[1:7], arrays[7:]
-  y = np.concatenate(
-      [
-          ref.lstm_direction(x, *directions[3 * d : 3 * d + 3], lengths, reverse=bool(d))
-          for d in (0, 1)
-      ],
-      -1,
-  )
-  if projection:
-    y = y @ projection[0] + projection[1]
-  return y
-
-
 def _layer_arrays(layer, x):
-  """The layer's weights in `_numpy_blstm`'s order, float64, after x."""
+  """The layer's weights in `references.blstm_layer`'s order, float64, after x."""
   weights = [x]
   for lstm in (layer.bilstm.forward_layer, layer.bilstm.backward_layer):
     cell = lstm.cell
@@ -44,23 +26,6 @@ def _layer_arrays(layer, x):
   if layer.projection is not None:
     weights += [layer.projection.kernel, layer.projection.bias]
   return [np.asarray(w, np.float64) for w in weights]
-
-
-def _finite_difference_gradients(arrays, lengths, upstream, eps=1e-6):
-  """d sum(_numpy_blstm * upstream) / d each array, central differences in float64."""
-  grads = []
-  for which, array in enumerate(arrays):
-    grad = np.zeros_like(array)
-    for idx in np.ndindex(array.shape):
-      values = []
-      for sign in (1, -1):
-        moved = list(arrays)
-        moved[which] = array.copy()
-        moved[which][idx] += sign * eps
-        values.append((_numpy_blstm(moved, lengths) * upstream).sum())
-      grad[idx] = (values[0] - values[1]) / (2 * eps)
-    grads.append(grad)
-  return grads
 
 
 def _random_layer(rng, case, units, projection, implementation):
@@ -99,10 +64,12 @@ def test_outputs_and_gradients_match_numpy_lstm_loops(units, projection, case, i
   upstream = rng.normal(size=x.shape[:2] + (projection or 2 * units,)) * real[:, :, None]
   lengths = mask.sum(1)
   arrays = _layer_arrays(layer, x)
-  want = _numpy_blstm(arrays, lengths)
+  want = ref.blstm_layer(arrays, lengths)
   key = (case, units, projection)
   if key not in _NUMERIC:
-    _NUMERIC[key] = _finite_difference_gradients(arrays, lengths, upstream)
+    _NUMERIC[key] = ref.finite_difference_gradients(
+        lambda moved: ref.blstm_layer(moved, lengths), arrays, upstream
+    )
 
   def run():
     inputs = tf.constant(x)

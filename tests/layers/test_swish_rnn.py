@@ -4,9 +4,12 @@ import pytest
 import tensorflow as tf
 
 from recurrent_bert.layers import SwishRNN
+from recurrent_bert.layers import kernels
 from recurrent_bert.layers import swish_rnn_recurrence
-from recurrent_bert.layers.swish_rnn import IMPLEMENTATIONS
 from tests import references as ref
+
+# Every implementation TensorFlow runs (the portable ones: tests/backends).
+IMPLEMENTATIONS = kernels.offered(kernels.SWISH_RNN_FIELD)
 
 
 def _random_layer_inputs(rng, batch=2, length=7, hidden=8):
@@ -32,39 +35,11 @@ def test_recurrence_matches_numpy_loop(rng, k, length, implementation):
 
 
 def _layer_reference(layer, x, mask=None):
-  """SPEC §4 from the layer's weights: projections, numpy recurrence, gated output."""
+  """SPEC §4 from the layer's weights (`references.swish_rnn_layer`)."""
   w = {v.path.split("/")[-1]: v.numpy().astype(np.float64) for v in layer.weights}
-  d = layer.inner_size
-  x1, x2 = x.astype(np.float64) @ w["x1_kernel"], x.astype(np.float64) @ w["x2_kernel"]
-  residual = x1 if layer.residual == "x1" else x2
-  k = layer.step_size
-  if layer.direction == "forward":
-    c = ref.swish_rnn_states(x1, residual, w["alpha"], w["beta"], k)
-  else:
-    # Reverse each sequence's real part only: the backward scan starts at its last
-    # real token, whatever follows it.
-    lengths = mask.sum(1) if mask is not None else np.full(x.shape[0], x.shape[1])
-    c = np.zeros_like(x1)
-    channels = slice(0, d) if layer.direction == "backward" else slice(d // 2, d)
-    for b, n in enumerate(lengths):
-      if layer.direction == "bidirectional":
-        c[b : b + 1, :n, : d // 2] = ref.swish_rnn_states(
-            x1[b : b + 1, :n, : d // 2],
-            residual[b : b + 1, :n, : d // 2],
-            w["alpha"][: d // 2],
-            w["beta"][: d // 2],
-            k,
-        )
-      rev = ref.swish_rnn_states(
-          x1[b : b + 1, :n][:, ::-1, channels],
-          residual[b : b + 1, :n][:, ::-1, channels],
-          w["alpha"][channels],
-          w["beta"][channels],
-          k,
-      )
-      c[b : b + 1, :n, channels] = rev[:, ::-1]
-  gate = ref.gelu(x2 + w["gate_bias"]) if layer.gate == "gelu" else ref.sigmoid(x2 + w["gate_bias"])
-  return ((c + w["state_bias"]) * gate) @ w["kernel"] + w["bias"]
+  return ref.swish_rnn_layer(
+      w, x, layer.inner_size, layer.step_size, layer.residual, layer.gate, layer.direction, mask
+  )
 
 
 def _randomise(layer, rng):

@@ -1,0 +1,103 @@
+"""How the recurrent layers run on each Keras backend: one choice per layer, made here.
+
+`BidirectionalLSTM` (field `blstm_implementation`) and `SwishRNN` (field
+`swish_rnn_implementation`) compute the same function over the same variables whatever
+runs them; the implementation only decides how. Per backend (Keras' own layout,
+`keras/src/backend/{tensorflow,jax,torch}`, is the model: backend code stays in its files):
+
+  tf_graph, tf_blstm, tf_swish_rnn   TensorFlow kernels ("fused", "loop", "block", "scan"):
+                                     custom-gradient XLA loops, BlockLSTMV2, tf.scan.
+  portable_blstm, portable_swish_rnn  `keras.ops` ("portable"): scan over time (SwishRNN with
+                                     a hand-written reverse gradient): JAX, PyTorch.
+  jax_cudnn_lstm, torch_cudnn_lstm   cuDNN's LSTM fed by each row's length ("cudnn"):
+                                     jax.experimental.rnn, PyTorch packed sequences.
+
+Only the module of the running backend is ever imported (lazily, by the layers), so a
+JAX or PyTorch process never loads TensorFlow. "auto" resolves as `resolve` says: on a GPU
+the cuDNN LSTM of the backend ("keras" is TensorFlow's: Keras' LSTM picks cuDNN itself
+there) and, for SwishRNN, TensorFlow's "fused" or the portable scan; on a CPU "fused" on
+TensorFlow (the fastest measured there, benchmarks/recurrence.py), "portable" elsewhere.
+"""
+
+from typing import Tuple
+
+import keras
+
+from recurrent_bert.errors import InputError
+
+BLSTM_FIELD = "blstm_implementation"
+SWISH_RNN_FIELD = "swish_rnn_implementation"
+
+# Field -> Keras backend -> the implementations it runs, besides "auto". TensorFlow does
+# not offer "portable": Keras' TensorFlow `ops.scan` sets no trip count, so its gradient
+# fails to compile under XLA (jit_compile); TensorFlow's own kernels cover it there.
+OFFERED = {
+    BLSTM_FIELD: {
+        "tensorflow": ("keras", "fused", "block", "scan"),
+        "jax": ("cudnn", "portable", "keras"),
+        "torch": ("cudnn", "portable", "keras"),
+    },
+    SWISH_RNN_FIELD: {
+        "tensorflow": ("fused", "loop", "scan"),
+        "jax": ("portable",),
+        "torch": ("portable",),
+    },
+}
+
+
+def backend() -> str:
+  return keras.backend.backend()
+
+
+def offered(field: str) -> Tuple[str, ...]:
+  """The implementations of `field` that the running backend offers, "auto" first."""
+  return ("auto",) + OFFERED[field].get(backend(), ())
+
+
+def gpu_available() -> bool:
+  """Whether the running backend computes on a GPU."""
+  name = backend()
+  if name == "tensorflow":
+    import tensorflow as tf
+
+    return bool(tf.config.list_logical_devices("GPU"))
+  if name == "jax":
+    import jax
+
+    return jax.default_backend() == "gpu"
+  if name == "torch":
+    import torch
+
+    return torch.cuda.is_available()
+  return False
+
+
+def cudnn_lstm():
+  """The running backend's cuDNN LSTM module (JAX or PyTorch)."""
+  import importlib
+
+  return importlib.import_module(f"{__name__}.{backend()}_cudnn_lstm")
+
+
+def check(field: str, implementation: str) -> None:
+  """Raises InputError (one line naming the field and the backend's choices) when the
+  running backend cannot run `implementation`."""
+  choices = offered(field)
+  if implementation not in choices:
+    raise InputError(
+        f"{field}={implementation!r} does not run on Keras' {backend()!r} backend, which "
+        f"offers: {', '.join(choices)}"
+    )
+
+
+def resolve(field: str, implementation: str) -> str:
+  """`implementation` checked, with "auto" replaced by this backend's and device's choice."""
+  check(field, implementation)
+  if implementation != "auto":
+    return implementation
+  name = backend()
+  if field == BLSTM_FIELD:
+    if name == "tensorflow":
+      return "keras" if gpu_available() else "fused"
+    return "cudnn" if cudnn_lstm().available() else "portable"
+  return "fused" if name == "tensorflow" else "portable"

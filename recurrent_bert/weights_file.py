@@ -1,0 +1,217 @@
+"""The portable weights file: a model's variables by path in HDF5, readable on every backend.
+
+A model dir's TensorFlow checkpoints (tf.train.Checkpoint) need TensorFlow to read. Beside
+each durable one the package writes this file too (`model_dir.EXPORT_WEIGHTS_FILE` in
+encoder/, `model_dir.MODEL_WEIGHTS_FILE` in a fine-tuning best/), so a process running
+Keras on JAX or PyTorch, with no TensorFlow installed, loads the same weights.
+
+Layout (HDF5, h5py):
+
+  /weights/<variable path>   one float dataset per variable, keyed by its Keras path
+                             ("embeddings/token_embedding/embeddings", "block_0/...",
+                             "classification_head/dense/kernel"): the keys of the
+                             TensorFlow checkpoints (`training.checkpoints.variables_by_path`);
+                             its attribute `encoder` says whether it is the encoder's
+  attributes of /:
+    format                   FORMAT, the layout's version
+    model                    the model's class ("Encoder", "Classifier", "Pretrainer", ...)
+    model_config             the encoder's ModelConfig as JSON (model_config.json's text)
+
+An encoder's paths are the same standalone and inside a task model, so an encoder loads
+from either kind of file (`load_weights(..., encoder_only=True)`). Bad input is one line: a
+file that is not HDF5 names the file; a file of another model or size names the first
+variable that does not match, with both shapes.
+
+This module imports no TensorFlow (gs:// and other paths with a scheme go through
+`tf.io.gfile`, imported on first use by `io_utils`).
+"""
+
+import os
+import shutil
+import tempfile
+from typing import Dict, Optional
+
+import h5py
+import keras
+import numpy as np
+
+from recurrent_bert import io_utils
+from recurrent_bert import model_dir as layout
+from recurrent_bert.errors import InputError
+
+FORMAT = "recurrent_bert.weights/1"
+WEIGHTS_GROUP = "weights"
+# Set on each dataset: the variable is the encoder's (an encoder loads from a task model's
+# file by these alone).
+ENCODER_ATTRIBUTE = "encoder"
+
+
+def _variables_by_path(model) -> Dict[str, "keras.Variable"]:
+  """{path: variable} of the model's weights (seed-generator states left out: their paths
+  depend on how many generators the process made before)."""
+  weights = {v.path: v for v in model.weights}
+  if len(weights) != len(model.weights):
+    raise ValueError(f"{model.name}: variable paths are not unique")
+  return weights
+
+
+def _as_stored(variable) -> np.ndarray:
+  value = np.asarray(keras.ops.convert_to_numpy(variable))
+  # HDF5 has no bfloat16: such variables are kept as float32 (exact) and cast back on load.
+  return value.astype(np.float32) if value.dtype.name == "bfloat16" else value
+
+
+def _encoder_paths(model) -> set:
+  """Paths of the encoder's variables: all of an encoder's, those of a task model's `encoder`."""
+  encoder = getattr(model, "encoder", None)
+  if encoder is not None:
+    return set(_variables_by_path(encoder))
+  return set(_variables_by_path(model)) if hasattr(model, "config") else set()
+
+
+def _write_hdf5(model, target, model_config_json: Optional[str]) -> None:
+  in_encoder = _encoder_paths(model)
+  with h5py.File(target, "w") as f:
+    f.attrs["format"] = FORMAT
+    f.attrs["model"] = type(model).__name__
+    if model_config_json is not None:
+      f.attrs["model_config"] = model_config_json
+    group = f.create_group(WEIGHTS_GROUP)
+    for path, variable in _variables_by_path(model).items():
+      dataset = group.create_dataset(path, data=_as_stored(variable))
+      dataset.attrs[ENCODER_ATTRIBUTE] = path in in_encoder
+
+
+def save_weights(model, path: str) -> str:
+  """Writes `model`'s weights to `path` atomically (a reader never sees part of a file).
+
+  Args:
+    model: a Keras model or layer; its `config` (a ModelConfig, as Encoder has) or its
+      `encoder.config` is recorded as the model_config attribute.
+    path: the .weights.h5 file, local or with a scheme (gs://, ram://).
+
+  Returns:
+    `path`.
+  """
+  encoder = getattr(model, "encoder", None)
+  config = getattr(model, "config", None) or getattr(encoder, "config", None)
+  config_json = config.to_json() if hasattr(config, "to_json") else None
+  if not layout.has_scheme(path):
+    with io_utils.atomic_output(path) as tmp:
+      _write_hdf5(model, tmp, config_json)
+    return path
+  # HDF5 writes through seeks, which object stores lack: a local file is copied up.
+  local_dir = tempfile.mkdtemp(prefix="weights-")
+  try:
+    local = os.path.join(local_dir, os.path.basename(path))
+    _write_hdf5(model, local, config_json)
+    io_utils.atomic_copy(local, path)
+  finally:
+    shutil.rmtree(local_dir, ignore_errors=True)
+  return path
+
+
+class _OpenWeights:
+  """h5py.File of a weights file, from a local path or one with a scheme (gs://)."""
+
+  def __init__(self, path: str):
+    self.path = path
+    self._stream = self._file = None
+
+  def __enter__(self) -> h5py.File:
+    if not layout.exists(self.path):
+      raise InputError(f"{self.path}: no such weights file")
+    if layout.has_scheme(self.path):  # h5py reads a file object through seek and read
+      self._stream = io_utils.open_file(self.path, "rb")
+    try:
+      self._file = h5py.File(self._stream or self.path, "r")
+    except OSError:
+      self.__exit__()
+      raise InputError(
+          f"{self.path}: not an HDF5 weights file (expected a .weights.h5 written by "
+          "recurrent_bert)"
+      ) from None
+    if WEIGHTS_GROUP not in self._file or not isinstance(self._file[WEIGHTS_GROUP], h5py.Group):
+      self.__exit__()
+      raise InputError(
+          f"{self.path}: an HDF5 file without a {WEIGHTS_GROUP!r} group, not a weights file "
+          "written by recurrent_bert"
+      )
+    return self._file
+
+  def __exit__(self, *exc_info) -> None:
+    if self._file is not None:
+      self._file.close()
+      self._file = None
+    if self._stream is not None:
+      self._stream.close()
+      self._stream = None
+
+
+def _datasets(group: h5py.Group) -> Dict[str, h5py.Dataset]:
+  """{variable path: dataset} below `group` (paths hold "/", which HDF5 makes into groups)."""
+  found = {}
+
+  def visit(name, item):
+    if isinstance(item, h5py.Dataset):
+      found[name] = item
+
+  group.visititems(visit)
+  return found
+
+
+def _attributes(f: h5py.File) -> Dict[str, str]:
+  return {k: v.decode() if isinstance(v, bytes) else str(v) for k, v in f.attrs.items()}
+
+
+def read_attributes(path: str) -> Dict[str, str]:
+  """The file's attributes: {"format", "model", "model_config"} (those it has)."""
+  with _OpenWeights(path) as f:
+    return _attributes(f)
+
+
+def load_weights(model, path: str, encoder_only: bool = False) -> None:
+  """Assigns every weight of `model` from the file at `path`, by variable path.
+
+  The file's variables (or its encoder's) and the model's must be the same paths with the
+  same shapes. Nothing is assigned unless all match (the model is left as it was).
+
+  Args:
+    model: a built Keras model or layer.
+    path: a file written by `save_weights`.
+    encoder_only: `model` is an encoder, matched against the file's encoder variables
+      alone (an encoder loaded from a task model's or a Pretrainer's file).
+
+  Raises:
+    InputError: one line naming the file and the first variable that does not match
+      (missing from the file, not in the model, or of another shape, with both shapes),
+      or that the file is not a weights file.
+  """
+  variables = _variables_by_path(model)
+  model_name = type(model).__name__
+  with _OpenWeights(path) as f:
+    stored = _datasets(f[WEIGHTS_GROUP])
+    if encoder_only:
+      stored = {k: v for k, v in stored.items() if v.attrs.get(ENCODER_ATTRIBUTE, True)}
+    what = "a " + _attributes(f).get("model", "model")
+    for name, variable in variables.items():
+      if name not in stored:
+        raise InputError(
+            f"{path}: variable {name!r} {tuple(variable.shape)} of the {model_name} is not in "
+            f"the file (it holds {what} of another architecture or size)"
+        )
+      if tuple(stored[name].shape) != tuple(variable.shape):
+        raise InputError(
+            f"{path}: variable {name!r} has shape {tuple(stored[name].shape)} in the file but "
+            f"{tuple(variable.shape)} in the {model_name} (a model of another size?)"
+        )
+    unused = sorted(set(stored) - set(variables))
+    if unused:
+      raise InputError(
+          f"{path}: variable {unused[0]!r} {tuple(stored[unused[0]].shape)} of the file is "
+          f"not in the {model_name} ({len(unused)} such; the file holds {what} of another "
+          "architecture or size)"
+      )
+    values = {name: stored[name][()] for name in variables}
+  for name, variable in variables.items():
+    variable.assign(values[name])

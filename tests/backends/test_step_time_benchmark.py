@@ -1,0 +1,132 @@
+"""benchmarks/step_time.py under this session's backend, where TensorFlow cannot be imported.
+
+The benchmark runs in a fresh process whose `import tensorflow` fails (a `sys.modules`
+block, as on the GPU machines, which have no TensorFlow); its model FLOPs are checked
+against numbers worked out by hand from the formula in its docstring.
+"""
+
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.backends.support import BACKEND
+from tests.backends.support import REPO
+from tests.backends.support import backend_env
+
+SCRIPT = os.path.join(REPO, "benchmarks", "step_time.py")
+# Runs the script given as the first argument with `import tensorflow` failing.
+NO_TENSORFLOW = (
+    "import runpy, sys\n"
+    "sys.modules['tensorflow'] = None\n"
+    "sys.argv = sys.argv[1:]\n"
+    "runpy.run_path(sys.argv[0], run_name='__main__')\n"
+)
+
+
+def _load_step_time():
+  spec = importlib.util.spec_from_file_location("step_time", SCRIPT)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)  # imports no Keras: the backend is chosen in main()
+  return module
+
+
+def _run(*args, env_backend=BACKEND):
+  return subprocess.run(
+      [sys.executable, "-c", NO_TENSORFLOW, SCRIPT, *args],
+      env=backend_env(env_backend),
+      cwd=REPO,
+      capture_output=True,
+      text=True,
+      timeout=300,
+  )
+
+
+def test_one_training_step_per_preset_without_tensorflow(tmp_path):
+  """bert_tiny, batch 2 x 16, 2 timed fit calls of 2 steps: exit 0, a table of positive
+  finite numbers, and the TFLOPs per step of the formula worked by hand."""
+  path = tmp_path / "rows.json"
+  result = _run(
+      f"--backend={BACKEND}",
+      "--presets=bert_tiny",
+      "--batch_size=2",
+      "--seq_length=16",
+      "--steps=2",
+      "--warmup=1",
+      "--steps_per_call=2",
+      "--peak_tflops=0.001",
+      f"--json={path}",
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  rows = [line for line in result.stdout.splitlines() if line.startswith("| bert_tiny |")]
+  assert len(rows) == 1, result.stdout
+  # preset | ms/step | tokens/s | ×BERT | ×BERT-rab | TFLOP/step | TFLOP/s | MFU | loss
+  cells = [cell.strip() for cell in rows[0].strip("|").split("|")]
+  assert cells[3] == "1.00" and cells[4] == "-", cells  # itself; no bert_rab_tiny measured
+  numbers = [float(cells[i].rstrip("%")) for i in (1, 2, 5, 6, 7, 8)]
+  assert all(math.isfinite(x) and x > 0 for x in numbers), cells
+  data = json.loads(path.read_text())
+  assert data["backend"] == BACKEND and data["dtype"] == "float32"
+  (row,) = data["rows"]
+  # B = 2, T = 16, P = ceil(0.15 T) = 3; H = 128, I = 512, L = 2, V = 30522. Per sequence:
+  # blocks 2 · (16 · (4H² + 2HI) + 2 · 16² · H) = 2 · (16 · 196608 + 65536) = 6422528,
+  # MLM 3 · (H² + HV) = 11769600, NSP H² + 2H = 16640: 18208768; × 6 × B.
+  assert row["flops_per_step"] == 218_505_216
+  assert row["step_ms"] > 0 and math.isfinite(row["loss"])
+  # MFU: model FLOPs per second over the peak (--peak_tflops=0.001, i.e. 1e9 FLOP/s).
+  assert row["mfu"] == pytest.approx(row["flops_per_step"] / (row["step_ms"] / 1e3) / 1e9)
+
+
+@pytest.mark.parametrize("how", ["flag", "environment"])
+def test_unknown_backend_is_one_line_and_exit_2(how):
+  args, env_backend = (["--backend=theano"], BACKEND) if how == "flag" else ([], "theano")
+  result = _run("--presets=bert_tiny", *args, env_backend=env_backend)
+  assert result.returncode == 2
+  source = "--backend" if how == "flag" else "KERAS_BACKEND"
+  assert result.stderr == f"step_time.py: {source}='theano': choose one of tensorflow, jax, torch\n"
+  assert result.stdout == ""
+
+
+# Worked by hand from the docstring's formula at B = 4, T = 32, P = 5 (tiny: H = 128,
+# I = 4H = 512, L = 2, V = 30522): heads per sequence P·(H² + HV) + H² + 2H = 19632640,
+# attention 2·T²·H = 262144 per block; multiply-adds per token of one block below.
+TINY = {
+    # 4H² + 2HI = 65536 + 131072
+    "bert_tiny": 6 * 4 * (2 * (32 * 196_608 + 262_144) + 19_632_640),
+    # + 8Hu + 8u² + 2uH with u = H = 128: 131072 + 131072 + 32768
+    "trans_blstm_2_tiny": 6 * 4 * (2 * (32 * 491_520 + 262_144) + 19_632_640),
+    # SMALL: u = 64, no projection: 65536 + 131072 + 65536 + 32768
+    "trans_blstm_small_2_tiny": 6 * 4 * (2 * (32 * 294_912 + 262_144) + 19_632_640),
+    # no attention, no FFN: 8Hu + 8u² + 2uH = 131072 + 131072 + 32768
+    "blstm_tiny": 6 * 4 * (2 * (32 * 294_912) + 19_632_640),
+    # 4H² + 3H·d' with d' = 336 (8H/3 to a multiple of 16): 65536 + 129024
+    "swishrnn_tiny": 6 * 4 * (2 * (32 * 194_560 + 262_144) + 19_632_640),
+}
+
+
+@pytest.mark.parametrize("preset", sorted(TINY))
+def test_model_flops_equal_the_hand_computed_count(preset):
+  from recurrent_bert.config import PRESETS
+
+  step_time = _load_step_time()
+  assert step_time.model_flops(PRESETS[preset], 4, 32, 5) == TINY[preset]
+
+
+def test_bert_base_flops_match_six_n_d_plus_attention():
+  """bert_base, batch 64 x 128, P = 20: 6 · (matmul weights N = 12 · 7.08M) · 8192 tokens
+  + 12·L·T²·H per sequence + the heads, 4.4755 TFLOPs per step."""
+  from recurrent_bert.config import PRESETS
+
+  step_time = _load_step_time()
+  n = 12 * (4 * 768**2 + 2 * 768 * 3072)
+  expected = (
+      6 * n * 64 * 128
+      + 64 * 12 * 12 * 128**2 * 768
+      + 6 * 64 * (20 * (768**2 + 768 * 30522) + 768**2 + 2 * 768)
+  )
+  assert expected == 4_475_455_340_544
+  assert step_time.model_flops(PRESETS["bert_base"], 64, 128, 20) == expected
