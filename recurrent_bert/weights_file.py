@@ -46,12 +46,24 @@ WEIGHTS_GROUP = "weights"
 ENCODER_ATTRIBUTE = "encoder"
 
 
-def _variables_by_path(model) -> Dict[str, "keras.Variable"]:
-  """{path: variable} of the model's weights (seed-generator states left out: their paths
-  depend on how many generators the process made before)."""
-  weights = {v.path: v for v in model.weights}
-  if len(weights) != len(model.weights):
-    raise ValueError(f"{model.name}: variable paths are not unique")
+def variables_by_path(layer, include_rng_state: bool = False) -> dict:
+  """{variable path: variable} of every weight of a Keras layer or model.
+
+  With `include_rng_state`, the dropout seed-generator states too (training
+  checkpoints: a resumed run draws the same dropout masks). Their paths
+  ("seed_generator_7/...") depend on how many generators the process created before,
+  so exports and encoder loading leave them out.
+
+  Checkpoints are keyed by these paths ("embeddings/token_embedding/embeddings",
+  "block_3/attention/query/kernel", "mlm_head/output_bias", ...) rather than by Keras'
+  object graph, which does not expose every nested layer of a functional task model
+  to tf.train.Checkpoint. An encoder's paths are the same standalone and inside a
+  Pretrainer, so encoder weights load from either kind of checkpoint.
+  """
+  variables = layer.variables if include_rng_state else layer.weights
+  weights = {v.path: v for v in variables}
+  if len(weights) != len(variables):
+    raise ValueError(f"{layer.name}: variable paths are not unique")
   return weights
 
 
@@ -65,8 +77,8 @@ def _encoder_paths(model) -> set:
   """Paths of the encoder's variables: all of an encoder's, those of a task model's `encoder`."""
   encoder = getattr(model, "encoder", None)
   if encoder is not None:
-    return set(_variables_by_path(encoder))
-  return set(_variables_by_path(model)) if hasattr(model, "config") else set()
+    return set(variables_by_path(encoder))
+  return set(variables_by_path(model)) if hasattr(model, "config") else set()
 
 
 def _write_hdf5(model, target, model_config_json: Optional[str]) -> None:
@@ -77,7 +89,7 @@ def _write_hdf5(model, target, model_config_json: Optional[str]) -> None:
     if model_config_json is not None:
       f.attrs["model_config"] = model_config_json
     group = f.create_group(WEIGHTS_GROUP)
-    for path, variable in _variables_by_path(model).items():
+    for path, variable in variables_by_path(model).items():
       dataset = group.create_dataset(path, data=_as_stored(variable))
       dataset.attrs[ENCODER_ATTRIBUTE] = path in in_encoder
 
@@ -187,7 +199,7 @@ def load_weights(model, path: str, encoder_only: bool = False) -> None:
       (missing from the file, not in the model, or of another shape, with both shapes),
       or that the file is not a weights file.
   """
-  variables = _variables_by_path(model)
+  variables = variables_by_path(model)
   model_name = type(model).__name__
   with _OpenWeights(path) as f:
     stored = _datasets(f[WEIGHTS_GROUP])

@@ -20,11 +20,6 @@ from recurrent_bert.layers.activations import get_activation
 DEFAULT_UNROLL = 16  # "loop" only: under XLA unrolling measured slower (duplicated work)
 
 
-def _gated(c, gate, state_bias):
-  """(c + state_bias) * gate, or c itself without a gate ([B, T, D])."""
-  return c if gate is None else (c + state_bias) * gate
-
-
 def swish_rnn_recurrence(
     x1,
     residual,
@@ -67,7 +62,7 @@ def swish_rnn_recurrence(
     from recurrent_bert.layers.kernels import portable_swish_rnn
 
     c = portable_swish_rnn.recurrence(x1, residual, alpha, beta, step_size)
-    return _gated(c, gate, state_bias)
+    return kernels.gated(c, gate, state_bias)
   from recurrent_bert.layers.kernels import tf_swish_rnn
 
   return tf_swish_rnn.recurrence(

@@ -19,6 +19,7 @@ from recurrent_bert import model_dir as layout
 from recurrent_bert import weights_file
 from recurrent_bert.config import ModelConfig
 from recurrent_bert.data import vocab as vocab_lib
+from recurrent_bert.weights_file import variables_by_path
 
 # Re-exported for callers that name them through this module.
 MODEL_CONFIG_FILE = layout.MODEL_CONFIG_FILE
@@ -28,27 +29,6 @@ EXPORT_PREFIX = layout.EXPORT_PREFIX
 
 class CheckpointNotFoundError(FileNotFoundError):
   """No encoder export or training checkpoint at the given path."""
-
-
-def variables_by_path(layer, include_rng_state: bool = False) -> dict:
-  """{variable path: variable} of every weight of a Keras layer or model.
-
-  With `include_rng_state`, the dropout seed-generator states too (training
-  checkpoints: a resumed run draws the same dropout masks). Their paths
-  ("seed_generator_7/...") depend on how many generators the process created before,
-  so exports and encoder loading leave them out.
-
-  Checkpoints are keyed by these paths ("embeddings/token_embedding/embeddings",
-  "block_3/attention/query/kernel", "mlm_head/output_bias", ...) rather than by Keras'
-  object graph, which does not expose every nested layer of a functional task model
-  to tf.train.Checkpoint. An encoder's paths are the same standalone and inside a
-  Pretrainer, so encoder weights load from either kind of checkpoint.
-  """
-  variables = layer.variables if include_rng_state else layer.weights
-  weights = {v.path: v for v in variables}
-  if len(weights) != len(variables):
-    raise ValueError(f"{layer.name}: variable paths are not unique")
-  return weights
 
 
 def write_model_config(directory: str, config: ModelConfig) -> None:

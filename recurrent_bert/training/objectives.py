@@ -36,9 +36,6 @@ def _ratio(a: float, b: float) -> float:
   return float(a) / float(b) if b else 0.0
 
 
-_num_examples = metric_sums.num_examples
-
-
 class PretrainingObjective:
   """Masked LM (+ NSP): weighted-mean MLM cross-entropy + mean NSP cross-entropy."""
 
@@ -54,7 +51,7 @@ class PretrainingObjective:
   def normalizers(self, batch: Tensors) -> Tensors:
     return {
         "mlm_weight": ops.sum(batch["masked_lm_weights"]),
-        "examples": _num_examples(batch),
+        "examples": metric_sums.num_examples(batch),
     }
 
   def sums(self, batch: Tensors, outputs: Tensors) -> Tensors:
@@ -89,7 +86,7 @@ class _ExampleMeanObjective:
     return {k: batch[k] for k in ENCODER_INPUT_NAMES}
 
   def normalizers(self, batch: Tensors) -> Tensors:
-    return {"examples": _num_examples(batch)}
+    return {"examples": metric_sums.num_examples(batch)}
 
   def example_losses_and_correct(self, batch: Tensors, outputs):
     """([B] per-example loss, [B] 1.0 where the prediction is right)."""
@@ -100,7 +97,7 @@ class _ExampleMeanObjective:
     return {
         "loss_sum": ops.sum(losses),
         "correct": ops.sum(correct),
-        "num_examples": _num_examples(batch),
+        "num_examples": metric_sums.num_examples(batch),
         "num_tokens": metric_sums.num_tokens(batch),
     }
 
@@ -185,7 +182,7 @@ class TaggingObjective:
         "loss_sum": ops.sum(losses * weights),
         "correct": ops.sum(correct * weights),
         "num_scored": ops.sum(weights),
-        "num_examples": _num_examples(batch),
+        "num_examples": metric_sums.num_examples(batch),
         "num_tokens": metric_sums.num_tokens(batch),
     }
 

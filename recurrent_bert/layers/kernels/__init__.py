@@ -54,22 +54,10 @@ def offered(field: str) -> Tuple[str, ...]:
   return ("auto",) + OFFERED[field].get(backend(), ())
 
 
-def gpu_available() -> bool:
-  """Whether the running backend computes on a GPU."""
-  name = backend()
-  if name == "tensorflow":
-    import tensorflow as tf
+def _tensorflow_sees_a_gpu() -> bool:
+  import tensorflow as tf
 
-    return bool(tf.config.list_logical_devices("GPU"))
-  if name == "jax":
-    import jax
-
-    return jax.default_backend() == "gpu"
-  if name == "torch":
-    import torch
-
-    return torch.cuda.is_available()
-  return False
+  return bool(tf.config.list_logical_devices("GPU"))
 
 
 def cudnn_lstm():
@@ -77,6 +65,12 @@ def cudnn_lstm():
   import importlib
 
   return importlib.import_module(f"{__name__}.{backend()}_cudnn_lstm")
+
+
+def gated(c, gate, state_bias):
+  """SwishRNN's output gating, (c + state_bias) * gate, or c itself without a gate
+  ([B, T, D]); plain operators, so every implementation's tensors take it."""
+  return c if gate is None else (c + state_bias) * gate
 
 
 def check(field: str, implementation: str) -> None:
@@ -98,6 +92,6 @@ def resolve(field: str, implementation: str) -> str:
   name = backend()
   if field == BLSTM_FIELD:
     if name == "tensorflow":
-      return "keras" if gpu_available() else "fused"
+      return "keras" if _tensorflow_sees_a_gpu() else "fused"
     return "cudnn" if cudnn_lstm().available() else "portable"
   return "fused" if name == "tensorflow" else "portable"

@@ -6,6 +6,7 @@ imported lazily there, so no other backend loads TensorFlow.
 
 import tensorflow as tf
 
+from recurrent_bert.layers.kernels import gated
 from recurrent_bert.layers.kernels.tf_graph import dynamic_update_slice
 from recurrent_bert.layers.kernels.tf_graph import in_xla_program
 from recurrent_bert.layers.kernels.tf_graph import with_static_shape
@@ -170,11 +171,6 @@ def _xla_loop(step, elems, initial, num_outputs, k, reverse=False, previous=()):
   return buffers + [state]
 
 
-def _gate_forward(c, gate, state_bias):
-  """(c + state_bias) * gate, or c itself without a gate ([B, T, D])."""
-  return c if gate is None else (c + state_bias) * gate
-
-
 def _gate_backward(dout, c, gate, state_bias):
   """Gradient on c, and on (gate, state_bias) when there is a gate."""
   if gate is None:
@@ -191,7 +187,7 @@ def _fused_forward(x1, residual, alpha, beta, k, gate, state_bias, gate_in_loop)
   def step(c_prev, x1_block, residual_block, *gate_block):
     z = c_prev - x1_block
     c = z * tf.sigmoid(alpha * z + beta) + residual_block
-    return c, (c,) + tuple(_gate_forward(c, g, state_bias) for g in gate_block)
+    return c, (c,) + tuple(gated(c, g, state_bias) for g in gate_block)
 
   batch, depth = tf.shape(x1)[0], tf.shape(x1)[2]
   c, *out, _ = _xla_loop(
@@ -202,7 +198,7 @@ def _fused_forward(x1, residual, alpha, beta, k, gate, state_bias, gate_in_loop)
       k,
   )
   c = with_static_shape(c, x1.shape)
-  out = out[0] if in_loop else _gate_forward(c, gate, state_bias)
+  out = out[0] if in_loop else gated(c, gate, state_bias)
   return with_static_shape(out, x1.shape), c
 
 
@@ -330,7 +326,7 @@ def _custom_gradient_recurrence(x1, residual, alpha, beta, gate, state_bias, k, 
         return (dx1 + dresidual, dalpha, dbeta) + dgating
       return (dx1, dresidual, dalpha, dbeta) + dgating
 
-    return _gate_forward(c, gate, state_bias), grad
+    return gated(c, gate, state_bias), grad
 
   return recurrence(*given.values())
 
@@ -366,7 +362,7 @@ def recurrence(x1, residual, alpha, beta, step_size, implementation, unroll, gat
   )
   if implementation == "scan":
     c = _scan_recurrence(x1, x1 if residual is None else residual, alpha, beta, step_size)
-    return _gate_forward(c, gate, state_bias)
+    return gated(c, gate, state_bias)
   return _custom_gradient_recurrence(
       x1,
       residual,
