@@ -76,7 +76,9 @@ def bidirectional_lstm(x, lengths, forward, backward):
   batch, length, _ = x.shape
   units = forward[1].shape[0]
   dtype = torch.float32 if x.dtype == torch.bfloat16 else x.dtype
-  weights = [w.to(dtype) for w in flat_weights(forward, backward, xp=torch)]
+  # cuDNN flattens the weights with `view`: the transposed Keras kernels must be copied
+  # to contiguous memory first (the CPU kernel reads strided ones; found on an H200).
+  weights = [w.to(dtype).contiguous() for w in flat_weights(forward, backward, xp=torch)]
   lengths = torch.as_tensor(lengths).to("cpu", torch.int64)
   packed = rnn.pack_padded_sequence(
       x.to(dtype), lengths.clamp(min=1), batch_first=True, enforce_sorted=False
