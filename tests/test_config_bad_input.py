@@ -19,6 +19,7 @@ from recurrent_bert.config import PRESETS
 from recurrent_bert.config import ConfigError
 from recurrent_bert.config import ModelConfig
 from recurrent_bert.convert.importers import config_from_bert_json
+from recurrent_bert.convert.importers import import_bert
 from recurrent_bert.errors import InputError
 from tests import mutations
 from tests.readme_text import run_module
@@ -286,21 +287,58 @@ def test_bert_config_json_valid_values_map_exactly():
   assert config.intermediate_size == 32 and config.hidden_act == "gelu_approximate"
 
 
+NOT_CHECKED = "; the checkpoint was not checked yet"
+
+
+def _bad_checkpoint(directory, names):
+  """Checkpoint files of garbage bytes under `names`: refused by any reader."""
+  for name in names:
+    (directory / name).write_bytes(b"not a checkpoint\x00\xff")
+
+
 def test_convert_checkpoint_prints_one_line_and_exits_2_on_a_bad_bert_config(tmp_path):
+  # Both the config and the checkpoint are bad: the config is named (it is read first) and
+  # the message says the checkpoint is still to be checked (issue 31).
+  _bad_checkpoint(tmp_path, ["bert_model.ckpt.index", "bert_model.ckpt.data-00000-of-00001"])
+  prefix = f"{tmp_path}/bert_model.ckpt"
+  (tmp_path / "bert_config.json").write_text(json.dumps(BERT_JSON))
+  with pytest.raises(InputError, match=f"^cannot read TF1 checkpoint '{prefix}'"):
+    import_bert("tf1", prefix)  # with a good config, the checkpoint is refused
   (tmp_path / "bert_config.json").write_text(json.dumps({**BERT_JSON, "hidden_size": 16.5}))
   result = run_module(
       "tools.convert_checkpoint",
       "--source=tf1",
-      f"--input={tmp_path}/bert_model.ckpt",
+      f"--input={prefix}",
       f"--output_dir={tmp_path}/out",
   )
   assert result.returncode == 2, result.stderr[-2000:]
   lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
   assert lines == [
       f"error: {tmp_path}/bert_config.json: key 'hidden_size': expected a positive integer "
-      f"(at most {2**31 - 1}), got 16.5"
+      f"(at most {2**31 - 1}), got 16.5{NOT_CHECKED}"
   ]
   assert "Traceback" not in result.stderr
+
+
+def test_hf_bad_config_beside_a_bad_checkpoint_says_the_checkpoint_is_unchecked(tmp_path):
+  _bad_checkpoint(tmp_path, ["model.safetensors"])
+  config = tmp_path / "config.json"
+  config.write_text(json.dumps(BERT_JSON))
+  with pytest.raises(InputError, match="^cannot read safetensors file"):
+    import_bert("hf", str(tmp_path))
+  config.write_text("{")
+  with pytest.raises(InputError) as error:
+    import_bert("hf", str(tmp_path))
+  assert str(error.value) == (
+      f"{config}:1: not valid JSON (Expecting property name enclosed in double quotes, "
+      f"column 2){NOT_CHECKED}"
+  )
+  config.unlink()
+  with pytest.raises(InputError) as error:
+    import_bert("hf", str(tmp_path))
+  assert str(error.value) == (
+      f"no config.json beside '{tmp_path}/model.safetensors'; pass --bert_config_file{NOT_CHECKED}"
+  )
 
 
 # -- the property -------------------------------------------------------------------------

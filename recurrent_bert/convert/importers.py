@@ -28,6 +28,7 @@ from recurrent_bert.convert.mapping import hf_to_tf1_names
 from recurrent_bert.convert.mapping import load_from_keras_hub_bert
 from recurrent_bert.convert.mapping import tf1_bert_pairs
 from recurrent_bert.errors import at
+from recurrent_bert.errors import first_line
 from recurrent_bert.models.encoder import Encoder
 from recurrent_bert.models.pretrainer import Pretrainer
 
@@ -125,6 +126,29 @@ def _read_json(path: str, what: str) -> dict:
   return parsed
 
 
+def _config_before_weights(config_file: str, missing: str, gelu_is_exact: bool) -> ModelConfig:
+  """The checkpoint's config, read before its weights so that a mistake in it is found
+  without reading them.
+
+  Args:
+    config_file: the bert_config.json / config.json.
+    missing: the message when `config_file` does not exist.
+    gelu_is_exact: as `config_from_bert_json`.
+
+  Raises:
+    CheckpointMappingError: the config's refusal, saying that the checkpoint was not
+      checked yet (it may be bad too: fixing the config is not known to be enough).
+  """
+  try:
+    if not os.path.isfile(config_file):
+      raise CheckpointMappingError(missing)
+    return config_from_bert_json(
+        _read_json(config_file, "bert_config_file"), gelu_is_exact=gelu_is_exact, source=config_file
+    )
+  except CheckpointMappingError as e:
+    raise CheckpointMappingError(f"{e}; the checkpoint was not checked yet") from None
+
+
 def _casing(value, place: str) -> Optional[bool]:
   """A recorded casing (`do_lower_case` / `lowercase`): true, false or absent (None)."""
   if value is not None and not isinstance(value, bool):
@@ -202,19 +226,19 @@ def load_tf1_bert(
   _check_given(bert_config_file, "bert_config_file")
   _check_given(vocab_file, "vocab_file")
   directory = os.path.dirname(checkpoint_prefix)
-  bert_config_file = bert_config_file or os.path.join(directory, "bert_config.json")
-  if not os.path.isfile(bert_config_file):
-    raise CheckpointMappingError(
-        f"no bert_config.json beside {checkpoint_prefix!r}; pass --bert_config_file"
-    )
-  # The config first: a mistake in it is found before the weights are read.
-  config = config_from_bert_json(
-      _read_json(bert_config_file, "bert_config_file"), gelu_is_exact=False, source=bert_config_file
+  config = _config_before_weights(
+      bert_config_file or os.path.join(directory, "bert_config.json"),
+      f"no bert_config.json beside {checkpoint_prefix!r}; pass --bert_config_file",
+      gelu_is_exact=False,
   )
   try:
     reader = tf.train.load_checkpoint(checkpoint_prefix)
-  except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as e:
-    raise CheckpointMappingError(f"cannot read TF1 checkpoint {checkpoint_prefix!r}: {e}") from None
+  # OpError: any reader failure (NotFound, DataLoss, and the bare OpError of a truncated
+  # index file, "file is too short to be an sstable").
+  except (tf.errors.OpError, ValueError) as e:
+    raise CheckpointMappingError(
+        f"cannot read TF1 checkpoint {checkpoint_prefix!r}: {first_line(e)}"
+    ) from None
   names = reader.get_variable_to_shape_map()
   return _load_bert(
       config,
@@ -246,12 +270,10 @@ def load_hf_bert(
   if not os.path.isfile(weights_file):
     raise CheckpointMappingError(f"no safetensors file at {weights_file!r}")
   directory = os.path.dirname(weights_file)
-  config_file = bert_config_file or os.path.join(directory, "config.json")
-  if not os.path.isfile(config_file):
-    raise CheckpointMappingError(f"no config.json beside {weights_file!r}; pass --bert_config_file")
-  # The config first: a mistake in it is found before the weights are read.
-  config = config_from_bert_json(
-      _read_json(config_file, "bert_config_file"), gelu_is_exact=True, source=config_file
+  config = _config_before_weights(
+      bert_config_file or os.path.join(directory, "config.json"),
+      f"no config.json beside {weights_file!r}; pass --bert_config_file",
+      gelu_is_exact=True,
   )
   try:
     tensors = load_file(weights_file)

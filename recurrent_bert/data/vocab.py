@@ -63,8 +63,9 @@ def load_vocab(vocab_file: str) -> List[str]:
   Raises:
     InputError: unreadable file, invalid UTF-8, an empty or duplicate token, a token
       tensorflow-text's WordPiece cannot hold (a NUL, more than MAX_TOKEN_BYTES bytes),
-      more than MAX_VOCAB_SIZE tokens, or a missing reserved token; the message names the
-      file (and the line: `vocab.txt:LINE: ...`).
+      more than MAX_VOCAB_SIZE tokens, a missing reserved token, or no token but special
+      ones ([PAD], [unused0], ...); the message names the file (and the line:
+      `vocab.txt:LINE: ...`).
   """
   if not io_utils.isfile(vocab_file):
     raise InputError(f"vocab file {vocab_file!r} does not exist")
@@ -107,7 +108,20 @@ def load_vocab(vocab_file: str) -> List[str]:
         f"{' '.join(missing)}; a BERT vocabulary needs all of "
         f"{' '.join(RESERVED_TOKENS)}"
     )
+  # Without a single word piece every word of every text becomes [UNK]: training on it
+  # would run to its end and learn nothing.
+  if all(is_special_token(t) for t in tokens):
+    shown = " ".join(tokens[:8]) + (" ..." if len(tokens) > 8 else "")
+    raise InputError(
+        f"{vocab_file}: holds only special tokens ({shown}): it cannot tokenize any text; "
+        "build one with `python -m tools.build_vocab`"
+    )
   return tokens
+
+
+def is_special_token(token: str) -> bool:
+  """Whether `token` is a bracketed special token ([PAD], [unused7], ...), not a word piece."""
+  return len(token) > 2 and token.startswith("[") and token.endswith("]")
 
 
 # ------------------------------------------------------------------ SentencePiece models

@@ -62,7 +62,8 @@ def _custom_source(
     trained_label_list: Optional[Sequence[str]],
     skip_bad_rows: bool,
 ) -> TaskSource:
-  labels = list(label_list) if label_list else None
+  # Stripped before the comparison below: " pos" is the trained label "pos".
+  labels = list(custom_task.check_label_list(label_list, "--label_list")) if label_list else None
   if trained_label_list:
     trained = list(trained_label_list)
     if labels and labels != trained:

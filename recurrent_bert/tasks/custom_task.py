@@ -13,12 +13,14 @@ misspelt "sentence_2" would otherwise drop the second text), as is a header whos
 columns differ from train.tsv's. Rows are checked as GLUE rows are (glue.read_tsv: UTF-8,
 column count, label, unique non-empty index, no repeated header), with file:line. The
 label list is the sorted set of train labels unless given (`--label_list`), so label ids
-are stable across runs.
+are stable across runs. Labels, in the files and in `--label_list`, are compared without
+surrounding whitespace (" neg" and "neg " are "neg"); a label empty after that is a bad
+row (skipped with the others under skip_bad_rows).
 """
 
 import dataclasses
 import os
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from recurrent_bert import io_utils
 from recurrent_bert.data.feature_cache import SplitData
@@ -81,14 +83,35 @@ def _layout(path: str) -> glue.TsvLayout:
   )
 
 
+def check_label_list(label_list: Sequence[str], where: str = "label list") -> Tuple[str, ...]:
+  """The label names stripped of surrounding whitespace, as the rows' labels are read
+  (glue.read_tsv), so that " neg" names the class "neg" and not a class of its own.
+
+  Args:
+    label_list: the label names, e.g. --label_list.
+    where: names the list in messages ("--label_list").
+
+  Raises:
+    InputError: an empty name, a name given twice (after stripping), or fewer than 2.
+  """
+  labels = tuple(label.strip() for label in label_list)
+  for i, label in enumerate(labels):
+    if not label:
+      raise InputError(f"{where}: label {i + 1} of {list(label_list)} is empty")
+    if label in labels[:i]:
+      raise InputError(f"{where}: label {label!r} is given twice in {list(label_list)}")
+  if len(labels) < 2:
+    raise InputError(f"{where}: a classification task needs at least 2 labels, got {list(labels)}")
+  return labels
+
+
 def task_spec(label_list: Sequence[str]) -> TaskSpec:
-  """A TaskSpec for a custom classification task with these label names."""
-  if len(label_list) < 2:
-    raise InputError(f"a classification task needs at least 2 labels, got {label_list}")
+  """A TaskSpec for a custom classification task with these label names (checked and
+  stripped by `check_label_list`)."""
   return TaskSpec(
       TASK_NAME,
       TASK_NAME,
-      tuple(label_list),
+      check_label_list(label_list),
       ("accuracy",),
       "accuracy",
       {split: f"{split}.tsv" for split in SPLITS},
@@ -109,7 +132,7 @@ def infer_label_list(task_dir: str, skip_bad_rows: bool = False) -> List[str]:
   if layout.label is None:
     raise InputError(f"{path}:1: the train file needs a 'label' column")
   data = glue.read_tsv(path, _any_label_spec(), "train", layout, skip_bad_rows, any_label=True)
-  labels = sorted({e.label for e in data.examples})
+  labels = sorted({e.label for e in data.examples})  # read_tsv strips them
   if len(labels) < 2:
     raise InputError(
         f"{path}: a classification task needs at least 2 labels, the train file has "
@@ -120,7 +143,7 @@ def infer_label_list(task_dir: str, skip_bad_rows: bool = False) -> List[str]:
 
 def _any_label_spec() -> TaskSpec:
   """The custom task before its labels are known (read_tsv's any_label ignores the list)."""
-  return dataclasses.replace(task_spec(("?", "?")), label_list=())
+  return dataclasses.replace(task_spec(("a", "b")), label_list=())
 
 
 def read_custom(

@@ -16,7 +16,8 @@ Column layouts differ per task and per labeled/test file:
   RTE, WNLI  index sentence1 sentence2 label     1 / 2 / 3                 first 3 columns
 
 Every file is checked row by row (`read_tsv`): a line that is not UTF-8, has the wrong
-number of columns, an unknown label, a score that is not a decimal number from 0 to 5
+number of columns, an unknown or empty label (class labels are read stripped of
+surrounding whitespace: ' 1' is the label '1'), a score that is not a decimal number from 0 to 5
 (STS-B), an index that is not a whole number or repeats an earlier line's, or that repeats
 the header is an `InputError` naming file:line. Blank lines hold no record and are passed
 over. With `skip_bad_rows` such rows are skipped instead and listed in `SplitData.skipped`
@@ -274,6 +275,7 @@ def read_tsv(
     skip_bad_rows: skip and list bad rows instead of raising at the first.
     tolerated: kinds of bad row ("columns", "label") skipped even so (official quirks).
     any_label: accept any non-empty label (to collect a custom task's label names).
+      Class labels are read without surrounding whitespace, in either case.
 
   Returns:
     SplitData of the file's examples; `skipped` lists the rows skipped.
@@ -304,6 +306,8 @@ def read_tsv(
       problem = _index_problem(index_name, index, layout, first_line_of_index)
       kind = "index"
     label = None if problem or layout.label is None else fields[layout.label]
+    if label is not None and not spec.is_regression:
+      label = label.strip()  # ' neg' and 'neg ' are the class 'neg', not classes of their own
     if label is not None:
       problem = _label_problem(spec, label, any_label)
       kind = "label"
@@ -364,7 +368,7 @@ def _index_problem(
 
 
 def _label_problem(spec: TaskSpec, label: str, any_label: bool = False) -> Optional[str]:
-  """Why a label field is invalid for the task, or None if it is fine."""
+  """Why a label field (stripped, unless a score) is invalid for the task, or None."""
   if spec.is_regression:
     low, high = spec.score_range or (float("-inf"), float("inf"))
     expected = f"a decimal number from {low:g} to {high:g}"
@@ -373,8 +377,10 @@ def _label_problem(spec: TaskSpec, label: str, any_label: bool = False) -> Optio
     if not low <= float(label) <= high:
       return f"score {label!r} is out of range (expected {expected})"
     return None
+  if not label:
+    return "empty label"
   if any_label:
-    return None if label.strip() else "empty label"
+    return None
   if label not in spec.label_list:
     return f"label {label!r} is not one of {', '.join(spec.label_list)}"
   return None

@@ -13,12 +13,12 @@ longest-first truncation shortens the (long) paragraph and never cuts off the qu
 the answer being judged.
 
 Test files have no labels. Any malformed line (not UTF-8, bad JSON, a key twice in an
-object, a missing or mistyped field) is an `InputError` naming file:line and the field, as
-is an id that repeats an earlier one: BoolQ's idx, MultiRC's paragraph idx, a question idx
-twice in a paragraph or an answer idx twice in a question (either would merge two
-questions' answers into one exact-match group). With `skip_bad_rows` a bad line (one
-BoolQ question, one MultiRC paragraph with all its questions) is skipped instead and
-listed in `SplitData.skipped`.
+object, a missing or mistyped field, an empty list of MultiRC questions or answers) is an
+`InputError` naming file:line and the field, as is an id that repeats an earlier one:
+BoolQ's idx, MultiRC's paragraph idx, a question idx twice in a paragraph or an answer idx
+twice in a question (either would merge two questions' answers into one exact-match
+group). With `skip_bad_rows` a bad line (one BoolQ question, one MultiRC paragraph with
+all its questions) is skipped instead and listed in `SplitData.skipped`.
 """
 
 import json
@@ -64,8 +64,13 @@ class _Record:
     return value
 
   def children(self, key: str) -> Iterator["_Record"]:
-    for i, item in enumerate(self.get(key, list)):
-      prefix = f"{self.path}.{key}" if self.path else key
+    """The items of the list value[key], refused when empty: an empty list gives no example,
+    so the line would be dropped silently (its examples missing from the split)."""
+    items = self.get(key, list)
+    prefix = f"{self.path}.{key}" if self.path else key
+    if not items:
+      raise InputError(f"{self.where}: field {prefix!r} is empty; it needs at least one item")
+    for i, item in enumerate(items):
       yield _Record(item, self.where, f"{prefix}[{i}]")
 
 

@@ -113,6 +113,39 @@ def test_tools_print_one_line_and_exit_2_on_a_bad_vocab(tmp_path, module):
   _assert_one_line_exit_2(result, f"error: {vocab}:7: vocab entry 'c\\x00at' holds a NUL")
 
 
+# Issue 31: a vocabulary of special tokens only made every word [UNK], silently.
+SPECIAL_ONLY = RESERVED + ["[unused0]", "[unused1]"]
+SPECIAL_ONLY_MESSAGE = (
+    "holds only special tokens ([PAD] [UNK] [CLS] [SEP] [MASK] [unused0] [unused1]): it "
+    "cannot tokenize any text; build one with `python -m tools.build_vocab`"
+)
+
+
+def test_vocab_of_special_tokens_only_is_refused(tmp_path):
+  path = write(tmp_path, ("\n".join(SPECIAL_ONLY) + "\n").encode())
+  with pytest.raises(InputError) as error:
+    load_vocab(path)
+  assert str(error.value) == f"{path}: {SPECIAL_ONLY_MESSAGE}"
+  # One word piece is enough; a lone bracket is a word piece, not a special token.
+  for piece in ("a", "[", "##]"):
+    tokens = SPECIAL_ONLY + [piece]
+    assert load_vocab(write(tmp_path, ("\n".join(tokens) + "\n").encode())) == tokens
+
+
+def test_tool_exits_2_on_a_vocab_of_special_tokens_only(tmp_path):
+  vocab = write(tmp_path, ("\n".join(SPECIAL_ONLY) + "\n").encode())
+  text = tmp_path / "in.txt"
+  text.write_text("The cat sat.\n", encoding="utf-8")
+  result = run_module(
+      "tools.tokenize_text",
+      f"--vocab_file={vocab}",
+      f"--input_file={text}",
+      f"--output_file={tmp_path}/out.jsonl",
+  )
+  _assert_one_line_exit_2(result, f"error: {vocab}: {SPECIAL_ONLY_MESSAGE}")
+  assert not (tmp_path / "out.jsonl").exists()
+
+
 # -- the property -------------------------------------------------------------------------
 
 BAD_TOKENS = st.sampled_from(

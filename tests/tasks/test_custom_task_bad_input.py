@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 import pytest
 
 from recurrent_bert.io_utils import InputError
+from recurrent_bert.tasks import classification
 from recurrent_bert.tasks import custom_task
 from tests import mutations
 
@@ -223,3 +224,48 @@ def test_property_custom_tsv_mutations(tmp_path, file, mutation, data):
       expected=None if refused_at else expected,
       line=refused_at,
   )
+
+
+# ---- Issue 31: labels with surrounding whitespace are the same class, as in GLUE. ----
+
+
+def test_labels_with_surrounding_whitespace_are_the_clean_labels(tmp_path):
+  # ' neg' used to become a third class; the clean file is the reference.
+  rows = [["a", "neg"], ["b", "pos"], ["c", "neg"]]
+  clean, spaced = tmp_path / "clean", tmp_path / "spaced"
+  clean.mkdir(), spaced.mkdir()
+  write(clean, "train.tsv", tsv(["sentence", "label"], *rows))
+  write(spaced, "train.tsv", tsv(["sentence", "label"], ["a", " neg"], ["b", "pos"], ["c", "neg "]))
+  assert custom_task.infer_label_list(str(spaced)) == LABELS
+  want = tuples(custom_task.read_custom(str(clean), "train", LABELS))
+  assert want == [("a", None, "neg", "2"), ("b", None, "pos", "3"), ("c", None, "neg", "4")]
+  assert tuples(custom_task.read_custom(str(spaced), "train", LABELS)) == want
+  # A given label list is stripped the same way (absl's --label_list parser strips too;
+  # task_source's callers need not).
+  source = classification.task_source("custom", str(spaced), label_list=[" neg", "pos "])
+  assert source.spec.label_list == ("neg", "pos")
+  assert tuples(source.read_split("train")) == want
+
+
+@pytest.mark.parametrize(
+    "label_list, message",
+    [([" ", "pos"], "label 1 of .* is empty"), (["pos", " pos"], "label 'pos' is given twice")],
+)
+def test_label_list_empty_or_repeated_after_stripping_is_refused(tmp_path, label_list, message):
+  write(tmp_path, "train.tsv", tsv(["sentence", "label"], ["a", "neg"], ["b", "pos"]))
+  with pytest.raises(InputError, match=f"^--label_list: {message}"):
+    classification.task_source("custom", str(tmp_path), label_list=label_list)
+
+
+def test_label_empty_after_stripping_is_a_bad_row(tmp_path):
+  path = write(
+      tmp_path, "train.tsv", tsv(["sentence", "label"], ["a", "neg"], ["b", " "], ["c", "pos"])
+  )
+  with pytest.raises(InputError, match=f"^{path}:3: empty label$"):
+    custom_task.infer_label_list(str(tmp_path))
+  with pytest.raises(InputError, match=f"^{path}:3: empty label$"):
+    custom_task.read_custom(str(tmp_path), "train", LABELS)
+  assert custom_task.infer_label_list(str(tmp_path), skip_bad_rows=True) == LABELS
+  data = custom_task.read_custom(str(tmp_path), "train", LABELS, skip_bad_rows=True)
+  assert tuples(data) == [("a", None, "neg", "2"), ("c", None, "pos", "4")]
+  assert data.skipped == [f"{path}:3: empty label"]

@@ -107,6 +107,30 @@ def test_skip_bad_rows_skips_a_whole_multirc_paragraph(tmp_path):
     superglue.read_superglue(folder, "boolq", "train", skip_bad_rows=True)
 
 
+def _without_answers_of_question_2():
+  record = multirc(1, question_idxs=(0, 1, 2))
+  record["passage"]["questions"][2]["answers"] = []
+  return record
+
+
+@pytest.mark.parametrize(
+    "bad, field",
+    [
+        # Each used to drop its examples silently (18 -> 12 and 18 -> 15 in issue 31's run).
+        (_without_answers_of_question_2(), "passage.questions[2].answers"),
+        (multirc(1, question_idxs=()), "passage.questions"),
+    ],
+)
+def test_multirc_empty_questions_or_answers_are_bad_lines(tmp_path, bad, field):
+  folder, path = write(tmp_path, "multirc", jsonl(multirc(0), bad, multirc(2)))
+  with pytest.raises(InputError) as error:
+    superglue.read_superglue(folder, "multirc", "train")
+  assert str(error.value) == f"{path}:2: field {field!r} is empty; it needs at least one item"
+  data = superglue.read_superglue(folder, "multirc", "train", skip_bad_rows=True)
+  assert [e.index for e in data.examples] == [(0, 0, 0), (0, 0, 1), (2, 0, 0), (2, 0, 1)]
+  assert data.skipped == [str(error.value)]
+
+
 # ---- The property: a valid file, one mutation, the invariant of issue 15. ----
 
 WORDS = st.text(alphabet='abc "é東\\', min_size=1, max_size=6)
