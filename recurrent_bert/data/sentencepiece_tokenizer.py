@@ -2,11 +2,14 @@
 
 The model is a SentencePiece `.model` (tools/build_vocab.py --tokenizer=unigram|bpe writes
 one; ALBERT's and other models' work if they hold [CLS] [SEP] [MASK] and a pad piece).
-tensorflow-text's `SentencepieceTokenizer` runs the same C++ library as the `sentencepiece`
-package (the data tools' workers use that one; tests/data/test_sentencepiece.py checks
-both give the same pieces and ids), with the model's bytes held in the graph: the object
+tensorflow-text's `SentencepieceTokenizer` runs an older build of the C++ library behind
+the `sentencepiece` package, with the model's bytes held in the graph: the object
 tokenises in tf.data, in a `tf.function` and inside an exported SavedModel without the
-file.
+file. Its pieces are the package's but where a unigram model has segmentations of equal
+score ('00000' as ['00', '000'] or ['000', '00']), which it ranks its own way; the data
+tools' TF-free tokenizer (`native_tokenizer.NativeSentencepieceTokenizer`) follows it
+there, so records, features and the SavedModel get the same ids
+(tests/data/test_sentencepiece.py).
 
 The model decides everything the WordPiece tokenizer takes as options: normalisation
 (NFKC, and lower-casing when it was trained with --do_lower_case: `do_lower_case` reports

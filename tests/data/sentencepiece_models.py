@@ -1,5 +1,7 @@
 """Tiny SentencePiece models for the tests, and a Python reference of whole-word grouping."""
 
+import random
+
 import numpy as np
 
 from recurrent_bert.data import sentencepiece_vocab
@@ -16,12 +18,37 @@ NON_ASCII = [
 ]
 
 
-def build_model(corpus_file: str, model_type: str, output: str, vocab_size: int = 400) -> str:
-  """Learns a model from the corpus plus NON_ASCII; returns the path of `<output>.model`."""
-  lines = list(sentencepiece_vocab.iter_lines([corpus_file])) + NON_ASCII * 20
+def build_model(
+    corpus_file: str, model_type: str, output: str, vocab_size: int = 400, extra=()
+) -> str:
+  """Learns a model from the corpus plus NON_ASCII (and `extra` lines); returns the path
+  of `<output>.model`."""
+  lines = list(sentencepiece_vocab.iter_lines([corpus_file])) + NON_ASCII * 20 + list(extra)
   proto = sentencepiece_vocab.train_sentencepiece(lines, model_type, vocab_size)
   sentencepiece_vocab.write_model(output, proto)
   return output + ".model"
+
+
+def run_lines(count: int, seed: int = 0):
+  """Lines rich in digit runs, repeated characters and punctuation runs, between words:
+  where a unigram model has segmentations of equal score (['00', '000'] and ['000', '00']
+  of '00000', whatever the scores)."""
+  rng = random.Random(seed)
+  fixed = ["-12300000", "-999", "100000", "2000000", "aaaaaa", "!!!!!", "-----", "......"]
+  words = ["the", "price", "was", "Wait", "really", "ok", "section", "[MASK]", "☃☃"]
+
+  def run():
+    kind = rng.randrange(4)
+    if kind == 0:  # a number: digits, then a run of zeros or nines
+      head = "-" * (rng.random() < 0.3) + (str(rng.randint(1, 999)) if rng.random() < 0.7 else "")
+      return head + rng.choice("09") * rng.randint(1, 12)
+    if kind == 1:  # one character repeated
+      return rng.choice("a!-.?=_*#~x") * rng.randint(2, 16)
+    if kind == 2:  # a word with a punctuation run stuck to it
+      return rng.choice(words) + rng.choice("!.?-") * rng.randint(1, 12)
+    return rng.choice(fixed + words)
+
+  return [" ".join(run() for _ in range(rng.randint(1, 8))) for _ in range(count)]
 
 
 def reference_words(pieces, candidate):

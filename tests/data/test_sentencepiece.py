@@ -2,9 +2,12 @@
 
 Tiny unigram and BPE models (400 pieces) are learned from a real corpus slice plus
 non-ASCII lines; the reference for every piece, id and decoded text is
-`sentencepiece.SentencePieceProcessor` loaded from the same file.
+`sentencepiece.SentencePieceProcessor` loaded from the same file. The data tool's TF-free
+tokenizer is checked against the in-graph one, also on text rich in runs ('00000',
+'!!!!!') where the two libraries break ties between equal-score segmentations apart.
 """
 
+import math
 import os
 
 import numpy as np
@@ -24,6 +27,7 @@ from tests.data.sentencepiece_models import MARKER
 from tests.data.sentencepiece_models import NON_ASCII
 from tests.data.sentencepiece_models import build_model
 from tests.data.sentencepiece_models import check_whole_words
+from tests.data.sentencepiece_models import run_lines
 
 EXTRA = [
     "  Leading,   repeated   and trailing spaces  ",
@@ -97,10 +101,43 @@ def test_ids_equal_the_library_in_tf_data_and_tf_function(tokenizer, reference, 
   assert grouped(tf.constant(texts)).to_list() == reference.encode(texts)
 
 
-def test_native_tokenizer_gives_the_same_ids(model_file, reference, texts):
+def test_native_tokenizer_gives_the_same_ids(model_file, tokenizer, reference, texts):
   native = native_tokenizer.make_native_tokenizer(model_file)
   assert isinstance(native, native_tokenizer.NativeSentencepieceTokenizer)
-  assert native.tokenize_lists(texts) == reference.encode(texts)
+  assert native.tokenize_lists(texts) == tokenizer.tokenize_flat(texts).to_list()
+  assert native.tokenize_lists(texts) == reference.encode(texts)  # no ties in this text
+
+
+@pytest.fixture(scope="module")
+def runs_model(corpus_file, tmp_path_factory):
+  """A unigram model learned with runs in its text: it holds pieces such as '00' and '000'
+  that segment longer runs in several ways of equal score."""
+  output = str(tmp_path_factory.mktemp("runs") / "spm")
+  return build_model(corpus_file, "unigram", output, vocab_size=600, extra=run_lines(1000))
+
+
+def test_data_tool_breaks_ties_as_the_in_graph_tokenizer(runs_model):
+  # Unknown characters (one [UNK] per run) and user-defined symbols next to runs too.
+  lines = run_lines(1500, seed=1) + ["♞♞ 00000 ♞ -999", "[MASK]00000 [CLS]999[SEP]-----"]
+  expected = SentencepieceTokenizer(runs_model).tokenize_flat(lines).to_list()
+  # Ties exist: two adjacent pieces that commute as strings ('00' '000') swap into another
+  # segmentation of the same text, of the same total score.
+  library = sentencepiece.SentencePieceProcessor(model_file=runs_model)
+  score = lambda ids: math.fsum(library.get_score(i) for i in ids)
+  tied_lines = 0
+  for ids in expected:
+    pieces = [library.id_to_piece(i) for i in ids]
+    for k in range(len(ids) - 1):
+      a, b = pieces[k], pieces[k + 1]
+      if a != b and a + b == b + a:
+        swapped = ids[:k] + [ids[k + 1], ids[k]] + ids[k + 2 :]
+        assert "".join(library.id_to_piece(i) for i in swapped) == "".join(pieces)
+        assert score(swapped) == score(ids)
+        tied_lines += 1
+        break
+  assert tied_lines > 100
+  native = native_tokenizer.make_native_tokenizer(runs_model)
+  assert native.tokenize_lists(lines) == expected
 
 
 def test_words_group_pieces_from_one_marked_piece_to_the_next(tokenizer, reference, texts):
