@@ -36,7 +36,7 @@ def main(argv):
   # Before any other TensorFlow op: logical CPU devices and MultiWorkerMirroredStrategy's
   # collective ops are configured at program start-up.
   strategy, is_chief, worker_id = execution.make_strategy()
-  data_config, eval_data_config = pretraining.data_config()
+  data_config, eval_data_config = pretraining.data_config(model_config)
   import tensorflow as tf  # loaded by make_strategy already
 
   try:
@@ -125,6 +125,7 @@ def run_pretraining(model_config, strategy, is_chief, worker_id, data_config, ev
   if mode == "eval":
     step = pretraining_eval.restore_for_eval(model, tf_latest_checkpoint(FLAGS.model_dir))
     print(json.dumps({"global_step": step, "eval": evaluate(step)}))
+    report_skipped(eval_data_config.skipped)
     return
 
   with strategy.scope():
@@ -147,6 +148,11 @@ def run_pretraining(model_config, strategy, is_chief, worker_id, data_config, ev
         skip_batches=skip_batches,
     )
 
+  skipped = (data_config or eval_data_config).skipped
+
+  def skipped_records():
+    return {"skipped_records": skipped.count()}
+
   trainer = loop.PretrainingLoop(
       strategy,
       model,
@@ -165,6 +171,8 @@ def run_pretraining(model_config, strategy, is_chief, worker_id, data_config, ev
       is_chief=is_chief,
       worker_id=worker_id,
       gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
+      row_extras=skipped_records if skipped is not None else None,
+      checkpoint_iterator=skipped is None,
   )
   if FLAGS.init_checkpoint and tf_latest_checkpoint(FLAGS.model_dir) is None:
     # Only for a fresh run: a resumed run continues from its own checkpoint.
@@ -176,6 +184,8 @@ def run_pretraining(model_config, strategy, is_chief, worker_id, data_config, ev
     logging.error("%s", e)
     print(f"error: {e}", file=sys.stderr)
     sys.exit(1)
+  finally:
+    report_skipped(skipped)
   if is_chief:
     export = checkpoints.export_encoder(
         encoder,
@@ -189,6 +199,16 @@ def run_pretraining(model_config, strategy, is_chief, worker_id, data_config, ev
         },
     )
     logging.info("encoder exported to %s", export)
+
+
+def report_skipped(skipped):
+  """The end-of-run line of --skip_bad_records (stderr and the log)."""
+  from recurrent_bert.data import record_errors
+
+  if skipped is not None:
+    for line in record_errors.describe(skipped):
+      logging.warning("%s", line)
+      print(line, file=sys.stderr)
 
 
 def eval_word_starts(vocab_size):

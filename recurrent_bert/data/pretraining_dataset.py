@@ -14,33 +14,41 @@ Batches are dicts of int32 [B, T] `input_ids`, `input_mask`, `segment_ids`; int3
 `masked_lm_positions`, `masked_lm_ids`; float32 [B, P] `masked_lm_weights`; int32 [B]
 `next_sentence_labels`. Shapes are static (drop_remainder) as TPUs require.
 
-Bad records. Every record travels with its file and 1-based number (a zip per file, no
-per-record function), and the batched parse names each record "path: record N": TF's
-parser then names it in its own errors (a missing feature, a wrong length or type), bytes
-that are not a `tf.train.Example` carry the name in an unused field the error quotes
-(`schema.with_name_field`), and the in-graph checks of values assert with the name.
-`record_error` turns any of these errors, or a reader's "corrupted/truncated record at
-OFFSET" (located by walking the files' frames), into one `InputError` line
-"path: record N: what". Before any of that, `check_shards` compares every shard with the
-stats.json the generator wrote beside it (its byte size: O(1); older stats.json files
-without sizes: its record count), so a shard cut short is refused before the first step.
+Bad records: each is read whole or refused (`record_errors` turns what TF raises into
+the package's one `InputError`, "path: record N (byte B): what"; read inside
+`record_errors.reading_records()`).
+  * Framing. Every record travels with its file, 1-based number and byte offset (a scan
+    per file), and each file's frames must add up to its size: TF's reader takes a file
+    that ends inside a record for a shorter file, the scan does not. A damaged frame is
+    TF's DataLossError, located by `tfrecord_frames`. `check_shards` compares every shard
+    with the generator's stats.json before the first step (a cut at a record boundary).
+  * Schema. The batched parse names each record, so TF's parser names it in its errors;
+    bytes that are not a tf.train.Example carry the name in an unused field
+    (`schema.with_name_field`).
+  * Values, checked in the input graph on every batch (asserts, no host round trip):
+    ids in [0, vocab_size), segment ids in [0, type_vocab_size), input_mask and NSP
+    labels 0 or 1, masked positions inside the sequence and, where weighted, inside the
+    input_mask, weights finite and in [0, 1] (`record_values`; their cost:
+    `benchmarks/record_checks.py`).
+  * With `skipped` (--skip_bad_records), files are read by `tfrecord_frames.read_frames`
+    (Python, both CRCs checked): damaged frames are skipped and counted, every good record
+    is read. Schema and value errors still stop the run: they mean the data was made
+    wrong, not damaged on its way.
 """
 
 import dataclasses
-import json
-import os
-import re
-import struct
 import sys
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence
 
 from google.protobuf import message
 import tensorflow as tf
 
-from recurrent_bert.data import example_codec
-from recurrent_bert.data import pretraining_data
+from recurrent_bert.data import record_errors
+from recurrent_bert.data import record_values
 from recurrent_bert.data import schema
-from recurrent_bert.errors import at
+from recurrent_bert.data import tfrecord_frames
+from recurrent_bert.data.record_errors import CHECK_BEGIN
+from recurrent_bert.data.record_errors import CHECK_END
 from recurrent_bert.io_utils import InputError
 
 
@@ -56,6 +64,10 @@ class PretrainingDataConfig:
     cycle_length: files read in parallel by the interleave.
     masker: a `DynamicMasker` for unmasked records (fresh masks every epoch), or None
       for records masked offline.
+    vocab_size: ids must be below it (the model's); None: only checked >= 0.
+    type_vocab_size: segment ids must be below it.
+    skipped: --skip_bad_records: damaged frames are skipped and counted here (and shards
+      shorter than stats.json says); None: they stop the run.
   """
 
   input_files: Sequence[str]
@@ -65,6 +77,9 @@ class PretrainingDataConfig:
   shuffle_buffer_size: int = 1000
   cycle_length: int = 4
   masker: Optional[object] = None
+  vocab_size: Optional[int] = None
+  type_vocab_size: int = 2
+  skipped: Optional[record_errors.SkippedRecords] = None
 
 
 def check_record_layout(path: str, config: PretrainingDataConfig) -> None:
@@ -77,17 +92,21 @@ def check_record_layout(path: str, config: PretrainingDataConfig) -> None:
   Raises:
     InputError: naming the flag that disagrees with the data, or the shard cut short.
   """
-  check_shards(config.input_files)
-  try:
-    first = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
-  except tf.errors.OpError as e:
-    raise InputError(f"--input_files: cannot read {path}: {e.message}") from None
+  record_errors.check_shards(config.input_files, config.skipped)
+  on_bad = config.skipped.add if config.skipped is not None else None
+  first = None
+  for candidate in [path] + [f for f in config.input_files if f != path]:
+    first = next(tfrecord_frames.read_frames(candidate, on_bad), None)
+    if first is not None:
+      path = candidate
+      break
   if first is None:
-    raise InputError(f"--input_files: {path} holds no records")
+    raise InputError(f"--input_files: no record in {', '.join(config.input_files)}")
   try:
-    example = tf.train.Example.FromString(first.numpy())
+    example = tf.train.Example.FromString(first[2])
   except message.DecodeError:
-    raise InputError(f"{at(path, record=1)}: {_NOT_AN_EXAMPLE}") from None
+    bad = tfrecord_frames.BadRecord(path, first[0], first[1], record_errors.NOT_AN_EXAMPLE)
+    raise bad.error() from None
   features = example.features.feature
   seq_len = len(features["input_ids"].int64_list.value) if "input_ids" in features else 0
   if seq_len != config.max_seq_length:
@@ -139,16 +158,15 @@ def make_pretraining_dataset(
     An infinite dataset of batches (module docstring), prefetched.
   """
   files = list(config.input_files)
-  _register(files)
   shard_files = len(files) >= num_input_pipelines
-  dataset = tf.data.Dataset.from_tensor_slices(files)
+  dataset = _files_and_sizes(config)
   if num_input_pipelines > 1 and shard_files:
     dataset = dataset.shard(num_input_pipelines, input_pipeline_id)
   # Each epoch visits the files in a new (seeded) order.
   dataset = dataset.shuffle(len(files), seed=config.seed, reshuffle_each_iteration=True)
   dataset = dataset.repeat()
   dataset = dataset.interleave(
-      _numbered_records,
+      lambda path, size: _numbered_records(path, size, config.skipped),
       cycle_length=min(config.cycle_length, len(files)),
       block_length=1,
       num_parallel_calls=tf.data.AUTOTUNE,
@@ -166,18 +184,19 @@ def make_pretraining_dataset(
   return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-def count_records(input_files: Sequence[str]) -> int:
+def count_records(config: PretrainingDataConfig) -> int:
   """Records in the files (held-out sets are small enough to count before evaluating).
 
+  Read by `tfrecord_frames` (both CRCs checked, in Python): TF's reader would count a
+  file that ends inside a record as a shorter one. With `config.skipped`, good records
+  only.
+
   Raises:
-    InputError: a file is damaged or cut inside a record (file and record named).
+    InputError: a file is damaged or cut inside a record (file, record and byte named).
   """
-  _register(input_files)
-  dataset = tf.data.TFRecordDataset(list(input_files))
-  try:
-    return int(dataset.reduce(tf.constant(0, tf.int64), lambda count, _: count + 1))
-  except tf.errors.DataLossError as e:
-    raise (record_error(e) or e) from None
+  record_errors.check_shards(config.input_files, config.skipped)
+  on_bad = config.skipped.add if config.skipped is not None else None
+  return sum(1 for path in config.input_files for _ in tfrecord_frames.read_frames(path, on_bad))
 
 
 def eval_steps(
@@ -218,12 +237,13 @@ def make_eval_dataset(
       fewer records than that, the rest is padding; with more, the tail is not read.
     input_pipeline_id, num_input_pipelines: from `tf.distribute.InputContext`.
   """
-  _register(config.input_files)
-  records = tf.data.Dataset.from_tensor_slices(list(config.input_files)).flat_map(_numbered_records)
+  records = _files_and_sizes(config).flat_map(
+      lambda path, size: _numbered_records(path, size, config.skipped)
+  )
   if num_input_pipelines > 1:
     records = records.shard(num_input_pipelines, input_pipeline_id)
   padding = tf.data.Dataset.from_tensors(
-      ("padding", tf.constant(0, tf.int64), _padding_record(config))
+      ("padding", tf.constant(0, tf.int64), tf.constant(0, tf.int64), _padding_record(config))
   ).repeat()
   dataset = records.concatenate(padding)
   dataset = dataset.take(num_batches * batch_size).batch(batch_size, drop_remainder=True)
@@ -252,51 +272,106 @@ def _padding_record(config: PretrainingDataConfig) -> bytes:
   return schema.serialize_example(zeros)
 
 
-def _numbered_records(path: tf.Tensor) -> tf.data.Dataset:
-  """(path, 1-based record number, record) of one file: a zip, no function per record."""
-  return tf.data.Dataset.zip(
-      (
-          tf.data.Dataset.from_tensors(path).repeat(),
-          tf.data.Dataset.range(1, sys.maxsize),
-          tf.data.TFRecordDataset(path),
-      )
+def _files_and_sizes(config: PretrainingDataConfig) -> tf.data.Dataset:
+  """(path, size in bytes) of each input file: what each file's frames must add up to.
+
+  The files are checked against their stats.json first (`record_errors.check_shards`).
+  """
+  files = list(config.input_files)
+  record_errors.check_shards(files, config.skipped)
+  record_errors.register(files)
+  sizes = [tfrecord_frames.file_size(path) for path in files]
+  return tf.data.Dataset.from_tensor_slices((files, tf.constant(sizes, tf.int64)))
+
+
+def _numbered_records(
+    path: tf.Tensor, size: tf.Tensor, skipped: Optional[record_errors.SkippedRecords]
+) -> tf.data.Dataset:
+  """(path, 1-based record number, byte offset, record) of every record of one file.
+
+  TF's reader, checked: a scan adds up the frames (header, data, CRC) and, after the
+  last record TF gives, asserts they end where the file does (TF takes a file that ends
+  inside a record for a shorter one). With `skipped`, `tfrecord_frames.read_frames`
+  reads the file instead (Python), skipping and counting damaged frames.
+  """
+  if skipped is not None:
+    frames = tf.data.Dataset.from_generator(
+        lambda name: tfrecord_frames.read_frames(name.decode("utf-8"), skipped.add),
+        output_signature=(
+            tf.TensorSpec([], tf.int64),
+            tf.TensorSpec([], tf.int64),
+            tf.TensorSpec([], tf.string),
+        ),
+        args=(path,),
+    )
+    return frames.map(lambda number, offset, record: (path, number, offset, record))
+  framing = tfrecord_frames.HEADER_BYTES + tfrecord_frames.FOOTER_BYTES
+  records = tf.data.Dataset.zip(
+      (tf.data.Dataset.range(1, sys.maxsize), tf.data.TFRecordDataset(path))
+  )
+  end = tf.data.Dataset.from_tensors((tf.constant(0, tf.int64), tf.constant(b"")))
+
+  def add_up(state, number_and_record):
+    offset, records_read = state
+    number, record = number_and_record
+    # After the last record (number 0 marks the end), `offset` is where TF's reading
+    # ended: it must be the end of the file.
+    whole = tf.logical_or(tf.not_equal(number, 0), tf.equal(offset, size))
+    message = tf.cond(
+        whole,
+        lambda: tf.constant(""),
+        lambda: tf.strings.join(
+            [
+                CHECK_BEGIN,
+                _record_names(path, records_read + 1, offset),
+                ": the file ends inside it (",
+                tf.strings.as_string(size - offset),
+                " bytes after the last whole record)",
+                CHECK_END,
+            ]
+        ),
+    )
+    with tf.control_dependencies([tf.debugging.Assert(whole, [message])]):
+      next_offset = offset + framing + tf.cast(tf.strings.length(record), tf.int64)
+      return (next_offset, records_read + 1), (path, number, offset, record)
+
+  start = (tf.constant(0, tf.int64), tf.constant(0, tf.int64))
+  numbered = records.concatenate(end).scan(start, add_up)
+  return numbered.filter(lambda path, number, offset, record: number > 0)
+
+
+def _record_names(paths: tf.Tensor, numbers: tf.Tensor, offsets: tf.Tensor) -> tf.Tensor:
+  """ "path: record N (byte B)" of each record (any shape, the three alike)."""
+  return tf.strings.join(
+      [
+          paths,
+          ": record ",
+          tf.strings.as_string(numbers),
+          " (byte ",
+          tf.strings.as_string(offsets),
+          ")",
+      ]
   )
 
 
-# Brackets the "path: record N: what" of the in-graph checks' assertion messages.
-_CHECK_BEGIN, _CHECK_END = "<<bad pretraining record>>", "<<end>>"
-
-
-def _check_rows(ok: tf.Tensor, names: tf.Tensor, what: str) -> List[tf.Operation]:
-  """Asserts every row of the batch is `ok` [B]; the error names the first bad record."""
-  first_bad = tf.argmin(tf.cast(ok, tf.int32))
-  return [
-      tf.debugging.Assert(
-          tf.reduce_all(ok),
-          [tf.strings.join([_CHECK_BEGIN, tf.gather(names, first_bad), ": ", what, _CHECK_END])],
-      )
-  ]
-
-
 def _parse_named(
-    paths: tf.Tensor, numbers: tf.Tensor, records: tf.Tensor, config: PretrainingDataConfig
+    paths: tf.Tensor,
+    numbers: tf.Tensor,
+    offsets: tf.Tensor,
+    records: tf.Tensor,
+    config: PretrainingDataConfig,
 ) -> Dict[str, tf.Tensor]:
-  """A batch of records [B] -> their features, every problem named "path: record N"."""
-  names = tf.strings.join([paths, ": record ", tf.strings.as_string(numbers)])
+  """A batch of records [B] -> their features, every problem named "path: record N (byte B)"."""
+  names = _record_names(paths, numbers, offsets)
   records = schema.with_name_field(records, names)
   seq_len = config.max_seq_length
   if config.masker is None:
     features = schema.parse_pretraining_example(
-        records, seq_len, config.max_predictions_per_seq, names=names
+        records, seq_len, config.max_predictions_per_seq, tf.int64, names=names
     )
-    positions = features["masked_lm_positions"]
-    checks = _check_rows(
-        tf.reduce_all((positions >= 0) & (positions < seq_len), axis=1),
-        names,
-        f"masked_lm_positions outside [0, {seq_len})",
-    )
+    checks = []
   else:
-    features = schema.parse_unmasked_example(records, seq_len, names=names)
+    features = schema.parse_unmasked_example(records, seq_len, tf.int64, names=names)
     # Masked records parse as unmasked ones too, but their input_ids hold [MASK]s already.
     masked = tf.io.parse_example(
         records, {"masked_lm_positions": tf.io.VarLenFeature(tf.int64)}, example_names=names
@@ -304,25 +379,28 @@ def _parse_named(
     holds_masks = tf.math.bincount(
         tf.cast(masked.indices[:, 0], tf.int32), minlength=tf.size(names), maxlength=tf.size(names)
     )
-    checks = _check_rows(
-        tf.equal(holds_masks, 0),
-        names,
-        "holds masked_lm_positions: a masked record among unmasked ones (--dynamic_masking "
-        "needs unmasked records only)",
-    )
-  binary = tf.concat(
-      [features["input_mask"], features["segment_ids"], features["next_sentence_labels"]], axis=1
-  )
-  checks += _check_rows(
-      tf.reduce_all((binary == 0) | (binary == 1), axis=1),
+    checks = [
+        record_values.check(
+            tf.equal(holds_masks, 0)[:, None],
+            holds_masks[:, None],
+            names,
+            "holds masked_lm_positions: a masked record among unmasked ones (--dynamic_masking "
+            "needs unmasked records only)",
+        )
+    ]
+  # Checked as int64, as stored: a cast first would wrap 2**32 + 5 around to 5.
+  checks += record_values.value_checks(
+      features,
       names,
-      "input_mask, segment_ids and next_sentence_labels must be 0 or 1",
-  )
-  checks += _check_rows(
-      tf.reduce_all(features["input_ids"] >= 0, axis=1), names, "negative input_ids"
+      config.max_seq_length,
+      vocab_size=config.vocab_size,
+      type_vocab_size=config.type_vocab_size,
   )
   with tf.control_dependencies(checks):
-    return {name: tf.identity(value) for name, value in features.items()}
+    return {
+        name: tf.cast(value, tf.int32) if value.dtype == tf.int64 else tf.identity(value)
+        for name, value in features.items()
+    }
 
 
 def _parse_batches(
@@ -330,7 +408,9 @@ def _parse_batches(
 ) -> tf.data.Dataset:
   """Batches of (paths, numbers, records) -> the training features (masked now if dynamic)."""
   dataset = dataset.map(
-      lambda paths, numbers, records: _parse_named(paths, numbers, records, config),
+      lambda paths, numbers, offsets, records: _parse_named(
+          paths, numbers, offsets, records, config
+      ),
       num_parallel_calls=tf.data.AUTOTUNE,
       deterministic=True,
   )
@@ -348,250 +428,3 @@ def _finalize(features):
       value = tf.reshape(value, [-1])
     out[name] = value
   return out
-
-
-# ------------------------------------------------------------------------ bad records
-
-_NOT_AN_EXAMPLE = "not a tf.train.Example (its bytes do not parse as one)"
-_REMAKE = "make the records again with `python -m tools.create_pretraining_data`"
-# Every file a pipeline of this process reads, the latest last: where a reader's error
-# (which names an offset, not a file) is looked for, the latest first.
-_FILES_READ: Dict[str, None] = {}
-
-
-def _register(paths: Sequence[str]) -> None:
-  for path in paths:
-    _FILES_READ.pop(path, None)
-    _FILES_READ[path] = None
-
-
-# What TF's parser says after "Name: path: record N, " -> what the error says.
-_PARSER_ERRORS = (
-    (
-        re.compile(
-            r"Key: (\w+), Index: \d+\.\s+Number of \w+ values != expected\.\s+"
-            r"Values size: (\d+) but output shape: \[(\d+)\]"
-        ),
-        "feature {0!r} has {1} values, expected {2}",
-    ),
-    (
-        re.compile(
-            r"Key: (\w+), Index: \d+\.\s+Data types don't match\.\s+"
-            r"Data type: (\w+) but expected type: (\w+)"
-        ),
-        "feature {0!r} holds {1} values, expected {2}",
-    ),
-    (
-        re.compile(r"Feature: (\w+) \(data type: (\w+)\) is required but could not be found"),
-        "feature {0!r} ({1}) is missing",
-    ),
-)
-_NAMED = re.compile(r"Name: (.*?: record \d+), (.*?)(?:\n|\t|\[\[|$)", re.S)
-_CHECKED = re.compile(re.escape(_CHECK_BEGIN) + r"(.*?)" + re.escape(_CHECK_END), re.S)
-_QUOTED = b"Could not parse example input, value: '"
-_READER = re.compile(r"(corrupted|truncated) record at (\d+)")
-
-
-def record_error(error: BaseException) -> Optional[InputError]:
-  """The InputError "path: record N: what" for an error raised reading pretraining records.
-
-  Args:
-    error: what iterating a dataset of this module raised: an InvalidArgumentError of the
-      parser or of the checks, a UnicodeDecodeError (TF's message quoting bytes that are
-      not an Example is not UTF-8), or a reader's DataLossError.
-
-  Returns:
-    The InputError, or None when `error` is not about a record (a bug: re-raise it).
-  """
-  if isinstance(error, UnicodeDecodeError):
-    data = error.object if isinstance(error.object, bytes) else bytes(error.object)
-  elif isinstance(error, tf.errors.OpError):
-    data = error.message.encode("utf-8")
-  else:
-    return None
-  if _QUOTED in data:
-    name = schema.read_name_field(data[data.index(_QUOTED) + len(_QUOTED) :])
-    if name is not None:
-      return InputError(f"{name}: {_NOT_AN_EXAMPLE}; {_REMAKE}")
-  text = data.decode("utf-8", "replace")
-  checked = _CHECKED.search(text)
-  if checked:
-    return InputError(f"{checked.group(1)}; {_REMAKE}")
-  named = _NAMED.search(text)
-  if named:
-    name, what = named.group(1), named.group(2).strip()
-    for pattern, template in _PARSER_ERRORS:
-      found = pattern.search(what)
-      if found:
-        what = template.format(*found.groups())
-        break
-    return InputError(f"{name}: {what}; {_REMAKE}")
-  reader = _READER.search(text)
-  if reader and isinstance(error, tf.errors.DataLossError):
-    # TF names the offset of the record's data (a bad header: of the record itself).
-    offset = int(reader.group(2))
-    return _locate_damage(list(reversed(_FILES_READ)), (offset - _HEADER_BYTES, offset))
-  if isinstance(error, tf.errors.InvalidArgumentError) and "Unsupported datatype" in text:
-    # The fast parser's one error that names no example: a feature with no value list.
-    return _locate_empty_feature(list(reversed(_FILES_READ)))
-  return None
-
-
-def _locate_empty_feature(paths: Sequence[str]) -> Optional[InputError]:
-  """The first record of `paths` holding a feature without a value list, found after the
-  fact (the run has stopped; reading the files again costs nothing that matters)."""
-  for path in paths:
-    for number, record in enumerate(tf.data.TFRecordDataset(path).as_numpy_iterator(), 1):
-      try:
-        features = tf.train.Example.FromString(record).features.feature
-      except message.DecodeError:
-        return InputError(f"{path}: record {number}: {_NOT_AN_EXAMPLE}; {_REMAKE}")
-      for name, feature in features.items():
-        if feature.WhichOneof("kind") is None:
-          return InputError(
-              f"{path}: record {number}: feature {name!r} holds no value list; {_REMAKE}"
-          )
-  return None
-
-
-_HEADER_BYTES, _FOOTER_BYTES = 12, 4  # length (8) + its CRC (4); the data's CRC (4)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Frames:
-  """What walking a TFRecord file's frames found (headers only; data CRCs unchecked).
-
-  Attributes:
-    records: whole records before `end`.
-    end: the offset the walk stopped at.
-    problem: "" when the file ends cleanly at `end`; else what is wrong with record
-      `records + 1`, which starts there.
-  """
-
-  records: int
-  end: int
-  problem: str
-
-
-def _walk_frames(path: str, stop_at: Optional[int] = None) -> _Frames:
-  """Walks the frames of `path` (to its end, or to the first frame at or past `stop_at`)."""
-  size = tf.io.gfile.stat(path).length
-  position, records = 0, 0
-  with tf.io.gfile.GFile(path, "rb") as f:
-    while position < size and (stop_at is None or position < stop_at):
-      problem, end = _frame_problem(f, position, size, check_data=False)
-      if problem:
-        return _Frames(records, position, problem)
-      position, records = end, records + 1
-  return _Frames(records, position, "")
-
-
-def _frame_problem(f, start: int, size: int, check_data: bool = True) -> Tuple[str, int]:
-  """(what is wrong with the frame at `start` of the open file `f` or "", where it ends).
-
-  Headers only unless `check_data`: walking a file then costs a seek per record.
-  """
-  f.seek(start)
-  header = f.read(_HEADER_BYTES)
-  if len(header) < _HEADER_BYTES:
-    return f"the file ends inside its header ({len(header)} bytes)", size
-  length, length_crc = struct.unpack("<QI", header)
-  if example_codec.masked_crc(header[:8]) != length_crc:
-    return "its header is corrupted (checksum mismatch)", size
-  end = start + _HEADER_BYTES + length + _FOOTER_BYTES
-  if end > size:
-    return f"the file ends inside it ({size - start} of its {end - start} bytes)", size
-  if check_data:
-    data = f.read(length)
-    if example_codec.masked_crc(data) != struct.unpack("<I", f.read(_FOOTER_BYTES))[0]:
-      return "its data is corrupted (checksum mismatch)", end
-  return "", end
-
-
-def _locate_damage(paths: Sequence[str], offsets: Sequence[int]) -> Optional[InputError]:
-  """The first damaged record of `paths` that starts at one of `offsets`."""
-  for path in paths:
-    if not tf.io.gfile.exists(path):
-      continue
-    size = tf.io.gfile.stat(path).length
-    for start in offsets:
-      frames = _walk_frames(path, stop_at=start)
-      if frames.end != start or start >= size:
-        continue
-      with tf.io.gfile.GFile(path, "rb") as f:
-        problem, _ = _frame_problem(f, start, size)
-      if problem:
-        return InputError(
-            f"{at(path, record=frames.records + 1)} (byte {start}): {problem}; {_REMAKE}"
-        )
-  return None
-
-
-def check_shards(input_files: Sequence[str]) -> None:
-  """Compares each file with the stats.json the generator wrote beside it, if any.
-
-  A shard cut between two records, or inside a record's header, reads as a shorter
-  shard without any error from TF; its size (or, for stats.json files written before
-  the sizes were, its record count) tells. Files without a stats.json beside them, or
-  not named in it, are not checked.
-
-  Raises:
-    InputError: "shard: expected N records (B bytes) as stats.json says, found ...".
-  """
-  stats_by_dir: Dict[str, Optional[dict]] = {}
-  for path in input_files:
-    directory = os.path.dirname(path)
-    if directory not in stats_by_dir:
-      stats_by_dir[directory] = _read_stats(os.path.join(directory, pretraining_data.STATS_FILE))
-    stats = stats_by_dir[directory]
-    if stats is None:
-      continue
-    expected = _expected_shard(stats, os.path.basename(path))
-    if expected is None:
-      continue
-    size = tf.io.gfile.stat(path).length
-    if expected.get("bytes") == size:
-      continue
-    frames = _walk_frames(path)
-    if "bytes" not in expected and not frames.problem and frames.records == expected["records"]:
-      continue
-    want = [f"{expected['records']} records"] if "records" in expected else []
-    want += [f"{expected['bytes']} bytes"] if "bytes" in expected else []
-    found = f"{frames.records} whole records, {size} bytes"
-    if frames.problem:
-      found += f"; record {frames.records + 1} (byte {frames.end}): {frames.problem}"
-    stats_path = os.path.join(os.path.dirname(path), pretraining_data.STATS_FILE)
-    raise InputError(
-        f"{path}: expected {' and '.join(want)} (as {stats_path} says), found {found}: the "
-        f"shard is cut short or was changed; copy it again or {_REMAKE}"
-    )
-
-
-def _read_stats(path: str) -> Optional[dict]:
-  if not tf.io.gfile.exists(path):
-    return None
-  try:
-    with tf.io.gfile.GFile(path, "r") as f:
-      stats = json.load(f)
-  except (ValueError, UnicodeDecodeError) as e:
-    raise InputError(f"{path}: not the generator's stats JSON ({e}); {_REMAKE}") from None
-  return stats if isinstance(stats, dict) else None
-
-
-def _expected_shard(stats: dict, name: str) -> Optional[dict]:
-  """{"records": n, "bytes": b} (either may be absent) stats.json says `name` holds."""
-  for row in stats.get("shards") or ():
-    if isinstance(row, dict) and row.get("file") == name:
-      return {k: row[k] for k in ("records", "bytes") if isinstance(row.get(k), int)} or None
-  num_shards, instances = stats.get("num_output_shards"), stats.get("instances")
-  if "shards" in stats or not isinstance(num_shards, int) or not isinstance(instances, int):
-    return None
-  # An older stats.json: the local generator put instance k in shard k mod n; Beam's
-  # writer spreads records as it likes, so its shards cannot be checked one by one.
-  if str(stats.get("runner", "")).startswith("beam") or num_shards < 1:
-    return None
-  names = pretraining_data.shard_names(num_shards)
-  if name not in names:
-    return None
-  table = pretraining_data.shard_table(names, [0] * num_shards, instances)
-  return {"records": table[names.index(name)]["records"]}

@@ -35,6 +35,7 @@ HELP_GROUPS = {
         "random_token_prob",
         "do_whole_word_mask",
         "shuffle_buffer_size",
+        "skip_bad_records",
     ),
     "model": ("model_config", "vocab_size", "init_checkpoint"),
     "optimisation": optimization.OPTIMIZATION_HELP + ("seed",),
@@ -74,6 +75,14 @@ def define_flags() -> None:
   flags.DEFINE_list("input_files", None, "TFRecord files or globs (comma-separated, gs:// ok).")
   masking.define_flags(reads_records=True)
   flags.DEFINE_integer("shuffle_buffer_size", 10000, "Examples in the shuffle buffer.")
+  flags.DEFINE_bool(
+      "skip_bad_records",
+      False,
+      "Skip damaged records (a failed checksum, a shard cut short) of --input_files and "
+      "--eval_input_files, counting them in metrics.jsonl and at the end, instead of "
+      "stopping; files are then read in Python. Records with wrong features or values "
+      "still stop the run.",
+  )
   flags.DEFINE_integer("train_batch_size", 256, "Global batch size (all replicas).")
   flags.DEFINE_integer("num_train_steps", 1000000, "Total training steps.")
   optimization.define_flags(learning_rate=1e-4, warmup_steps=10000)
@@ -215,8 +224,12 @@ def eval_batch_size() -> int:
   )
 
 
-def data_config():
+def data_config(model_config):
   """The input pipeline's settings, checked against the first record and the files.
+
+  Args:
+    model_config: the model's `ModelConfig`: record ids must fit its vocab_size and
+      type_vocab_size.
 
   Everything that can fail on the user's input fails here, before any model is built.
 
@@ -227,8 +240,12 @@ def data_config():
   from recurrent_bert import io_utils
   from recurrent_bert.data import dynamic_masking
   from recurrent_bert.data import pretraining_dataset
+  from recurrent_bert.data import record_errors
   from recurrent_bert.data import vocab as vocab_lib
   from recurrent_bert.training import checkpoints
+
+  # One count for the training and held-out files: the run reports one number.
+  skipped = record_errors.SkippedRecords() if FLAGS.skip_bad_records else None
 
   def build(flag_name="input_files"):
     masker = None
@@ -253,6 +270,9 @@ def data_config():
         seed=FLAGS.seed,
         shuffle_buffer_size=FLAGS.shuffle_buffer_size,
         masker=masker,
+        vocab_size=model_config.vocab_size,
+        type_vocab_size=model_config.type_vocab_size,
+        skipped=skipped,
     )
     pretraining_dataset.check_record_layout(files[0], config)
     if flag_name == "input_files" and FLAGS.init_checkpoint:

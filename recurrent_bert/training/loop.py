@@ -58,7 +58,7 @@ import tensorflow as tf
 
 from recurrent_bert import io_utils
 from recurrent_bert import model_dir as layout
-from recurrent_bert.data import pretraining_dataset
+from recurrent_bert.data import record_errors
 from recurrent_bert.training import checkpoints
 from recurrent_bert.training import objectives
 
@@ -119,23 +119,6 @@ class TrainingInterrupted(KeyboardInterrupt):
         f"{head}: {reason}no checkpoint yet in {self.model_dir}; run the same command "
         "to start again"
     )
-
-
-@contextlib.contextmanager
-def bad_records_as_input_errors():
-  """A bad input record met inside the block raises InputError "path: record N: what".
-
-  The pipelines of data/pretraining_dataset.py name every record in the errors of their
-  parser and checks (and a damaged file is located by offset); any other error is
-  re-raised as it is.
-  """
-  try:
-    yield
-  except (tf.errors.InvalidArgumentError, tf.errors.DataLossError, UnicodeDecodeError) as e:
-    bad_input = pretraining_dataset.record_error(e)
-    if bad_input is None:
-      raise
-    raise bad_input from None
 
 
 def _num_workers(strategy: tf.distribute.Strategy) -> int:
@@ -223,7 +206,9 @@ class TrainingLoop:
   `dataset_fn(input_context, skip_batches)` returns the per-replica-batched dataset of
   one input pipeline (see data/pretraining_dataset.py), in micro-batches of
   global_batch_size / (gradient_accumulation_steps x replicas) examples; `objective` is
-  one of training/objectives.py.
+  one of training/objectives.py. `row_extras()` gives values appended to every
+  metrics.jsonl row (e.g. {"skipped_records": n}); `checkpoint_iterator` False keeps the
+  input iterator out of checkpoints (a resumed run skips the batches consumed instead).
   """
 
   def __init__(
@@ -247,8 +232,12 @@ class TrainingLoop:
       is_chief: bool = True,
       worker_id: int = 0,
       gradient_accumulation_steps: int = 1,
+      row_extras: Optional[Callable[[], Dict[str, float]]] = None,
+      checkpoint_iterator: bool = True,
   ):
     self.strategy = strategy
+    # Values every metrics.jsonl row of a call ends with (e.g. records skipped so far).
+    self.row_extras = row_extras
     self.model = model
     self.optimizer = optimizer
     self.dataset_fn = dataset_fn
@@ -279,7 +268,8 @@ class TrainingLoop:
 
     # The default strategy hands out a plain (trackable) tf.data iterator.
     probe = strategy.distribute_datasets_from_function(lambda ctx: tf.data.Dataset.range(1))
-    self.iterator_in_checkpoint = isinstance(iter(probe), tf.data.Iterator)
+    # An iterator over Python code (--skip_bad_records' reader) cannot be saved either.
+    self.iterator_in_checkpoint = checkpoint_iterator and isinstance(iter(probe), tf.data.Iterator)
     self._iterator = None
     state = dict(
         model=checkpoints.variables_by_path(model, include_rng_state=True),
@@ -505,7 +495,7 @@ class TrainingLoop:
     """
     if self._iterator is None:
       self._iterator = self._make_iterator(skip_steps=int(self.global_step.numpy()))
-    with bad_records_as_input_errors():
+    with record_errors.reading_records():
       sums, values = self._train_loop(self._iterator, tf.constant(num_steps, tf.int32))
     return ({k: float(v) for k, v in sums.items()}, {k: v.numpy() for k, v in values.items()})
 
@@ -663,8 +653,9 @@ class TrainingLoop:
       )
       losses = values["loss"]
       if log_metrics:
+        extras = self.row_extras() if self.row_extras else {}
         rows = [
-            {"step": step + i + 1, **{k: float(v[i]) for k, v in values.items()}}
+            {"step": step + i + 1, **{k: float(v[i]) for k, v in values.items()}, **extras}
             for i in range(num_steps)
         ]
         with tf.io.gfile.GFile(metrics_path, "a") as f:

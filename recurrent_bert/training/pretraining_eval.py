@@ -32,6 +32,7 @@ import tensorflow as tf
 from recurrent_bert import io_utils
 from recurrent_bert import model_dir as layout
 from recurrent_bert.data import pretraining_dataset
+from recurrent_bert.data import record_errors
 from recurrent_bert.data.pretraining_dataset import PretrainingDataConfig
 from recurrent_bert.training import checkpoints
 from recurrent_bert.training import loop
@@ -82,7 +83,7 @@ class PretrainingEvaluator:
     self._objective = objectives.PretrainingObjective(self.use_nsp)
     self._word_starts = None if word_starts is None else tf.constant(list(word_starts), tf.bool)
     self._stat_names = metric_sums.STAT_NAMES + (() if word_starts is None else ("mlm_words",))
-    self.num_records = pretraining_dataset.count_records(data_config.input_files)
+    self.num_records = pretraining_dataset.count_records(data_config)
     if not self.num_records:
       raise ValueError(f"the eval files hold no records: {list(data_config.input_files)}")
     # Input pipelines (one per worker or host) never outnumber the replicas.
@@ -128,7 +129,7 @@ class PretrainingEvaluator:
   def evaluate_sums(self) -> Dict[str, float]:
     """The STAT_NAMES sums (and mlm_words) over the eval set (every worker must call it)."""
     dataset = self.strategy.distribute_datasets_from_function(self._dataset_fn)
-    with loop.bad_records_as_input_errors():
+    with record_errors.reading_records():
       sums = self._eval_fn(iter(dataset))
     return {name: float(value) for name, value in sums.items()}
 

@@ -18,10 +18,10 @@ import tensorflow as tf
 
 from recurrent_bert.data import pretraining_data
 from recurrent_bert.data import pretraining_dataset
+from recurrent_bert.data import record_errors
 from recurrent_bert.data.dynamic_masking import DynamicMasker
 from recurrent_bert.data.dynamic_masking import MaskingConfig
 from recurrent_bert.errors import InputError
-from recurrent_bert.training import loop
 from tests import forkserver
 from tests import mutations
 from tests.data.conftest import RESERVED
@@ -99,6 +99,9 @@ def valid_records(n=NUM_RECORDS, masked=True):
   return [example_bytes(features_of(i, masked=masked)) for i in range(n)]
 
 
+VOCAB = 64  # features_of's ids are below 30
+
+
 def data_config(path, masker=None):
   return pretraining_dataset.PretrainingDataConfig(
       input_files=[path],
@@ -106,26 +109,27 @@ def data_config(path, masker=None):
       max_predictions_per_seq=PRED,
       shuffle_buffer_size=1,  # file order: record k is in batch k // batch
       masker=masker,
+      vocab_size=VOCAB,
   )
 
 
 def read_training_epoch(path, batch=4, masker=None):
   """One epoch of the training pipeline, bad records turned into InputError as the loop does."""
   config = data_config(path, masker)
-  pretraining_dataset.check_shards(config.input_files)
+  record_errors.check_shards(config.input_files)
   dataset = pretraining_dataset.make_pretraining_dataset(config, batch)
-  with loop.bad_records_as_input_errors():
+  with record_errors.reading_records():
     return [{k: v.numpy() for k, v in b.items()} for b in dataset.take(NUM_RECORDS // batch)]
 
 
 def read_eval_rows(path, batch=4):
   """Every record once through the eval pipeline: [{feature: row}] in file order."""
   config = data_config(path)
-  pretraining_dataset.check_shards(config.input_files)
-  num_batches = -(-pretraining_dataset.count_records(config.input_files) // batch)
+  record_errors.check_shards(config.input_files)
+  num_batches = -(-pretraining_dataset.count_records(config) // batch)
   dataset = pretraining_dataset.make_eval_dataset(config, batch, num_batches)
   rows = []
-  with loop.bad_records_as_input_errors():
+  with record_errors.reading_records():
     for b in dataset:
       for r in range(batch):
         if b["example_weights"][r] > 0:
@@ -172,17 +176,18 @@ def float_instead_of_int(i, name):
         (changed(4, input_ids=np.ones(SEQ - 1, np.int64)), "'input_ids' has 7 values, expected 8"),
         (float_instead_of_int(4, "input_ids"), "'input_ids' holds float values, expected int64"),
         (b"\xff\xfe\x00 not an Example \xe9", "not a tf.train.Example"),
-        (changed(4, segment_ids=np.full(SEQ, 2)), "must be 0 or 1"),
+        (changed(4, segment_ids=np.full(SEQ, 2)), "segment_ids outside [0, 2)"),
         (changed(4, masked_lm_positions=np.array([1, SEQ])), "masked_lm_positions outside [0, 8)"),
     ],
     ids=["missing", "length", "dtype", "not_an_example", "segment_value", "position"],
 )
 def test_a_bad_later_record_stops_training_naming_file_and_record(tmp_path, bad, what):
-  path = shard_dir(tmp_path, with_record(13, bad))
+  records = with_record(13, bad)
+  path = shard_dir(tmp_path, records)
   with pytest.raises(InputError) as raised:
     read_training_epoch(path)
   message = str(raised.value)
-  assert message.startswith(f"{path}: record 14: "), message
+  assert message.startswith(f"{path}: record 14 (byte {frame_offsets(records)[13]}): "), message
   assert what in message and "\n" not in message
 
 
@@ -194,13 +199,17 @@ def test_a_feature_without_a_value_list_is_named(tmp_path):
   no_list.MergeFromString(b"\x28\x01")  # field 5, varint 1: not bytes/float/int64_list
   example.features.feature["segment_ids"].CopyFrom(no_list)
   path = shard_dir(tmp_path, with_record(9, example.SerializeToString()))
-  with pytest.raises(InputError, match=r": record 10: feature 'segment_ids' holds no value list"):
+  with pytest.raises(
+      InputError, match=r": record 10 \(byte \d+\): feature 'segment_ids' holds no value list"
+  ):
     read_training_epoch(path)
 
 
 def test_a_bad_later_record_of_the_held_out_set_is_named(tmp_path):
   path = shard_dir(tmp_path, with_record(6, float_instead_of_int(6, "masked_lm_ids")))
-  with pytest.raises(InputError, match=r": record 7: feature 'masked_lm_ids' holds float"):
+  with pytest.raises(
+      InputError, match=r": record 7 \(byte \d+\): feature 'masked_lm_ids' holds float"
+  ):
     read_eval_rows(path)
 
 
@@ -213,11 +222,13 @@ def test_a_bad_later_unmasked_record_is_named_under_dynamic_masking(tmp_path):
   path = shard_dir(tmp_path, records)
   vocab = RESERVED + [f"w{i}" for i in range(30)]
   masker = DynamicMasker(MaskingConfig(max_predictions_per_seq=PRED), vocab)
-  with pytest.raises(InputError, match=r": record 6: feature 'input_mask' has 6 values"):
+  with pytest.raises(
+      InputError, match=r": record 6 \(byte \d+\): feature 'input_mask' has 6 values"
+  ):
     read_training_epoch(path, masker=masker)
   records[5] = example_bytes(features_of(5, masked=False))
   path = shard_dir(tmp_path, records)
-  with pytest.raises(InputError, match=r": record 10: holds masked_lm_positions"):
+  with pytest.raises(InputError, match=r": record 10 \(byte \d+\): holds masked_lm_positions"):
     read_training_epoch(path, masker=masker)
 
 
@@ -240,7 +251,7 @@ def test_a_shard_cut_short_is_refused_before_training(tmp_path, sizes, inside):
   with open(path, "wb") as f:
     f.write(data[:cut])
   with pytest.raises(InputError) as raised:
-    pretraining_dataset.check_shards([path])
+    record_errors.check_shards([path])
   message = str(raised.value)
   assert message.startswith(f"{path}: expected 24 records"), message
   assert "found 12 whole records" in message and "record 13" in message
@@ -259,7 +270,7 @@ def test_a_shard_cut_at_a_record_boundary_is_refused_by_its_size(tmp_path):
   with open(path, "wb") as f:
     f.write(data[: frame_offsets(records)[20]])
   with pytest.raises(InputError, match=r"expected 24 records and \d+ bytes .* found 20 whole"):
-    pretraining_dataset.check_shards([path])
+    record_errors.check_shards([path])
 
 
 def test_older_stats_of_several_shards_expect_instance_k_in_shard_k_mod_n(tmp_path):
@@ -267,10 +278,10 @@ def test_older_stats_of_several_shards_expect_instance_k_in_shard_k_mod_n(tmp_pa
   counts = [4, 3, 3]  # 10 instances over 3 shards
   paths = [write_shard(tmp_path / n, valid_records(c)) for n, c in zip(names, counts)]
   write_stats(tmp_path, paths, counts, sizes=False)
-  pretraining_dataset.check_shards(paths)  # all as expected
+  record_errors.check_shards(paths)  # all as expected
   write_shard(tmp_path / names[0], valid_records(3))
   with pytest.raises(InputError, match=r"00000-of-00003.tfrecord: expected 4 records .* found 3"):
-    pretraining_dataset.check_shards(paths)
+    record_errors.check_shards(paths)
 
 
 def test_without_stats_a_damaged_record_is_still_named(tmp_path):
@@ -288,12 +299,12 @@ def test_without_stats_a_damaged_record_is_still_named(tmp_path):
   with open(path, "wb") as f:
     f.write(bytes(data[: offsets[10] + HEADER + 5]))  # inside record 11's data
   with pytest.raises(InputError, match=r"shard.tfrecord: record 11 .*: the file ends inside it"):
-    pretraining_dataset.count_records([path])
+    pretraining_dataset.count_records(data_config(path))
 
 
 def test_a_first_record_that_is_not_an_example_is_named(tmp_path):
   path = shard_dir(tmp_path, with_record(0, b"\x08\x96\x01\xff\xff"))
-  with pytest.raises(InputError, match=r": record 1: not a tf.train.Example"):
+  with pytest.raises(InputError, match=r": record 1 \(byte \d+\): not a tf.train.Example"):
     pretraining_dataset.check_record_layout(path, data_config(path))
 
 
@@ -320,7 +331,7 @@ def test_the_generator_writes_each_shards_size_and_records(tmp_path):
     assert row["file"] == os.path.basename(path)
     assert row["bytes"] == os.path.getsize(path)
     assert row["records"] == sum(1 for _ in tf.data.TFRecordDataset(path))
-  pretraining_dataset.check_shards(options.output_files)
+  record_errors.check_shards(options.output_files)
 
 
 def test_valid_records_read_back_unchanged(tmp_path):
@@ -359,7 +370,8 @@ def test_pretrain_stops_at_a_bad_later_record_with_one_line_and_keeps_checkpoint
   errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
   assert len(errors) == 1 and result.stderr.rstrip().endswith(errors[0]), result.stderr[-3000:]
   # Batches of 8: records 17-24 are step 3's; steps 1 and 2 were trained and saved.
-  assert errors[0].startswith(f"error: {path}: record 20: feature 'segment_ids' has 15 values")
+  at = f"error: {path}: record 20 (byte {frame_offsets(records)[19]})"
+  assert errors[0].startswith(f"{at}: feature 'segment_ids' has 15 values"), errors[0]
   assert "training stopped after step 2" in errors[0] and "ckpt-2" in errors[0]
   assert tf.train.latest_checkpoint(str(tmp_path / "model")).endswith("ckpt-2")
 
@@ -374,8 +386,18 @@ FEATURE_NAMES = sorted(features_of(0))
 def mutated_record(draw, k):
   """A record k changed one way: (its bytes, whether it may still be accepted)."""
   features = features_of(k)
-  kind = draw(st.sampled_from(["drop", "rename", "length", "dtype", "flip", "bytes", "extra"]))
+  kinds = ["drop", "rename", "length", "dtype", "flip", "bytes", "extra", "value"]
+  kind = draw(st.sampled_from(kinds))
   name = draw(st.sampled_from(FEATURE_NAMES))
+  if kind == "value":  # one value outside what the schema allows (issue 31)
+    values = features[name].copy()
+    if name == "masked_lm_weights":
+      bad = draw(st.sampled_from([np.nan, np.inf, -0.25, 1.5]))
+    else:
+      limit = {"input_ids": VOCAB, "masked_lm_ids": VOCAB, "masked_lm_positions": SEQ}.get(name, 2)
+      bad = draw(st.sampled_from([-1, limit, limit + 7, 10**6, 2**32 + 1]))
+    values.flat[draw(st.integers(0, values.size - 1))] = bad
+    return example_bytes({**features, name: values}), False
   if kind == "drop":
     return example_bytes({n: v for n, v in features.items() if n != name}), False
   if kind == "rename":
@@ -401,10 +423,11 @@ def mutated_record(draw, k):
 @st.composite
 def mutated_shard(draw):
   """How to change a valid shard: ("record", k, new bytes) — the generator wrote them, its
-  stats.json agrees —, ("flip", k, offset, xor) in record k's frame, or ("cut", offset)."""
+  stats.json agrees —, ("flip", k, offset, xor) in record k's frame, ("cut", offset), or
+  ("cut_without_stats", offset): no stats.json beside the shard (issue 31)."""
   k = draw(st.integers(1, NUM_RECORDS - 1))  # record 1 is read by the layout check too
   offsets = frame_offsets(valid_records())
-  how = draw(st.sampled_from(["record", "record", "record", "flip", "cut"]))
+  how = draw(st.sampled_from(["record", "record", "record", "flip", "cut", "cut_without_stats"]))
   if how == "record":
     return how, k, draw(mutated_record(k))[0]
   if how == "flip":
@@ -431,17 +454,31 @@ def test_property_mutated_records_are_named_or_read_as_before(tmp_path, mutation
       _, k, offset, xor = mutation
       data[offset] ^= xor
       record, unchanged = k + 1, [i for i in range(NUM_RECORDS) if i != k]
-    else:  # stats.json says what was cut
+    else:  # stats.json says what was cut; without it, only a cut inside a record shows
       data = data[: mutation[1]]
+      if mutation[0] == "cut_without_stats":
+        os.remove(directory / "stats.json")
+        offsets = frame_offsets(records)
+        if mutation[1] in offsets:  # a shorter shard of whole records: read as one
+          unchanged = list(range(offsets.index(mutation[1])))
+        else:
+          record = sum(1 for o in offsets if o <= mutation[1])
     with open(path, "wb") as f:
       f.write(bytes(data))
 
+  whole_shorter_shard = mutation[0] == "cut_without_stats" and record is None
+
   def read():
     rows = read_eval_rows(path)
+    if whole_shorter_shard:
+      return len(rows) == len(unchanged) and all(
+          rows_equal(rows[i], expected_row(i)) for i in unchanged
+      )
     return [i < len(rows) and rows_equal(rows[i], expected_row(i)) for i in unchanged]
 
-  error = mutations.check_outcome(
-      FORMAT, read, path, expected=[True] * len(unchanged) if unchanged else None, record=record
-  )
+  expected = [True] * len(unchanged) if unchanged else None
+  if whole_shorter_shard:
+    expected = True if unchanged else None
+  error = mutations.check_outcome(FORMAT, read, path, expected=expected, record=record)
   if error is None:
-    assert mutation[0] == "record", "a flipped or cut shard was accepted"
+    assert mutation[0] == "record" or whole_shorter_shard, "a flipped or cut shard was accepted"

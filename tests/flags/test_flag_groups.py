@@ -327,6 +327,7 @@ SNAPSHOT = {
         "save_checkpoints_steps": 1000,
         "seed": 0,
         "shuffle_buffer_size": 10000,
+        "skip_bad_records": False,
         "steps_per_loop": 100,
         "tpu": None,
         "train_batch_size": 256,

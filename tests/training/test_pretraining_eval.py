@@ -132,7 +132,7 @@ def test_eval_steps_cover_every_pipeline_share():
 
 def test_padding_rows_weigh_nothing_and_shapes_stay_static(masked_records):
   config = PretrainingDataConfig(sorted(glob.glob(masked_records)), SEQ_LEN, MAX_PREDICTIONS)
-  num_records = pretraining_dataset.count_records(config.input_files)
+  num_records = pretraining_dataset.count_records(config)
   batches = list(pretraining_dataset.make_eval_dataset(config, 16, -(-num_records // 16) + 1))
   assert all(b["input_ids"].shape == (16, SEQ_LEN) for b in batches)
   weights = np.concatenate([b["example_weights"].numpy() for b in batches])
