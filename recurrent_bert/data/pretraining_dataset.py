@@ -37,7 +37,6 @@ the package's one `InputError`, "path: record N (byte B): what"; read inside
 """
 
 import dataclasses
-import sys
 from typing import Dict, Optional, Sequence
 
 from google.protobuf import message
@@ -272,6 +271,9 @@ def _padding_record(config: PretrainingDataConfig) -> bytes:
   return schema.serialize_example(zeros)
 
 
+_RECORDS_PER_SCAN = 64
+
+
 def _files_and_sizes(config: PretrainingDataConfig) -> tf.data.Dataset:
   """(path, size in bytes) of each input file: what each file's frames must add up to.
 
@@ -289,8 +291,8 @@ def _numbered_records(
 ) -> tf.data.Dataset:
   """(path, 1-based record number, byte offset, record) of every record of one file.
 
-  TF's reader, checked: a scan adds up the frames (header, data, CRC) and, after the
-  last record TF gives, asserts they end where the file does (TF takes a file that ends
+  TF's reader, checked: a scan adds up the frames (header, data, CRC), 64 records a
+  call, and, after the last record TF gives, asserts they end where the file does (TF takes a file that ends
   inside a record for a shorter one). With `skipped`, `tfrecord_frames.read_frames`
   reads the file instead (Python), skipping and counting damaged frames.
   """
@@ -306,17 +308,17 @@ def _numbered_records(
     )
     return frames.map(lambda number, offset, record: (path, number, offset, record))
   framing = tfrecord_frames.HEADER_BYTES + tfrecord_frames.FOOTER_BYTES
-  records = tf.data.Dataset.zip(
-      (tf.data.Dataset.range(1, sys.maxsize), tf.data.TFRecordDataset(path))
-  )
-  end = tf.data.Dataset.from_tensors((tf.constant(0, tf.int64), tf.constant(b"")))
+  # Added up a chunk of records at a time: one scan call per record would cost more than
+  # reading the records does.
+  chunks = tf.data.TFRecordDataset(path).batch(_RECORDS_PER_SCAN)
+  end = tf.data.Dataset.from_tensors(tf.zeros([0], tf.string))  # the only empty chunk
 
-  def add_up(state, number_and_record):
-    offset, records_read = state
-    number, record = number_and_record
-    # After the last record (number 0 marks the end), `offset` is where TF's reading
-    # ended: it must be the end of the file.
-    whole = tf.logical_or(tf.not_equal(number, 0), tf.equal(offset, size))
+  def add_up(state, chunk):
+    offset, records_read = state  # where the chunk starts; records before it
+    count = tf.size(chunk, out_type=tf.int64)
+    frames = framing + tf.cast(tf.strings.length(chunk), tf.int64)  # [count] bytes
+    # After the last record, `offset` is where TF's reading ended: the end of the file.
+    whole = tf.logical_or(count > 0, tf.equal(offset, size))
     message = tf.cond(
         whole,
         lambda: tf.constant(""),
@@ -332,12 +334,13 @@ def _numbered_records(
         ),
     )
     with tf.control_dependencies([tf.debugging.Assert(whole, [message])]):
-      next_offset = offset + framing + tf.cast(tf.strings.length(record), tf.int64)
-      return (next_offset, records_read + 1), (path, number, offset, record)
+      offsets = offset + tf.math.cumsum(frames, exclusive=True)
+      numbers = records_read + 1 + tf.range(count)
+      state = (offset + tf.reduce_sum(frames), records_read + count)
+      return state, (tf.fill([count], path), numbers, offsets, chunk)
 
   start = (tf.constant(0, tf.int64), tf.constant(0, tf.int64))
-  numbered = records.concatenate(end).scan(start, add_up)
-  return numbered.filter(lambda path, number, offset, record: number > 0)
+  return chunks.concatenate(end).scan(start, add_up).unbatch()
 
 
 def _record_names(paths: tf.Tensor, numbers: tf.Tensor, offsets: tf.Tensor) -> tf.Tensor:
