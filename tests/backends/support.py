@@ -94,11 +94,18 @@ def outputs_and_gradients(layer, x, upstream, *args):
     return to_numpy(y), [to_numpy(g) for g in [dx, *dweights]]
   import torch
 
-  x = torch.tensor(x, requires_grad=True)
+  # On the layer's device (a GPU's, where there is one): torch never moves tensors itself.
+  x = torch.tensor(x, device=weights[0].value.device, requires_grad=True)
   for v in weights:
     v.value.grad = None
-  y = layer(x, *args)
-  (y * torch.tensor(upstream, dtype=y.dtype)).sum().backward()
+  # cuDNN's RNNs use TF32 by default on a GPU (errors ~5e-4 against the float64 references,
+  # seen on an H200); the comparison is of float32 arithmetic.
+  tf32, torch.backends.cudnn.allow_tf32 = torch.backends.cudnn.allow_tf32, False
+  try:
+    y = layer(x, *args)
+    (y * torch.tensor(upstream, dtype=y.dtype, device=y.device)).sum().backward()
+  finally:
+    torch.backends.cudnn.allow_tf32 = tf32
   return y.detach().cpu().numpy(), [
       g.detach().cpu().numpy() for g in [x.grad, *(v.value.grad for v in weights)]
   ]

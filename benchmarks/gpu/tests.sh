@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The backend layer tests on a GPU machine (jax, torch, pytest, CUDA; no keras, no
+# TensorFlow, no package index): tests/backends/test_layers.py and test_cudnn_lstm.py under
+# JAX then PyTorch, 4 pytest workers each, about 2 minutes. On a GPU "auto" is the cuDNN
+# BLSTM, so its outputs and gradients meet the numpy references there.
+#
+#   benchmarks/gpu/fetch_wheels.sh     # here, once: keras, namex, optree into .whl/
+#   run(command="bash benchmarks/gpu/tests.sh", carry=[".whl"], timeout_s=300)
+#
+# JAX matmuls in full float32 (its GPU default is TF32), no preallocation (4 workers share
+# the card); PyTorch's cuDNN TF32 is turned off by the tests themselves.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+PY=${PYTHON:-python3}
+if ! "$PY" -c "import keras" 2>/dev/null; then
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH="$(pwd)${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+export JAX_DEFAULT_MATMUL_PRECISION=highest XLA_PYTHON_CLIENT_PREALLOCATE=false
+nvidia-smi -L 2>/dev/null || echo "nvidia-smi: none"
+status=0
+for backend in jax torch; do
+  echo "== $backend"
+  KERAS_BACKEND=$backend timeout -k 5 120 "$PY" -m pytest -q -p no:cacheprovider -n 4 \
+    tests/backends/test_cudnn_lstm.py tests/backends/test_layers.py -k "not on_a_cpu" \
+    2>&1 | tee "${OUT:-/tmp}/pytest_$backend.txt" | grep -E "passed|failed|^FAILED"
+  ((${PIPESTATUS[0]} == 0)) || status=1
+done
+exit $status
