@@ -16,7 +16,10 @@ positions (15%), sorted, 0-padded with weight 0. Variants of
   checked    the pipeline as it is: each file's frames added up by a scan (byte offsets,
              the file-size assertion), every value of every batch checked in the graph;
   skip       --skip_bad_records (`skipped=SkippedRecords()`): files read by
-             `tfrecord_frames.read_frames` (Python, both CRCs) through `from_generator`.
+             `tfrecord_frames.read_frames` (Python, both CRCs) through `from_generator`;
+  numpy      the TF-free reader (`pretraining_records.batches`: Python framing, numpy
+             decoding and value checks, one thread, file order) that a process without
+             TensorFlow reads with.
 All are built first. Each round, per variant, a fresh iterator reads --drain batches
 untimed (the shuffle buffer filled, autotuning settled), then --batches timed: fresh, as a
 kept one fills its prefetch buffers while idle and then reads from them. Then --steps model
@@ -49,7 +52,7 @@ sys.path[:0] = [os.path.dirname(HERE), HERE]  # the repo's package, then step_ti
 import numpy as np  # noqa: E402
 
 PROGRAM = "record_checks.py"
-VARIANTS = ("unchecked", "scan", "checked", "skip")
+VARIANTS = ("unchecked", "scan", "checked", "skip", "numpy")
 TARGET = 0.03  # the issue's: the checks under 3% of a tiny model's step
 SIZES = dict(records_per_shard=(1024, 128), repeats=(7, 2), batches=(96, 8), drain=(8, 2))
 SIZES.update(steps=(3, 2))
@@ -120,9 +123,33 @@ def build_pipelines(paths, args, vocab_size):
     unchecked = make()
   with no_value_checks:
     scan = make()
-  return dict(
-      unchecked=unchecked, scan=scan, checked=make(), skip=make(record_errors.SkippedRecords())
+  config = pd.PretrainingDataConfig(
+      input_files=paths,
+      max_seq_length=args.seq_length,
+      max_predictions_per_seq=args.max_predictions,
+      vocab_size=vocab_size,
   )
+  return dict(
+      unchecked=unchecked,
+      scan=scan,
+      checked=make(),
+      skip=make(record_errors.SkippedRecords()),
+      numpy=NumpyBatches(config, args.batch_size),
+  )
+
+
+class NumpyBatches:
+  """The TF-free reader (`pretraining_records.batches`: file order, no shuffle), file
+  after file, again and again, as tf.data's repeat reads them."""
+
+  def __init__(self, config, batch_size):
+    self.config, self.batch_size = config, batch_size
+
+  def __iter__(self):
+    from recurrent_bert.data import pretraining_records
+
+    while True:
+      yield from pretraining_records.batches(self.config, self.batch_size)
 
 
 def time_batches(dataset, args):
@@ -133,7 +160,7 @@ def time_batches(dataset, args):
   start = time.perf_counter()
   for _ in range(args.batches):
     batch = next(it)
-  batch["input_ids"].numpy()  # the last batch is ready
+  np.asarray(batch["input_ids"])  # the last batch is ready
   seconds = time.perf_counter() - start
   del it  # its threads stop before the next variant's start
   return seconds / args.batches

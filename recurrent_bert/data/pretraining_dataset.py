@@ -36,49 +36,20 @@ the package's one `InputError`, "path: record N (byte B): what"; read inside
     wrong, not damaged on its way.
 """
 
-import dataclasses
-from typing import Dict, Optional, Sequence
+from typing import Dict, Optional
 
 from google.protobuf import message
 import tensorflow as tf
 
+from recurrent_bert.data import pretraining_records
 from recurrent_bert.data import record_errors
 from recurrent_bert.data import record_values
 from recurrent_bert.data import schema
 from recurrent_bert.data import tfrecord_frames
+from recurrent_bert.data.pretraining_records import PretrainingDataConfig  # the pipeline's config
 from recurrent_bert.data.record_errors import CHECK_BEGIN
 from recurrent_bert.data.record_errors import CHECK_END
 from recurrent_bert.io_utils import InputError
-
-
-@dataclasses.dataclass(frozen=True)
-class PretrainingDataConfig:
-  """What the pipeline reads and how.
-
-  Attributes:
-    input_files: the TFRecord files (already expanded, see `io_utils.expand_input_patterns`).
-    max_seq_length, max_predictions_per_seq: the records' schema lengths.
-    seed: seeds file order, shuffling and dynamic masks.
-    shuffle_buffer_size: examples held by the shuffle buffer.
-    cycle_length: files read in parallel by the interleave.
-    masker: a `DynamicMasker` for unmasked records (fresh masks every epoch), or None
-      for records masked offline.
-    vocab_size: ids must be below it (the model's); None: only checked >= 0.
-    type_vocab_size: segment ids must be below it.
-    skipped: --skip_bad_records: damaged frames are skipped and counted here (and shards
-      shorter than stats.json says); None: they stop the run.
-  """
-
-  input_files: Sequence[str]
-  max_seq_length: int
-  max_predictions_per_seq: int
-  seed: int = 0
-  shuffle_buffer_size: int = 1000
-  cycle_length: int = 4
-  masker: Optional[object] = None
-  vocab_size: Optional[int] = None
-  type_vocab_size: int = 2
-  skipped: Optional[record_errors.SkippedRecords] = None
 
 
 def check_record_layout(path: str, config: PretrainingDataConfig) -> None:
@@ -91,7 +62,7 @@ def check_record_layout(path: str, config: PretrainingDataConfig) -> None:
   Raises:
     InputError: naming the flag that disagrees with the data, or the shard cut short.
   """
-  record_errors.check_shards(config.input_files, config.skipped)
+  pretraining_records.check_shards(config.input_files, config.skipped)
   on_bad = config.skipped.add if config.skipped is not None else None
   first = None
   for candidate in [path] + [f for f in config.input_files if f != path]:
@@ -193,7 +164,7 @@ def count_records(config: PretrainingDataConfig) -> int:
   Raises:
     InputError: a file is damaged or cut inside a record (file, record and byte named).
   """
-  record_errors.check_shards(config.input_files, config.skipped)
+  pretraining_records.check_shards(config.input_files, config.skipped)
   on_bad = config.skipped.add if config.skipped is not None else None
   return sum(1 for path in config.input_files for _ in tfrecord_frames.read_frames(path, on_bad))
 
@@ -277,10 +248,10 @@ _RECORDS_PER_SCAN = 64
 def _files_and_sizes(config: PretrainingDataConfig) -> tf.data.Dataset:
   """(path, size in bytes) of each input file: what each file's frames must add up to.
 
-  The files are checked against their stats.json first (`record_errors.check_shards`).
+  The files are checked against their stats.json first (`pretraining_records.check_shards`).
   """
   files = list(config.input_files)
-  record_errors.check_shards(files, config.skipped)
+  pretraining_records.check_shards(files, config.skipped)
   record_errors.register(files)
   sizes = [tfrecord_frames.file_size(path) for path in files]
   return tf.data.Dataset.from_tensor_slices((files, tf.constant(sizes, tf.int64)))
@@ -292,21 +263,23 @@ def _numbered_records(
   """(path, 1-based record number, byte offset, record) of every record of one file.
 
   TF's reader, checked: a scan adds up the frames (header, data, CRC), 64 records a
-  call, and, after the last record TF gives, asserts they end where the file does (TF takes a file that ends
-  inside a record for a shorter one). With `skipped`, `tfrecord_frames.read_frames`
-  reads the file instead (Python), skipping and counting damaged frames.
+  call, and, after the last record TF gives, asserts they end where the file does (TF
+  takes a file that ends inside a record for a shorter one). With `skipped`,
+  `tfrecord_frames.read_frames` reads the file instead (Python), skipping and counting
+  damaged frames.
   """
   if skipped is not None:
+    # Chunks of records per Python call: one call per record costs more than the reading.
     frames = tf.data.Dataset.from_generator(
-        lambda name: tfrecord_frames.read_frames(name.decode("utf-8"), skipped.add),
+        lambda name: _frame_chunks(name.decode("utf-8"), skipped),
         output_signature=(
-            tf.TensorSpec([], tf.int64),
-            tf.TensorSpec([], tf.int64),
-            tf.TensorSpec([], tf.string),
+            tf.TensorSpec([None], tf.int64),
+            tf.TensorSpec([None], tf.int64),
+            tf.TensorSpec([None], tf.string),
         ),
         args=(path,),
     )
-    return frames.map(lambda number, offset, record: (path, number, offset, record))
+    return frames.unbatch().map(lambda number, offset, record: (path, number, offset, record))
   framing = tfrecord_frames.HEADER_BYTES + tfrecord_frames.FOOTER_BYTES
   # Added up a chunk of records at a time: one scan call per record would cost more than
   # reading the records does.
@@ -341,6 +314,18 @@ def _numbered_records(
 
   start = (tf.constant(0, tf.int64), tf.constant(0, tf.int64))
   return chunks.concatenate(end).scan(start, add_up).unbatch()
+
+
+def _frame_chunks(path: str, skipped: record_errors.SkippedRecords):
+  """([numbers], [offsets], [records]) of `tfrecord_frames.read_frames`, 64 at a time."""
+  chunk = []
+  for frame in tfrecord_frames.read_frames(path, skipped.add):
+    chunk.append(frame)
+    if len(chunk) == _RECORDS_PER_SCAN:
+      yield tuple(zip(*chunk))
+      chunk = []
+  if chunk:
+    yield tuple(zip(*chunk))
 
 
 def _record_names(paths: tf.Tensor, numbers: tf.Tensor, offsets: tf.Tensor) -> tf.Tensor:

@@ -10,29 +10,25 @@ TensorFlow raises about a record into an `InputError`:
   * a reader's DataLossError, which names a byte offset only: the damaged frame is found
     by walking the files read (`tfrecord_frames`).
 
-`check_shards` compares each shard with the stats.json the generator wrote beside it
-before the first step (a shard cut at a record boundary reads as a shorter one: only its
-size tells). With --skip_bad_records, damaged frames and missing records are counted in a
-`SkippedRecords` instead (the pipeline then reads through `tfrecord_frames.read_frames`).
+The TF-free checks live in `pretraining_records` (`check_shards`: each shard against the
+generator's stats.json) and `tfrecord_frames` (framing, `SkippedRecords` for
+--skip_bad_records).
 """
 
 import contextlib
-import json
-import os
 import re
-import threading
 from typing import Dict, List, Optional, Sequence
 
 from google.protobuf import message
 import tensorflow as tf
 
-from recurrent_bert.data import pretraining_data
 from recurrent_bert.data import schema
 from recurrent_bert.data import tfrecord_frames
+from recurrent_bert.data.pretraining_records import NOT_AN_EXAMPLE
 from recurrent_bert.data.tfrecord_frames import REMAKE
+from recurrent_bert.data.tfrecord_frames import SkippedRecords  # the package's name for it
 from recurrent_bert.io_utils import InputError
 
-NOT_AN_EXAMPLE = "not a tf.train.Example (its bytes do not parse as one)"
 # Brackets the "path: record N: what" of the in-graph checks' assertion messages.
 CHECK_BEGIN, CHECK_END = "<<bad pretraining record>>", "<<end>>"
 
@@ -46,44 +42,6 @@ def register(paths: Sequence[str]) -> None:
   for path in paths:
     _FILES_READ.pop(path, None)
     _FILES_READ[path] = None
-
-
-class SkippedRecords:
-  """The damaged records a --skip_bad_records run passed over, each counted once.
-
-  Thread-safe: tf.data calls `add` from its reader threads. A record read again in a
-  later epoch is not counted again.
-  """
-
-  def __init__(self):
-    self._lock = threading.Lock()
-    self._records: Dict[tuple, str] = {}  # (path, number or "missing") -> its line
-    self._missing = 0
-
-  def add(self, bad: tfrecord_frames.BadRecord) -> None:
-    with self._lock:
-      key = (bad.path, bad.number)
-      if key not in self._records:
-        self._records[key] = str(bad)
-        tf.get_logger().warning("skipped a damaged record: %s", bad)
-
-  def add_missing(self, path: str, count: int, why: str) -> None:
-    """`count` records (0: unknown) that stats.json promises but `path` does not hold."""
-    with self._lock:
-      if (path, "missing") not in self._records:
-        self._records[(path, "missing")] = f"{path}: {why}"
-        self._missing += count
-
-  def count(self) -> int:
-    """Records skipped: damaged frames, and records missing from shards."""
-    with self._lock:
-      return sum(1 for key in self._records if key[1] != "missing") + self._missing
-
-  def summary(self, limit: int = 3) -> str:
-    with self._lock:
-      lines = list(self._records.values())
-    more = f"; and {len(lines) - limit} more" if len(lines) > limit else ""
-    return "; ".join(lines[:limit]) + more
 
 
 # What TF's parser says after "Name: path: record N, " -> what the error says.
@@ -206,88 +164,6 @@ def _locate_damage(paths: Sequence[str], offsets: Sequence[int]) -> Optional[Inp
       if problem and start < size:
         return tfrecord_frames.BadRecord(path, frames.records + 1, start, problem).error()
   return None
-
-
-def check_shards(input_files: Sequence[str], skipped: Optional[SkippedRecords] = None) -> None:
-  """Compares each file with the stats.json the generator wrote beside it, if any.
-
-  A shard cut between two records, or inside a record's header, reads as a shorter
-  shard without any error from TF; its size (or, for stats.json files written before
-  the sizes were, its record count) tells. Files without a stats.json beside them, or
-  not named in it, are not checked.
-
-  Args:
-    input_files: the shards.
-    skipped: with --skip_bad_records, where records missing from a shard are counted
-      (the damaged frame a cut leaves is the reader's to count); None: refuse the shard.
-
-  Raises:
-    InputError: "shard: expected N records (B bytes) as stats.json says, found ...".
-  """
-  stats_by_dir: Dict[str, Optional[dict]] = {}
-  for path in input_files:
-    directory = os.path.dirname(path)
-    if directory not in stats_by_dir:
-      stats_by_dir[directory] = _read_stats(os.path.join(directory, pretraining_data.STATS_FILE))
-    stats = stats_by_dir[directory]
-    expected = None if stats is None else _expected_shard(stats, os.path.basename(path))
-    size = tfrecord_frames.file_size(path)
-    if size == 0 and expected is None:
-      # The generator writes an empty shard only with a stats.json that says so.
-      why = "holds no records (an empty file)"
-      if skipped is None:
-        raise InputError(f"{path}: {why}; drop it from the input files or {REMAKE}")
-      skipped.add_missing(path, 0, f"{why}: skipped")
-    if expected is None or expected.get("bytes") == size:
-      continue
-    frames = tfrecord_frames.walk_frames(path)
-    if "bytes" not in expected and not frames.problem and frames.records == expected["records"]:
-      continue
-    want = [f"{expected['records']} records"] if "records" in expected else []
-    want += [f"{expected['bytes']} bytes"] if "bytes" in expected else []
-    found = f"{frames.records} whole records, {size} bytes"
-    if frames.problem:
-      found += f"; record {frames.records + 1} (byte {frames.end}): {frames.problem}"
-    stats_path = os.path.join(os.path.dirname(path), pretraining_data.STATS_FILE)
-    why = f"expected {' and '.join(want)} (as {stats_path} says), found {found}"
-    if skipped is not None:
-      missing = expected.get("records", 0) - frames.records - (1 if frames.problem else 0)
-      if missing > 0:
-        skipped.add_missing(path, missing, f"{why}: {missing} records missing")
-      continue
-    raise InputError(
-        f"{path}: {why}: the shard is cut short or was changed; copy it again or {REMAKE}"
-    )
-
-
-def _read_stats(path: str) -> Optional[dict]:
-  if not tf.io.gfile.exists(path):
-    return None
-  try:
-    with tf.io.gfile.GFile(path, "r") as f:
-      stats = json.load(f)
-  except (ValueError, UnicodeDecodeError) as e:
-    raise InputError(f"{path}: not the generator's stats JSON ({e}); {REMAKE}") from None
-  return stats if isinstance(stats, dict) else None
-
-
-def _expected_shard(stats: dict, name: str) -> Optional[dict]:
-  """{"records": n, "bytes": b} (either may be absent) stats.json says `name` holds."""
-  for row in stats.get("shards") or ():
-    if isinstance(row, dict) and row.get("file") == name:
-      return {k: row[k] for k in ("records", "bytes") if isinstance(row.get(k), int)} or None
-  num_shards, instances = stats.get("num_output_shards"), stats.get("instances")
-  if "shards" in stats or not isinstance(num_shards, int) or not isinstance(instances, int):
-    return None
-  # An older stats.json: the local generator put instance k in shard k mod n; Beam's
-  # writer spreads records as it likes, so its shards cannot be checked one by one.
-  if str(stats.get("runner", "")).startswith("beam") or num_shards < 1:
-    return None
-  names = pretraining_data.shard_names(num_shards)
-  if name not in names:
-    return None
-  table = pretraining_data.shard_table(names, [0] * num_shards, instances)
-  return {"records": table[names.index(name)]["records"]}
 
 
 def describe(skipped: SkippedRecords) -> List[str]:

@@ -1,4 +1,5 @@
-"""The values of parsed pretraining records, checked in the input graph (SPEC §8).
+"""The values of parsed pretraining records, checked in the input graph (SPEC §8): the
+rules of `pretraining_records.value_rules` (which the numpy reader checks too) as asserts.
 
 Every batch the training and held-out pipelines produce passes these asserts before the
 model sees it: ids the embedding can look up, segment ids, 0/1 masks and labels, masked
@@ -16,6 +17,7 @@ from typing import Dict, List, Optional
 
 import tensorflow as tf
 
+from recurrent_bert.data import pretraining_records
 from recurrent_bert.data.record_errors import CHECK_BEGIN
 from recurrent_bert.data.record_errors import CHECK_END
 
@@ -51,8 +53,9 @@ def check(ok: tf.Tensor, values: tf.Tensor, names: tf.Tensor, what: str) -> tf.O
   return tf.debugging.Assert(all_ok, [tf.cond(all_ok, lambda: tf.constant(""), message)])
 
 
-def in_range(values: tf.Tensor, low, high) -> tf.Tensor:
-  return (values >= low) & (values < high)
+class _GraphOps:
+  row_sum = staticmethod(lambda x: tf.reduce_sum(tf.cast(x, tf.int64), axis=1, keepdims=True))
+  is_finite = staticmethod(tf.math.is_finite)
 
 
 def value_checks(
@@ -62,66 +65,11 @@ def value_checks(
     vocab_size: Optional[int] = None,
     type_vocab_size: int = 2,
 ) -> List[tf.Operation]:
-  """The schema's value rules on a parsed batch (masked fields only when present).
-
-  (TF's Assert escapes quotes in what it prints: the messages hold none.)
-  """
-  vocab = vocab_size
-  ids_rule = f"outside [0, {vocab}) (vocab_size of the model)" if vocab else "negative"
-  max_id = vocab if vocab else 2**31  # int32 in the model
-  types = type_vocab_size
-  input_mask = features["input_mask"]
-  checks = [
-      check(
-          in_range(features["input_ids"], 0, max_id),
-          features["input_ids"],
-          names,
-          f"input_ids {ids_rule}",
-      ),
-      check(in_range(input_mask, 0, 2), input_mask, names, "input_mask must be 0 or 1"),
-      check(
-          in_range(features["segment_ids"], 0, types),
-          features["segment_ids"],
-          names,
-          f"segment_ids outside [0, {types}) (type_vocab_size of the model)",
-      ),
-      check(
-          in_range(features["next_sentence_labels"], 0, 2),
-          features["next_sentence_labels"],
-          names,
-          "next_sentence_labels must be 0 or 1",
-      ),
-  ]
-  if "masked_lm_positions" not in features:
-    return checks
-  positions, weights = features["masked_lm_positions"], features["masked_lm_weights"]
-  seq_len = max_seq_length
-  real_length = tf.reduce_sum(tf.cast(input_mask, positions.dtype), axis=1, keepdims=True)
-  finite_weights = tf.where(tf.math.is_finite(weights), weights, -1.0)
-  return checks + [
-      check(
-          in_range(positions, 0, seq_len),
-          positions,
-          names,
-          f"masked_lm_positions outside [0, {seq_len})",
-      ),
-      # Padding predictions (weight 0) sit at position 0; a weighted one must be real.
-      check(
-          (weights == 0) | (positions < real_length),
-          positions,
-          names,
-          "a weighted masked_lm_position outside the input_mask",
-      ),
-      check(
-          in_range(features["masked_lm_ids"], 0, max_id),
-          features["masked_lm_ids"],
-          names,
-          f"masked_lm_ids {ids_rule}",
-      ),
-      check(
-          (finite_weights >= 0) & (finite_weights <= 1),
-          weights,
-          names,
-          "masked_lm_weights must be finite and in [0, 1]",
-      ),
+  """`pretraining_records.value_rules` as asserts on a parsed batch (the rules of the
+  features present: masked ones only in masked records)."""
+  rules = pretraining_records.value_rules(max_seq_length, vocab_size, type_vocab_size)
+  return [
+      check(rule.ok(features, _GraphOps), features[rule.feature], names, rule.what)
+      for rule in rules
+      if rule.feature in features
   ]

@@ -19,6 +19,8 @@ from typing import Dict, Mapping, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from recurrent_bert.data import pretraining_records
+
 UNMASKED_FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "next_sentence_labels")
 MASKED_LM_FEATURE_NAMES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
 PRETRAINING_FEATURE_NAMES = (
@@ -27,29 +29,21 @@ PRETRAINING_FEATURE_NAMES = (
 _FLOAT_FEATURES = frozenset({"masked_lm_weights"})
 
 
+def _specs(layout) -> Dict[str, tf.io.FixedLenFeature]:
+  dtypes = {"int64": tf.int64, "float": tf.float32}
+  return {name: tf.io.FixedLenFeature([n], dtypes[kind]) for name, (n, kind) in layout.items()}
+
+
 def unmasked_feature_spec(max_seq_length: int) -> Dict[str, tf.io.FixedLenFeature]:
   """Feature spec of unmasked records: input_ids/input_mask/segment_ids, NSP label."""
-  return {
-      "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-      "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-      "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-      "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
-  }
+  return _specs(pretraining_records.feature_layout(max_seq_length, None))
 
 
 def pretraining_feature_spec(
     max_seq_length: int, max_predictions_per_seq: int
 ) -> Dict[str, tf.io.FixedLenFeature]:
   """Feature spec of masked pretraining records, exactly google-research/bert's."""
-  spec = unmasked_feature_spec(max_seq_length)
-  spec.update(
-      {
-          "masked_lm_positions": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
-          "masked_lm_ids": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
-          "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
-      }
-  )
-  return spec
+  return _specs(pretraining_records.feature_layout(max_seq_length, max_predictions_per_seq))
 
 
 def serialize_example(features: Mapping[str, Sequence]) -> bytes:

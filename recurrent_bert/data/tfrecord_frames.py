@@ -21,8 +21,11 @@ Files are opened with `open`, or with `tf.io.gfile` for a URL (gs://, ram://), i
 """
 
 import dataclasses
+import logging
+import os
 import struct
-from typing import BinaryIO, Callable, Iterator, Optional, Tuple
+import threading
+from typing import BinaryIO, Callable, Dict, Iterator, Optional, Tuple
 
 from recurrent_bert.data import example_codec
 from recurrent_bert.errors import at
@@ -40,6 +43,14 @@ def open_binary(path: str) -> BinaryIO:
 
     return tf.io.gfile.GFile(path, "rb")
   return open(path, "rb")
+
+
+def exists(path: str) -> bool:
+  if "://" in path:
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+    return tf.io.gfile.exists(path)
+  return os.path.exists(path)
 
 
 def _size(f: BinaryIO) -> int:
@@ -152,3 +163,41 @@ def read_frames(
       else:
         yield number, position, data
       position, number = end, number + 1
+
+
+class SkippedRecords:
+  """The damaged records a --skip_bad_records run passed over, each counted once.
+
+  Thread-safe: tf.data calls `add` from its reader threads. A record read again in a
+  later epoch is not counted again.
+  """
+
+  def __init__(self):
+    self._lock = threading.Lock()
+    self._records: Dict[tuple, str] = {}  # (path, number or "missing") -> its line
+    self._missing = 0
+
+  def add(self, bad: BadRecord) -> None:
+    with self._lock:
+      key = (bad.path, bad.number)
+      if key not in self._records:
+        self._records[key] = str(bad)
+        logging.warning("skipped a damaged record: %s", bad)
+
+  def add_missing(self, path: str, count: int, why: str) -> None:
+    """`count` records (0: unknown) that stats.json promises but `path` does not hold."""
+    with self._lock:
+      if (path, "missing") not in self._records:
+        self._records[(path, "missing")] = f"{path}: {why}"
+        self._missing += count
+
+  def count(self) -> int:
+    """Records skipped: damaged frames, and records missing from shards."""
+    with self._lock:
+      return sum(1 for key in self._records if key[1] != "missing") + self._missing
+
+  def summary(self, limit: int = 3) -> str:
+    with self._lock:
+      lines = list(self._records.values())
+    more = f"; and {len(lines) - limit} more" if len(lines) > limit else ""
+    return "; ".join(lines[:limit]) + more

@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from recurrent_bert.data import pretraining_data
 from recurrent_bert.data import pretraining_dataset
+from recurrent_bert.data import pretraining_records
 from recurrent_bert.data import record_errors
 from recurrent_bert.data.dynamic_masking import DynamicMasker
 from recurrent_bert.data.dynamic_masking import MaskingConfig
@@ -116,16 +117,14 @@ def data_config(path, masker=None):
 def read_training_epoch(path, batch=4, masker=None):
   """One epoch of the training pipeline, bad records turned into InputError as the loop does."""
   config = data_config(path, masker)
-  record_errors.check_shards(config.input_files)
+  pretraining_records.check_shards(config.input_files)
   dataset = pretraining_dataset.make_pretraining_dataset(config, batch)
   with record_errors.reading_records():
     return [{k: v.numpy() for k, v in b.items()} for b in dataset.take(NUM_RECORDS // batch)]
 
 
-def read_eval_rows(path, batch=4):
-  """Every record once through the eval pipeline: [{feature: row}] in file order."""
-  config = data_config(path)
-  record_errors.check_shards(config.input_files)
+def eval_rows(config, batch=4):
+  """Every record once through the tf.data held-out pipeline: [{feature: row}] in file order."""
   num_batches = -(-pretraining_dataset.count_records(config) // batch)
   dataset = pretraining_dataset.make_eval_dataset(config, batch, num_batches)
   rows = []
@@ -135,6 +134,10 @@ def read_eval_rows(path, batch=4):
         if b["example_weights"][r] > 0:
           rows.append({k: v[r].numpy() for k, v in b.items() if k != "example_weights"})
   return rows
+
+
+def read_eval_rows(path, batch=4):
+  return eval_rows(data_config(path), batch)
 
 
 def expected_row(i):
@@ -251,7 +254,7 @@ def test_a_shard_cut_short_is_refused_before_training(tmp_path, sizes, inside):
   with open(path, "wb") as f:
     f.write(data[:cut])
   with pytest.raises(InputError) as raised:
-    record_errors.check_shards([path])
+    pretraining_records.check_shards([path])
   message = str(raised.value)
   assert message.startswith(f"{path}: expected 24 records"), message
   assert "found 12 whole records" in message and "record 13" in message
@@ -270,7 +273,7 @@ def test_a_shard_cut_at_a_record_boundary_is_refused_by_its_size(tmp_path):
   with open(path, "wb") as f:
     f.write(data[: frame_offsets(records)[20]])
   with pytest.raises(InputError, match=r"expected 24 records and \d+ bytes .* found 20 whole"):
-    record_errors.check_shards([path])
+    pretraining_records.check_shards([path])
 
 
 def test_older_stats_of_several_shards_expect_instance_k_in_shard_k_mod_n(tmp_path):
@@ -278,10 +281,10 @@ def test_older_stats_of_several_shards_expect_instance_k_in_shard_k_mod_n(tmp_pa
   counts = [4, 3, 3]  # 10 instances over 3 shards
   paths = [write_shard(tmp_path / n, valid_records(c)) for n, c in zip(names, counts)]
   write_stats(tmp_path, paths, counts, sizes=False)
-  record_errors.check_shards(paths)  # all as expected
+  pretraining_records.check_shards(paths)  # all as expected
   write_shard(tmp_path / names[0], valid_records(3))
   with pytest.raises(InputError, match=r"00000-of-00003.tfrecord: expected 4 records .* found 3"):
-    record_errors.check_shards(paths)
+    pretraining_records.check_shards(paths)
 
 
 def test_without_stats_a_damaged_record_is_still_named(tmp_path):
@@ -331,7 +334,7 @@ def test_the_generator_writes_each_shards_size_and_records(tmp_path):
     assert row["file"] == os.path.basename(path)
     assert row["bytes"] == os.path.getsize(path)
     assert row["records"] == sum(1 for _ in tf.data.TFRecordDataset(path))
-  record_errors.check_shards(options.output_files)
+  pretraining_records.check_shards(options.output_files)
 
 
 def test_valid_records_read_back_unchanged(tmp_path):

@@ -1,0 +1,474 @@
+"""Pretraining records without TensorFlow: their layout, their rules, and a numpy reader.
+
+The TF-free half of reading SPEC §8's records, for processes that have no TensorFlow (JAX
+or PyTorch on a GPU machine) and as the spec the `tf.data` pipeline is tested against:
+
+  * `feature_layout`: each feature's length and type, from which `schema` builds the
+    tf.io feature specs (one table for both readers);
+  * `value_rules`: what a value may be (ids below vocab_size, 0/1 masks and labels, ...),
+    evaluated in numpy here and in the input graph by `record_values`;
+  * `decode_example`: tf.train.Example read by protobuf's own parser, through a
+    descriptor built here (TensorFlow's generated classes are not needed);
+  * `check_shards`: each shard against the generator's stats.json;
+  * `batches`: every record of the files in file order, framed and CRC-checked by
+    `tfrecord_frames`, decoded a batch at a time, checked; bad input raises the same
+    InputError line as the `tf.data` pipeline: "path: record N (byte B): what".
+
+Batches are dicts of int32 [B, T] `input_ids`, `input_mask`, `segment_ids`; int32 [B, P]
+`masked_lm_positions`, `masked_lm_ids`; float32 [B, P] `masked_lm_weights`; int32 [B]
+`next_sentence_labels` (masked records; unmasked ones have the first three and the label).
+"""
+
+import dataclasses
+import json
+import os
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from recurrent_bert.data import pretraining_data
+from recurrent_bert.data import tfrecord_frames
+from recurrent_bert.data.tfrecord_frames import REMAKE
+from recurrent_bert.data.tfrecord_frames import SkippedRecords
+from recurrent_bert.io_utils import InputError
+
+NOT_AN_EXAMPLE = "not a tf.train.Example (its bytes do not parse as one)"
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingDataConfig:
+  """What a pretraining input pipeline reads and how.
+
+  Attributes:
+    input_files: the TFRecord files (already expanded, see `io_utils.expand_input_patterns`).
+    max_seq_length, max_predictions_per_seq: the records' schema lengths.
+    seed: seeds file order, shuffling and dynamic masks.
+    shuffle_buffer_size: examples held by the shuffle buffer.
+    cycle_length: files read in parallel by the interleave.
+    masker: a `DynamicMasker` for unmasked records (fresh masks every epoch), or None
+      for records masked offline.
+    vocab_size: ids must be below it (the model's); None: only checked >= 0.
+    type_vocab_size: segment ids must be below it.
+    skipped: --skip_bad_records: damaged frames are skipped and counted here (and shards
+      shorter than stats.json says); None: they stop the run.
+  """
+
+  input_files: Sequence[str]
+  max_seq_length: int
+  max_predictions_per_seq: int
+  seed: int = 0
+  shuffle_buffer_size: int = 1000
+  cycle_length: int = 4
+  masker: Optional[object] = None
+  vocab_size: Optional[int] = None
+  type_vocab_size: int = 2
+  skipped: Optional[SkippedRecords] = None
+
+
+def feature_layout(
+    max_seq_length: int, max_predictions_per_seq: Optional[int]
+) -> Dict[str, Tuple[int, str]]:
+  """{feature: (values per record, "int64" or "float")}; masked features when P is given."""
+  layout = {
+      "input_ids": (max_seq_length, "int64"),
+      "input_mask": (max_seq_length, "int64"),
+      "segment_ids": (max_seq_length, "int64"),
+      "next_sentence_labels": (1, "int64"),
+  }
+  if max_predictions_per_seq is not None:
+    layout["masked_lm_positions"] = (max_predictions_per_seq, "int64")
+    layout["masked_lm_ids"] = (max_predictions_per_seq, "int64")
+    layout["masked_lm_weights"] = (max_predictions_per_seq, "float")
+  return layout
+
+
+# ------------------------------------------------------------------------ value rules
+
+
+@dataclasses.dataclass(frozen=True)
+class ValueRule:
+  """One rule on a batch: `ok(features, ops)` -> bool [B, K], True where the values of
+  `feature` [B, K] are allowed; `what` is the error's text (no quotes: TF's Assert would
+  escape them)."""
+
+  feature: str
+  what: str
+  ok: Callable
+
+
+def value_rules(
+    max_seq_length: int, vocab_size: Optional[int] = None, type_vocab_size: int = 2
+) -> List[ValueRule]:
+  """The schema's value rules, in the order they are checked (masked features last).
+
+  `ops` gives `row_sum(x)` ([B, K] -> [B, 1], int64) and `is_finite(x)` for the array
+  type at hand (numpy here, TensorFlow in `record_values`); comparisons and & | are
+  the arrays' own operators.
+  """
+  ids = f"outside [0, {vocab_size}) (vocab_size of the model)" if vocab_size else "negative"
+  top = vocab_size if vocab_size else 2**31  # int32 in the model
+  seq, types = max_seq_length, type_vocab_size
+
+  def in_range(name, low, high):
+    return lambda f, ops: (f[name] >= low) & (f[name] < high)
+
+  def inside_mask(f, ops):
+    # Padding predictions (weight 0) sit at position 0; a weighted one must be real.
+    return (f["masked_lm_weights"] == 0) | (f["masked_lm_positions"] < ops.row_sum(f["input_mask"]))
+
+  def unit_weights(f, ops):
+    w = f["masked_lm_weights"]
+    return ops.is_finite(w) & (w >= 0) & (w <= 1)  # NaN fails every comparison too
+
+  return [
+      ValueRule("input_ids", f"input_ids {ids}", in_range("input_ids", 0, top)),
+      ValueRule("input_mask", "input_mask must be 0 or 1", in_range("input_mask", 0, 2)),
+      ValueRule(
+          "segment_ids",
+          f"segment_ids outside [0, {types}) (type_vocab_size of the model)",
+          in_range("segment_ids", 0, types),
+      ),
+      ValueRule(
+          "next_sentence_labels",
+          "next_sentence_labels must be 0 or 1",
+          in_range("next_sentence_labels", 0, 2),
+      ),
+      ValueRule(
+          "masked_lm_positions",
+          f"masked_lm_positions outside [0, {seq})",
+          in_range("masked_lm_positions", 0, seq),
+      ),
+      ValueRule(
+          "masked_lm_positions", "a weighted masked_lm_position outside the input_mask", inside_mask
+      ),
+      ValueRule("masked_lm_ids", f"masked_lm_ids {ids}", in_range("masked_lm_ids", 0, top)),
+      ValueRule(
+          "masked_lm_weights", "masked_lm_weights must be finite and in [0, 1]", unit_weights
+      ),
+  ]
+
+
+class _NumpyOps:
+  row_sum = staticmethod(lambda x: x.astype(np.int64).sum(axis=1, keepdims=True))
+  is_finite = staticmethod(np.isfinite)
+
+
+def format_value(value) -> str:
+  """A value as the in-graph checks print it (`tf.strings.as_string`)."""
+  return f"{value:f}" if isinstance(value, (float, np.floating)) else str(int(value))
+
+
+def check_values(features: Dict[str, np.ndarray], names: Sequence[str], rules) -> None:
+  """Raises InputError naming the first bad record of the batch, as `record_values` does."""
+  for rule in rules:
+    if rule.feature not in features:
+      continue
+    ok = np.asarray(rule.ok(features, _NumpyOps))
+    if ok.all():
+      continue
+    row = int(np.argmin(ok.all(axis=1)))
+    column = int(np.argmin(ok[row]))
+    value = format_value(features[rule.feature][row, column])
+    raise InputError(f"{names[row]}: {rule.what} ({value} at index {column}); {REMAKE}")
+
+
+# ------------------------------------------------------------------- tf.train.Example
+
+
+def _example_class():
+  """tf.train.Example's message class, from a descriptor built here (no TensorFlow).
+
+  The same fields, numbers and types as tensorflow/core/example/{example,feature}.proto,
+  in a pool of its own (TensorFlow registers its own "tensorflow.Example" in the default
+  one); protobuf's C parser (upb) then reads the bytes.
+  """
+  from google.protobuf import descriptor_pb2  # pylint: disable=g-import-not-at-top
+  from google.protobuf import descriptor_pool  # pylint: disable=g-import-not-at-top
+  from google.protobuf import message_factory  # pylint: disable=g-import-not-at-top
+
+  field = descriptor_pb2.FieldDescriptorProto
+  proto = descriptor_pb2.FileDescriptorProto(
+      name="recurrent_bert_example.proto", package="recurrent_bert_example", syntax="proto3"
+  )
+
+  def message(name, *fields, map_entry=False):
+    msg = proto.message_type.add(name=name)
+    if map_entry:
+      msg.options.map_entry = True
+    for number, (field_name, kind, label, type_name, oneof) in enumerate(fields, 1):
+      f = msg.field.add(name=field_name, number=number, type=kind, label=label)
+      if type_name:
+        f.type_name = f".recurrent_bert_example.{type_name}"
+      if oneof:
+        if not msg.oneof_decl:
+          msg.oneof_decl.add(name="kind")
+        f.oneof_index = 0
+    return msg
+
+  repeated, optional = field.LABEL_REPEATED, field.LABEL_OPTIONAL
+  message("BytesList", ("value", field.TYPE_BYTES, repeated, "", False))
+  message("FloatList", ("value", field.TYPE_FLOAT, repeated, "", False))
+  message("Int64List", ("value", field.TYPE_INT64, repeated, "", False))
+  message(
+      "Feature",
+      ("bytes_list", field.TYPE_MESSAGE, optional, "BytesList", True),
+      ("float_list", field.TYPE_MESSAGE, optional, "FloatList", True),
+      ("int64_list", field.TYPE_MESSAGE, optional, "Int64List", True),
+  )
+  features = message(
+      "Features", ("feature", field.TYPE_MESSAGE, repeated, "Features.FeatureEntry", False)
+  )
+  entry = features.nested_type.add(name="FeatureEntry")
+  entry.options.map_entry = True
+  entry.field.add(name="key", number=1, type=field.TYPE_STRING, label=optional)
+  entry.field.add(
+      name="value",
+      number=2,
+      type=field.TYPE_MESSAGE,
+      label=optional,
+      type_name=".recurrent_bert_example.Feature",
+  )
+  message("Example", ("features", field.TYPE_MESSAGE, optional, "Features", False))
+  pool = descriptor_pool.DescriptorPool()
+  pool.Add(proto)
+  return message_factory.GetMessageClass(
+      pool.FindMessageTypeByName("recurrent_bert_example.Example")
+  )
+
+
+_EXAMPLE = None
+_LISTS = {"bytes_list": "string", "float_list": "float", "int64_list": "int64"}
+_CONTINUATION_BYTES = bytes(range(0x80, 0x100))  # a varint's bytes but its last
+
+
+def _payload(values_list) -> bytes:
+  """The packed values of an Int64List / FloatList / BytesList message: its one field's
+  bytes (protobuf writes repeated numbers packed, however they were read)."""
+  data = values_list.SerializeToString()
+  position = 1  # the field's tag, then its length as a varint
+  while position < len(data) and data[position] & 0x80:
+    position += 1
+  return data[position + 1 :]
+
+
+def _count(kind: str, payload: bytes) -> int:
+  if kind == "int64":
+    return len(payload.translate(None, _CONTINUATION_BYTES))
+  return len(payload) // 4 if kind == "float" else -1
+
+
+def _raw_example(data: bytes) -> Dict[str, Tuple[Optional[str], bytes]]:
+  """{feature: (kind "int64" | "float" | "string", or None for no value list; payload)}.
+
+  Raises:
+    ValueError: `data` is not a tf.train.Example.
+  """
+  global _EXAMPLE
+  if _EXAMPLE is None:
+    _EXAMPLE = _example_class()
+  from google.protobuf import message  # pylint: disable=g-import-not-at-top
+
+  try:
+    example = _EXAMPLE.FromString(data)
+  except message.DecodeError as e:
+    raise ValueError(str(e)) from None
+  raw = {}
+  for key, feature in example.features.feature.items():
+    kind = feature.WhichOneof("kind")
+    raw[key] = (None, b"") if kind is None else (_LISTS[kind], _payload(getattr(feature, kind)))
+  return raw
+
+
+def _values(kind: str, payloads: Sequence[bytes]) -> np.ndarray:
+  """The values of payloads of one kind, concatenated: int64 or float32 [n]."""
+  joined = b"".join(payloads)
+  return _packed_varints(joined) if kind == "int64" else np.frombuffer(joined, "<f4")
+
+
+def _packed_varints(data: bytes) -> np.ndarray:
+  """int64 [n] of packed varints, without a Python loop per value."""
+  raw = np.frombuffer(data, np.uint8)
+  if not raw.size:
+    return np.zeros(0, np.int64)
+  ends = raw < 0x80
+  starts = np.flatnonzero(np.concatenate([[True], ends[:-1]]))
+  index = np.cumsum(np.concatenate([[0], ends[:-1]]))  # which value each byte is of
+  shift = (np.arange(raw.size) - starts[index]).astype(np.uint64) * np.uint64(7)
+  parts = (raw & 0x7F).astype(np.uint64) << np.minimum(shift, 63)
+  return np.add.reduceat(parts, starts).view(np.int64)  # two's complement, as int64
+
+
+def decode_example(data: bytes) -> Dict[str, Tuple[Optional[str], np.ndarray]]:
+  """{feature: (kind "int64" | "float" | "string", or None for no value list; values)}
+  (strings are not decoded: the schema has none).
+
+  Raises:
+    ValueError: `data` is not a tf.train.Example.
+  """
+  return {
+      key: (kind, _values(kind, [payload]) if kind in ("int64", "float") else np.zeros(0))
+      for key, (kind, payload) in _raw_example(data).items()
+  }
+
+
+# ------------------------------------------------------------ shards and stats.json
+
+
+def check_shards(input_files: Sequence[str], skipped: Optional[SkippedRecords] = None) -> None:
+  """Compares each file with the stats.json the generator wrote beside it, if any.
+
+  A shard cut between two records, or inside a record's header, reads as a shorter
+  shard without any error from TF; its size (or, for stats.json files written before
+  the sizes were, its record count) tells. Files without a stats.json beside them, or
+  not named in it, are not checked.
+
+  Args:
+    input_files: the shards.
+    skipped: with --skip_bad_records, where records missing from a shard are counted
+      (the damaged frame a cut leaves is the reader's to count); None: refuse the shard.
+
+  Raises:
+    InputError: "shard: expected N records (B bytes) as stats.json says, found ...".
+  """
+  stats_by_dir: Dict[str, Optional[dict]] = {}
+  for path in input_files:
+    directory = os.path.dirname(path)
+    if directory not in stats_by_dir:
+      stats_by_dir[directory] = _read_stats(os.path.join(directory, pretraining_data.STATS_FILE))
+    stats = stats_by_dir[directory]
+    expected = None if stats is None else _expected_shard(stats, os.path.basename(path))
+    size = tfrecord_frames.file_size(path)
+    if size == 0 and expected is None:
+      # The generator writes an empty shard only with a stats.json that says so.
+      why = "holds no records (an empty file)"
+      if skipped is None:
+        raise InputError(f"{path}: {why}; drop it from the input files or {REMAKE}")
+      skipped.add_missing(path, 0, f"{why}: skipped")
+    if expected is None or expected.get("bytes") == size:
+      continue
+    frames = tfrecord_frames.walk_frames(path)
+    if "bytes" not in expected and not frames.problem and frames.records == expected["records"]:
+      continue
+    want = [f"{expected['records']} records"] if "records" in expected else []
+    want += [f"{expected['bytes']} bytes"] if "bytes" in expected else []
+    found = f"{frames.records} whole records, {size} bytes"
+    if frames.problem:
+      found += f"; record {frames.records + 1} (byte {frames.end}): {frames.problem}"
+    stats_path = os.path.join(os.path.dirname(path), pretraining_data.STATS_FILE)
+    why = f"expected {' and '.join(want)} (as {stats_path} says), found {found}"
+    if skipped is not None:
+      missing = expected.get("records", 0) - frames.records - (1 if frames.problem else 0)
+      if missing > 0:
+        skipped.add_missing(path, missing, f"{why}: {missing} records missing")
+      continue
+    raise InputError(
+        f"{path}: {why}: the shard is cut short or was changed; copy it again or {REMAKE}"
+    )
+
+
+def _read_stats(path: str) -> Optional[dict]:
+  if not tfrecord_frames.exists(path):
+    return None
+  try:
+    with tfrecord_frames.open_binary(path) as f:
+      stats = json.loads(f.read())
+  except (ValueError, UnicodeDecodeError) as e:
+    raise InputError(f"{path}: not the generator's stats JSON ({e}); {REMAKE}") from None
+  return stats if isinstance(stats, dict) else None
+
+
+def _expected_shard(stats: dict, name: str) -> Optional[dict]:
+  """{"records": n, "bytes": b} (either may be absent) stats.json says `name` holds."""
+  for row in stats.get("shards") or ():
+    if isinstance(row, dict) and row.get("file") == name:
+      return {k: row[k] for k in ("records", "bytes") if isinstance(row.get(k), int)} or None
+  num_shards, instances = stats.get("num_output_shards"), stats.get("instances")
+  if "shards" in stats or not isinstance(num_shards, int) or not isinstance(instances, int):
+    return None
+  # An older stats.json: the local generator put instance k in shard k mod n; Beam's
+  # writer spreads records as it likes, so its shards cannot be checked one by one.
+  if str(stats.get("runner", "")).startswith("beam") or num_shards < 1:
+    return None
+  names = pretraining_data.shard_names(num_shards)
+  if name not in names:
+    return None
+  table = pretraining_data.shard_table(names, [0] * num_shards, instances)
+  return {"records": table[names.index(name)]["records"]}
+
+
+# ------------------------------------------------------------------------ the reader
+
+
+def _parse(name: str, data: bytes, layout) -> Dict[str, bytes]:
+  """One record's features as the layout says ({feature: payload}), or InputError."""
+  try:
+    example = _raw_example(data)
+  except ValueError:
+    raise InputError(f"{name}: {NOT_AN_EXAMPLE}; {REMAKE}") from None
+  parsed = {}
+  for feature, (length, kind) in layout.items():
+    if feature not in example:
+      raise InputError(f"{name}: feature {feature!r} ({kind}) is missing; {REMAKE}")
+    found_kind, payload = example[feature]
+    if found_kind is None:
+      raise InputError(f"{name}: feature {feature!r} holds no value list; {REMAKE}")
+    if found_kind != kind:
+      what = f"feature {feature!r} holds {found_kind} values, expected {kind}"
+      raise InputError(f"{name}: {what}; {REMAKE}")
+    count = _count(kind, payload)
+    if count != length:
+      what = f"feature {feature!r} has {count} values, expected {length}"
+      raise InputError(f"{name}: {what}; {REMAKE}")
+    parsed[feature] = payload
+  return parsed
+
+
+def _read_records(config: PretrainingDataConfig) -> Iterator[Tuple[str, Dict[str, bytes]]]:
+  """("path: record N (byte B)", {feature: payload}) of every record, in file order.
+
+  Raises:
+    InputError: a shard that stats.json says is short, a damaged frame (unless
+      `config.skipped`: counted, skipped), or a record that is not the schema's; values
+      are checked by `batches`.
+  """
+  if config.masker is not None:
+    raise ValueError("dynamic masking without TensorFlow is not implemented yet")
+  check_shards(config.input_files, config.skipped)
+  layout = feature_layout(config.max_seq_length, config.max_predictions_per_seq)
+  on_bad = config.skipped.add if config.skipped is not None else None
+  for path in config.input_files:
+    for number, offset, data in tfrecord_frames.read_frames(path, on_bad):
+      name = f"{path}: record {number} (byte {offset})"
+      yield name, _parse(name, data, layout)
+
+
+def batches(config: PretrainingDataConfig, batch_size: int) -> Iterator[Dict[str, np.ndarray]]:
+  """Full batches of every record in file order (the last partial batch is dropped), each
+  value-checked, with the `tf.data` pipeline's dtypes and shapes (module docstring).
+
+  Each feature of a batch is decoded at once (one vectorized varint decode of every
+  record's packed bytes): the Python work per record is the protobuf parse alone.
+  """
+  rules = value_rules(config.max_seq_length, config.vocab_size, config.type_vocab_size)
+  layout = feature_layout(config.max_seq_length, config.max_predictions_per_seq)
+  names, rows = [], []
+  for name, features in _read_records(config):
+    names.append(name)
+    rows.append(features)
+    if len(rows) == batch_size:
+      batch = {
+          key: _values(kind, [row[key] for row in rows]).reshape(batch_size, length)
+          for key, (length, kind) in layout.items()
+      }
+      check_values(batch, names, rules)
+      yield {
+          key: (
+              value.astype(np.float32)
+              if key == "masked_lm_weights"
+              else value.astype(np.int32).reshape(-1)
+              if key == "next_sentence_labels"
+              else value.astype(np.int32)
+          )
+          for key, value in batch.items()
+      }
+      names, rows = [], []
