@@ -63,10 +63,9 @@ def check_record_layout(path: str, config: PretrainingDataConfig) -> None:
     InputError: naming the flag that disagrees with the data, or the shard cut short.
   """
   pretraining_records.check_shards(config.input_files, config.skipped)
-  on_bad = config.skipped.add if config.skipped is not None else None
   first = None
   for candidate in [path] + [f for f in config.input_files if f != path]:
-    first = next(tfrecord_frames.read_frames(candidate, on_bad), None)
+    first = next(tfrecord_frames.read_frames(candidate, config.on_bad_record), None)
     if first is not None:
       path = candidate
       break
@@ -75,7 +74,7 @@ def check_record_layout(path: str, config: PretrainingDataConfig) -> None:
   try:
     example = tf.train.Example.FromString(first[2])
   except message.DecodeError:
-    bad = tfrecord_frames.BadRecord(path, first[0], first[1], record_errors.NOT_AN_EXAMPLE)
+    bad = tfrecord_frames.BadRecord(path, first[0], first[1], pretraining_records.NOT_AN_EXAMPLE)
     raise bad.error() from None
   features = example.features.feature
   seq_len = len(features["input_ids"].int64_list.value) if "input_ids" in features else 0
@@ -165,8 +164,11 @@ def count_records(config: PretrainingDataConfig) -> int:
     InputError: a file is damaged or cut inside a record (file, record and byte named).
   """
   pretraining_records.check_shards(config.input_files, config.skipped)
-  on_bad = config.skipped.add if config.skipped is not None else None
-  return sum(1 for path in config.input_files for _ in tfrecord_frames.read_frames(path, on_bad))
+  return sum(
+      1
+      for path in config.input_files
+      for _ in tfrecord_frames.read_frames(path, config.on_bad_record)
+  )
 
 
 def eval_steps(
@@ -251,9 +253,8 @@ def _files_and_sizes(config: PretrainingDataConfig) -> tf.data.Dataset:
   The files are checked against their stats.json first (`pretraining_records.check_shards`).
   """
   files = list(config.input_files)
-  pretraining_records.check_shards(files, config.skipped)
+  sizes = pretraining_records.check_shards(files, config.skipped)
   record_errors.register(files)
-  sizes = [tfrecord_frames.file_size(path) for path in files]
   return tf.data.Dataset.from_tensor_slices((files, tf.constant(sizes, tf.int64)))
 
 
@@ -271,7 +272,7 @@ def _numbered_records(
   if skipped is not None:
     # Chunks of records per Python call: one call per record costs more than the reading.
     frames = tf.data.Dataset.from_generator(
-        lambda name: _frame_chunks(name.decode("utf-8"), skipped),
+        lambda name: _frame_chunks(name.decode("utf-8"), skipped.add),
         output_signature=(
             tf.TensorSpec([None], tf.int64),
             tf.TensorSpec([None], tf.int64),
@@ -316,10 +317,10 @@ def _numbered_records(
   return chunks.concatenate(end).scan(start, add_up).unbatch()
 
 
-def _frame_chunks(path: str, skipped: record_errors.SkippedRecords):
+def _frame_chunks(path: str, on_bad_record):
   """([numbers], [offsets], [records]) of `tfrecord_frames.read_frames`, 64 at a time."""
   chunk = []
-  for frame in tfrecord_frames.read_frames(path, skipped.add):
+  for frame in tfrecord_frames.read_frames(path, on_bad_record):
     chunk.append(frame)
     if len(chunk) == _RECORDS_PER_SCAN:
       yield tuple(zip(*chunk))

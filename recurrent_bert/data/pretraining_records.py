@@ -32,7 +32,13 @@ from recurrent_bert.data.tfrecord_frames import REMAKE
 from recurrent_bert.data.tfrecord_frames import SkippedRecords
 from recurrent_bert.io_utils import InputError
 
+# What is wrong with a record's schema, in the words of both readers' errors (TF's parser
+# errors are translated to these by `record_errors`).
 NOT_AN_EXAMPLE = "not a tf.train.Example (its bytes do not parse as one)"
+MISSING = "feature {!r} ({}) is missing"
+NO_VALUE_LIST = "feature {!r} holds no value list"
+WRONG_KIND = "feature {!r} holds {} values, expected {}"
+WRONG_COUNT = "feature {!r} has {} values, expected {}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +69,11 @@ class PretrainingDataConfig:
   vocab_size: Optional[int] = None
   type_vocab_size: int = 2
   skipped: Optional[SkippedRecords] = None
+
+  @property
+  def on_bad_record(self) -> Optional[Callable]:
+    """`tfrecord_frames.read_frames`' callback: count and skip, or None to stop."""
+    return self.skipped.add if self.skipped is not None else None
 
 
 def feature_layout(
@@ -314,7 +325,7 @@ def decode_example(data: bytes) -> Dict[str, Tuple[Optional[str], np.ndarray]]:
 # ------------------------------------------------------------ shards and stats.json
 
 
-def check_shards(input_files: Sequence[str], skipped: Optional[SkippedRecords] = None) -> None:
+def check_shards(input_files: Sequence[str], skipped: Optional[SkippedRecords] = None) -> List[int]:
   """Compares each file with the stats.json the generator wrote beside it, if any.
 
   A shard cut between two records, or inside a record's header, reads as a shorter
@@ -327,10 +338,14 @@ def check_shards(input_files: Sequence[str], skipped: Optional[SkippedRecords] =
     skipped: with --skip_bad_records, where records missing from a shard are counted
       (the damaged frame a cut leaves is the reader's to count); None: refuse the shard.
 
+  Returns:
+    Each file's size in bytes (what its frames must add up to).
+
   Raises:
     InputError: "shard: expected N records (B bytes) as stats.json says, found ...".
   """
   stats_by_dir: Dict[str, Optional[dict]] = {}
+  sizes = []
   for path in input_files:
     directory = os.path.dirname(path)
     if directory not in stats_by_dir:
@@ -338,6 +353,7 @@ def check_shards(input_files: Sequence[str], skipped: Optional[SkippedRecords] =
     stats = stats_by_dir[directory]
     expected = None if stats is None else _expected_shard(stats, os.path.basename(path))
     size = tfrecord_frames.file_size(path)
+    sizes.append(size)
     if size == 0 and expected is None:
       # The generator writes an empty shard only with a stats.json that says so.
       why = "holds no records (an empty file)"
@@ -364,6 +380,7 @@ def check_shards(input_files: Sequence[str], skipped: Optional[SkippedRecords] =
     raise InputError(
         f"{path}: {why}: the shard is cut short or was changed; copy it again or {REMAKE}"
     )
+  return sizes
 
 
 def _read_stats(path: str) -> Optional[dict]:
@@ -407,17 +424,18 @@ def _parse(name: str, data: bytes, layout) -> Dict[str, bytes]:
     raise InputError(f"{name}: {NOT_AN_EXAMPLE}; {REMAKE}") from None
   parsed = {}
   for feature, (length, kind) in layout.items():
+    found_kind, payload = example.get(feature, ("", b""))
     if feature not in example:
-      raise InputError(f"{name}: feature {feature!r} ({kind}) is missing; {REMAKE}")
-    found_kind, payload = example[feature]
-    if found_kind is None:
-      raise InputError(f"{name}: feature {feature!r} holds no value list; {REMAKE}")
-    if found_kind != kind:
-      what = f"feature {feature!r} holds {found_kind} values, expected {kind}"
-      raise InputError(f"{name}: {what}; {REMAKE}")
-    count = _count(kind, payload)
-    if count != length:
-      what = f"feature {feature!r} has {count} values, expected {length}"
+      what = MISSING.format(feature, kind)
+    elif found_kind is None:
+      what = NO_VALUE_LIST.format(feature)
+    elif found_kind != kind:
+      what = WRONG_KIND.format(feature, found_kind, kind)
+    elif _count(kind, payload) != length:
+      what = WRONG_COUNT.format(feature, _count(kind, payload), length)
+    else:
+      what = ""
+    if what:
       raise InputError(f"{name}: {what}; {REMAKE}")
     parsed[feature] = payload
   return parsed
@@ -435,10 +453,9 @@ def _read_records(config: PretrainingDataConfig) -> Iterator[Tuple[str, Dict[str
     raise ValueError("dynamic masking without TensorFlow is not implemented yet")
   check_shards(config.input_files, config.skipped)
   layout = feature_layout(config.max_seq_length, config.max_predictions_per_seq)
-  on_bad = config.skipped.add if config.skipped is not None else None
   for path in config.input_files:
-    for number, offset, data in tfrecord_frames.read_frames(path, on_bad):
-      name = f"{path}: record {number} (byte {offset})"
+    for number, offset, data in tfrecord_frames.read_frames(path, config.on_bad_record):
+      name = tfrecord_frames.record_name(path, number, offset)
       yield name, _parse(name, data, layout)
 
 
@@ -461,14 +478,10 @@ def batches(config: PretrainingDataConfig, batch_size: int) -> Iterator[Dict[str
           for key, (length, kind) in layout.items()
       }
       check_values(batch, names, rules)
-      yield {
-          key: (
-              value.astype(np.float32)
-              if key == "masked_lm_weights"
-              else value.astype(np.int32).reshape(-1)
-              if key == "next_sentence_labels"
-              else value.astype(np.int32)
-          )
+      batch = {
+          key: value.astype(np.float32 if layout[key][1] == "float" else np.int32)
           for key, value in batch.items()
       }
+      batch["next_sentence_labels"] = batch["next_sentence_labels"].reshape(-1)  # [B]
+      yield batch
       names, rows = [], []

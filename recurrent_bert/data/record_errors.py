@@ -19,9 +19,9 @@ import contextlib
 import re
 from typing import Dict, List, Optional, Sequence
 
-from google.protobuf import message
 import tensorflow as tf
 
+from recurrent_bert.data import pretraining_records
 from recurrent_bert.data import schema
 from recurrent_bert.data import tfrecord_frames
 from recurrent_bert.data.pretraining_records import NOT_AN_EXAMPLE
@@ -51,18 +51,18 @@ _PARSER_ERRORS = (
             r"Key: (\w+), Index: \d+\.\s+Number of \w+ values != expected\.\s+"
             r"Values size: (\d+) but output shape: \[(\d+)\]"
         ),
-        "feature {0!r} has {1} values, expected {2}",
+        pretraining_records.WRONG_COUNT,
     ),
     (
         re.compile(
             r"Key: (\w+), Index: \d+\.\s+Data types don't match\.\s+"
             r"Data type: (\w+) but expected type: (\w+)"
         ),
-        "feature {0!r} holds {1} values, expected {2}",
+        pretraining_records.WRONG_KIND,
     ),
     (
         re.compile(r"Feature: (\w+) \(data type: (\w+)\) is required but could not be found"),
-        "feature {0!r} ({1}) is missing",
+        pretraining_records.MISSING,
     ),
 )
 _NAMED = re.compile(r"Name: (.*?: record \d+(?: \(byte \d+\))?), (.*?)(?:\n|\t|\[\[|$)", re.S)
@@ -139,12 +139,12 @@ def _locate_empty_feature(paths: Sequence[str]) -> Optional[InputError]:
   for path in paths:
     for number, offset, record in tfrecord_frames.read_frames(path, lambda _: None):
       try:
-        features = tf.train.Example.FromString(record).features.feature
-      except message.DecodeError:
+        features = pretraining_records.decode_example(record)
+      except ValueError:
         return tfrecord_frames.BadRecord(path, number, offset, NOT_AN_EXAMPLE).error()
-      for name, feature in features.items():
-        if feature.WhichOneof("kind") is None:
-          what = f"feature {name!r} holds no value list"
+      for name, (kind, _) in features.items():
+        if kind is None:
+          what = pretraining_records.NO_VALUE_LIST.format(name)
           return tfrecord_frames.BadRecord(path, number, offset, what).error()
   return None
 
@@ -152,16 +152,16 @@ def _locate_empty_feature(paths: Sequence[str]) -> Optional[InputError]:
 def _locate_damage(paths: Sequence[str], offsets: Sequence[int]) -> Optional[InputError]:
   """The first damaged record of `paths` that starts at one of `offsets`."""
   for path in paths:
-    if not tf.io.gfile.exists(path):
+    if not tfrecord_frames.exists(path):
       continue
+    size = tfrecord_frames.file_size(path)
     for start in offsets:
       frames = tfrecord_frames.walk_frames(path, stop_at=start)
-      if frames.end != start:
+      if frames.end != start or start >= size:
         continue
       with tfrecord_frames.open_binary(path) as f:
-        size = tfrecord_frames.file_size(path)
         problem, _, _ = tfrecord_frames.read_frame(f, start, size)
-      if problem and start < size:
+      if problem:
         return tfrecord_frames.BadRecord(path, frames.records + 1, start, problem).error()
   return None
 

@@ -63,6 +63,11 @@ def file_size(path: str) -> int:
     return _size(f)
 
 
+def record_name(path: str, number: int, offset: int) -> str:
+  """ "path: record N (byte B)": how every error names a record (1-based N)."""
+  return f"{at(path, record=number)} (byte {offset})"
+
+
 @dataclasses.dataclass(frozen=True)
 class BadRecord:
   """A frame that cannot be read: record `number` (1-based) of `path`, at byte `offset`."""
@@ -73,7 +78,7 @@ class BadRecord:
   what: str
 
   def __str__(self) -> str:
-    return f"{at(self.path, record=self.number)} (byte {self.offset}): {self.what}"
+    return f"{record_name(self.path, self.number, self.offset)}: {self.what}"
 
   def error(self) -> InputError:
     return InputError(f"{self}; {REMAKE}")
@@ -174,30 +179,31 @@ class SkippedRecords:
 
   def __init__(self):
     self._lock = threading.Lock()
-    self._records: Dict[tuple, str] = {}  # (path, number or "missing") -> its line
-    self._missing = 0
+    self._lines: Dict[tuple, str] = {}  # (path, record number or "missing") -> its line
+    self._count = 0
 
   def add(self, bad: BadRecord) -> None:
     with self._lock:
       key = (bad.path, bad.number)
-      if key not in self._records:
-        self._records[key] = str(bad)
+      if key not in self._lines:
+        self._lines[key] = str(bad)
+        self._count += 1
         logging.warning("skipped a damaged record: %s", bad)
 
   def add_missing(self, path: str, count: int, why: str) -> None:
     """`count` records (0: unknown) that stats.json promises but `path` does not hold."""
     with self._lock:
-      if (path, "missing") not in self._records:
-        self._records[(path, "missing")] = f"{path}: {why}"
-        self._missing += count
+      if (path, "missing") not in self._lines:
+        self._lines[(path, "missing")] = f"{path}: {why}"
+        self._count += count
 
   def count(self) -> int:
     """Records skipped: damaged frames, and records missing from shards."""
     with self._lock:
-      return sum(1 for key in self._records if key[1] != "missing") + self._missing
+      return self._count
 
   def summary(self, limit: int = 3) -> str:
     with self._lock:
-      lines = list(self._records.values())
+      lines = list(self._lines.values())
     more = f"; and {len(lines) - limit} more" if len(lines) > limit else ""
     return "; ".join(lines[:limit]) + more
