@@ -33,6 +33,14 @@ def bert_config_json(
   }
 
 
+def padded_inputs(rng, vocab_size):
+  """Encoder inputs [2, 7]: random ids, two segments, the second row padded after 4."""
+  ids = rng.integers(0, vocab_size, size=(2, 7)).astype("int32")
+  segments = np.array([[0, 0, 0, 1, 1, 1, 1], [0, 0, 1, 1, 0, 0, 0]], "int32")
+  mask = np.array([[1] * 7, [1] * 4 + [0] * 3], "int32")
+  return {"input_ids": ids, "segment_ids": segments, "input_mask": mask}
+
+
 def write_tf1_checkpoint(values, path):
   """A real TF1 name-based checkpoint, written the way google-research/bert's Saver did."""
   with tf.Graph().as_default():

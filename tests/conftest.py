@@ -48,7 +48,7 @@ def rng():
 SLOW_FILES = {
     "tests/demo/test_pipeline.py": 300,
     "tests/test_finetune.py": 220,
-    "tests/test_readme.py": 170,
+    "tests/test_readme.py": 230,
     "tests/training/test_strategies.py": 165,
     "tests/test_finetune_squad.py": 130,
     "tests/test_finetune_multiple_choice.py": 90,
@@ -71,6 +71,8 @@ SLOW_FILES = {
     "tests/data/test_sentencepiece_pretraining_data.py": 35,
     "tests/test_readme_commands.py": 40,
     "tests/test_entry_points.py": 30,
+    "tests/convert/test_exporters.py": 45,
+    "tests/convert/test_keras_hub_preset.py": 30,
 }
 
 

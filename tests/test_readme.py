@@ -132,6 +132,50 @@ def test_model_dirs_of_every_kind_resolve_to_the_same_model(walkthrough):
   )
 
 
+def test_sharing_block_exports_the_pretrained_model_and_reads_it_back(walkthrough):
+  """README's export block, run as written after the walkthrough: the three targets,
+  keras-hub's own loaders, and the Hugging Face export imported back to the same encoder."""
+  import tensorflow as tf
+
+  from recurrent_bert.convert.model_dir_source import read_model_dir
+
+  run_dir, _ = walkthrough
+  blocks = [
+      block
+      for block in shell_blocks(readme_section("Export and checkpoint conversion"))
+      if "--direction=export" in block
+  ]
+  assert len(blocks) == 1
+  result = subprocess.run(
+      ["bash", "-c", "set -euo pipefail\n" + blocks[0]],
+      cwd=REPO,
+      capture_output=True,
+      text=True,
+      timeout=900,
+      env=env(RUN=str(run_dir)),
+  )
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
+  assert "RecurrentBertBackbone" in result.stdout
+  shared = run_dir / "shared"
+  for name in ("keras_hub/config.json", "hf/model.safetensors", "tf1/bert_model.ckpt.index"):
+    assert (shared / name).exists(), name
+  inputs = {
+      "input_ids": tf.constant([[2, 7, 9, 11, 3]]),
+      "input_mask": tf.ones([1, 5], tf.int32),
+      "segment_ids": tf.zeros([1, 5], tf.int32),
+      "masked_lm_positions": tf.constant([[1, 3]]),
+  }
+  original = read_model_dir(str(run_dir / "models" / "tiny_bert"))
+  round_trip = read_model_dir(str(shared / "from_hf"))
+  assert (round_trip.has_mlm, round_trip.has_nsp) == (original.has_mlm, original.has_nsp)
+  assert original.has_mlm and original.has_nsp
+  encoder_inputs = {k: v for k, v in inputs.items() if k != "masked_lm_positions"}
+  want = {**original.encoder(encoder_inputs), **original.model(inputs)}
+  got = {**round_trip.encoder(encoder_inputs), **round_trip.model(inputs)}
+  for name in ("sequence_output", "pooled_output", "mlm_logits", "nsp_logits"):
+    np.testing.assert_allclose(got[name], want[name], atol=1e-5, rtol=1e-5, err_msg=name)
+
+
 @pytest.mark.parametrize(
     "path, says",
     [

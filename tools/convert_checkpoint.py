@@ -1,4 +1,6 @@
-r"""Converts a BERT checkpoint into a recurrent_bert model dir (optionally warm-starting a variant).
+r"""Converts checkpoints: other BERTs into recurrent_bert model dirs, and model dirs out.
+
+Import (--direction=import, the default):
 
   python tools/convert_checkpoint.py --source=tf1 --input=uncased_L-12_H-768_A-12/bert_model.ckpt \
       --output_dir=models/bert_base_tf1
@@ -14,9 +16,29 @@ Sources:
   hf         Hugging Face BERT: a .safetensors file or a dir with model.safetensors, and
              config.json beside it (or --bert_config_file); vocab.txt and
              tokenizer_config.json (do_lower_case) when present.
-  keras_hub  a local keras-hub BertBackbone preset dir (backbone.save_to_preset(dir)).
+  keras_hub  a local keras-hub preset dir: a BertBackbone's (backbone.save_to_preset(dir)),
+             or one this tool exported (any family, heads included).
 
-The output dir has the layout pretraining writes (recurrent_bert/training/checkpoints.py),
+Export (--direction=export): --input is any model dir the package writes (pretraining,
+converted, fine-tuning, or an encoder/ export).
+
+  python tools/convert_checkpoint.py --direction=export --target=keras_hub \
+      --input=MODEL_DIR --output_dir=PRESET_DIR
+  python tools/convert_checkpoint.py --direction=export --target=hf --input=MODEL_DIR \
+      --output_dir=HF_DIR
+
+Targets (recurrent_bert/convert/exporters.py):
+  keras_hub  every family: config.json, model.weights.h5, tokenizer.json and its assets,
+             metadata.json, and the MLM/NSP heads (pretraining_heads.weights.h5) when the
+             dir has them; `keras_hub.models.Backbone.from_preset(dir)` loads it once
+             `recurrent_bert.convert.keras_hub_preset` is imported.
+  hf         BERT-orig: model.safetensors (BertForPreTraining names), config.json,
+             vocab.txt, tokenizer_config.json, special_tokens_map.json.
+  tf1        BERT-orig: bert_model.ckpt.* (google-research/bert's names), bert_config.json,
+             vocab.txt. Its code has only the tanh GELU: a model with the exact GELU is
+             refused unless --allow_gelu_approximation.
+
+The import output dir has the layout pretraining writes (recurrent_bert/training/checkpoints.py),
 so `recurrent_bert.export` and `--init_checkpoint` accept it:
 
   output_dir/
@@ -29,8 +51,9 @@ so `recurrent_bert.export` and `--init_checkpoint` accept it:
     vocab.txt                (if the source has one)
     conversion_report.json   which weights were copied, new, or unused
 
-The dir is written to a temp dir beside it and renamed when complete. The weights
-copied, left new (freshly initialised) and unused are printed.
+Every output dir is written to a temp dir beside it and renamed when complete. An import
+prints the weights copied, left new (freshly initialised) and unused; an export the files
+and heads written.
 """
 
 import json
@@ -49,11 +72,21 @@ from recurrent_bert.flags import execution
 from recurrent_bert.flags import vocabulary
 
 FLAGS = flags.FLAGS
-flags.DEFINE_enum("source", None, ["tf1", "hf", "keras_hub"], "Kind of checkpoint.")
+flags.DEFINE_enum(
+    "direction", "import", ["import", "export"], "import: into a model dir; export: out of one."
+)
+flags.DEFINE_enum("source", None, ["tf1", "hf", "keras_hub"], "Import: kind of checkpoint.")
+flags.DEFINE_enum(
+    "target",
+    None,
+    ["keras_hub", "hf", "tf1"],
+    "Export: the format to write (hf and tf1 hold BERT-orig only).",
+)
 flags.DEFINE_string(
     "input",
     None,
-    "tf1: checkpoint prefix; hf: .safetensors file or its dir; keras_hub: preset dir.",
+    "Import: tf1 checkpoint prefix, hf .safetensors file or its dir, or keras_hub preset "
+    "dir. Export: a model dir.",
 )
 flags.DEFINE_string("output_dir", None, "The model dir to write.")
 flags.DEFINE_string(
@@ -74,7 +107,16 @@ flags.DEFINE_string(
 flags.DEFINE_integer("seed", 0, "Seeds the fresh initialisation of new weights.")
 execution.register_range("seed", 0, 2**32 - 1)
 flags.DEFINE_boolean("overwrite", False, "Replace an existing --output_dir.")
-flags.mark_flags_as_required(["source", "input", "output_dir"])
+flags.DEFINE_boolean(
+    "allow_gelu_approximation",
+    False,
+    "Export --target=tf1 of a model with the exact GELU: google-research/bert computes the "
+    "tanh form, so its outputs differ slightly.",
+)
+flags.mark_flags_as_required(["input", "output_dir"])
+# The flags of one direction that the other does not read.
+_IMPORT_ONLY = ("source", "bert_config_file", "vocab_file", "do_lower_case", "target_config")
+_EXPORT_ONLY = ("target", "allow_gelu_approximation")
 
 
 REPORT_FILE = model_dir_layout.CONVERSION_REPORT_FILE
@@ -190,8 +232,46 @@ def print_report(report: dict, output_dir: str) -> None:
     print("the source does not record its casing: export lower-cases unless told --nodo_lower_case")
 
 
+def _check_direction_flags() -> None:
+  """--source names an import and --target an export; each refuses the other's flags."""
+  needed, unread = (
+      ("source", _EXPORT_ONLY) if FLAGS.direction == "import" else ("target", _IMPORT_ONLY)
+  )
+  if FLAGS[needed].value is None:
+    cli.fail(f"--direction={FLAGS.direction} needs --{needed}")
+  given = [name for name in unread if FLAGS[name].present]
+  if given:
+    cli.fail(f"--{given[0]} does not apply to --direction={FLAGS.direction}")
+
+
+def export_main() -> None:
+  from recurrent_bert.convert.exporters import export_model_dir
+
+  report = cli.run_checked(
+      export_model_dir,
+      FLAGS.input,
+      FLAGS.target,
+      FLAGS.output_dir,
+      FLAGS.overwrite,
+      FLAGS.allow_gelu_approximation,
+  )
+  heads = ", ".join(report["heads"]) or "none (the model dir has no pretraining heads)"
+  print(
+      f"wrote {report['target']} {os.path.abspath(FLAGS.output_dir)} from "
+      f"{report['source_kind']} {report['source']}"
+  )
+  print(f"pretraining heads: {heads}")
+  for name in report["files"]:
+    print(f"  {name}")
+  print(json.dumps({"target": report["target"], "heads": report["heads"]}))
+
+
 def main(argv):
   del argv
+  _check_direction_flags()
+  if FLAGS.direction == "export":
+    export_main()
+    return
   import keras
 
   keras.utils.set_random_seed(FLAGS.seed)

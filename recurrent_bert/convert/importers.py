@@ -3,7 +3,9 @@ into our `Pretrainer`.
 
 Contract: each importer reads its format's files (weights, the model's config JSON, the
 vocabulary and casing shipped beside them), builds a BERT-orig `Pretrainer` of the
-source's sizes and fills it through the mappings of `convert.mapping`. What it copied and
+source's sizes and fills it through the mappings of `convert.mapping`; a keras-hub preset
+of our own `RecurrentBertBackbone` (`convert.keras_hub_preset`) gives a `Pretrainer` of
+its ModelConfig, any family, heads included when the preset has them. What it copied and
 what stayed freshly initialised is reported by our variable paths in `ImportedBert`.
 `import_bert` picks the importer by source kind (`SOURCES`). Hugging Face weights are read
 with `safetensors.numpy`, so no PyTorch is needed. Errors in the files raise
@@ -34,7 +36,7 @@ from recurrent_bert.models.pretrainer import Pretrainer
 
 # bert_config.json (TF1) / config.json (Hugging Face) key -> (ModelConfig field, default
 # when the key is absent; None: required).
-_BERT_JSON_FIELDS = (
+BERT_JSON_FIELDS = (
     ("vocab_size", "vocab_size", None),
     ("hidden_size", "hidden_size", None),
     ("num_hidden_layers", "num_layers", None),
@@ -68,11 +70,11 @@ def config_from_bert_json(fields: Mapping, gelu_is_exact: bool, source: str) -> 
     raise CheckpointMappingError(
         f"{source}: expected a JSON object, got {describe_json_value(fields)}"
     )
-  missing = [key for key, _, default in _BERT_JSON_FIELDS if default is None and key not in fields]
+  missing = [key for key, _, default in BERT_JSON_FIELDS if default is None and key not in fields]
   if missing:
     raise CheckpointMappingError(f"{source}: lacks the key(s) {missing}")
   values = {}
-  for key, field, default in _BERT_JSON_FIELDS:
+  for key, field, default in BERT_JSON_FIELDS:
     try:
       values[field] = checked_field_value(field, fields.get(key, default), at(source, key=key))
     except ConfigError as e:
@@ -300,19 +302,51 @@ def load_hf_bert(
   )
 
 
-def load_keras_hub_preset(preset_dir: str, vocab_file: Optional[str] = None) -> ImportedBert:
-  """Imports a local keras-hub BertBackbone preset (from `backbone.save_to_preset(dir)`).
+# config.json's `registered_name` of keras-hub's BERT backbone.
+_KERAS_HUB_BERT = "keras_hub>BertBackbone"
 
-  The backbone has no MLM/NSP heads: ours stay freshly initialised (listed in `new`).
+
+def load_keras_hub_preset(preset_dir: str, vocab_file: Optional[str] = None) -> ImportedBert:
+  """Imports a local keras-hub preset: a BertBackbone (from `backbone.save_to_preset(dir)`)
+  or our RecurrentBertBackbone (`keras_hub_preset.write_keras_hub_preset`).
+
+  A BertBackbone has no MLM/NSP heads: ours stay freshly initialised (listed in `new`).
+  Ours brings its heads when the preset holds them (`keras_hub_preset.read_keras_hub_preset`).
   The vocabulary and casing come from the preset's tokenizer when it has one.
+
+  Raises:
+    CheckpointMappingError: a file missing or unreadable, or a preset of another
+      keras-hub class, naming the file.
   """
   import keras_hub
 
+  from recurrent_bert.convert import keras_hub_preset
+
   _check_given(vocab_file, "vocab_file")
-  if not os.path.isfile(os.path.join(preset_dir, "config.json")):
+  config_file = os.path.join(preset_dir, keras_hub_preset.CONFIG_FILE)
+  if not os.path.isfile(config_file):
     raise CheckpointMappingError(
         f"{preset_dir!r} is not a keras-hub preset directory (no config.json)"
     )
+  registered = _read_json(config_file, "keras-hub config").get("registered_name")
+  if registered == keras_hub_preset.BACKBONE_NAME:
+    contents = keras_hub_preset.read_keras_hub_preset(preset_dir)
+    return ImportedBert(
+        model=contents.model,
+        vocab_file=vocab_file or contents.vocab_file,
+        do_lower_case=contents.do_lower_case,
+        copied=contents.copied,
+        new=contents.new,
+        source=preset_dir,
+    )
+  if registered != _KERAS_HUB_BERT:
+    raise CheckpointMappingError(
+        f"{at(config_file, key='registered_name')}: a preset of {registered!r}; only "
+        f"{_KERAS_HUB_BERT!r} and {keras_hub_preset.BACKBONE_NAME!r} presets import"
+    )
+  weights = os.path.join(preset_dir, keras_hub_preset.WEIGHTS_FILE)
+  if not os.path.isfile(weights):
+    raise CheckpointMappingError(f"{weights}: no such file; the preset is incomplete")
   hub = keras_hub.models.BertBackbone.from_preset(preset_dir)
   # keras-hub's BERT uses the tanh GELU and LayerNorm epsilon 1e-12.
   config = get_preset("bert_base").replace(

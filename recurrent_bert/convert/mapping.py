@@ -2,16 +2,20 @@
 
 Contract: everything here works on tensors already in memory, never on files.
   - `keras_hub_bert_pairs`: our encoder's variables against a keras-hub `BertBackbone`;
-  - `tf1_bert_pairs`: our variables against google-research/bert's TF1 names
-    (`bert/...`, `cls/...`) and layouts, read through anything with `get_tensor(name)`;
+  - `tf1_bert_layout`: the table of our variables against google-research/bert's TF1
+    names (`bert/...`, `cls/...`) and layouts; `tf1_bert_pairs` reads a checkpoint
+    through it (anything with `get_tensor(name)`), `tf1_bert_values` exports by it;
   - `hf_to_tf1_names`: Hugging Face BERT tensors renamed and transposed (PyTorch [out, in]
-    linear layouts) into the TF1 names and layouts, so one mapping serves both;
+    linear layouts) into the TF1 names and layouts, so one mapping serves both formats;
+    `tf1_to_hf_names` runs its rules backwards for export;
+  - `require_bert_orig`: the family check of every BERT-only format;
   - `assign_pairs`: copies (our variable, source) pairs after checking every shape.
 
 Every error names the source variable and our variable involved.
 """
 
-from typing import Dict, List, Mapping, NamedTuple, Tuple
+import re
+from typing import Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -82,12 +86,10 @@ def keras_hub_bert_pairs(encoder: Encoder, hub_backbone) -> List[Tuple[object, o
 
 
 def _tensor_getter(reader, source: str):
-  """get(name, shape=None, reshape_to=None) -> NamedValue, with named errors.
+  """get(name, shape=None) -> NamedValue, with named errors; `shape` is the layout the
+  source must have (None: checked against ours when assigned)."""
 
-  `shape` is the layout the source must have; `reshape_to` our (equal-size) layout.
-  """
-
-  def get(name, shape=None, reshape_to=None):
+  def get(name, shape=None):
     try:
       value = np.asarray(reader.get_tensor(name))
     except Exception:  # TF1 readers raise NotFoundError, dict readers KeyError
@@ -97,40 +99,67 @@ def _tensor_getter(reader, source: str):
           f"{source}: variable {name!r} has shape {tuple(value.shape)}, the model config "
           f"needs {tuple(shape)}"
       )
-    return NamedValue(name, value if reshape_to is None else value.reshape(reshape_to))
+    return NamedValue(name, value)
 
   return get
 
 
-def tf1_bert_pairs(model, reader, source: str = "checkpoint") -> List[Tuple[object, NamedValue]]:
-  """Pairs (our variable, NamedValue) from a google-research/bert TF1 checkpoint.
+def require_bert_orig(config, target: str) -> None:
+  """Raises CheckpointMappingError unless `config` is BERT-orig, the one family that
+  google-research/bert and Hugging Face's BertModel can hold (`target` names them)."""
+  if (
+      config.mixer != "ffn"
+      or config.attention_bias != "none"
+      or not config.use_attention
+      or config.position_embedding != "absolute"
+  ):
+    raise CheckpointMappingError(
+        f"{target} holds only the `bert` (BERT-orig) family; this model has "
+        f"mixer={config.mixer}, attention_bias={config.attention_bias}, "
+        f"use_attention={config.use_attention}, "
+        f"position_embedding={config.position_embedding}: export it as a keras-hub preset "
+        "(--target=keras_hub), which holds every family"
+    )
+
+
+class Tf1Tensor(NamedTuple):
+  """One of our variables under its google-research/bert TF1 name and layout.
+
+  Attributes:
+    variable: our variable.
+    name: the TF1 variable name ("bert/encoder/layer_0/attention/self/query/kernel").
+    shape: TF1's shape when its layout differs from ours (e.g. [H, H] for our
+      [H, heads, head_size] query kernel), else None (the same shape).
+    transposed: TF1 keeps the transpose of ours (the NSP weights, [2, H]).
+  """
+
+  variable: object
+  name: str
+  shape: Optional[Tuple[int, ...]] = None
+  transposed: bool = False
+
+
+def tf1_bert_layout(model) -> List[Tf1Tensor]:
+  """Every variable of a BERT-orig model with its TF1 name and layout: the one table both
+  directions read (`tf1_bert_pairs` imports through it, `tf1_bert_values` exports).
 
   Args:
-    model: an `Encoder` (BERT-orig sizes), or a `Pretrainer` (then the `cls/...` MLM and
-      NSP weights are mapped too; NSP only if it has an NSP head).
-    reader: anything with `get_tensor(name)`, e.g. `tf.train.load_checkpoint(path)`, or
-      a `DictReader` of Hugging Face tensors renamed by `hf_to_tf1_names`.
-    source: names the checkpoint in error messages.
-  Returns:
-    A list of (variable, NamedValue) pairs, reshaped to our layouts (TF1 keeps the
-    attention kernels as [H, H] and the NSP weights as [2, H]).
+    model: an `Encoder`, or a `Pretrainer` (its `cls/...` MLM weights, and NSP weights
+      when it has an NSP head, are included).
   Raises:
-    CheckpointMappingError: a variable is missing or has the wrong shape (named).
+    CheckpointMappingError: the model is not BERT-orig.
   """
   encoder = getattr(model, "encoder", model)
   c = encoder.config
-  if c.mixer != "ffn" or c.attention_bias != "none" or not c.use_attention:
-    raise ValueError("TF1 BERT checkpoints map only onto the `bert` family")
-  H, heads, head_size = c.hidden_size, c.num_heads, c.head_size
-  get = _tensor_getter(reader, source)
-
+  require_bert_orig(c, "a TF1 / Hugging Face BERT checkpoint")
+  H = c.hidden_size
   emb = encoder.embeddings
-  pairs = [
-      (emb.token_embedding.embeddings, get("bert/embeddings/word_embeddings")),
-      (emb.segment_embedding.embeddings, get("bert/embeddings/token_type_embeddings")),
-      (emb.position_embeddings, get("bert/embeddings/position_embeddings")),
-      (emb.layer_norm.gamma, get("bert/embeddings/LayerNorm/gamma")),
-      (emb.layer_norm.beta, get("bert/embeddings/LayerNorm/beta")),
+  table = [
+      Tf1Tensor(emb.token_embedding.embeddings, "bert/embeddings/word_embeddings"),
+      Tf1Tensor(emb.segment_embedding.embeddings, "bert/embeddings/token_type_embeddings"),
+      Tf1Tensor(emb.position_embeddings, "bert/embeddings/position_embeddings"),
+      Tf1Tensor(emb.layer_norm.gamma, "bert/embeddings/LayerNorm/gamma"),
+      Tf1Tensor(emb.layer_norm.beta, "bert/embeddings/LayerNorm/beta"),
   ]
   for i, block in enumerate(encoder.blocks):
     prefix = f"bert/encoder/layer_{i}"
@@ -140,53 +169,85 @@ def tf1_bert_pairs(model, reader, source: str = "checkpoint") -> List[Tuple[obje
         (attention.key, "key"),
         (attention.value, "value"),
     ):
-      pairs += [
-          (
-              ours.kernel,
-              get(f"{prefix}/attention/self/{name}/kernel", (H, H), (H, heads, head_size)),
-          ),
-          (ours.bias, get(f"{prefix}/attention/self/{name}/bias", (H,), (heads, head_size))),
+      # TF1 keeps the heads folded into H: kernels [H, H], biases [H].
+      table += [
+          Tf1Tensor(ours.kernel, f"{prefix}/attention/self/{name}/kernel", (H, H)),
+          Tf1Tensor(ours.bias, f"{prefix}/attention/self/{name}/bias", (H,)),
       ]
-    pairs += [
-        (
-            attention.output_dense.kernel,
-            get(f"{prefix}/attention/output/dense/kernel", (H, H), (heads, head_size, H)),
-        ),
-        (attention.output_dense.bias, get(f"{prefix}/attention/output/dense/bias")),
-        (ffn.intermediate.kernel, get(f"{prefix}/intermediate/dense/kernel")),
-        (ffn.intermediate.bias, get(f"{prefix}/intermediate/dense/bias")),
-        (ffn.output_dense.kernel, get(f"{prefix}/output/dense/kernel")),
-        (ffn.output_dense.bias, get(f"{prefix}/output/dense/bias")),
+    table += [
+        Tf1Tensor(attention.output_dense.kernel, f"{prefix}/attention/output/dense/kernel", (H, H)),
+        Tf1Tensor(attention.output_dense.bias, f"{prefix}/attention/output/dense/bias"),
+        Tf1Tensor(ffn.intermediate.kernel, f"{prefix}/intermediate/dense/kernel"),
+        Tf1Tensor(ffn.intermediate.bias, f"{prefix}/intermediate/dense/bias"),
+        Tf1Tensor(ffn.output_dense.kernel, f"{prefix}/output/dense/kernel"),
+        Tf1Tensor(ffn.output_dense.bias, f"{prefix}/output/dense/bias"),
     ]
     for ours, name in (
         (block.attention_layer_norm, "attention/output/LayerNorm"),
         (block.output_layer_norm, "output/LayerNorm"),
     ):
-      pairs += [
-          (ours.gamma, get(f"{prefix}/{name}/gamma")),
-          (ours.beta, get(f"{prefix}/{name}/beta")),
+      table += [
+          Tf1Tensor(ours.gamma, f"{prefix}/{name}/gamma"),
+          Tf1Tensor(ours.beta, f"{prefix}/{name}/beta"),
       ]
-  pairs += [
-      (encoder.pooler.kernel, get("bert/pooler/dense/kernel")),
-      (encoder.pooler.bias, get("bert/pooler/dense/bias")),
+  table += [
+      Tf1Tensor(encoder.pooler.kernel, "bert/pooler/dense/kernel"),
+      Tf1Tensor(encoder.pooler.bias, "bert/pooler/dense/bias"),
   ]
   mlm_head = getattr(model, "mlm_head", None)
   if mlm_head is not None:
-    pairs += [
-        (mlm_head.transform.kernel, get("cls/predictions/transform/dense/kernel")),
-        (mlm_head.transform.bias, get("cls/predictions/transform/dense/bias")),
-        (mlm_head.layer_norm.gamma, get("cls/predictions/transform/LayerNorm/gamma")),
-        (mlm_head.layer_norm.beta, get("cls/predictions/transform/LayerNorm/beta")),
-        (mlm_head.output_bias, get("cls/predictions/output_bias")),
+    table += [
+        Tf1Tensor(mlm_head.transform.kernel, "cls/predictions/transform/dense/kernel"),
+        Tf1Tensor(mlm_head.transform.bias, "cls/predictions/transform/dense/bias"),
+        Tf1Tensor(mlm_head.layer_norm.gamma, "cls/predictions/transform/LayerNorm/gamma"),
+        Tf1Tensor(mlm_head.layer_norm.beta, "cls/predictions/transform/LayerNorm/beta"),
+        Tf1Tensor(mlm_head.output_bias, "cls/predictions/output_bias"),
     ]
   nsp_head = getattr(model, "nsp_head", None)
   if nsp_head is not None:
-    weights = get("cls/seq_relationship/output_weights", (2, H))
-    pairs += [
-        (nsp_head.dense.kernel, NamedValue(weights.name, weights.value.T)),
-        (nsp_head.dense.bias, get("cls/seq_relationship/output_bias")),
+    table += [
+        Tf1Tensor(nsp_head.dense.kernel, "cls/seq_relationship/output_weights", (2, H), True),
+        Tf1Tensor(nsp_head.dense.bias, "cls/seq_relationship/output_bias"),
     ]
+  return table
+
+
+def tf1_bert_pairs(model, reader, source: str = "checkpoint") -> List[Tuple[object, NamedValue]]:
+  """Pairs (our variable, NamedValue) from a google-research/bert TF1 checkpoint.
+
+  Args:
+    model: as `tf1_bert_layout`.
+    reader: anything with `get_tensor(name)`, e.g. `tf.train.load_checkpoint(path)`, or
+      a `DictReader` of Hugging Face tensors renamed by `hf_to_tf1_names`.
+    source: names the checkpoint in error messages.
+  Returns:
+    A list of (variable, NamedValue) pairs, in our layouts.
+  Raises:
+    CheckpointMappingError: a variable is missing or has the wrong shape (named).
+  """
+  get = _tensor_getter(reader, source)
+  pairs = []
+  for entry in tf1_bert_layout(model):
+    theirs = get(entry.name, entry.shape)
+    value = theirs.value.T if entry.transposed else theirs.value
+    if entry.shape is not None and not entry.transposed:
+      value = value.reshape(tuple(entry.variable.shape))
+    pairs.append((entry.variable, NamedValue(theirs.name, value)))
   return pairs
+
+
+def tf1_bert_values(model) -> Dict[str, np.ndarray]:
+  """{TF1 name: value in TF1's layout} of a BERT-orig model (`tf1_bert_layout`'s inverse
+  direction), float32."""
+  values = {}
+  for entry in tf1_bert_layout(model):
+    value = np.asarray(entry.variable, dtype=np.float32)
+    if entry.transposed:
+      value = value.T
+    elif entry.shape is not None:
+      value = value.reshape(entry.shape)
+    values[entry.name] = np.ascontiguousarray(value)
+  return values
 
 
 def _source_name(theirs) -> str:
@@ -306,4 +367,39 @@ def hf_to_tf1_names(tensors: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
     if parameter:
       tf1_name += "/" + parameter
     renamed[tf1_name] = np.ascontiguousarray(value)
+  return renamed
+
+
+def tf1_to_hf_names(tf1_values: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
+  """google-research/bert's names and layouts to Hugging Face's: `hf_to_tf1_names`' rules
+  run backwards (its tables, read the other way).
+
+  With the `cls/...` heads the names are BertForPreTraining's (`bert.` prefix); without
+  them BertModel's (no prefix). The decoder weight and bias, which `transformers` ties to
+  the word embeddings and `cls.predictions.bias`, are not written, as its own
+  `save_pretrained` leaves them out.
+  """
+  with_heads = any(name.startswith("cls/") for name in tf1_values)
+  head_names = {tf1: hf for hf, tf1 in _HF_HEAD_RENAMES.items()}
+  layer_norm_names = {"gamma": "weight", "beta": "bias"}
+  linear_names = {tf1: hf for hf, tf1 in _HF_PARAMETER_TO_TF1.items()}
+  renamed = {}
+  for tf1_name, value in tf1_values.items():
+    value = np.asarray(value)
+    if tf1_name in head_names:
+      renamed[head_names[tf1_name]] = value
+      continue
+    scope, parameter = tf1_name.rsplit("/", 1)
+    if scope.endswith("LayerNorm"):
+      parameter = layer_norm_names[parameter]
+    elif parameter.endswith("_embeddings"):  # a table: [rows, H] in both
+      scope, parameter = tf1_name, "weight"
+    else:
+      parameter = linear_names[parameter]
+      if value.ndim == 2:  # TF1 [in, out] -> PyTorch Linear [out, in]
+        value = value.T
+    if scope.startswith("bert/") and not with_heads:
+      scope = scope[len("bert/") :]
+    hf_scope = re.sub(r"/layer_(\d+)/", r"/layer/\1/", scope + "/").rstrip("/")
+    renamed[hf_scope.replace("/", ".") + "." + parameter] = np.ascontiguousarray(value)
   return renamed

@@ -142,3 +142,42 @@ def test_an_encoder_of_another_size_is_refused_naming_the_variable(pretrained_di
       f"{weights}: variable 'embeddings/position_embeddings' has shape (64, 32) in the file "
       "but (64, 48) in the Encoder (a model of another size?)"
   )
+
+
+PRESET_ENCODE = """
+import keras_hub
+from keras.ops import convert_to_numpy
+import recurrent_bert.convert.keras_hub_preset  # registers the backbone with Keras
+backbone = keras_hub.models.Backbone.from_preset({preset!r})
+out = backbone(
+    {{"token_ids": inputs["input_ids"], "padding_mask": inputs["input_mask"],
+      "segment_ids": inputs["segment_ids"]}},
+    training=False,
+)
+outputs["sequence"] = convert_to_numpy(out["sequence_output"])
+outputs["pooled"] = convert_to_numpy(out["pooled_output"])
+outputs["backbone"] = type(backbone).__name__
+"""
+
+
+def test_a_keras_hub_preset_exported_under_tensorflow_loads_under_this_backend(
+    pretrained_dir, tmp_path
+):
+  """keras-hub's own loader, on this backend, rebuilds what the TensorFlow export wrote."""
+  preset = tmp_path / "preset"
+  run_tensorflow_command(
+      "tools.convert_checkpoint",
+      "--direction=export",
+      "--target=keras_hub",
+      f"--input={pretrained_dir}",
+      f"--output_dir={preset}",
+  )
+  batch = padded_batch()
+  want = run_under_backend(
+      ENCODE.format(module="checkpoints", loader="load_encoder", model_dir=pretrained_dir), **batch
+  )
+  got = run_under_backend(PRESET_ENCODE.format(preset=str(preset)), BACKEND, **batch)
+  assert str(got["backbone"]) == "RecurrentBertBackbone"
+  real = batch["input_mask"].astype(bool)
+  np.testing.assert_allclose(got["sequence"][real], want["sequence"][real], atol=1e-5, rtol=1e-5)
+  np.testing.assert_allclose(got["pooled"], want["pooled"], atol=1e-5, rtol=1e-5)

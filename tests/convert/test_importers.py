@@ -15,10 +15,7 @@ VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range
 
 
 def _inputs(rng):
-  ids = rng.integers(0, V, size=(2, 7)).astype("int32")
-  segments = np.array([[0, 0, 0, 1, 1, 1, 1], [0, 0, 1, 1, 0, 0, 0]], "int32")
-  mask = np.array([[1] * 7, [1] * 4 + [0] * 3], "int32")
-  return {"input_ids": ids, "segment_ids": segments, "input_mask": mask}
+  return checkpoint_files.padded_inputs(rng, V)
 
 
 def _assert_matches_numpy_bert(model, values, inputs, approximate_gelu, heads=True):

@@ -40,10 +40,7 @@ def _release_dir(directory, values):
 
 
 def _inputs(rng):
-  ids = rng.integers(0, V, size=(2, 7)).astype("int32")
-  segments = np.array([[0, 0, 0, 1, 1, 1, 1], [0, 0, 1, 1, 0, 0, 0]], "int32")
-  mask = np.array([[1] * 7, [1] * 4 + [0] * 3], "int32")
-  return {"input_ids": ids, "segment_ids": segments, "input_mask": mask}
+  return checkpoint_files.padded_inputs(rng, V)
 
 
 def test_tf1_release_to_model_dir_on_the_command_line(rng, tmp_path):
