@@ -16,9 +16,10 @@ command with one line and exit status 130: the training loop's own line
 training, that nothing was saved.
 """
 
+import contextlib
 import sys
 import textwrap
-from typing import Callable, Mapping, Optional, Sequence, TypeVar
+from typing import Callable, Iterator, Mapping, Optional, Sequence, Type, TypeVar
 
 from absl import app
 from absl import flags
@@ -38,11 +39,26 @@ def fail(message: str) -> None:
   sys.exit(2)
 
 
+@contextlib.contextmanager
+def ends_on(error_type: Type[Exception], status: int) -> Iterator[None]:
+  """Inside: an `error_type` ends the command with `error: <message>` and `status`.
+
+  For failures of a run, not of its input (e.g. training.loop.NonFiniteLossError, exit
+  1): logged too, so the run's log keeps the reason; no traceback.
+  """
+  try:
+    yield
+  except error_type as e:
+    logging.error("%s", e)
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(status)
+
+
 def run_checked(function: Callable[..., T], *args, **kwargs) -> T:
   """Calls `function`; the bad input it reports as a ValueError becomes `fail`.
 
   Args:
-    function: a library call that raises ValueError (io_utils.InputError included) with a
+    function: a library call that raises ValueError (InputError included) with a
       message naming the culprit.
     *args: its positional arguments.
     **kwargs: its keyword arguments.

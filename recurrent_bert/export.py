@@ -54,7 +54,7 @@ def main(argv):
   del argv
   execution.check_output_path("export_dir")
   # Heavy imports after flag parsing: a bad flag fails fast.
-  from recurrent_bert.io_utils import InputError
+  from recurrent_bert.errors import InputError
   from recurrent_bert.serving import ExportError
   from recurrent_bert.serving import export_model_dir
   from recurrent_bert.training.checkpoints import CheckpointNotFoundError

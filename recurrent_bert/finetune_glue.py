@@ -22,9 +22,9 @@ from absl import flags
 
 from recurrent_bert import cli
 from recurrent_bert import model_dir as layout
+from recurrent_bert.errors import InputError
 from recurrent_bert.flags import execution as run_flags
 from recurrent_bert.flags import finetuning as finetune_flags
-from recurrent_bert.io_utils import InputError
 
 FLAGS = flags.FLAGS
 finetune_flags.define_flags(

@@ -23,9 +23,9 @@ skipped is logged per file and written to model_dir/skipped_rows.json.
 from absl import flags
 
 from recurrent_bert import cli
+from recurrent_bert.errors import InputError
 from recurrent_bert.flags import execution as run_flags
 from recurrent_bert.flags import finetuning as finetune_flags
-from recurrent_bert.io_utils import InputError
 
 FLAGS = flags.FLAGS
 # BERT §4.4: 3 epochs, learning rate 2e-5, batch 16.

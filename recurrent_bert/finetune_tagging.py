@@ -26,9 +26,9 @@ from absl import flags
 
 from recurrent_bert import cli
 from recurrent_bert import model_dir as layout
+from recurrent_bert.errors import InputError
 from recurrent_bert.flags import execution as run_flags
 from recurrent_bert.flags import finetuning as finetune_flags
-from recurrent_bert.io_utils import InputError
 
 FLAGS = flags.FLAGS
 # BERT appendix A.3's fine-tuning protocol (batch 32, lr 5e-5 of {5e-5, 3e-5, 2e-5}, 3 of

@@ -24,6 +24,8 @@ import threading
 import time
 from typing import Callable, Iterable, List, Optional, Pattern, Sequence, TextIO
 
+from recurrent_bert.progress import format_duration
+
 # absl's log-line prefix ("I1122 20:17:12.123456  1234 loop.py:412] "), cut from echoed lines.
 _ABSL_PREFIX = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ [\w.]+:\d+\] ")
 # TensorFlow start-up chatter: neither echoed nor in a log tail (it stays in the log).
@@ -41,25 +43,6 @@ STOP_GRACE_SECONDS = 30.0
 
 # on_exit(job, exit code, wall seconds, CPU seconds or None).
 ExitCallback = Callable[["Job", int, float, Optional[float]], None]
-
-
-def format_duration(seconds: Optional[float]) -> str:
-  """A duration for progress lines: 7 -> '7s', 73 -> '1m13s', 4000 -> '1h06m40s'.
-
-  Args:
-    seconds: the duration; None, NaN or infinity when unknown.
-
-  Returns:
-    The text, '?' for an unknown duration; negative durations count as 0.
-  """
-  if seconds is None or not math.isfinite(seconds):
-    return "?"
-  seconds = int(round(max(0.0, seconds)))
-  hours, rest = divmod(seconds, 3600)
-  minutes, secs = divmod(rest, 60)
-  if hours:
-    return f"{hours}h{minutes:02d}m{secs:02d}s"
-  return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
 def python_module(module: str, *args: str) -> List[str]:

@@ -179,11 +179,8 @@ def run_pretraining(model_config, strategy, is_chief, worker_id, data_config, ev
     source = checkpoints.restore_pretrainer_weights(model, FLAGS.init_checkpoint)
     logging.info("initialised weights from %s", source)
   try:
-    final = trainer.run(evaluate if mode == "train_and_eval" else None, FLAGS.eval_every_steps)
-  except loop.NonFiniteLossError as e:
-    logging.error("%s", e)
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(1)
+    with cli.ends_on(loop.NonFiniteLossError, status=1):
+      final = trainer.run(evaluate if mode == "train_and_eval" else None, FLAGS.eval_every_steps)
   finally:
     report_skipped(skipped)
   if is_chief:

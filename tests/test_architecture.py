@@ -46,6 +46,7 @@ BASE_MODULES = {
     "recurrent_bert.weights_file",
     "recurrent_bert.io_utils",
     "recurrent_bert.cli",
+    "recurrent_bert.progress",
 }
 
 

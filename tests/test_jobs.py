@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from recurrent_bert import jobs
+from recurrent_bert import progress
 
 
 def _python(code):
@@ -14,11 +15,11 @@ def _python(code):
 
 
 def test_format_duration():
-  assert jobs.format_duration(7) == "7s"
-  assert jobs.format_duration(73) == "1m13s"
-  assert jobs.format_duration(4000) == "1h06m40s"
-  assert jobs.format_duration(-3) == "0s"
-  assert jobs.format_duration(None) == jobs.format_duration(float("nan")) == "?"
+  assert progress.format_duration(7) == "7s"
+  assert progress.format_duration(73) == "1m13s"
+  assert progress.format_duration(4000) == "1h06m40s"
+  assert progress.format_duration(-3) == "0s"
+  assert progress.format_duration(None) == progress.format_duration(float("nan")) == "?"
 
 
 def test_log_tail_skips_blank_lines_and_tensorflow_chatter(tmp_path):

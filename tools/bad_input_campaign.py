@@ -59,6 +59,7 @@ from absl import flags
 from recurrent_bert import cli
 from recurrent_bert import io_utils
 from recurrent_bert import jobs
+from recurrent_bert import progress
 
 FLAGS = flags.FLAGS
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -976,7 +977,7 @@ def _run_all(
             f"[{len(outcomes)}/{len(cases)}] {outcome.outcome:9s} {outcome.command} "
             f"{shlex.join(outcome.args)} ({outcome.seconds:.1f}s; "
             f"{len(outcomes) / max(elapsed, 1e-9) * 60:.1f} runs/min, "
-            f"ETA {jobs.format_duration(left)})",
+            f"ETA {progress.format_duration(left)})",
             flush=True,
         )
         if FLAGS.output_json:  # as it goes: an interrupted campaign keeps what it measured

@@ -128,7 +128,7 @@ def options_from_flags():
     A `data.pretraining_data.GeneratorOptions`.
 
   Raises:
-    ValueError: bad input (io_utils.InputError: a file), named.
+    ValueError: bad input (InputError: a file), named.
   """
   from recurrent_bert.data import vocab
   from recurrent_bert.data.pretraining_data import GeneratorOptions

@@ -66,6 +66,7 @@ from recurrent_bert import config
 from recurrent_bert import io_utils
 from recurrent_bert import jobs
 from recurrent_bert import model_dir as layout
+from recurrent_bert import progress
 from recurrent_bert.flags import execution
 
 FLAGS = flags.FLAGS
@@ -815,11 +816,11 @@ class Sweep:
     eta = ""
     seconds_left = self._eta.seconds_left([1.0] * remaining_to_run, self.parallel)
     if remaining_to_run and seconds_left is not None:
-      eta = f", ETA {jobs.format_duration(seconds_left)}"
+      eta = f", ETA {progress.format_duration(seconds_left)}"
     width = len(str(len(self.runs)))
     self._print(
         f"[{self.done:{width}d}/{len(self.runs)}] {message} | elapsed "
-        f"{jobs.format_duration(elapsed)}{eta}"
+        f"{progress.format_duration(elapsed)}{eta}"
     )
 
   def _fail(self, run: Run, reason: str, remaining: int, log: bool = True) -> None:

@@ -58,6 +58,7 @@ except ImportError as e:  # the base install stays lean: Beam is an extra
 from recurrent_bert import io_utils
 from recurrent_bert.data import pretraining_data
 from recurrent_bert.data.pretraining_data import GeneratorOptions
+from recurrent_bert.errors import InputError
 
 SHARD_PREFIX = "pretraining"
 SHARD_TEMPLATE = "-SSSSS-of-NNNNN"  # WriteToTFRecord's: pretraining_data.shard_names()
@@ -198,7 +199,7 @@ def _input_size(input_files: Sequence[str]) -> int:
   for path in input_files:
     found = FileSystems.match([path])[0].metadata_list
     if not found:
-      raise io_utils.InputError(f"input file {path!r} does not exist")
+      raise InputError(f"input file {path!r} does not exist")
     total += sum(m.size_in_bytes for m in found)
   return total
 
@@ -282,7 +283,7 @@ def create_pretraining_data_beam(
     The stats dict of `pretraining_data.create_pretraining_data`, plus "runner".
 
   Raises:
-    io_utils.InputError: a missing or unreadable input file (named), a bad vocabulary,
+    InputError: a missing or unreadable input file (named), a bad vocabulary,
       an output directory holding other files, or an input without any document.
   """
   from recurrent_bert.data.vocab import read_vocabulary
@@ -318,12 +319,12 @@ def create_pretraining_data_beam(
       message = _input_error_in(e)
       if message is None:
         raise
-      raise io_utils.InputError(message) from e
+      raise InputError(message) from e
     counters_path = os.path.join(work_dir, _COUNTERS + ".json")
     counters = collections.Counter(json.loads(_read_text(counters_path)))
     FileSystems.delete([counters_path])
     if counters["documents"] - counters["documents_without_tokens"] == 0:
-      raise io_utils.InputError(
+      raise InputError(
           "the input has no document with any text: "
           + ", ".join(options.input_files)
           + " (expected one sentence per line, a blank line between documents)"

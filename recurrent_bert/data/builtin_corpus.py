@@ -25,6 +25,7 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 import warnings
 
 from recurrent_bert import io_utils
+from recurrent_bert.errors import InputError
 
 BUILTIN_NAMES = ("builtin", "builtin:", "@builtin")
 # Bumped whenever extraction changes, so stale caches are rebuilt.
@@ -319,5 +320,5 @@ def resolve_input_files(
     else:
       files.extend(f for f in io_utils.expand_input_patterns([entry], flag_name) if f not in files)
   if not files:
-    raise io_utils.InputError(f"--{flag_name}: no input files given")
+    raise InputError(f"--{flag_name}: no input files given")
   return files

@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from recurrent_bert import io_utils
+from recurrent_bert.errors import InputError
 
 Features = Dict[str, np.ndarray]
 
@@ -157,7 +158,7 @@ def load_feature_dataset(cache_path: str, int_dtype=tf.int32) -> tf.data.Dataset
   """
   metadata = read_cache_metadata(cache_path)
   if metadata is None:
-    raise io_utils.InputError(
+    raise InputError(
         f"no complete feature cache at {cache_path!r} "
         f"(missing or invalid {_metadata_path(cache_path)!r})"
     )
@@ -174,7 +175,7 @@ def read_feature_cache(cache_path: str) -> Features:
   """Reads a whole cache back into numpy arrays [N, ...] (int features as int32)."""
   metadata = read_cache_metadata(cache_path)
   if metadata is None:
-    raise io_utils.InputError(f"no complete feature cache at {cache_path!r}")
+    raise InputError(f"no complete feature cache at {cache_path!r}")
   spec = _feature_spec(metadata)
   columns: Dict[str, List[np.ndarray]] = {name: [] for name in spec}
   for batch in tf.data.TFRecordDataset(cache_path).batch(4096):
@@ -189,7 +190,7 @@ def read_feature_cache(cache_path: str) -> Features:
         np.concatenate(parts).astype(dtype) if parts else np.zeros([0, *info["shape"]], dtype)
     )
   if any(len(v) != metadata["num_records"] for v in features.values()):
-    raise io_utils.InputError(f"feature cache {cache_path!r} is truncated")
+    raise InputError(f"feature cache {cache_path!r} is truncated")
   return features
 
 

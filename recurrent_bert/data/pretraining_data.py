@@ -63,6 +63,7 @@ from recurrent_bert import io_utils
 from recurrent_bert import model_dir as layout
 from recurrent_bert.data.masking import MaskingConfig
 from recurrent_bert.data.vocab import vocab_kind
+from recurrent_bert.errors import InputError
 
 DEFAULT_CHUNK_BYTES = 1 << 20
 STATS_FILE = "stats.json"
@@ -141,7 +142,7 @@ def check_output_dir(output_dir: str, names: Sequence[str]) -> None:
   foreign = foreign_output_files(names)
   if foreign:
     shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
-    raise io_utils.InputError(
+    raise InputError(
         f"--output_dir {output_dir!r} holds files this tool did not make ({shown}); it "
         "replaces the folder as a unit: move them or give another --output_dir"
     )
@@ -157,11 +158,11 @@ def prepare_output_dir(output_dir: str) -> List[str]:
     gfile = layout.gfile()
     if gfile.exists(output_dir):
       if not gfile.isdir(output_dir):
-        raise io_utils.InputError(f"--output_dir {output_dir!r} is not a directory")
+        raise InputError(f"--output_dir {output_dir!r} is not a directory")
       check_output_dir(output_dir, [n.rstrip("/") for n in gfile.listdir(output_dir)])
   elif os.path.exists(output_dir):
     if not os.path.isdir(output_dir):
-      raise io_utils.InputError(f"--output_dir {output_dir!r} is not a directory")
+      raise InputError(f"--output_dir {output_dir!r} is not a directory")
     check_output_dir(output_dir, os.listdir(output_dir))
   return io_utils.clean_atomic_directory_leftovers(output_dir)
 
@@ -788,7 +789,7 @@ def create_pretraining_data(options: GeneratorOptions) -> Dict:
     The stats dict (also written as JSON to options.stats_file when set).
 
   Raises:
-    io_utils.InputError: unreadable or non-UTF-8 input (file and line named), a vocabulary
+    InputError: unreadable or non-UTF-8 input (file and line named), a vocabulary
       without the reserved tokens, or an input without any document.
   """
   from recurrent_bert.data.vocab import read_vocabulary
@@ -905,7 +906,7 @@ def _generate(
             refresh=False,
         )
     if counters["documents"] - counters["documents_without_tokens"] == 0:
-      raise io_utils.InputError(
+      raise InputError(
           "the input has no document with any text: "
           + ", ".join(options.input_files)
           + " (expected one sentence per line, a blank line between documents)"

@@ -49,7 +49,7 @@ from recurrent_bert.data import tfrecord_frames
 from recurrent_bert.data.pretraining_records import PretrainingDataConfig  # the pipeline's config
 from recurrent_bert.data.record_errors import CHECK_BEGIN
 from recurrent_bert.data.record_errors import CHECK_END
-from recurrent_bert.io_utils import InputError
+from recurrent_bert.errors import InputError
 
 
 def check_record_layout(path: str, config: PretrainingDataConfig) -> None:

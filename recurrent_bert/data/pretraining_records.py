@@ -30,7 +30,7 @@ from recurrent_bert.data import pretraining_data
 from recurrent_bert.data import tfrecord_frames
 from recurrent_bert.data.tfrecord_frames import REMAKE
 from recurrent_bert.data.tfrecord_frames import SkippedRecords
-from recurrent_bert.io_utils import InputError
+from recurrent_bert.errors import InputError
 
 # What is wrong with a record's schema, in the words of both readers' errors (TF's parser
 # errors are translated to these by `record_errors`).

@@ -27,7 +27,7 @@ from recurrent_bert.data import tfrecord_frames
 from recurrent_bert.data.pretraining_records import NOT_AN_EXAMPLE
 from recurrent_bert.data.tfrecord_frames import REMAKE
 from recurrent_bert.data.tfrecord_frames import SkippedRecords  # the package's name for it
-from recurrent_bert.io_utils import InputError
+from recurrent_bert.errors import InputError
 
 # Brackets the "path: record N: what" of the in-graph checks' assertion messages.
 CHECK_BEGIN, CHECK_END = "<<bad pretraining record>>", "<<end>>"

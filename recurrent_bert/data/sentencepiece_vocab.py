@@ -26,7 +26,7 @@ from typing import Iterable, Iterator, Sequence
 
 from recurrent_bert import io_utils
 from recurrent_bert.data import vocab as vocab_lib
-from recurrent_bert.io_utils import InputError
+from recurrent_bert.errors import InputError
 
 MODEL_TYPES = ("unigram", "bpe")
 SEED = 12345

@@ -28,8 +28,8 @@ import threading
 from typing import BinaryIO, Callable, Dict, Iterator, Optional, Tuple
 
 from recurrent_bert.data import example_codec
+from recurrent_bert.errors import InputError
 from recurrent_bert.errors import at
-from recurrent_bert.io_utils import InputError
 
 HEADER_BYTES = 12  # the length (8) and its CRC (4)
 FOOTER_BYTES = 4  # the data's CRC

@@ -6,7 +6,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from recurrent_bert import io_utils
 from recurrent_bert import model_dir as layout
-from recurrent_bert.io_utils import InputError
+from recurrent_bert.errors import InputError
 
 PAD_TOKEN = "[PAD]"
 UNK_TOKEN = "[UNK]"

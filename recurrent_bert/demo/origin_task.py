@@ -17,6 +17,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from recurrent_bert import io_utils
 from recurrent_bert.data import builtin_corpus as bc
+from recurrent_bert.errors import InputError
 
 
 @dataclasses.dataclass
@@ -99,7 +100,7 @@ def read_documents(path: str, source: str = "", max_bytes: int = 0) -> List[Docu
     task files are tab-separated).
 
   Raises:
-    io_utils.InputError: the file cannot be read as UTF-8 text.
+    InputError: the file cannot be read as UTF-8 text.
   """
   documents: List[Document] = []
   current: List[str] = []
@@ -161,7 +162,7 @@ def split_documents(
     {"train": documents, "dev": documents, "test": documents}.
 
   Raises:
-    io_utils.InputError: too few documents to hold out dev and test ones.
+    InputError: too few documents to hold out dev and test ones.
   """
   rng = random.Random(seed)
   by_source: Dict[str, List[Document]] = {}
@@ -178,7 +179,7 @@ def split_documents(
     splits["train"] += docs[2 * num_eval :]
   rng.shuffle(splits["train"])
   if not splits["dev"] or len(splits["train"]) < 2:
-    raise io_utils.InputError(
+    raise InputError(
         f"the corpus has {len(documents)} documents: too few to hold out dev and test "
         "documents (one sentence per line, blank lines between documents)"
     )
@@ -213,13 +214,13 @@ def load_split(directory: str, split: str) -> List[Document]:
     The split's documents with their sources.
 
   Raises:
-    io_utils.InputError: the two files do not match.
+    InputError: the two files do not match.
   """
   documents = read_documents(os.path.join(directory, f"{split}_documents.txt"))
   with open(os.path.join(directory, f"{split}_sources.txt"), encoding="utf-8") as f:
     sources = [line.rstrip("\n") for line in f]
   if len(sources) != len(documents):
-    raise io_utils.InputError(
+    raise InputError(
         f"{directory}: {split} has {len(documents)} documents but {len(sources)} sources"
     )
   return [Document(source, d.sentences) for source, d in zip(sources, documents)]
@@ -267,7 +268,7 @@ def choose_classes(splits: Dict[str, List[Document]], num_classes: int) -> List[
     The sources, the most train sentences first (ties by name).
 
   Raises:
-    io_utils.InputError: fewer than two sources qualify.
+    InputError: fewer than two sources qualify.
   """
   present = [{d.source for d in splits[s]} for s in ("train", "dev", "test")]
   sentences: Dict[str, int] = {}
@@ -276,7 +277,7 @@ def choose_classes(splits: Dict[str, List[Document]], num_classes: int) -> List[
   candidates = [c for c in sentences if all(c in p for p in present)]
   candidates.sort(key=lambda c: (-sentences[c], c))
   if len(candidates) < 2:
-    raise io_utils.InputError(
+    raise InputError(
         "the fine-tuning task asks which source a passage comes from: it needs at least "
         "two sources with 3+ documents each (with --input_files: two or more files, e.g. "
         "one file per book); found " + (", ".join(candidates) or "none")
@@ -310,7 +311,7 @@ def write_task(
     Per split: {"examples", "per_class", "documents"} (documents of the classes).
 
   Raises:
-    io_utils.InputError: a class has no passage in a split.
+    InputError: a class has no passage in a split.
   """
   os.makedirs(task_dir, exist_ok=True)
   counts = {}
@@ -325,7 +326,7 @@ def write_task(
     per_class = min([max(1, total // len(classes))] + [len(p) for p in pools.values()])
     if per_class < 1:
       empty = [c for c, p in pools.items() if not p]
-      raise io_utils.InputError(f"no {split} passages for {empty}: the corpus is too small")
+      raise InputError(f"no {split} passages for {empty}: the corpus is too small")
     rows = [(text, c) for c in classes for text in rng.sample(pools[c], per_class)]
     rng.shuffle(rows)
     lines = ["index\tsentence" + ("" if split == "test" else "\tlabel")]
@@ -363,13 +364,13 @@ def accuracy_on_test(predictions_file: str, labels_file: str) -> Tuple[float, in
     (accuracy, number of test examples).
 
   Raises:
-    io_utils.InputError: the predictions miss examples.
+    InputError: the predictions miss examples.
   """
   truth = {row["index"]: row["label"] for row in read_tsv(labels_file)}
   predicted = {row["index"]: row["prediction"] for row in read_tsv(predictions_file)}
   missing = set(truth) - set(predicted)
   if missing:
-    raise io_utils.InputError(
+    raise InputError(
         f"{predictions_file} lacks {len(missing)} test examples, e.g. {sorted(missing)[:3]}"
     )
   correct = sum(predicted[i] == label for i, label in truth.items())

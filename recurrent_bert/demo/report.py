@@ -25,8 +25,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from recurrent_bert import config
 from recurrent_bert import io_utils
-from recurrent_bert import jobs
 from recurrent_bert import model_dir as layout
+from recurrent_bert import progress
 from recurrent_bert.demo import claims
 from recurrent_bert.demo import tokenizer_report
 
@@ -589,8 +589,8 @@ def _report_lines(
   for t in inputs["timings"]:
     cpu = t.get("cpu_seconds")
     lines.append(
-        f"| {t['stage']} | {t['status']} | {jobs.format_duration(t['seconds'])} | "
-        + (jobs.format_duration(cpu) if cpu is not None else "")
+        f"| {t['stage']} | {t['status']} | {progress.format_duration(t['seconds'])} | "
+        + (progress.format_duration(cpu) if cpu is not None else "")
         + " |"
     )
   lines += [

@@ -18,6 +18,8 @@ from typing import Callable, Dict, List, Optional, Pattern, Sequence
 
 from recurrent_bert import io_utils
 from recurrent_bert import jobs
+from recurrent_bert import progress
+from recurrent_bert.errors import InputError
 
 # Weight, in seconds of work, of the initial ETA scale of 1 (a few short stages cannot
 # swing it).
@@ -135,7 +137,7 @@ class StageRunner:
         index += 1
         continue
       record = self.reusable(stage)
-      elapsed = jobs.format_duration(time.time() - self.start_time)
+      elapsed = progress.format_duration(time.time() - self.start_time)
       if record is not None:
         self.results[stage.name] = record["result"]
         self.timings.append(
@@ -148,7 +150,7 @@ class StageRunner:
         )
         say(
             f"[{index + 1}/{total}] {stage.title}: reused (finished earlier in "
-            f"{jobs.format_duration(record['seconds'])})"
+            f"{progress.format_duration(record['seconds'])})"
         )
         index += 1
         continue
@@ -159,7 +161,7 @@ class StageRunner:
           if self.reusable(stages[j]) is None:
             group.append(stages[j])
           j += 1
-      eta = jobs.format_duration(self._eta.seconds_left([st.estimate for st in stages[index:]]))
+      eta = progress.format_duration(self._eta.seconds_left([st.estimate for st in stages[index:]]))
       if len(group) == 1:
         say(f"\n[{index + 1}/{total}] {stage.title}  (elapsed {elapsed}, ETA ~{eta})")
       else:
@@ -227,7 +229,7 @@ class StageRunner:
       stage = by_name[job.name]
       try:
         result = stage.after() if stage.after else {}
-      except (io_utils.InputError, OSError, ValueError, KeyError) as e:
+      except (InputError, OSError, ValueError, KeyError) as e:
         raise StageError(
             f"stage {job.name!r}: its outputs are not what was expected: {e}. "
             f"Log: {job.log_path}"
@@ -243,7 +245,9 @@ class StageRunner:
 
   def _print_result(self, stage: Stage, wall: float, label: str = "") -> None:
     summary = self.results.get(stage.name, {}).get("summary")
-    say(f"    {label}done in {jobs.format_duration(wall)}" + (f": {summary}" if summary else ""))
+    say(
+        f"    {label}done in {progress.format_duration(wall)}" + (f": {summary}" if summary else "")
+    )
 
   def print_timings(self) -> None:
     """Every stage's wall and CPU time, then the total of this run."""
@@ -254,4 +258,4 @@ class StageRunner:
           f"  {t['stage']:40s} {t['status']:7s} {t['seconds']:8.1f} s"
           + (f"  cpu {cpu:8.1f} s" if cpu is not None else "")
       )
-    say(f"\ntotal {jobs.format_duration(time.time() - self.start_time)} this run.")
+    say(f"\ntotal {progress.format_duration(time.time() - self.start_time)} this run.")

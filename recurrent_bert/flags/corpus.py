@@ -34,7 +34,7 @@ def input_files() -> List[str]:
     File paths, in the order given, each once.
 
   Raises:
-    io_utils.InputError: a pattern matching nothing, named with the flag.
+    InputError: a pattern matching nothing, named with the flag.
   """
   from recurrent_bert.data import builtin_corpus
 

@@ -11,13 +11,12 @@ contradicts them is refused naming both values.
 
 import dataclasses
 import os
-import sys
 from typing import Optional, Sequence
 
 from absl import flags
 
+from recurrent_bert import cli
 from recurrent_bert import model_dir as layout
-from recurrent_bert.cli import fail
 from recurrent_bert.config import LAYER_MIXES
 from recurrent_bert.flags import execution as run_flags
 from recurrent_bert.flags import optimization as optimizer_flags
@@ -196,7 +195,7 @@ def _use_recorded_settings(info, model_dir: str) -> None:
       continue
     recorded = getattr(info, name)
     if FLAGS[name].present and FLAGS[name].value != recorded:
-      fail(
+      cli.fail(
           f"--{name}={FLAGS[name].value} differs from {name}={recorded} recorded in "
           f"{os.path.join(model_dir, layout.TASK_INFO_FILE)} when the model was trained; "
           "drop the flag (the recorded value is used) or give a new --model_dir"
@@ -248,26 +247,26 @@ def resolve_run(worker_id: int = 0, path_flags: Sequence[str] = ()) -> RunParts:
     elif FLAGS.model_config:
       config = resolve_config(FLAGS.model_config)
     else:
-      fail("give --init_checkpoint (a pretrained encoder) or --model_config")
+      cli.fail("give --init_checkpoint (a pretrained encoder) or --model_config")
   except (ConfigError, checkpoints.CheckpointNotFoundError, ValueError) as e:
-    fail(f"--init_checkpoint: {e}" if init and not resumed else str(e))
+    cli.fail(f"--init_checkpoint: {e}" if init and not resumed else str(e))
   if FLAGS.mode in ("eval", "predict") and not resumed and not FLAGS.checkpoint:
-    fail(f"--mode={FLAGS.mode} needs a trained --model_dir or --checkpoint")
+    cli.fail(f"--mode={FLAGS.mode} needs a trained --model_dir or --checkpoint")
 
   vocab_file = FLAGS.vocab_file
   if vocab_file is not None and not layout.exists(vocab_file):
-    fail(f"--vocab_file: {vocab_file!r} does not exist")
+    cli.fail(f"--vocab_file: {vocab_file!r} does not exist")
   if vocab_file is None:
     vocab_file = recorded_vocab
   elif resumed and recorded_vocab and not _same_file(vocab_file, recorded_vocab):
-    fail(
+    cli.fail(
         f"--vocab_file={vocab_file} differs from {recorded_vocab}, the vocabulary "
         "the model in --model_dir was trained with; drop the flag or give a new "
         "--model_dir"
     )
   if vocab_file is None:
     where = model_dir if resumed else init
-    fail(
+    cli.fail(
         f"{where!r} records no vocabulary ({layout.VOCAB_FILE} or "
         f"{layout.SENTENCEPIECE_MODEL_FILE}); pass --vocab_file (the "
         "vocabulary the encoder was pretrained with)"
@@ -277,10 +276,10 @@ def resolve_run(worker_id: int = 0, path_flags: Sequence[str] = ()) -> RunParts:
   try:
     vocabulary = vocab_lib.read_vocabulary(vocab_file)
   except ValueError as e:
-    fail(str(e))
+    cli.fail(str(e))
   vocab_size = vocabulary.vocab_size
   if vocab_size > config.vocab_size:
-    fail(
+    cli.fail(
         f"--vocab_file {vocab_file} has {vocab_size} tokens, the model only "
         f"{config.vocab_size} embeddings"
     )
@@ -313,21 +312,19 @@ def run_task(strategy, adapter, parts: RunParts, is_chief: bool, worker_id: int)
     The evaluation results ({} for train / predict).
   """
 
-  from absl import logging
-
   from recurrent_bert.training import finetuning
   from recurrent_bert.training import loop
 
   if FLAGS.mode in ("train", "train_and_eval"):
     optimizer_flags.check_optimizer_flags(strategy.num_replicas_in_sync)
   if FLAGS.feature_based and adapter.info.kind not in ("classifier", "regressor", "tagger"):
-    fail(f"--feature_based is for classification and tagging, not a {adapter.info.kind} task")
+    cli.fail(f"--feature_based is for classification and tagging, not a {adapter.info.kind} task")
   from recurrent_bert.layers.layer_combination import layers_read
 
   try:  # before any model is built: an encoder too shallow for the mix
     layers_read(FLAGS.layer_mix, parts.model_config.num_layers)
   except ValueError as e:
-    fail(f"--layer_mix: {e}")
+    cli.fail(f"--layer_mix: {e}")
   # The head's architecture flags are recorded with the task (task_info.json).
   adapter.info = dataclasses.replace(
       adapter.info, layer_mix=FLAGS.layer_mix, feature_based=FLAGS.feature_based
@@ -342,12 +339,8 @@ def run_task(strategy, adapter, parts: RunParts, is_chief: bool, worker_id: int)
       is_chief,
       worker_id,
   )
-  try:
+  with cli.ends_on(loop.NonFiniteLossError, status=1):
     return finetuner.run(FLAGS.mode, FLAGS.checkpoint)
-  except loop.NonFiniteLossError as e:
-    logging.error("%s", e)
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(1)
 
 
 def run_and_report(

@@ -13,6 +13,7 @@ from absl import flags
 
 from recurrent_bert import cli
 from recurrent_bert import model_dir as layout
+from recurrent_bert.errors import InputError
 from recurrent_bert.flags import execution
 from recurrent_bert.flags import masking
 from recurrent_bert.flags import optimization
@@ -255,9 +256,9 @@ def data_config(model_config):
       )
     try:
       files = io_utils.expand_input_patterns(FLAGS[flag_name].value, flag_name)
-    except io_utils.InputError as e:
+    except InputError as e:
       data_dir = os.path.dirname(FLAGS[flag_name].value[0]) or "."
-      raise io_utils.InputError(
+      raise InputError(
           f"{e}; make the records with: python -m tools.create_pretraining_data "
           f"--input_files=<your text or builtin> --vocab_file=<vocab.txt> "
           f"--output_dir={data_dir} --max_seq_length={FLAGS.max_seq_length} (or see the "
@@ -279,7 +280,7 @@ def data_config(model_config):
       try:
         checkpoints.resolve_checkpoint(FLAGS.init_checkpoint)
       except checkpoints.CheckpointNotFoundError as e:
-        raise io_utils.InputError(f"--init_checkpoint: {e}") from None
+        raise InputError(f"--init_checkpoint: {e}") from None
     return config
 
   train_config = cli.run_checked(build) if mode() != "eval" else None

@@ -37,8 +37,8 @@ import re
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from recurrent_bert.data.feature_cache import SplitData
+from recurrent_bert.errors import InputError
 from recurrent_bert.errors import at
-from recurrent_bert.io_utils import InputError
 from recurrent_bert.tasks import glue
 
 # The CoNLL-2003 NER tags, in TFDS's (and Hugging Face's) order of label ids.

@@ -24,7 +24,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from recurrent_bert import io_utils
 from recurrent_bert.data.feature_cache import SplitData
-from recurrent_bert.io_utils import InputError
+from recurrent_bert.errors import InputError
 from recurrent_bert.io_utils import atomic_write_text
 from recurrent_bert.tasks import glue
 from recurrent_bert.tasks.pair_features import PairExample

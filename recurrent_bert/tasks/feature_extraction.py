@@ -46,10 +46,10 @@ import tensorflow as tf
 
 from recurrent_bert import io_utils
 from recurrent_bert.errors import InputError
+from recurrent_bert.progress import format_duration
 from recurrent_bert.tasks.pair_features import PairExample
 from recurrent_bert.tasks.pair_features import convert_pair_examples
 from recurrent_bert.training.loop import Throughput
-from recurrent_bert.training.loop import format_duration
 
 PAIR_SEPARATOR = " ||| "
 OUTPUT_FORMATS = ("jsonl", "npz", "tfrecord")

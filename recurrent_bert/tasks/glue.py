@@ -33,8 +33,8 @@ from typing import Dict, FrozenSet, Iterator, List, Optional, Tuple
 
 from recurrent_bert import io_utils
 from recurrent_bert.data.feature_cache import SplitData
+from recurrent_bert.errors import InputError
 from recurrent_bert.errors import at
-from recurrent_bert.io_utils import InputError
 from recurrent_bert.tasks.pair_features import PairExample
 from recurrent_bert.tasks.registry import TaskSpec
 from recurrent_bert.tasks.registry import get_task

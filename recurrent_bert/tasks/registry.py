@@ -8,7 +8,7 @@ the classification adapter look tasks up here by name (`get_task`).
 import dataclasses
 from typing import Dict, Optional, Tuple
 
-from recurrent_bert.io_utils import InputError
+from recurrent_bert.errors import InputError
 
 
 @dataclasses.dataclass(frozen=True)

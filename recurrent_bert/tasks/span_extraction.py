@@ -18,7 +18,7 @@ from recurrent_bert.data import feature_cache
 from recurrent_bert.data import tokenization
 from recurrent_bert.data.feature_cache import Features
 from recurrent_bert.data.feature_cache import SplitData
-from recurrent_bert.io_utils import InputError
+from recurrent_bert.errors import InputError
 from recurrent_bert.model_dir import TaskInfo
 from recurrent_bert.tasks import metrics
 from recurrent_bert.tasks import predictions

@@ -48,7 +48,7 @@ from recurrent_bert import model_dir as layout
 from recurrent_bert.data import tokenization
 from recurrent_bert.data.feature_cache import Features
 from recurrent_bert.data.feature_cache import SplitData
-from recurrent_bert.io_utils import InputError
+from recurrent_bert.errors import InputError
 from recurrent_bert.tasks.pair_features import pack_pair
 from recurrent_bert.tasks.pair_features import tokenize_texts
 

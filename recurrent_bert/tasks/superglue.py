@@ -27,9 +27,9 @@ from typing import Any, Dict, Iterator, List, Tuple
 
 from recurrent_bert import io_utils
 from recurrent_bert.data.feature_cache import SplitData
+from recurrent_bert.errors import InputError
 from recurrent_bert.errors import at
 from recurrent_bert.errors import refuse_duplicate_keys
-from recurrent_bert.io_utils import InputError
 from recurrent_bert.tasks import glue
 from recurrent_bert.tasks.pair_features import PairExample
 from recurrent_bert.tasks.registry import SUPERGLUE_TASKS

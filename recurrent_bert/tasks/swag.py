@@ -41,9 +41,9 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 from recurrent_bert import io_utils
 from recurrent_bert.data.feature_cache import SplitData
+from recurrent_bert.errors import InputError
 from recurrent_bert.errors import at
 from recurrent_bert.errors import refuse_duplicate_keys
-from recurrent_bert.io_utils import InputError
 from recurrent_bert.tasks.glue import BadRows
 from recurrent_bert.tasks.glue import read_text_lines
 

@@ -26,8 +26,8 @@ import math
 from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Sequence, Tuple
 
 from recurrent_bert.data.feature_cache import SplitData
+from recurrent_bert.errors import InputError
 from recurrent_bert.errors import at
-from recurrent_bert.io_utils import InputError
 from recurrent_bert.tasks import conll
 from recurrent_bert.tasks import glue
 from recurrent_bert.tasks import squad

@@ -59,6 +59,8 @@ import tensorflow as tf
 from recurrent_bert import io_utils
 from recurrent_bert import model_dir as layout
 from recurrent_bert.data import record_errors
+from recurrent_bert.errors import InputError
+from recurrent_bert.progress import format_duration
 from recurrent_bert.training import checkpoints
 from recurrent_bert.training import objectives
 
@@ -180,20 +182,6 @@ class Throughput:
     }
     self._reset()
     return rates
-
-
-def format_duration(seconds: float) -> str:
-  """73 -> '1m13s', 4000 -> '1h06m40s'."""
-  if not math.isfinite(seconds):
-    return "?"
-  seconds = int(round(max(0.0, seconds)))
-  hours, rest = divmod(seconds, 3600)
-  minutes, secs = divmod(rest, 60)
-  if hours:
-    return f"{hours}h{minutes:02d}m{secs:02d}s"
-  if minutes:
-    return f"{minutes}m{secs:02d}s"
-  return f"{secs}s"
 
 
 class TrainingLoop:
@@ -641,11 +629,11 @@ class TrainingLoop:
       call_start = time.perf_counter()
       try:
         sums, values = self.train_steps(num_steps)
-      except io_utils.InputError as e:
+      except InputError as e:
         # The call's steps are not all done: its weights are not saved, older saves stay.
         kept = tf.train.latest_checkpoint(self.model_dir)
         kept = f"the checkpoint {kept} is kept" if kept else "no checkpoint was written yet"
-        raise io_utils.InputError(f"{e} (training stopped after step {step}; {kept})") from None
+        raise InputError(f"{e} (training stopped after step {step}; {kept})") from None
       call_end = time.perf_counter()
       self.step_timings.append((num_steps, call_end - call_start))
       throughput.call_done(

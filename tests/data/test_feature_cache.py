@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from recurrent_bert.data import feature_cache
-from recurrent_bert.io_utils import InputError
+from recurrent_bert.errors import InputError
 
 
 def _example_features(num_rows=5, seq_length=6):

@@ -12,7 +12,7 @@ from recurrent_bert.data import pretraining_data
 from recurrent_bert.data.dynamic_masking import DynamicMasker
 from recurrent_bert.data.dynamic_masking import MaskingConfig
 from recurrent_bert.data.tokenization import load_vocab
-from recurrent_bert.io_utils import InputError
+from recurrent_bert.errors import InputError
 from tests.data.conftest import RESERVED
 from tests.data.conftest import write_vocab
 

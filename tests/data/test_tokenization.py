@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from recurrent_bert.data import tokenization
-from recurrent_bert.io_utils import InputError
+from recurrent_bert.errors import InputError
 from tests.data.conftest import RESERVED
 from tests.data.conftest import vocab_from_text
 from tests.data.conftest import write_vocab

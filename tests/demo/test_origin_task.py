@@ -2,8 +2,8 @@
 
 import pytest
 
-from recurrent_bert import io_utils
 from recurrent_bert.demo import origin_task
+from recurrent_bert.errors import InputError
 
 
 def _documents(num_sources=3, per_source=10, sentences=6):
@@ -29,7 +29,7 @@ def test_split_documents_is_stratified_disjoint_and_seeded():
 
 
 def test_split_documents_refuses_a_tiny_corpus():
-  with pytest.raises(io_utils.InputError, match="too few"):
+  with pytest.raises(InputError, match="too few"):
     origin_task.split_documents(_documents(1, 2), 0.1, seed=0)
 
 
@@ -48,7 +48,7 @@ def test_task_is_balanced_and_needs_two_sources(tmp_path):
   rows = origin_task.read_tsv(str(tmp_path / "dev.tsv"))
   assert {r["label"] for r in rows} == set(classes)
   one_source = origin_task.split_documents(_documents(1, 12), 0.1, seed=0)
-  with pytest.raises(io_utils.InputError, match="two sources"):
+  with pytest.raises(InputError, match="two sources"):
     origin_task.choose_classes(one_source, 6)
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from recurrent_bert.io_utils import InputError
+from recurrent_bert.errors import InputError
 from recurrent_bert.tasks import custom_task
 
 

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 import pytest
 
-from recurrent_bert.io_utils import InputError
+from recurrent_bert.errors import InputError
 from recurrent_bert.tasks import classification
 from recurrent_bert.tasks import custom_task
 from tests import mutations

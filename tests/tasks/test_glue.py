@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from recurrent_bert.io_utils import InputError
+from recurrent_bert.errors import InputError
 from recurrent_bert.tasks import glue
 from recurrent_bert.tasks import registry
 

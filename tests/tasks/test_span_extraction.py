@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from recurrent_bert.config import get_preset
-from recurrent_bert.io_utils import InputError
+from recurrent_bert.errors import InputError
 from recurrent_bert.models import build_encoder
 from recurrent_bert.tasks import span_extraction
 from recurrent_bert.training import finetuning

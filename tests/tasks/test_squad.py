@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from recurrent_bert.data.tokenization import BertWordpieceTokenizer
-from recurrent_bert.io_utils import InputError
+from recurrent_bert.errors import InputError
 from recurrent_bert.tasks import metrics
 from recurrent_bert.tasks import predictions as prediction_files
 from recurrent_bert.tasks import squad

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from recurrent_bert.io_utils import InputError
+from recurrent_bert.errors import InputError
 from recurrent_bert.tasks import registry
 from recurrent_bert.tasks import superglue
 

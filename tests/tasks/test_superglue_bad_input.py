@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 import pytest
 
-from recurrent_bert.io_utils import InputError
+from recurrent_bert.errors import InputError
 from recurrent_bert.tasks import superglue
 from tests import mutations
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from recurrent_bert.io_utils import InputError
+from recurrent_bert.errors import InputError
 from recurrent_bert.tasks import swag
 
 HEADER = (

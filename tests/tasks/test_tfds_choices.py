@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
-from recurrent_bert.io_utils import InputError
+from recurrent_bert.errors import InputError
 from recurrent_bert.tasks import multiple_choice
 from recurrent_bert.tasks import tfds_tasks
 from recurrent_bert.tasks.swag import ChoiceExample

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from recurrent_bert.io_utils import InputError
+from recurrent_bert.errors import InputError
 from recurrent_bert.tasks import conll
 from recurrent_bert.tasks import tfds_tasks
 from recurrent_bert.tasks.conll import TaggedSentence

@@ -7,7 +7,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 from recurrent_bert.data.tokenization import BertWordpieceTokenizer
-from recurrent_bert.io_utils import InputError
+from recurrent_bert.errors import InputError
 from recurrent_bert.tasks import pair_features
 from recurrent_bert.tasks import registry
 from recurrent_bert.tasks import squad

@@ -21,7 +21,7 @@ from recurrent_bert.data import beam_pipeline
 from recurrent_bert.data import pretraining_data
 from recurrent_bert.data import schema
 from recurrent_bert.data.dynamic_masking import MaskingConfig
-from recurrent_bert.io_utils import InputError
+from recurrent_bert.errors import InputError
 from tools import create_pretraining_data
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

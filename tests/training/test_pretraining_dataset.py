@@ -8,7 +8,7 @@ from recurrent_bert import io_utils
 from recurrent_bert.data import dynamic_masking
 from recurrent_bert.data import pretraining_dataset
 from recurrent_bert.data import tokenization
-from recurrent_bert.io_utils import InputError
+from recurrent_bert.errors import InputError
 from tests.training.conftest import MAX_PREDICTIONS
 from tests.training.conftest import SEQ_LEN
 
