@@ -171,6 +171,5 @@ def test_the_checks_see_an_upward_import_and_a_cycle():
   assert _layer("recurrent_bert.training.loop")[0] > _layer("recurrent_bert.models.encoder")[0]
   assert _layer("recurrent_bert.tasks.glue")[1] != _layer("recurrent_bert.training.loop")[1]
   graph = _graph()
-  assert "recurrent_bert.models.encoder" in graph["recurrent_bert.pretrain"] or any(
-      "recurrent_bert.models" in t for t in graph["recurrent_bert.pretrain"]
-  )
+  # pretrain imports its runner inside main(): function-local imports are seen too.
+  assert "recurrent_bert.training.pretraining_runner" in graph["recurrent_bert.pretrain"]

@@ -153,22 +153,3 @@ def check_optimizer_flags(num_replicas: int) -> None:
         f"--gradient_accumulation_steps={steps} x {num_replicas} replica(s) of "
         f"--distribution_strategy={FLAGS.distribution_strategy}"
     )
-
-
-def optimizer_kwargs() -> dict:
-  """What the flags set of `optimization.create_optimizer`.
-
-  Returns:
-    Its keyword arguments but the variables, the step counts and loss scaling.
-  """
-  return dict(
-      optimizer=FLAGS.optimizer,
-      learning_rate=FLAGS.learning_rate,
-      decay_schedule=FLAGS.decay_schedule,
-      decay_power=FLAGS.decay_power,
-      end_learning_rate=FLAGS.end_learning_rate,
-      weight_decay=FLAGS.weight_decay,
-      beta_1=FLAGS.adam_beta1,
-      beta_2=FLAGS.adam_beta2,
-      epsilon=FLAGS.adam_epsilon,
-  )

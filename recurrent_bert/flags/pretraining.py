@@ -218,11 +218,15 @@ def mode() -> str:
   return "train_and_eval" if FLAGS.eval_input_files else "train"
 
 
-def eval_batch_size() -> int:
-  """--eval_batch_size, or one micro-batch over all replicas."""
-  return FLAGS.eval_batch_size or max(
-      1, FLAGS.train_batch_size // FLAGS.gradient_accumulation_steps
-  )
+def settings_from_flags():
+  """The flags as `training.pretraining_runner.PretrainSettings` (same names; --mode's
+  default resolved)."""
+  import dataclasses
+
+  from recurrent_bert.training.pretraining_runner import PretrainSettings
+
+  names = [f.name for f in dataclasses.fields(PretrainSettings) if f.name != "mode"]
+  return PretrainSettings(mode=mode(), **{name: FLAGS[name].value for name in names})
 
 
 def data_config(model_config):

@@ -40,6 +40,7 @@ from recurrent_bert.training import checkpoints
 from recurrent_bert.training import evaluation
 from recurrent_bert.training import loop as loop_lib
 from recurrent_bert.training import optimization
+from recurrent_bert.training.settings import TrainingSettings
 
 MODES = ("train", "eval", "predict", "train_and_eval")
 
@@ -189,37 +190,21 @@ class TaskAdapter:
     return feature_cache.read_cache_metadata(self.feature_cache(split))["num_records"]
 
 
-@dataclasses.dataclass
-class FinetuneSettings:
-  """The optimisation and bookkeeping flags of a fine-tuning run."""
+@dataclasses.dataclass(kw_only=True)
+class FinetuneSettings(TrainingSettings):
+  """The settings of a fine-tuning run: the fine-tuning commands' flags of the same names
+  (`TrainingSettings`' and these)."""
 
   model_dir: str
+  learning_rate: float = 2e-5
+  keep_checkpoint_max: int = 2
   train_batch_size: int = 32
   eval_batch_size: int = 32
-  learning_rate: float = 2e-5
   num_train_epochs: float = 3.0
   max_train_steps: Optional[int] = None
   warmup_steps: Optional[int] = None
   warmup_proportion: float = 0.1
-  optimizer: str = "adamw"
-  decay_schedule: str = "linear"
-  decay_power: float = 1.0
-  end_learning_rate: float = 0.0
-  weight_decay: float = 0.01
-  adam_beta1: float = 0.9
-  adam_beta2: float = 0.999
-  adam_epsilon: float = 1e-6
-  clip_norm: float = 1.0
-  gradient_accumulation_steps: int = 1
-  seed: int = 0
   shuffle_buffer_size: int = 100000
-  eval_every_steps: int = 0
-  save_checkpoints_steps: int = 1000
-  keep_checkpoint_max: int = 2
-  log_steps: int = 100
-  steps_per_loop: int = 100
-  jit_compile: bool = False
-  mixed_precision: str = "float32"
 
 
 class Finetuner:
@@ -394,20 +379,8 @@ class Finetuner:
         warmup,
     )
     with self.strategy.scope():
-      optimizer = optimization.create_optimizer(
-          self.model.trainable_variables,
-          learning_rate=s.learning_rate,
-          num_train_steps=num_steps,
-          warmup_steps=warmup,
-          weight_decay=s.weight_decay,
-          beta_1=s.adam_beta1,
-          beta_2=s.adam_beta2,
-          epsilon=s.adam_epsilon,
-          loss_scaling=s.mixed_precision == "mixed_float16",
-          optimizer=s.optimizer,
-          decay_schedule=s.decay_schedule,
-          decay_power=s.decay_power,
-          end_learning_rate=s.end_learning_rate,
+      optimizer = optimization.optimizer_from_settings(
+          self.model.trainable_variables, s, num_steps, warmup
       )
     trainer = loop_lib.TrainingLoop(
         self.strategy,
@@ -418,16 +391,9 @@ class Finetuner:
         model_dir=self.model_dir,
         global_batch_size=s.train_batch_size,
         num_train_steps=num_steps,
-        steps_per_loop=s.steps_per_loop,
-        save_checkpoints_steps=s.save_checkpoints_steps,
-        keep_checkpoint_max=s.keep_checkpoint_max,
-        log_steps=s.log_steps,
-        clip_norm=s.clip_norm,
-        jit_compile=s.jit_compile,
-        loss_scaling=s.mixed_precision == "mixed_float16",
         is_chief=self.is_chief,
         worker_id=self.worker_id,
-        gradient_accumulation_steps=s.gradient_accumulation_steps,
+        **s.loop_arguments(),
     )
     if self.is_chief:
       self._write_model_files(self.model_dir)

@@ -296,3 +296,25 @@ def create_optimizer(
     result = keras.optimizers.LossScaleOptimizer(result)
   result.build(variables)
   return result
+
+
+def optimizer_from_settings(
+    trainable_variables: Iterable, settings, num_train_steps: int, warmup_steps: int
+):
+  """`create_optimizer` from a run's `settings.TrainingSettings` (the optimizer flags'
+  names and float16 loss scaling from mixed_precision); the step counts are the run's."""
+  return create_optimizer(
+      trainable_variables,
+      learning_rate=settings.learning_rate,
+      num_train_steps=num_train_steps,
+      warmup_steps=warmup_steps,
+      end_learning_rate=settings.end_learning_rate,
+      weight_decay=settings.weight_decay,
+      beta_1=settings.adam_beta1,
+      beta_2=settings.adam_beta2,
+      epsilon=settings.adam_epsilon,
+      loss_scaling=settings.mixed_precision == "mixed_float16",
+      optimizer=settings.optimizer,
+      decay_schedule=settings.decay_schedule,
+      decay_power=settings.decay_power,
+  )

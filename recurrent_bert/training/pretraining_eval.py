@@ -34,6 +34,7 @@ from recurrent_bert import model_dir as layout
 from recurrent_bert.data import pretraining_dataset
 from recurrent_bert.data import record_errors
 from recurrent_bert.data.pretraining_dataset import PretrainingDataConfig
+from recurrent_bert.errors import InputError
 from recurrent_bert.training import checkpoints
 from recurrent_bert.training import loop
 from recurrent_bert.training import metric_sums
@@ -72,7 +73,7 @@ class PretrainingEvaluator:
   ):
     replicas = strategy.num_replicas_in_sync
     if global_batch_size % replicas:
-      raise ValueError(
+      raise InputError(
           f"eval batch size {global_batch_size} is not a multiple of the {replicas} replicas"
       )
     self.strategy = strategy
@@ -85,7 +86,7 @@ class PretrainingEvaluator:
     self._stat_names = metric_sums.STAT_NAMES + (() if word_starts is None else ("mlm_words",))
     self.num_records = pretraining_dataset.count_records(data_config)
     if not self.num_records:
-      raise ValueError(f"the eval files hold no records: {list(data_config.input_files)}")
+      raise InputError(f"the eval files hold no records: {list(data_config.input_files)}")
     # Input pipelines (one per worker or host) never outnumber the replicas.
     self.num_steps = pretraining_dataset.eval_steps(
         self.num_records, global_batch_size, replicas, max_eval_steps

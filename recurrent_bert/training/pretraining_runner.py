@@ -1,0 +1,246 @@
+"""Pretraining callable from Python: MLM (+ NSP) on a model_dir, under any strategy.
+
+`run_pretraining(strategy, model_config, settings, data_config, ...)` is what
+`python -m recurrent_bert.pretrain` runs once its flags are turned into a
+`PretrainSettings` (`flags.pretraining.settings_from_flags`); it is the pretraining
+twin of `training.finetuning.Finetuner`. It writes the model_dir contract of
+`recurrent_bert/model_dir.py`: model_config.json and the tokenizer files from the first
+step, training checkpoints (a rerun resumes from the latest), metrics.jsonl, TensorBoard
+events, held-out evaluation (`mode="train_and_eval"` / "eval") and the encoder/ export.
+
+Flag-free: bad input raises `errors.InputError`, a NaN loss `loop.NonFiniteLossError`
+(the command turns them into exit statuses 2 and 1).
+"""
+
+import dataclasses
+import json
+import os
+import sys
+from typing import Optional
+
+from absl import logging
+import keras
+import tensorflow as tf
+
+from recurrent_bert import model_dir as layout
+from recurrent_bert.config import ModelConfig
+from recurrent_bert.data import pretraining_dataset
+from recurrent_bert.data import record_errors
+from recurrent_bert.data import vocab as vocab_lib
+from recurrent_bert.data.pretraining_records import PretrainingDataConfig
+from recurrent_bert.errors import InputError
+from recurrent_bert.models import Pretrainer
+from recurrent_bert.models import build_encoder
+from recurrent_bert.training import checkpoints
+from recurrent_bert.training import loop
+from recurrent_bert.training import optimization
+from recurrent_bert.training import pretraining_eval
+from recurrent_bert.training.settings import TrainingSettings
+
+MODES = ("train", "eval", "train_and_eval")
+
+
+@dataclasses.dataclass(kw_only=True)
+class PretrainSettings(TrainingSettings):
+  """A pretraining run's settings: the pretrain command's flags of the same names
+  (`TrainingSettings`' and these), with its defaults (a test holds them equal).
+
+  Attributes:
+    model_dir: where the run writes (local or gs://, ram://).
+    mode: one of MODES.
+    vocab_file, do_lower_case: the data's tokenizer, recorded in model_dir and the export.
+    use_nsp: train the next-sentence head too.
+    train_batch_size: global batch (all replicas, all accumulation steps).
+    eval_batch_size: global eval batch; None: one micro-batch over all replicas.
+    num_train_steps, warmup_steps: updates in all, and of warmup.
+    init_checkpoint: weights for a fresh run (a phase 1 model_dir, an encoder export).
+    max_eval_steps: batches per evaluation (0: every record).
+  """
+
+  model_dir: str
+  learning_rate: float = 1e-4
+  mode: str = "train"
+  vocab_file: Optional[str] = None
+  do_lower_case: bool = True
+  use_nsp: bool = True
+  train_batch_size: int = 256
+  eval_batch_size: Optional[int] = None
+  num_train_steps: int = 1000000
+  warmup_steps: int = 10000
+  init_checkpoint: Optional[str] = None
+  max_eval_steps: int = 0
+
+  def __post_init__(self):
+    if self.mode not in MODES:
+      raise InputError(f"mode={self.mode!r} is not one of {MODES}")
+
+  @property
+  def resolved_eval_batch_size(self) -> int:
+    return self.eval_batch_size or max(1, self.train_batch_size // self.gradient_accumulation_steps)
+
+
+def run_pretraining(
+    strategy,
+    model_config: ModelConfig,
+    settings: PretrainSettings,
+    data_config: Optional[PretrainingDataConfig],
+    eval_data_config: Optional[PretrainingDataConfig] = None,
+    is_chief: bool = True,
+    worker_id: int = 0,
+) -> dict:
+  """Builds the Pretrainer and trains and/or evaluates it as `settings.mode` says.
+
+  Args:
+    strategy: a tf.distribute strategy (`training.distribution`).
+    model_config: the encoder's config.
+    settings: the run's settings.
+    data_config: the training records (None for mode "eval").
+    eval_data_config: the held-out records (needed by "eval" and "train_and_eval").
+    is_chief: the worker that writes files.
+    worker_id: this worker's index (progress lines name it).
+
+  Returns:
+    The last evaluation's results (mode "eval": {"global_step", "eval"}), else the final
+    training metrics.
+  Raises:
+    InputError: bad input, named (a mode without the records it reads, no checkpoint to
+      evaluate, a damaged record).
+    loop.NonFiniteLossError: the loss became NaN or infinite (nothing after the last good
+      checkpoint is kept).
+  """
+  s = settings
+  if (data_config is None and s.mode != "eval") or (eval_data_config is None and s.mode != "train"):
+    raise InputError(f"mode={s.mode} needs {'held-out' if data_config else 'training'} records")
+  keras.utils.set_random_seed(s.seed)
+  keras.config.set_dtype_policy(s.mixed_precision)
+  latest = tf.train.latest_checkpoint(s.model_dir)
+  if s.mode == "eval" and latest is None:
+    raise InputError(f"--mode=eval: no checkpoint in --model_dir={s.model_dir}")
+  tf.io.gfile.makedirs(s.model_dir)
+  if is_chief and s.mode != "eval":
+    # What fine-tuning and export read from this dir, there from the first step on.
+    checkpoints.write_model_config(s.model_dir, model_config)
+    checkpoints.write_tokenizer_files(s.model_dir, s.vocab_file, s.do_lower_case)
+
+  with strategy.scope():
+    encoder = build_encoder(model_config)
+    model = Pretrainer(encoder, use_nsp=s.use_nsp)
+  evaluate = None
+  if eval_data_config is not None:
+    evaluate = _evaluator(strategy, model, model_config, s, eval_data_config, is_chief)
+  if s.mode == "eval":
+    step = pretraining_eval.restore_for_eval(model, latest)
+    results = {"global_step": step, "eval": evaluate(step)}
+    print(json.dumps(results))
+    report_skipped(eval_data_config.skipped)
+    return results
+
+  with strategy.scope():
+    optimizer = optimization.optimizer_from_settings(
+        model.trainable_variables, s, s.num_train_steps, s.warmup_steps
+    )
+  # The dataset yields micro-batches: N of them per replica make one update.
+  num_replicas = strategy.num_replicas_in_sync
+  per_replica_batch = s.train_batch_size // (num_replicas * s.gradient_accumulation_steps)
+
+  def dataset_fn(input_context, skip_batches):
+    return pretraining_dataset.make_pretraining_dataset(
+        data_config,
+        per_replica_batch,
+        input_context.input_pipeline_id,
+        input_context.num_input_pipelines,
+        skip_batches=skip_batches,
+    )
+
+  skipped = (data_config or eval_data_config).skipped
+  trainer = loop.PretrainingLoop(
+      strategy,
+      model,
+      optimizer,
+      dataset_fn,
+      model_dir=s.model_dir,
+      global_batch_size=s.train_batch_size,
+      num_train_steps=s.num_train_steps,
+      is_chief=is_chief,
+      worker_id=worker_id,
+      row_extras=(lambda: {"skipped_records": skipped.count()}) if skipped is not None else None,
+      checkpoint_iterator=skipped is None,
+      **s.loop_arguments(),
+  )
+  if s.init_checkpoint and latest is None:
+    # Only for a fresh run: a resumed run continues from its own checkpoint.
+    source = checkpoints.restore_pretrainer_weights(model, s.init_checkpoint)
+    logging.info("initialised weights from %s", source)
+  try:
+    final = trainer.run(evaluate if s.mode == "train_and_eval" else None, s.eval_every_steps)
+  finally:
+    report_skipped(skipped)
+  if is_chief:
+    export = checkpoints.export_encoder(
+        encoder,
+        s.model_dir,
+        vocab_file=s.vocab_file,
+        do_lower_case=s.do_lower_case,
+        info={
+            "global_step": int(trainer.global_step.numpy()),
+            "source_checkpoint": tf.train.latest_checkpoint(s.model_dir),
+            "final_metrics": final,
+        },
+    )
+    logging.info("encoder exported to %s", export)
+  return final
+
+
+def _evaluator(strategy, model, model_config, s: PretrainSettings, eval_data_config, is_chief):
+  """evaluate(step) -> results: the held-out MLM (+ NSP) metrics, recorded by the chief
+  in eval_results.json, metrics.jsonl and eval/ events."""
+  evaluator = pretraining_eval.PretrainingEvaluator(
+      strategy,
+      model,
+      eval_data_config,
+      s.resolved_eval_batch_size,
+      max_eval_steps=s.max_eval_steps,
+      jit_compile=s.jit_compile,
+      word_starts=eval_word_starts(s, model_config.vocab_size),
+  )
+  logging.info(
+      "evaluation: %d held-out records in %d steps of %d",
+      evaluator.num_records,
+      evaluator.num_steps,
+      evaluator.global_batch_size,
+  )
+  writer = pretraining_eval.open_eval_writer(s.model_dir) if is_chief else None
+
+  def evaluate(step):
+    results = evaluator.evaluate()
+    logging.info("eval step %d: %s", step, " ".join(f"{k}={v:.4f}" for k, v in results.items()))
+    if is_chief:
+      pretraining_eval.record_eval_results(
+          s.model_dir, step, tf.train.latest_checkpoint(s.model_dir) or "", results, writer
+      )
+    return results
+
+  return evaluate
+
+
+def report_skipped(skipped) -> None:
+  """The end-of-run line of skipped damaged records (stderr and the log)."""
+  if skipped is not None:
+    for line in record_errors.describe(skipped):
+      logging.warning("%s", line)
+      print(line, file=sys.stderr)
+
+
+def eval_word_starts(s: PretrainSettings, vocab_size: int):
+  """Per token id whether it starts a word (for the held-out loss per word): from the
+  settings' vocab_file, else the vocabulary recorded in model_dir; None when neither is
+  there. Ids past the vocabulary (a larger vocab_size) count as words."""
+  vocab_file = s.vocab_file
+  if not vocab_file:
+    info = layout.read_tokenizer_info(s.model_dir)
+    recorded = os.path.join(s.model_dir, info.vocab_file if info else layout.VOCAB_FILE)
+    vocab_file = recorded if layout.isfile(recorded) else None
+  if not vocab_file:
+    return None
+  starts = list(vocab_lib.read_vocabulary(vocab_file).word_starts)
+  return starts + [True] * (vocab_size - len(starts))
