@@ -182,6 +182,13 @@ def remove_tree(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
+def check_replaceable_dir(path: str, overwrite: bool, flag: str = "output_dir") -> None:
+  """Refuses (InputError) to replace a local folder that exists and holds files, unless
+  `overwrite`: a folder `atomic_directory` may write over."""
+  if os.path.exists(path) and os.listdir(path) and not overwrite:
+    raise InputError(f"--{flag}={path} exists and is not empty; pass --overwrite to replace it")
+
+
 @contextlib.contextmanager
 def atomic_directory(final_dir: str):
   """Yields a temp dir beside `final_dir`; on success it replaces `final_dir` whole.

@@ -9,6 +9,8 @@ itself is `training.pretraining_runner.run_pretraining`, callable from Python. T
 encoder/ export) is what fine-tuning's --init_checkpoint and `recurrent_bert.export` take.
 """
 
+import json
+
 from absl import flags
 from absl import logging
 
@@ -49,16 +51,13 @@ def main(argv):
       model_config.vocab_size,
   )
   try:
+    settings = pretraining.settings_from_flags()
     with cli.ends_on(loop.NonFiniteLossError, status=1):
-      run_pretraining(
-          strategy,
-          model_config,
-          pretraining.settings_from_flags(),
-          data_config,
-          eval_data_config,
-          is_chief,
-          worker_id,
+      results = run_pretraining(
+          strategy, model_config, settings, data_config, eval_data_config, is_chief, worker_id
       )
+    if settings.mode == "eval":
+      print(json.dumps(results))  # {"global_step", "eval"}
   except (MemoryError, tf.errors.ResourceExhaustedError) as e:
     # The sizes the flags asked for do not fit: input to change, not a bug.
     raise InputError(

@@ -29,7 +29,7 @@ This module imports no TensorFlow (gs:// and other paths with a scheme go throug
 import os
 import shutil
 import tempfile
-from typing import Dict, Optional
+from typing import Callable, Dict, List, Optional
 
 import h5py
 import keras
@@ -81,7 +81,12 @@ def _encoder_paths(model) -> set:
   return set(variables_by_path(model)) if hasattr(model, "config") else set()
 
 
-def _write_hdf5(model, target, model_config_json: Optional[str]) -> None:
+def _selected(model, include: Optional[Callable[[str], bool]]) -> dict:
+  """{path: variable} of `model`'s weights whose path `include` accepts (all without it)."""
+  return {p: v for p, v in variables_by_path(model).items() if include is None or include(p)}
+
+
+def _write_hdf5(model, target, model_config_json: Optional[str], include) -> None:
   in_encoder = _encoder_paths(model)
   with h5py.File(target, "w") as f:
     f.attrs["format"] = FORMAT
@@ -89,18 +94,20 @@ def _write_hdf5(model, target, model_config_json: Optional[str]) -> None:
     if model_config_json is not None:
       f.attrs["model_config"] = model_config_json
     group = f.create_group(WEIGHTS_GROUP)
-    for path, variable in variables_by_path(model).items():
+    for path, variable in _selected(model, include).items():
       dataset = group.create_dataset(path, data=_as_stored(variable))
       dataset.attrs[ENCODER_ATTRIBUTE] = path in in_encoder
 
 
-def save_weights(model, path: str) -> str:
+def save_weights(model, path: str, include: Optional[Callable[[str], bool]] = None) -> str:
   """Writes `model`'s weights to `path` atomically (a reader never sees part of a file).
 
   Args:
     model: a Keras model or layer; its `config` (a ModelConfig, as Encoder has) or its
       `encoder.config` is recorded as the model_config attribute.
     path: the .weights.h5 file, local or with a scheme (gs://, ram://).
+    include: keeps only the variables whose path it accepts (e.g. a Pretrainer's heads);
+      default: every weight.
 
   Returns:
     `path`.
@@ -110,13 +117,13 @@ def save_weights(model, path: str) -> str:
   config_json = config.to_json() if hasattr(config, "to_json") else None
   if not layout.has_scheme(path):
     with io_utils.atomic_output(path) as tmp:
-      _write_hdf5(model, tmp, config_json)
+      _write_hdf5(model, tmp, config_json, include)
     return path
   # HDF5 writes through seeks, which object stores lack: a local file is copied up.
   local_dir = tempfile.mkdtemp(prefix="weights-")
   try:
     local = os.path.join(local_dir, os.path.basename(path))
-    _write_hdf5(model, local, config_json)
+    _write_hdf5(model, local, config_json, include)
     io_utils.atomic_copy(local, path)
   finally:
     shutil.rmtree(local_dir, ignore_errors=True)
@@ -176,13 +183,24 @@ def _attributes(f: h5py.File) -> Dict[str, str]:
   return {k: v.decode() if isinstance(v, bytes) else str(v) for k, v in f.attrs.items()}
 
 
+def variable_paths(path: str) -> List[str]:
+  """The variable paths the file holds, sorted."""
+  with _OpenWeights(path) as f:
+    return sorted(_datasets(f[WEIGHTS_GROUP]))
+
+
 def read_attributes(path: str) -> Dict[str, str]:
   """The file's attributes: {"format", "model", "model_config"} (those it has)."""
   with _OpenWeights(path) as f:
     return _attributes(f)
 
 
-def load_weights(model, path: str, encoder_only: bool = False) -> None:
+def load_weights(
+    model,
+    path: str,
+    encoder_only: bool = False,
+    include: Optional[Callable[[str], bool]] = None,
+) -> None:
   """Assigns every weight of `model` from the file at `path`, by variable path.
 
   The file's variables (or its encoder's) and the model's must be the same paths with the
@@ -193,13 +211,15 @@ def load_weights(model, path: str, encoder_only: bool = False) -> None:
     path: a file written by `save_weights`.
     encoder_only: `model` is an encoder, matched against the file's encoder variables
       alone (an encoder loaded from a task model's or a Pretrainer's file).
+    include: only the model's variables whose path it accepts are matched and assigned
+      (a file written with the same `include`); default: every weight.
 
   Raises:
     InputError: one line naming the file and the first variable that does not match
       (missing from the file, not in the model, or of another shape, with both shapes),
       or that the file is not a weights file.
   """
-  variables = variables_by_path(model)
+  variables = _selected(model, include)
   model_name = type(model).__name__
   with _OpenWeights(path) as f:
     stored = _datasets(f[WEIGHTS_GROUP])

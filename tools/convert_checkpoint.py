@@ -157,10 +157,7 @@ def write_model_dir(
   from recurrent_bert.training import checkpoints
 
   output_dir = os.path.abspath(output_dir)
-  if os.path.exists(output_dir) and os.listdir(output_dir) and not overwrite:
-    raise ValueError(
-        f"--output_dir={output_dir} exists and is not empty; pass --overwrite to replace it"
-    )
+  io_utils.check_replaceable_dir(output_dir, overwrite)
   with io_utils.atomic_directory(output_dir) as tmp_dir:
     checkpoints.write_model_config(tmp_dir, pretrainer.encoder.config)
     tf.train.Checkpoint(model=checkpoints.variables_by_path(pretrainer)).write(

@@ -99,9 +99,8 @@ def write_hf(exported: ModelForExport, directory: str, allow_gelu_approximation:
       if exported.has_nsp and exported.has_mlm
       else ("BertForMaskedLM" if exported.has_mlm else "BertModel")
   )
+  # Without an NSP head the Pretrainer has none to map: BertForMaskedLM's names.
   tensors = tf1_to_hf_names(tf1_bert_values(_pretraining_model(exported)))
-  if exported.has_mlm and not exported.has_nsp:
-    tensors = {k: v for k, v in tensors.items() if not k.startswith("cls.seq_relationship")}
   # transformers refuses a safetensors file whose metadata does not name its framework.
   save_file(tensors, os.path.join(directory, HF_WEIGHTS_FILE), metadata={"format": "pt"})
   config = {
@@ -213,10 +212,7 @@ def export_model_dir(
         "to its destination afterwards"
     )
   output_dir = os.path.abspath(output_dir)
-  if os.path.exists(output_dir) and os.listdir(output_dir) and not overwrite:
-    raise CheckpointMappingError(
-        f"--output_dir={output_dir} exists and is not empty; pass --overwrite to replace it"
-    )
+  io_utils.check_replaceable_dir(output_dir, overwrite)
   exported = read_model_dir(model_dir)
   with io_utils.atomic_directory(output_dir) as tmp_dir:
     files = WRITERS[target](exported, tmp_dir, allow_gelu_approximation)

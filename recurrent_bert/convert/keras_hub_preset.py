@@ -25,14 +25,12 @@ import json
 import os
 from typing import List, NamedTuple, Optional
 
-import h5py
 import keras
 import keras_hub
 
 # keras_hub.src: the wrapper keras-hub puts on every tokenize (strings in, tf tensors out,
 # on the CPU) has no public name.
 from keras_hub.src.utils.tensor_utils import preprocessing_function
-import numpy as np
 
 from recurrent_bert import model_dir as layout
 from recurrent_bert import weights_file
@@ -42,6 +40,7 @@ from recurrent_bert.convert.mapping import CheckpointMappingError
 from recurrent_bert.convert.model_dir_source import ModelForExport
 from recurrent_bert.data import vocab as vocab_lib
 from recurrent_bert.data.tokenization import basic_tokenize
+from recurrent_bert.errors import InputError
 from recurrent_bert.errors import first_line
 from recurrent_bert.models import Encoder
 from recurrent_bert.models import Pretrainer
@@ -207,43 +206,10 @@ def make_preset_tokenizer(vocab_file: str, do_lower_case: Optional[bool]):
   return tokenizer, layout.WORDPIECE, do_lower_case
 
 
-def _head_variables(model: Pretrainer) -> dict:
-  """{path: variable} of the Pretrainer's heads (the MLM head's tied table is the
+def _is_head(path: str) -> bool:
+  """A Pretrainer variable of the MLM or NSP head (the MLM head's tied table is the
   encoder's, not its own)."""
-  return {
-      path: v
-      for path, v in weights_file.variables_by_path(model).items()
-      if path.split("/", 1)[0] in _HEAD_NAMES
-  }
-
-
-def _write_heads(model: Pretrainer, path: str) -> None:
-  with h5py.File(path, "w") as f:
-    f.attrs["format"] = weights_file.FORMAT
-    f.attrs["model"] = "PretrainingHeads"
-    f.attrs["model_config"] = model.encoder.config.to_json()
-    group = f.create_group(weights_file.WEIGHTS_GROUP)
-    for name, variable in _head_variables(model).items():
-      dataset = group.create_dataset(name, data=np.asarray(keras.ops.convert_to_numpy(variable)))
-      dataset.attrs[weights_file.ENCODER_ATTRIBUTE] = False
-
-
-def _read_heads(path: str) -> dict:
-  """{variable path: array} of a heads file; CheckpointMappingError naming it otherwise."""
-  found = {}
-  try:
-    with h5py.File(path, "r") as f:
-      group = f.get(weights_file.WEIGHTS_GROUP)
-      if not isinstance(group, h5py.Group):
-        raise CheckpointMappingError(f"{path}: no {weights_file.WEIGHTS_GROUP!r} group")
-      group.visititems(
-          lambda name, item: found.__setitem__(name, item[()])
-          if isinstance(item, h5py.Dataset)
-          else None
-      )
-  except OSError as e:
-    raise CheckpointMappingError(f"{path}: not an HDF5 weights file ({first_line(e)})") from None
-  return found
+  return path.split("/", 1)[0] in _HEAD_NAMES
 
 
 def write_keras_hub_preset(exported: ModelForExport, directory: str) -> List[str]:
@@ -272,7 +238,7 @@ def write_keras_hub_preset(exported: ModelForExport, directory: str) -> List[str
         os.path.join(TOKENIZER_ASSET_DIR, asset) for asset in tokenizer.file_assets
     ]
   if exported.has_mlm:
-    _write_heads(exported.model, os.path.join(directory, HEADS_FILE))
+    weights_file.save_weights(exported.model, os.path.join(directory, HEADS_FILE), _is_head)
     written.append(HEADS_FILE)
   metadata_path = os.path.join(directory, METADATA_FILE)
   with open(metadata_path, encoding="utf-8") as f:
@@ -356,21 +322,22 @@ def read_keras_hub_preset(preset_dir: str) -> PresetContents:
         f"{weights_path}: keras-hub cannot load the preset: {first_line(e)}"
     ) from None
   heads_path = os.path.join(preset_dir, HEADS_FILE)
-  heads = _read_heads(heads_path) if os.path.isfile(heads_path) else None
-  has_nsp = heads is None or any(name.startswith("nsp_head/") for name in heads)
-  model = Pretrainer(backbone.encoder, use_nsp=has_nsp)
-  head_variables = _head_variables(model)
-  if heads is not None:
-    for name, variable in head_variables.items():
-      if name not in heads or heads[name].shape != tuple(variable.shape):
-        got = f"shape {heads[name].shape}" if name in heads else "nothing"
-        raise CheckpointMappingError(
-            f"{heads_path}: variable {name!r} needs shape {tuple(variable.shape)}, the file "
-            f"holds {got}"
-        )
-    for name, variable in head_variables.items():
-      variable.assign(heads[name])
-  fresh = set() if heads is not None else {id(v) for v in head_variables.values()}
+  has_heads = os.path.isfile(heads_path)
+  try:
+    stored = weights_file.variable_paths(heads_path) if has_heads else []
+    model = Pretrainer(
+        backbone.encoder,
+        use_nsp=not has_heads or any(path.startswith("nsp_head/") for path in stored),
+    )
+    if has_heads:
+      weights_file.load_weights(model, heads_path, include=_is_head)
+  except InputError as e:
+    raise CheckpointMappingError(str(e)) from None
+  fresh = (
+      set()
+      if has_heads
+      else {id(v) for p, v in weights_file.variables_by_path(model).items() if _is_head(p)}
+  )
   vocab_file, do_lower_case = _recorded_tokenizer(preset_dir)
   return PresetContents(
       model=model,

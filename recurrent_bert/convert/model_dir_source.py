@@ -88,11 +88,11 @@ def read_model_dir(path: str) -> ModelForExport:
   has_nsp = any(name.startswith(_NSP_KEY) for name in names)
   model = Pretrainer(Encoder(config), use_nsp=has_nsp)
   try:
-    checkpoints.restore_encoder_weights(model.encoder, prefix)
-    if has_mlm:
-      weights = variables_by_path(model)
-      status = tf.train.Checkpoint(model=weights).read(prefix).expect_partial()
+    if has_mlm:  # one read of the whole Pretrainer: encoder and heads
+      status = tf.train.Checkpoint(model=variables_by_path(model)).read(prefix).expect_partial()
       status.assert_existing_objects_matched()
+    else:
+      checkpoints.restore_encoder_weights(model.encoder, prefix)
   except (AssertionError, ValueError, tf.errors.OpError) as e:
     raise InputError(
         f"{path}: its weights do not fit its {layout.MODEL_CONFIG_FILE} ({source.kind}, "

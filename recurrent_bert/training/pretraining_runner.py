@@ -13,7 +13,6 @@ Flag-free: bad input raises `errors.InputError`, a NaN loss `loop.NonFiniteLossE
 """
 
 import dataclasses
-import json
 import os
 import sys
 from typing import Optional
@@ -100,8 +99,8 @@ def run_pretraining(
     worker_id: this worker's index (progress lines name it).
 
   Returns:
-    The last evaluation's results (mode "eval": {"global_step", "eval"}), else the final
-    training metrics.
+    Mode "eval": {"global_step", "eval": the held-out metrics}; else the final training
+    metrics.
   Raises:
     InputError: bad input, named (a mode without the records it reads, no checkpoint to
       evaluate, a damaged record).
@@ -131,7 +130,6 @@ def run_pretraining(
   if s.mode == "eval":
     step = pretraining_eval.restore_for_eval(model, latest)
     results = {"global_step": step, "eval": evaluate(step)}
-    print(json.dumps(results))
     report_skipped(eval_data_config.skipped)
     return results
 
