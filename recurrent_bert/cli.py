@@ -17,6 +17,7 @@ training, that nothing was saved.
 """
 
 import contextlib
+import os
 import sys
 import textwrap
 from typing import Callable, Iterator, Mapping, Optional, Sequence, Type, TypeVar
@@ -145,3 +146,22 @@ def run(main, groups: Optional[Mapping[str, Sequence[str]]] = None) -> None:
       sys.exit(130)
 
   app.run(main_with_one_line_errors, flags_parser=parse)
+
+
+def keras_backend(supported: Sequence[str] = ("tensorflow", "jax")) -> str:
+  """Keras' backend (KERAS_BACKEND) once this command can run under it.
+
+  Fails (one line, status 2) when the backend's library is not installed or the command
+  does not train under it.
+  """
+  try:
+    import keras
+  except ImportError as e:
+    fail(f"KERAS_BACKEND={os.environ.get('KERAS_BACKEND')}: its library is not installed ({e})")
+  backend = keras.backend.backend()
+  if backend not in supported:
+    fail(
+        f"KERAS_BACKEND={backend}: this command trains under {' and '.join(supported)}; "
+        f"set KERAS_BACKEND to one of them"
+    )
+  return backend

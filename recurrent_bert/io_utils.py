@@ -475,3 +475,15 @@ def truncate_metrics_log(model_dir: str, last_step: int) -> int:
   if kept != lines:
     atomic_write_text(path, "".join(kept))
   return len(lines) - len(kept)
+
+
+def append_metrics_rows(model_dir: str, rows: Sequence[dict]) -> None:
+  """Appends `rows` to model_dir/metrics.jsonl, one JSON object a line (ram:// too)."""
+  path = os.path.join(model_dir, METRICS_LOG_FILE)
+  text = "".join(json.dumps(row) + "\n" for row in rows)
+  if _has_scheme(path):
+    with _gfile().GFile(path, "a") as f:
+      f.write(text)
+  else:
+    with open(path, "a", encoding="utf-8", newline="\n") as f:
+      f.write(text)

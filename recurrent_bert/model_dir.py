@@ -9,14 +9,16 @@ A pretraining model_dir (`python -m recurrent_bert.pretrain`):
   model_config.json       the encoder's ModelConfig            written at start
   vocab.txt               copy of --vocab_file (a SentencePiece model: sentencepiece.model)
   tokenizer.json          {"type", "vocab_file", "do_lower_case"}   written at start
-  checkpoint, ckpt-N.*    training checkpoints (model by variable path, optimizer, step)
+  checkpoint, ckpt-N.*    training checkpoints (model by variable path, optimizer, step);
+                          a run under JAX writes ckpt-N.state/ folders instead
+                          (model.weights.h5 + state.npz: `training/portable_state.py`)
   train/                  TensorBoard events
   metrics.jsonl           one JSON line per step: {"step", "loss", ...}; with held-out
                           evaluation also {"step", "eval/mlm_loss", ...} after the
                           checkpoint of each evaluated step
   eval/, eval_results.json  held-out evaluation (--eval_input_files): TensorBoard events,
                           and the latest results {"global_step", "checkpoint", "eval": {...}}
-  encoder/                the final export: encoder.index / .data-*,
+  encoder/                the final export: encoder.index / .data-* (not under JAX),
                           encoder.weights.h5 (the same weights, readable without
                           TensorFlow: `weights_file`), model_config.json, vocab.txt,
                           tokenizer.json, export_info.json
@@ -55,6 +57,9 @@ MODEL_CONFIG_FILE = "model_config.json"
 VOCAB_FILE = "vocab.txt"
 TOKENIZER_FILE = "tokenizer.json"
 CHECKPOINT_STATE_FILE = "checkpoint"
+# The JAX loop's training checkpoints (`training/portable_state.py`), beside or instead of
+# TensorFlow's ckpt-N files.
+PORTABLE_CHECKPOINT_FORMAT = "ckpt-{step}.state"
 METRICS_LOG_FILE = "metrics.jsonl"
 # Keys of evaluation rows in metrics.jsonl start with this.
 EVAL_METRICS_PREFIX = "eval/"
@@ -114,6 +119,10 @@ def exists(path: str) -> bool:
 
 def isdir(path: str) -> bool:
   return gfile().isdir(path) if has_scheme(path) else os.path.isdir(path)
+
+
+def listdir(path: str) -> list:
+  return gfile().listdir(path) if has_scheme(path) else os.listdir(path)
 
 
 def isfile(path: str) -> bool:

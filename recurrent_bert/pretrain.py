@@ -32,6 +32,8 @@ def main(argv):
   execution.apply_run_dir(pretraining.PATH_FLAGS)
   execution.check_output_path("model_dir")
   model_config = pretraining.model_config()
+  if cli.keras_backend() == "jax":
+    return _main_jax(model_config)
   # Before any other TensorFlow op: logical CPU devices and MultiWorkerMirroredStrategy's
   # collective ops are configured at program start-up.
   strategy, is_chief, worker_id = execution.make_strategy()
@@ -65,6 +67,23 @@ def main(argv):
         f"--train_batch_size={FLAGS.train_batch_size}, --max_seq_length="
         f"{FLAGS.max_seq_length}: out of memory ({first_line(e, 200)}); give smaller values"
     ) from None
+
+
+def _main_jax(model_config) -> None:
+  """The run under Keras' JAX backend (`training.jax_pretraining`): same flags, same
+  model_dir contract; no TensorFlow needed."""
+  devices = execution.jax_devices()
+  data_config, eval_data_config, masker = pretraining.data_config(model_config, "jax")
+  from recurrent_bert.training import driver
+  from recurrent_bert.training.jax_pretraining import run_jax_pretraining
+
+  settings = pretraining.settings_from_flags()
+  with cli.ends_on(driver.NonFiniteLossError, status=1):
+    results = run_jax_pretraining(
+        model_config, settings, data_config, eval_data_config, masker, devices
+    )
+  if settings.mode == "eval":
+    print(json.dumps(results))  # {"global_step", "eval"}
 
 
 if __name__ == "__main__":

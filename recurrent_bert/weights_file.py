@@ -200,6 +200,7 @@ def load_weights(
     path: str,
     encoder_only: bool = False,
     include: Optional[Callable[[str], bool]] = None,
+    allow_unused: bool = False,
 ) -> None:
   """Assigns every weight of `model` from the file at `path`, by variable path.
 
@@ -213,6 +214,8 @@ def load_weights(
       alone (an encoder loaded from a task model's or a Pretrainer's file).
     include: only the model's variables whose path it accepts are matched and assigned
       (a file written with the same `include`); default: every weight.
+    allow_unused: the file may hold variables the model does not (a phase 1 Pretrainer's
+      NSP head, loaded into one without it).
 
   Raises:
     InputError: one line naming the file and the first variable that does not match
@@ -238,7 +241,7 @@ def load_weights(
             f"{tuple(variable.shape)} in the {model_name} (a model of another size?)"
         )
     unused = sorted(set(stored) - set(variables))
-    if unused:
+    if unused and not allow_unused:
       raise InputError(
           f"{path}: variable {unused[0]!r} {tuple(stored[unused[0]].shape)} of the file is "
           f"not in the {model_name} ({len(unused)} such; the file holds {what} of another "

@@ -22,14 +22,13 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
-REPO=$(pwd)
-PY=${PYTHON:-python3}
+# shellcheck source=benchmarks/gpu/setup_keras.sh
+source benchmarks/gpu/setup_keras.sh
 SMOKE=${RB_GPU_SMOKE:-0}
 RESULTS=${OUT:-/tmp/rb_gpu_bench}
 mkdir -p "$RESULTS"
 BUDGET_S=${RB_BUDGET_S:-480}
 START=$SECONDS
-die() { echo "run.sh: $*" >&2; exit 1; }
 
 # Each timed call is one `fit` of K steps (--steps_per_call): train_on_batch's per-call
 # work would be on a GPU step's critical path. The first call compiles (untimed).
@@ -42,36 +41,9 @@ else
 fi
 DTYPE=${RB_DTYPE:-mixed_bfloat16}
 
-# -- keras from the carried wheels, when the machine has none ---------------------------
-if ! "$PY" -c "import importlib.metadata as m; assert m.version('keras') == '3.15.1'" 2>/dev/null; then
-  compgen -G ".whl/*.whl" >/dev/null || die "no keras 3.15.1 here and no .whl/: run benchmarks/gpu/fetch_wheels.sh where pip works, and carry .whl"
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
-export TF_CPP_MIN_LOG_LEVEL=2 PYTHONUNBUFFERED=1
-
 # -- versions and devices first ---------------------------------------------------------
 nvidia-smi -L 2>/dev/null || echo "nvidia-smi: none"
-PEAK=$(RB_GPU_SMOKE=$SMOKE "$PY" - <<'EOF'
-import importlib.metadata as md, os, platform, sys
-print("python", platform.python_version(), sys.executable, file=sys.stderr)
-for name in ("numpy", "jax", "jaxlib", "torch", "keras", "namex", "optree", "h5py", "ml-dtypes", "rich", "absl-py"):
-  try:
-    print(f"  {name} {md.version(name)}", file=sys.stderr)
-  except md.PackageNotFoundError:
-    print(f"  {name} MISSING", file=sys.stderr)
-import jax, torch
-print("jax devices:", jax.devices(), file=sys.stderr)
-gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-print("torch cuda:", torch.version.cuda, gpu, file=sys.stderr)
-if os.environ["RB_GPU_SMOKE"] != "1":
-  if jax.devices()[0].platform != "gpu" or gpu is None:
-    sys.exit("run.sh: no GPU visible to jax or torch (RB_GPU_SMOKE=1 rehearses on a CPU)")
-# Dense bfloat16 peak of the SXM cards (the figure MFU is usually quoted against).
-print(989 if gpu and ("H100" in gpu or "H200" in gpu) else 0)
-EOF
-)
+PEAK=$(RB_GPU_SMOKE=$SMOKE "$PY" benchmarks/gpu/versions.py) || exit 1
 PEAK=${RB_PEAK_TFLOPS:-$PEAK}
 [[ "$PEAK" != 0 ]] || echo "run.sh: unknown card: no --peak_tflops, MFU not given (set RB_PEAK_TFLOPS)" >&2
 

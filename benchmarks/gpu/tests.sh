@@ -11,12 +11,8 @@
 # the card); PyTorch's cuDNN TF32 is turned off by the tests themselves.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-PY=${PYTHON:-python3}
-if ! "$PY" -c "import keras" 2>/dev/null; then
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site
-fi
-export PYTHONPATH="$(pwd)${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+# shellcheck source=benchmarks/gpu/setup_keras.sh
+source benchmarks/gpu/setup_keras.sh
 export JAX_DEFAULT_MATMUL_PRECISION=highest XLA_PYTHON_CLIENT_PREALLOCATE=false
 nvidia-smi -L 2>/dev/null || echo "nvidia-smi: none"
 status=0

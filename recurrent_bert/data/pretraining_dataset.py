@@ -38,7 +38,6 @@ the package's one `InputError`, "path: record N (byte B): what"; read inside
 
 from typing import Dict, Optional
 
-from google.protobuf import message
 import tensorflow as tf
 
 from recurrent_bert.data import pretraining_records
@@ -47,62 +46,11 @@ from recurrent_bert.data import record_values
 from recurrent_bert.data import schema
 from recurrent_bert.data import tfrecord_frames
 from recurrent_bert.data.pretraining_records import PretrainingDataConfig  # the pipeline's config
+from recurrent_bert.data.pretraining_records import check_record_layout  # noqa: F401  (re-exported)
+from recurrent_bert.data.pretraining_records import count_records  # noqa: F401  (re-exported)
+from recurrent_bert.data.pretraining_records import eval_steps  # noqa: F401  (re-exported)
 from recurrent_bert.data.record_errors import CHECK_BEGIN
 from recurrent_bert.data.record_errors import CHECK_END
-from recurrent_bert.errors import InputError
-
-
-def check_record_layout(path: str, config: PretrainingDataConfig) -> None:
-  """Reads the first record of `path` and checks it against the flags.
-
-  Catches the common mistakes (max_seq_length differing from the data's, masked
-  records given to --dynamic_masking or the reverse) before the model is built, and
-  checks every file of `config.input_files` against its stats.json (`check_shards`).
-
-  Raises:
-    InputError: naming the flag that disagrees with the data, or the shard cut short.
-  """
-  pretraining_records.check_shards(config.input_files, config.skipped)
-  first = None
-  for candidate in [path] + [f for f in config.input_files if f != path]:
-    first = next(tfrecord_frames.read_frames(candidate, config.on_bad_record), None)
-    if first is not None:
-      path = candidate
-      break
-  if first is None:
-    raise InputError(f"--input_files: no record in {', '.join(config.input_files)}")
-  try:
-    example = tf.train.Example.FromString(first[2])
-  except message.DecodeError:
-    bad = tfrecord_frames.BadRecord(path, first[0], first[1], pretraining_records.NOT_AN_EXAMPLE)
-    raise bad.error() from None
-  features = example.features.feature
-  seq_len = len(features["input_ids"].int64_list.value) if "input_ids" in features else 0
-  if seq_len != config.max_seq_length:
-    raise InputError(
-        f"--max_seq_length={config.max_seq_length} but {path} holds "
-        f"sequences of length {seq_len}"
-    )
-  has_masks = "masked_lm_positions" in features
-  if config.masker is not None and has_masks:
-    # Their input_ids already hold [MASK]s: masking again would hide the originals.
-    raise InputError(
-        f"--dynamic_masking needs unmasked records, but {path} is masked; "
-        "make the data with `tools.create_pretraining_data --dynamic_masking` "
-        "or drop --dynamic_masking"
-    )
-  if config.masker is None and not has_masks:
-    raise InputError(
-        f"{path} holds unmasked records (made with --dynamic_masking); "
-        "pass --dynamic_masking (and --vocab_file) to mask them while reading"
-    )
-  if config.masker is None:
-    num_predictions = len(features["masked_lm_positions"].int64_list.value)
-    if num_predictions != config.max_predictions_per_seq:
-      raise InputError(
-          f"--max_predictions_per_seq={config.max_predictions_per_seq} but "
-          f"{path} holds {num_predictions} masked positions per sequence"
-      )
 
 
 def make_pretraining_dataset(
@@ -151,38 +99,6 @@ def make_pretraining_dataset(
   if skip_batches:
     dataset = dataset.skip(skip_batches)
   return dataset.prefetch(tf.data.AUTOTUNE)
-
-
-def count_records(config: PretrainingDataConfig) -> int:
-  """Records in the files (held-out sets are small enough to count before evaluating).
-
-  Read by `tfrecord_frames` (both CRCs checked, in Python): TF's reader would count a
-  file that ends inside a record as a shorter one. With `config.skipped`, good records
-  only.
-
-  Raises:
-    InputError: a file is damaged or cut inside a record (file, record and byte named).
-  """
-  pretraining_records.check_shards(config.input_files, config.skipped)
-  return sum(
-      1
-      for path in config.input_files
-      for _ in tfrecord_frames.read_frames(path, config.on_bad_record)
-  )
-
-
-def eval_steps(
-    num_records: int, global_batch_size: int, max_input_pipelines: int = 1, max_eval_steps: int = 0
-) -> int:
-  """Steps that read every record once, however records are split between pipelines.
-
-  With n pipelines, record i going to pipeline i mod n, a pipeline holds at most
-  ceil(N / n) records and reads global_batch_size / n per step, so
-  ceil((N + n - 1) / global_batch_size) steps cover every pipeline's share for any
-  n <= `max_input_pipelines` (at most one step of padding more than n = 1 needs).
-  """
-  steps = -(-(num_records + max_input_pipelines - 1) // global_batch_size)
-  return min(steps, max_eval_steps) if max_eval_steps > 0 else steps
 
 
 def make_eval_dataset(

@@ -416,7 +416,64 @@ def _expected_shard(stats: dict, name: str) -> Optional[dict]:
 # ------------------------------------------------------------------------ the reader
 
 
-def _parse(name: str, data: bytes, layout) -> Dict[str, bytes]:
+def check_record_layout(
+    path: str, config: PretrainingDataConfig, dynamic_masking: Optional[bool] = None
+) -> None:
+  """Reads the first record of `path` and checks it against the flags.
+
+  Catches the common mistakes (max_seq_length differing from the data's, masked
+  records given to --dynamic_masking or the reverse) before the model is built, and
+  checks every file of `config.input_files` against its stats.json (`check_shards`).
+
+  Raises:
+    InputError: naming the flag that disagrees with the data, or the shard cut short.
+  """
+  check_shards(config.input_files, config.skipped)
+  first = None
+  for candidate in [path] + [f for f in config.input_files if f != path]:
+    first = next(tfrecord_frames.read_frames(candidate, config.on_bad_record), None)
+    if first is not None:
+      path = candidate
+      break
+  if first is None:
+    raise InputError(f"--input_files: no record in {', '.join(config.input_files)}")
+  try:
+    features = _raw_example(first[2])
+  except ValueError:
+    raise tfrecord_frames.BadRecord(path, first[0], first[1], NOT_AN_EXAMPLE).error() from None
+  if dynamic_masking is None:
+    dynamic_masking = config.masker is not None
+  kind, payload = features.get("input_ids", ("int64", b""))
+  seq_len = _count(kind, payload) if kind == "int64" else 0
+  if seq_len != config.max_seq_length:
+    raise InputError(
+        f"--max_seq_length={config.max_seq_length} but {path} holds "
+        f"sequences of length {seq_len}"
+    )
+  has_masks = "masked_lm_positions" in features
+  if dynamic_masking and has_masks:
+    # Their input_ids already hold [MASK]s: masking again would hide the originals.
+    raise InputError(
+        f"--dynamic_masking needs unmasked records, but {path} is masked; "
+        "make the data with `tools.create_pretraining_data --dynamic_masking` "
+        "or drop --dynamic_masking"
+    )
+  if not dynamic_masking and not has_masks:
+    raise InputError(
+        f"{path} holds unmasked records (made with --dynamic_masking); "
+        "pass --dynamic_masking (and --vocab_file) to mask them while reading"
+    )
+  if not dynamic_masking:
+    kind, payload = features["masked_lm_positions"]
+    num_predictions = _count(kind, payload) if kind == "int64" else 0
+    if num_predictions != config.max_predictions_per_seq:
+      raise InputError(
+          f"--max_predictions_per_seq={config.max_predictions_per_seq} but "
+          f"{path} holds {num_predictions} masked positions per sequence"
+      )
+
+
+def parse_record(name: str, data: bytes, layout) -> Dict[str, bytes]:
   """One record's features as the layout says ({feature: payload}), or InputError."""
   try:
     example = _raw_example(data)
@@ -441,7 +498,7 @@ def _parse(name: str, data: bytes, layout) -> Dict[str, bytes]:
   return parsed
 
 
-def _read_records(config: PretrainingDataConfig) -> Iterator[Tuple[str, Dict[str, bytes]]]:
+def _read_records(config: PretrainingDataConfig, layout) -> Iterator[Tuple[str, Dict[str, bytes]]]:
   """("path: record N (byte B)", {feature: payload}) of every record, in file order.
 
   Raises:
@@ -449,39 +506,103 @@ def _read_records(config: PretrainingDataConfig) -> Iterator[Tuple[str, Dict[str
       `config.skipped`: counted, skipped), or a record that is not the schema's; values
       are checked by `batches`.
   """
-  if config.masker is not None:
-    raise ValueError("dynamic masking without TensorFlow is not implemented yet")
   check_shards(config.input_files, config.skipped)
-  layout = feature_layout(config.max_seq_length, config.max_predictions_per_seq)
   for path in config.input_files:
     for number, offset, data in tfrecord_frames.read_frames(path, config.on_bad_record):
       name = tfrecord_frames.record_name(path, number, offset)
-      yield name, _parse(name, data, layout)
+      yield name, parse_record(name, data, layout)
 
 
-def batches(config: PretrainingDataConfig, batch_size: int) -> Iterator[Dict[str, np.ndarray]]:
-  """Full batches of every record in file order (the last partial batch is dropped), each
-  value-checked, with the `tf.data` pipeline's dtypes and shapes (module docstring).
+def stack_batch(
+    rows: Sequence[Dict[str, bytes]], names: Sequence[str], layout, rules
+) -> Dict[str, np.ndarray]:
+  """One batch of parsed records (`parse_record`'s), value-checked, with the `tf.data`
+  pipeline's dtypes and shapes (module docstring).
 
-  Each feature of a batch is decoded at once (one vectorized varint decode of every
-  record's packed bytes): the Python work per record is the protobuf parse alone.
+  Each feature is decoded at once (one vectorized varint decode of every record's packed
+  bytes): the Python work per record is the protobuf parse alone.
+
+  Raises:
+    InputError: naming the first record (of `names`) with a value the rules refuse.
+  """
+  batch = {
+      key: _values(kind, [row[key] for row in rows]).reshape(len(rows), length)
+      for key, (length, kind) in layout.items()
+  }
+  check_values(batch, names, rules)
+  batch = {
+      key: value.astype(np.float32 if layout[key][1] == "float" else np.int32)
+      for key, value in batch.items()
+  }
+  batch["next_sentence_labels"] = batch["next_sentence_labels"].reshape(-1)  # [B]
+  return batch
+
+
+def count_records(config: PretrainingDataConfig) -> int:
+  """Records in the files (held-out sets are small enough to count before evaluating).
+
+  Read by `tfrecord_frames` (both CRCs checked, in Python): TF's reader would count a
+  file that ends inside a record as a shorter one. With `config.skipped`, good records
+  only.
+
+  Raises:
+    InputError: a file is damaged or cut inside a record (file, record and byte named).
+  """
+  check_shards(config.input_files, config.skipped)
+  return sum(
+      1
+      for path in config.input_files
+      for _ in tfrecord_frames.read_frames(path, config.on_bad_record)
+  )
+
+
+def eval_steps(
+    num_records: int, global_batch_size: int, max_input_pipelines: int = 1, max_eval_steps: int = 0
+) -> int:
+  """Steps that read every record once, however records are split between pipelines.
+
+  With n pipelines, record i going to pipeline i mod n, a pipeline holds at most
+  ceil(N / n) records and reads global_batch_size / n per step, so
+  ceil((N + n - 1) / global_batch_size) steps cover every pipeline's share for any
+  n <= `max_input_pipelines` (at most one step of padding more than n = 1 needs).
+  """
+  steps = -(-(num_records + max_input_pipelines - 1) // global_batch_size)
+  return min(steps, max_eval_steps) if max_eval_steps > 0 else steps
+
+
+def batches(
+    config: PretrainingDataConfig,
+    batch_size: int,
+    pad_last: bool = False,
+    unmasked: bool = False,
+) -> Iterator[Dict[str, np.ndarray]]:
+  """Full batches of every record in file order, as `stack_batch` makes them.
+
+  The last partial batch is dropped; with `pad_last` it is filled up with all-zero rows
+  instead, and every batch gets float32 [B] `example_weights` (1.0 for records, 0.0 for
+  padding), as the held-out `tf.data` pipeline pads (`make_eval_dataset`). `unmasked`:
+  the records have no masked features yet (--dynamic_masking's).
   """
   rules = value_rules(config.max_seq_length, config.vocab_size, config.type_vocab_size)
-  layout = feature_layout(config.max_seq_length, config.max_predictions_per_seq)
+  layout = feature_layout(
+      config.max_seq_length, None if unmasked else config.max_predictions_per_seq
+  )
+
+  def finish(batch, real):
+    if pad_last:
+      batch = {
+          k: np.concatenate([v, np.zeros((batch_size - real,) + v.shape[1:], v.dtype)])
+          for k, v in batch.items()
+      }
+      batch["example_weights"] = (np.arange(batch_size) < real).astype(np.float32)
+    return batch
+
   names, rows = [], []
-  for name, features in _read_records(config):
+  for name, features in _read_records(config, layout):
     names.append(name)
     rows.append(features)
     if len(rows) == batch_size:
-      batch = {
-          key: _values(kind, [row[key] for row in rows]).reshape(batch_size, length)
-          for key, (length, kind) in layout.items()
-      }
-      check_values(batch, names, rules)
-      batch = {
-          key: value.astype(np.float32 if layout[key][1] == "float" else np.int32)
-          for key, value in batch.items()
-      }
-      batch["next_sentence_labels"] = batch["next_sentence_labels"].reshape(-1)  # [B]
-      yield batch
+      yield finish(stack_batch(rows, names, layout, rules), batch_size)
       names, rows = [], []
+  if rows and pad_last:
+    yield finish(stack_batch(rows, names, layout, rules), len(rows))

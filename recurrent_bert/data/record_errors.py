@@ -17,7 +17,7 @@ generator's stats.json) and `tfrecord_frames` (framing, `SkippedRecords` for
 
 import contextlib
 import re
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
 
@@ -26,7 +26,8 @@ from recurrent_bert.data import schema
 from recurrent_bert.data import tfrecord_frames
 from recurrent_bert.data.pretraining_records import NOT_AN_EXAMPLE
 from recurrent_bert.data.tfrecord_frames import REMAKE
-from recurrent_bert.data.tfrecord_frames import SkippedRecords  # the package's name for it
+from recurrent_bert.data.tfrecord_frames import SkippedRecords  # noqa: F401  (the package's name for it)
+from recurrent_bert.data.tfrecord_frames import describe  # noqa: F401  (re-exported)
 from recurrent_bert.errors import InputError
 
 # Brackets the "path: record N: what" of the in-graph checks' assertion messages.
@@ -164,10 +165,3 @@ def _locate_damage(paths: Sequence[str], offsets: Sequence[int]) -> Optional[Inp
       if problem:
         return tfrecord_frames.BadRecord(path, frames.records + 1, start, problem).error()
   return None
-
-
-def describe(skipped: SkippedRecords) -> List[str]:
-  """The lines a run with --skip_bad_records prints at its end."""
-  if not skipped.count():
-    return ["--skip_bad_records: no damaged record was met"]
-  return [f"--skip_bad_records: skipped {skipped.count()} records: {skipped.summary()}"]

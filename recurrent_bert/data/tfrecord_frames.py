@@ -25,7 +25,7 @@ import logging
 import os
 import struct
 import threading
-from typing import BinaryIO, Callable, Dict, Iterator, Optional, Tuple
+from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Tuple
 
 from recurrent_bert.data import example_codec
 from recurrent_bert.errors import InputError
@@ -207,3 +207,10 @@ class SkippedRecords:
       lines = list(self._lines.values())
     more = f"; and {len(lines) - limit} more" if len(lines) > limit else ""
     return "; ".join(lines[:limit]) + more
+
+
+def describe(skipped: SkippedRecords) -> List[str]:
+  """The lines a run with --skip_bad_records prints at its end."""
+  if not skipped.count():
+    return ["--skip_bad_records: no damaged record was met"]
+  return [f"--skip_bad_records: skipped {skipped.count()} records: {skipped.summary()}"]

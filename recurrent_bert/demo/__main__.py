@@ -184,6 +184,33 @@ def define_flags() -> None:
       "at the middle learning rate; the report compares the held-out MLM loss per word "
       "and the fine-tuning accuracies. Empty: no comparison.",
   )
+  flags.DEFINE_enum(
+      "backend",
+      "tensorflow",
+      ["tensorflow", "jax"],
+      "Keras backend of the pretraining runs (KERAS_BACKEND of each pretrain command). "
+      "Fine-tuning, export and the query run under TensorFlow either way.",
+  )
+  flags.DEFINE_bool(
+      "pretraining_only",
+      False,
+      "Stop after the pretraining runs: report/claims.md and mlm_loss.png hold the "
+      "papers' MLM claims (no fine-tuning, export or full report; TensorFlow not needed "
+      "with --backend=jax).",
+  )
+  flags.DEFINE_enum(
+      "vocabulary",
+      "wordpiece",
+      ["wordpiece", "unigram", "bpe"],
+      "The main vocabulary: WordPiece (tensorflow-text's learner, the papers' choice) or "
+      "a SentencePiece model (learned without TensorFlow).",
+  )
+  flags.DEFINE_bool(
+      "parallel_pretraining",
+      False,
+      "Run --jobs pretraining runs side by side (a GPU shared by several small runs); "
+      "their step times are then not comparable between models.",
+  )
   flags.DEFINE_multi_string(
       "query",
       None,
@@ -280,7 +307,25 @@ def settings_from_flags() -> settings_lib.Settings:
     raise ValueError(
         f"--tokenizers: unknown {', '.join(unknown)}; give any of {', '.join(pipeline.TOKENIZERS)}"
     )
+  if tokenizers and FLAGS.vocabulary != pipeline.WORDPIECE:
+    raise ValueError(
+        "--tokenizers compares against a WordPiece main vocabulary: drop "
+        f"--vocabulary={FLAGS.vocabulary} or --tokenizers"
+    )
+  if not FLAGS.pretraining_only and FLAGS.backend != "tensorflow":
+    try:
+      import tensorflow  # noqa: F401  (fine-tuning, export and the query need it)
+    except ImportError:
+      raise ValueError(
+          f"--backend={FLAGS.backend}: fine-tuning, export and the query run under "
+          "TensorFlow, which is not installed here; add --pretraining_only for the MLM "
+          "claims alone"
+      ) from None
   return settings_lib.Settings(
+      backend=FLAGS.backend,
+      pretraining_only=FLAGS.pretraining_only,
+      parallel_pretraining=FLAGS.parallel_pretraining,
+      vocabulary=FLAGS.vocabulary,
       work_dir=os.path.abspath(FLAGS.work_dir),
       input_files=[f.strip() for f in FLAGS.input_files if f.strip()],
       cache_dir=FLAGS.cache_dir,

@@ -188,7 +188,7 @@ _MLM_SOURCE = {"swishrnn": "SwishRNN Fig. 4"}
 _TABLES_SOURCE = {"swishrnn": "SwishRNN Table 1"}
 
 
-def _pm(values: Sequence[float], digits: int = 3) -> str:
+def mean_and_spread(values: Sequence[float], digits: int = 3) -> str:
   mean = statistics.fmean(values)
   if len(values) < 2:
     return f"{mean:.{digits}f} (1 seed)"
@@ -209,25 +209,38 @@ def paper_claims(rows: Sequence[dict], pretrain_seconds: dict, finetune_run_seco
   Returns:
     [Claim], in the order: MLM loss, stability, downstream, per recurrent model.
   """
-  by_family = {row["family"]: row for row in rows}
-  baselines = [by_family[f] for f in ("bert", "bert_rab") if f in by_family]
-  mlm, stability, downstream = [], [], []
+  baselines = _baselines(rows)
+  stability, downstream = [], []
   for row in rows:
     if row["family"] not in RECURRENT_FAMILIES:
       continue
-    # SwishRNN's own baseline is BERT-rab (it shares the relative bias); TRANS-BLSTM's is
-    # BERT-orig.
-    for base in baselines:
-      if base["family"] == "bert_rab" and row["family"] != "swishrnn":
-        continue
-      mlm.append(_mlm_claim(row, base, pretrain_seconds))
     base = baselines[0] if baselines else None
     if base is None:
       continue
     if len(row["by_learning_rate"]) >= 2:
       stability.append(_stability_claim(row, base, finetune_run_seconds))
     downstream.append(_downstream_claim(row, base, finetune_run_seconds))
-  return mlm + stability + downstream
+  return mlm_claims(rows, pretrain_seconds) + stability + downstream
+
+
+def _baselines(rows: Sequence[dict]) -> list:
+  by_family = {row["family"]: row for row in rows}
+  return [by_family[f] for f in ("bert", "bert_rab") if f in by_family]
+
+
+def mlm_claims(rows: Sequence[dict], pretrain_seconds: dict) -> list:
+  """The held-out MLM claims alone (rows need "preset", "model", "family" and
+  "eval_mlm_loss"): each recurrent model against its paper's baseline, SwishRNN against
+  BERT-rab (it shares the relative bias) and BERT-orig, TRANS-BLSTM against BERT-orig."""
+  found = []
+  for row in rows:
+    if row["family"] not in RECURRENT_FAMILIES:
+      continue
+    for base in _baselines(rows):
+      if base["family"] == "bert_rab" and row["family"] != "swishrnn":
+        continue
+      found.append(_mlm_claim(row, base, pretrain_seconds))
+  return found
 
 
 def _mlm_claim(row: dict, base: dict, pretrain_seconds: dict) -> Claim:
@@ -236,7 +249,7 @@ def _mlm_claim(row: dict, base: dict, pretrain_seconds: dict) -> Claim:
       source=_MLM_SOURCE.get(row["family"], "TRANS-BLSTM Fig. 3"),
       statement=f"{row['model']} reaches a lower MLM loss than {base['model']} at equal "
       "steps (held-out records, last step)",
-      evidence=f"{_pm(ours)} vs {_pm(theirs)}",
+      evidence=f"{mean_and_spread(ours)} vs {mean_and_spread(theirs)}",
       comparison=compare([(1.0, ours), (-1.0, theirs)]),
       predicted_sign=-1,
       seed_seconds=pretrain_seconds[row["preset"]] + pretrain_seconds[base["preset"]],
@@ -281,8 +294,8 @@ def _downstream_claim(row: dict, base: dict, run_seconds: float) -> Claim:
       source=_TABLES_SOURCE.get(row["family"], "TRANS-BLSTM Tables 2-4"),
       statement=f"{row['model']} fine-tunes to a higher test accuracy than {base['model']} "
       "(each at its best learning rate by dev accuracy)",
-      evidence=f"{_pm(ours)} at {row['best_learning_rate']:g} vs {_pm(theirs)} at "
-      f"{base['best_learning_rate']:g}",
+      evidence=f"{mean_and_spread(ours)} at {row['best_learning_rate']:g} vs "
+      f"{mean_and_spread(theirs)} at {base['best_learning_rate']:g}",
       comparison=compare([(1.0, ours), (-1.0, theirs)]),
       predicted_sign=1,
       seed_seconds=2 * run_seconds,

@@ -109,6 +109,8 @@ class Demo:
   def vocab_file(self, tokenizer: Optional[str] = None) -> str:
     """The main vocabulary, or a compared tokenizer's (WordPiece's is the main one: the
     same command would learn it again)."""
+    if tokenizer is None and self.s.vocabulary != WORDPIECE:
+      return self.s.path("vocab", "spm.model")  # --vocabulary: a SentencePiece model
     if tokenizer in (None, WORDPIECE):
       return self.s.path("vocab", "vocab.txt")
     return self.tokenizer_path(tokenizer, "vocab", "spm.model")
@@ -191,7 +193,7 @@ class Demo:
         ),
         Stage(
             "vocab",
-            f"vocabulary: WordPiece, {s.vocab_size} tokens (tools.build_vocab)",
+            f"vocabulary: {s.vocabulary}, {s.vocab_size} tokens (tools.build_vocab)",
             15 + 6e-4 * (s.vocab_max_lines or 15000 * corpus_mb),
             command=self.vocab_command,
             echo=ECHO_VOCAB,
@@ -230,8 +232,19 @@ class Demo:
                 echo=ECHO_PRETRAIN,
                 after=lambda p=preset, r=seed: self.pretrain_result(p, r),
                 output_dir=self.pretrain_dir(preset, seed),
+                parallel_group="pretraining runs" if s.parallel_pretraining else None,
             )
         )
+    if s.pretraining_only:
+      return stages + [
+          Stage(
+              "report",
+              "report: report/claims.md, the papers' MLM claims, and mlm_loss.png",
+              10,
+              key={"pretrain_seeds": s.pretrain_seeds, "pretraining_only": True},
+              run=self.stage_pretraining_report,
+          )
+      ]
     grid = self.finetune_grid()
     stages += [
         Stage(
@@ -430,6 +443,7 @@ class Demo:
     """tools.build_vocab on the train documents (WordPiece, or `tokenizer`'s model)."""
     s = self.s
     output = self.vocab_file(tokenizer)
+    tokenizer = tokenizer or s.vocabulary
     return jobs.python_module(
         "tools.build_vocab",
         f"--input_files={s.path('corpus', 'train_documents.txt')}",
@@ -442,6 +456,11 @@ class Demo:
 
   def vocab_result(self) -> Dict:
     """The vocabulary's size and its [unused] padding."""
+    if self.s.vocabulary != WORDPIECE:
+      from recurrent_bert.data import vocab as vocab_lib
+
+      size = vocab_lib.read_vocabulary(self.vocab_file()).vocab_size
+      return {"tokens": size, "unused": 0, "summary": f"{self.s.vocabulary} model, {size} pieces"}
     with open(self.s.path("vocab", "vocab.txt"), encoding="utf-8") as f:
       tokens = [line.rstrip("\n") for line in f]
     unused = sum(t.startswith("[unused") for t in tokens)
@@ -532,7 +551,9 @@ class Demo:
     compared tokenizer's), evaluating the held-out ones as it goes."""
     s = self.s
     log_steps = max(1, s.pretrain_steps // 15)
-    return jobs.python_module(
+    # Another backend than TensorFlow: the same command under KERAS_BACKEND (`env`).
+    backend = [] if s.backend == "tensorflow" else ["env", f"KERAS_BACKEND={s.backend}"]
+    return backend + jobs.python_module(
         "recurrent_bert.pretrain",
         f"--model_config={preset}",
         f"--input_files={os.path.join(self.data_dir('train', tokenizer), '*.tfrecord')}",
@@ -720,12 +741,29 @@ class Demo:
         "summary": "; ".join(f"{a['label']} (p={a['probability']:.2f})" for a in answers),
     }
 
-  def report_command(self) -> List[str]:
-    """Writes report/inputs.json for recurrent_bert.demo.report and runs it."""
+  def stage_pretraining_report(self) -> Dict:
+    """--pretraining_only: report/claims.md and mlm_loss.png (`pretraining_report`)."""
+    from recurrent_bert.demo import pretraining_report
+
+    paths = pretraining_report.write_pretraining_report(self.report_inputs())
+    for line in paths["claims"]:
+      say(f"    {line}")
+    return {**paths, "summary": paths["claims_md"]}
+
+  def report_inputs(self) -> Dict:
+    """What the reports read: settings, stage results and timings, the pretraining dirs."""
     s = self.s
     settings = dataclasses.asdict(s)
     if not s.tokenizers:
       del settings["tokenizers"]  # the report of a demo without the comparison is unchanged
+    for name, default in (
+        ("backend", "tensorflow"),
+        ("pretraining_only", False),
+        ("parallel_pretraining", False),
+        ("vocabulary", WORDPIECE),
+    ):
+      if settings[name] == default:
+        del settings[name]  # nor is the report of a TensorFlow demo
     inputs = {
         "settings": settings,
         "results": self.results,
@@ -737,7 +775,12 @@ class Demo:
     }
     if s.tokenizers:
       inputs["tokenizers"] = self.tokenizer_inputs()
-    path = s.path("report", "inputs.json")
+    return inputs
+
+  def report_command(self) -> List[str]:
+    """Writes report/inputs.json for recurrent_bert.demo.report and runs it."""
+    inputs = self.report_inputs()
+    path = self.s.path("report", "inputs.json")
     io_utils.atomic_write_json(path, inputs)
     return jobs.python_module("recurrent_bert.demo.report", path)
 
@@ -777,6 +820,10 @@ class Demo:
             f"  -> {a['label']} (p={a['probability']:.2f})"
             + (f", truth: {a['truth']}" if a.get("truth") else "")
         )
+      if self.s.pretraining_only:
+        say(f"\nclaims:       {outputs['claims_md']}")
+        say(f"loss curves:  {outputs['mlm_loss_png']}")
+        return
       say(f"\nreport:       {outputs['report_md']}")
       say(f"loss curves:  {outputs['mlm_loss_png']}")
       say(f"stability:    {outputs['stability_png']}")

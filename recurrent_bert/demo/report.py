@@ -90,8 +90,11 @@ def step_time(train_dir: str) -> Tuple[float, int, bool]:
     (seconds per step, steps measured, whether tracing had to be included).
   """
   # TensorFlow only here: the demo's driver imports this module for its names.
-  import tensorflow as tf
-  from tensorflow.core.util import event_pb2
+  try:
+    import tensorflow as tf
+    from tensorflow.core.util import event_pb2
+  except ImportError:  # a JAX run on a machine without TensorFlow wrote no events
+    return float("nan"), 0, True
 
   measured: List[float] = []
   first_intervals: List[float] = []
@@ -202,6 +205,25 @@ def plot_losses(
   plt.close(fig)
 
 
+def plot_mlm_figure(rows: List[Dict], s: Dict, out_dir: str) -> str:
+  """out_dir/mlm_loss.png of the models' rows (`pretraining_row`); returns its path."""
+  window = max(1, s["pretrain_steps"] // 25) | 1
+  png = os.path.join(out_dir, "mlm_loss.png")
+  plot_losses(
+      {
+          f"{r['model']} ({r['preset']})": {"train": r["train_curves"], "eval": r["eval_curves"]}
+          for r in rows
+      },
+      png,
+      f"MLM loss: {s['size']} models, the same records, {s['pretrain_steps']} steps x "
+      f"{s['batch_size']} x {s['seq_length']} tokens; line: mean over pretraining seeds, "
+      f"band: lowest to highest seed\n(training: centred moving average of {window} steps; "
+      "held-out: the same records of held-out documents for every model)",
+      window,
+  )
+  return png
+
+
 def copy_tensorboard(source: str, target: str) -> bool:
   if not os.path.isdir(source):
     return False
@@ -211,8 +233,8 @@ def copy_tensorboard(source: str, target: str) -> bool:
   return True
 
 
-def _model_row(inputs: Dict, preset: str) -> Dict:
-  """One model's numbers: pretraining over its seeds, fine-tuning over lr x seed."""
+def pretraining_row(inputs: Dict, preset: str) -> Dict:
+  """One model's pretraining numbers over its seeds (what --pretraining_only reports)."""
   s, results, timings = inputs["settings"], inputs["results"], inputs["timings"]
   seeds = s["pretrain_seeds"]
   dirs = [inputs["pretrain_dirs"][preset][str(seed)] for seed in seeds]
@@ -220,16 +242,6 @@ def _model_row(inputs: Dict, preset: str) -> Dict:
   held_out = [_eval_results(d) for d in dirs]
   timed = [step_time(os.path.join(d, "train")) for d in dirs]
   stages = [f"pretrain:{preset}:seed{seed}" for seed in seeds]
-  runs = [r for r in results["finetune"]["runs"] if r["preset"] == preset]
-  by_lr = {}
-  for run in runs:
-    entry = by_lr.setdefault(run["learning_rate"], {"dev": [], "test": [], "seeds": []})
-    entry["dev"].append(run["dev_accuracy"])
-    entry["test"].append(run["test_accuracy"])
-    entry["seeds"].append(run["seed"])
-  best_lr = max(by_lr, key=lambda lr: statistics.fmean(by_lr[lr]["dev"]))
-  ft_steps = [r["seconds_per_train_step"] for r in runs]
-  ft_steps = [v for v in ft_steps if v is not None and math.isfinite(v)]
   cores = [_cores_used(timings, stage) for stage in stages]
   cores = [c for c in cores if c]
   return {
@@ -258,6 +270,23 @@ def _model_row(inputs: Dict, preset: str) -> Dict:
       },
       "load_average": statistics.fmean(results[st].get("load_average") or 0.0 for st in stages),
       "pretrain_cores_used": min(cores) if cores else None,
+  }
+
+
+def _model_row(inputs: Dict, preset: str) -> Dict:
+  """One model's numbers: pretraining over its seeds, fine-tuning over lr x seed."""
+  runs = [r for r in inputs["results"]["finetune"]["runs"] if r["preset"] == preset]
+  by_lr = {}
+  for run in runs:
+    entry = by_lr.setdefault(run["learning_rate"], {"dev": [], "test": [], "seeds": []})
+    entry["dev"].append(run["dev_accuracy"])
+    entry["test"].append(run["test_accuracy"])
+    entry["seeds"].append(run["seed"])
+  best_lr = max(by_lr, key=lambda lr: statistics.fmean(by_lr[lr]["dev"]))
+  ft_steps = [r["seconds_per_train_step"] for r in runs]
+  ft_steps = [v for v in ft_steps if v is not None and math.isfinite(v)]
+  return {
+      **pretraining_row(inputs, preset),
       "by_learning_rate": by_lr,
       "best_learning_rate": best_lr,
       "dev_accuracy": by_lr[best_lr]["dev"],
@@ -301,20 +330,7 @@ def write_report(inputs: Dict) -> Dict:
         else None
     )
 
-  window = max(1, s["pretrain_steps"] // 25) | 1
-  png = os.path.join(out_dir, "mlm_loss.png")
-  plot_losses(
-      {
-          f"{r['model']} ({r['preset']})": {"train": r["train_curves"], "eval": r["eval_curves"]}
-          for r in rows
-      },
-      png,
-      f"MLM loss: {s['size']} models, the same records, {s['pretrain_steps']} steps x "
-      f"{s['batch_size']} x {s['seq_length']} tokens; line: mean over pretraining seeds, "
-      f"band: lowest to highest seed\n(training: centred moving average of {window} steps; "
-      "held-out: the same records of held-out documents for every model)",
-      window,
-  )
+  png = plot_mlm_figure(rows, s, out_dir)
   stability_png = os.path.join(out_dir, "stability.png")
   shutil.copyfile(results["finetune"]["lr_sweep_png"], stability_png + ".tmp")
   os.replace(stability_png + ".tmp", stability_png)

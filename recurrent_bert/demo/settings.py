@@ -61,6 +61,10 @@ class Settings:
   queries: Optional[List[str]] = None
   redo: List[str] = dataclasses.field(default_factory=list)
   tokenizers: List[str] = dataclasses.field(default_factory=list)
+  backend: str = "tensorflow"
+  pretraining_only: bool = False
+  parallel_pretraining: bool = False
+  vocabulary: str = "wordpiece"
 
   def fingerprint(self) -> Dict:
     """Settings that shape the stage outputs (the models, seeds and learning rates may
@@ -78,6 +82,8 @@ class Settings:
         "size",
         "redo",
         "tokenizers",
+        "pretraining_only",
+        "parallel_pretraining",
     }
     return {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
 
@@ -108,7 +114,13 @@ def check_settings(settings: Settings) -> None:
   if os.path.exists(path) and made:
     with open(path, encoding="utf-8") as f:
       recorded = json.load(f)
-    changed = {k: (recorded.get(k), v) for k, v in current.items() if recorded.get(k) != v}
+    # A setting added since the work dir was made has its default there.
+    defaults = {"backend": "tensorflow", "vocabulary": "wordpiece"}
+    changed = {
+        k: (recorded.get(k, defaults.get(k)), v)
+        for k, v in current.items()
+        if recorded.get(k, defaults.get(k)) != v
+    }
     if changed:
       lines = [f"  --{k}: {old!r} there, {new!r} now" for k, (old, new) in changed.items()]
       raise SettingsMismatch(

@@ -112,6 +112,31 @@ def make_strategy():
   return strategy, distribution.is_chief(strategy), distribution.worker_id(strategy)
 
 
+# What each --distribution_strategy is under Keras' JAX backend: a device count for
+# `jax_pretraining.set_up_devices` (None: every local device), or why it is refused.
+_JAX_STRATEGIES = {"default": 1, "one_device": 1, "mirrored": None}
+
+
+def jax_devices() -> Optional[int]:
+  """The devices the execution flags give a JAX run: 1, or None for every local device.
+
+  --num_cpu_devices=N splits the host into N XLA devices (XLA_FLAGS, read when JAX
+  starts its CPU backend: call before anything asks JAX for devices).
+  """
+  strategy = FLAGS.distribution_strategy
+  if strategy not in _JAX_STRATEGIES:
+    cli.fail(
+        f"--distribution_strategy={strategy} is TensorFlow's; under KERAS_BACKEND=jax use "
+        "--distribution_strategy=mirrored (every local device: GPUs, a TPU VM's chips, or "
+        "--num_cpu_devices CPU devices, through keras.distribution.DataParallel) or "
+        "default (one device); several hosts: README's JAX section"
+    )
+  if FLAGS.num_cpu_devices > 1:
+    flag = f"--xla_force_host_platform_device_count={FLAGS.num_cpu_devices}"
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {flag}".strip()
+  return _JAX_STRATEGIES[strategy]
+
+
 def _under(run_dir: str, path: str) -> str:
   if not path or os.path.isabs(path) or "://" in path or path == "builtin":
     return path

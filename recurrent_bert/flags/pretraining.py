@@ -208,7 +208,35 @@ def model_config():
   if vocab_size is not None and vocab_size != config.vocab_size:
     config = config.replace(vocab_size=vocab_size)
   config.check_sequence_length(FLAGS.max_seq_length, "--max_seq_length")
+  _check_resumed_config(config, recorded)
   return config
+
+
+def _check_resumed_config(config, recorded: str) -> None:
+  """A run resuming in --model_dir must build the model its checkpoints hold: one line
+  naming the first field that differs, before model_config.json is rewritten."""
+  from recurrent_bert.config import ConfigError
+  from recurrent_bert.config import resolve_config
+
+  has_checkpoint = layout.exists(os.path.join(FLAGS.model_dir, layout.CHECKPOINT_STATE_FILE)) or (
+      layout.isdir(FLAGS.model_dir)
+      and any(name.endswith(".state") for name in layout.listdir(FLAGS.model_dir))
+  )
+  if not has_checkpoint or not layout.exists(recorded):
+    return
+  try:
+    previous = resolve_config(recorded)
+  except ConfigError as e:
+    cli.fail(str(e))
+  theirs, ours = previous.to_dict(), config.to_dict()
+  changed = [k for k in ours if theirs.get(k) != ours[k]]
+  if changed:
+    k = changed[0]
+    cli.fail(
+        f"--model_dir={FLAGS.model_dir} holds checkpoints of another model ({recorded}: "
+        f"{k}={theirs.get(k)!r}, the flags give {k}={ours[k]!r}); resume with the same "
+        "--model_config and --vocab_file, or give a new --model_dir"
+    )
 
 
 def mode() -> str:
@@ -223,41 +251,50 @@ def settings_from_flags():
   default resolved)."""
   import dataclasses
 
-  from recurrent_bert.training.pretraining_runner import PretrainSettings
+  from recurrent_bert.training.settings import PretrainSettings
 
   names = [f.name for f in dataclasses.fields(PretrainSettings) if f.name != "mode"]
   return PretrainSettings(mode=mode(), **{name: FLAGS[name].value for name in names})
 
 
-def data_config(model_config):
+def data_config(model_config, backend: str = "tensorflow"):
   """The input pipeline's settings, checked against the first record and the files.
 
   Args:
     model_config: the model's `ModelConfig`: record ids must fit its vocab_size and
       type_vocab_size.
+    backend: Keras' backend. TensorFlow's pipeline masks in-graph (the config's
+      `DynamicMasker`); under JAX the records are read and masked in numpy, and the
+      `record_batches.BatchMasker` is returned beside the configs.
 
   Everything that can fail on the user's input fails here, before any model is built.
 
   Returns:
-    (training, evaluation) `data.pretraining_dataset.PretrainingDataConfig`s: the first is
-    None with --mode=eval, the second None with --mode=train.
+    (training, evaluation) `data.pretraining_records.PretrainingDataConfig`s: the first is
+    None with --mode=eval, the second None with --mode=train; under JAX a third item, the
+    BatchMasker (None without --dynamic_masking).
   """
   from recurrent_bert import io_utils
-  from recurrent_bert.data import dynamic_masking
-  from recurrent_bert.data import pretraining_dataset
-  from recurrent_bert.data import record_errors
+  from recurrent_bert.data import pretraining_records
+  from recurrent_bert.data import tfrecord_frames
   from recurrent_bert.data import vocab as vocab_lib
-  from recurrent_bert.training import checkpoints
 
   # One count for the training and held-out files: the run reports one number.
-  skipped = record_errors.SkippedRecords() if FLAGS.skip_bad_records else None
+  skipped = tfrecord_frames.SkippedRecords() if FLAGS.skip_bad_records else None
+  on_tensorflow = backend == "tensorflow"
+  masker = None
+  if FLAGS.dynamic_masking:
+    vocabulary = vocab_lib.read_vocabulary(FLAGS.vocab_file)
+    if on_tensorflow:
+      from recurrent_bert.data import dynamic_masking
+
+      masker = dynamic_masking.DynamicMasker(masking.masking_config(), vocabulary)
+    else:
+      from recurrent_bert.data import record_batches
+
+      masker = record_batches.BatchMasker.from_vocabulary(masking.masking_config(), vocabulary)
 
   def build(flag_name="input_files"):
-    masker = None
-    if FLAGS.dynamic_masking:
-      masker = dynamic_masking.DynamicMasker(
-          masking.masking_config(), vocab_lib.read_vocabulary(FLAGS.vocab_file)
-      )
     try:
       files = io_utils.expand_input_patterns(FLAGS[flag_name].value, flag_name)
     except InputError as e:
@@ -268,25 +305,42 @@ def data_config(model_config):
           f"--output_dir={data_dir} --max_seq_length={FLAGS.max_seq_length} (or see the "
           "data commands in the flagfile's header)"
       ) from None
-    config = pretraining_dataset.PretrainingDataConfig(
+    config = pretraining_records.PretrainingDataConfig(
         input_files=files,
         max_seq_length=FLAGS.max_seq_length,
         max_predictions_per_seq=FLAGS.max_predictions_per_seq,
         seed=FLAGS.seed,
         shuffle_buffer_size=FLAGS.shuffle_buffer_size,
-        masker=masker,
+        masker=masker if on_tensorflow else None,
         vocab_size=model_config.vocab_size,
         type_vocab_size=model_config.type_vocab_size,
         skipped=skipped,
     )
-    pretraining_dataset.check_record_layout(files[0], config)
+    pretraining_records.check_record_layout(files[0], config, dynamic_masking=FLAGS.dynamic_masking)
     if flag_name == "input_files" and FLAGS.init_checkpoint:
-      try:
-        checkpoints.resolve_checkpoint(FLAGS.init_checkpoint)
-      except checkpoints.CheckpointNotFoundError as e:
-        raise InputError(f"--init_checkpoint: {e}") from None
+      _check_init_checkpoint(on_tensorflow)
     return config
 
   train_config = cli.run_checked(build) if mode() != "eval" else None
   eval_config = cli.run_checked(lambda: build("eval_input_files")) if mode() != "train" else None
-  return train_config, eval_config
+  if on_tensorflow:
+    return train_config, eval_config
+  return train_config, eval_config, masker
+
+
+def _check_init_checkpoint(on_tensorflow: bool) -> None:
+  """--init_checkpoint names weights this backend reads (InputError naming it if not)."""
+  if on_tensorflow:
+    from recurrent_bert.training import checkpoints
+
+    try:
+      checkpoints.resolve_checkpoint(FLAGS.init_checkpoint)
+    except checkpoints.CheckpointNotFoundError as e:
+      raise InputError(f"--init_checkpoint: {e}") from None
+  else:
+    from recurrent_bert.training import portable_checkpoints
+
+    try:
+      portable_checkpoints.find_weights_file(FLAGS.init_checkpoint)
+    except InputError as e:
+      raise InputError(f"--init_checkpoint: {e}") from None

@@ -14,11 +14,12 @@ from typing import Optional, Tuple
 
 import tensorflow as tf
 
-from recurrent_bert import io_utils
 from recurrent_bert import model_dir as layout
 from recurrent_bert import weights_file
 from recurrent_bert.config import ModelConfig
-from recurrent_bert.data import vocab as vocab_lib
+from recurrent_bert.training import portable_checkpoints
+from recurrent_bert.training.portable_checkpoints import write_model_config  # noqa: F401
+from recurrent_bert.training.portable_checkpoints import write_tokenizer_files  # noqa: F401
 from recurrent_bert.weights_file import variables_by_path
 
 # Re-exported for callers that name them through this module.
@@ -29,36 +30,6 @@ EXPORT_PREFIX = layout.EXPORT_PREFIX
 
 class CheckpointNotFoundError(FileNotFoundError):
   """No encoder export or training checkpoint at the given path."""
-
-
-def write_model_config(directory: str, config: ModelConfig) -> None:
-  io_utils.atomic_write_text(os.path.join(directory, MODEL_CONFIG_FILE), config.to_json())
-
-
-def write_tokenizer_files(
-    directory: str, vocab_file: Optional[str], do_lower_case: Optional[bool]
-) -> None:
-  """vocab.txt (a copy of `vocab_file`) and tokenizer.json, what a reader tokenizes with.
-
-  A SentencePiece model is copied to sentencepiece.model instead, and tokenizer.json
-  records its kind, file and the model's own casing.
-
-  Without a vocabulary nothing is written; with an unknown casing (None: a converted
-  checkpoint that does not say) only vocab.txt.
-  """
-  if not vocab_file:
-    return
-  info = layout.TokenizerInfo()
-  if vocab_lib.vocab_kind(vocab_file) == layout.SENTENCEPIECE:
-    # The model's normaliser fixes the casing: record it, not the flag.
-    do_lower_case = vocab_lib.Vocabulary.from_sentencepiece(vocab_file).folds_case
-    info = layout.TokenizerInfo(layout.SENTENCEPIECE, vocab_file=layout.SENTENCEPIECE_MODEL_FILE)
-  io_utils.atomic_copy(vocab_file, os.path.join(directory, info.vocab_file))
-  if do_lower_case is not None:
-    io_utils.atomic_write_text(
-        os.path.join(directory, layout.TOKENIZER_FILE),
-        dataclasses.replace(info, do_lower_case=do_lower_case).to_json(),
-    )
 
 
 def _is_checkpoint_prefix(path: str) -> bool:
@@ -122,6 +93,12 @@ def resolve_model(path: str) -> ModelSource:
   """
   path = path.rstrip("/")
   export_dir = os.path.join(path, layout.EXPORT_DIR)
+  if _is_weights_file(path) and layout.isfile(path):
+    # A portable weights file (`weights_file`): an Encoder's, a Pretrainer's or a task
+    # model's, written under any backend.
+    directory = os.path.dirname(path)
+    is_export = weights_file.read_attributes(path).get("model") == "Encoder"
+    return _with_tokenizer(ModelSource("weights file", path, directory, is_export), (directory,))
   if _is_checkpoint_prefix(path):
     directory = os.path.dirname(path)
     is_export = os.path.basename(path) == layout.EXPORT_PREFIX
@@ -151,6 +128,12 @@ def resolve_model(path: str) -> ModelSource:
     return _with_tokenizer(
         ModelSource(_checkpoint_kind(path), latest, path, False), (path, export_dir)
     )
+  state = portable_checkpoints.latest_state(path) if is_dir else None
+  if state:  # a JAX run's training checkpoint: its model.weights.h5
+    weights = os.path.join(state, layout.MODEL_WEIGHTS_FILE)
+    return _with_tokenizer(
+        ModelSource("pretraining model_dir", weights, path, False), (path, export_dir)
+    )
   nested_export = os.path.join(export_dir, layout.EXPORT_PREFIX)
   if _is_checkpoint_prefix(nested_export):
     kind = (
@@ -159,6 +142,11 @@ def resolve_model(path: str) -> ModelSource:
         else "pretraining model_dir"
     )
     return _with_tokenizer(ModelSource(kind, nested_export, export_dir, True), (export_dir, path))
+  for folder, search in ((path, (path, os.path.dirname(path))), (export_dir, (export_dir, path))):
+    # An export written under JAX: the weights file alone, no TensorFlow checkpoint.
+    weights = os.path.join(folder, layout.EXPORT_WEIGHTS_FILE)
+    if layout.exists(os.path.join(folder, layout.EXPORT_INFO_FILE)) and layout.isfile(weights):
+      return _with_tokenizer(ModelSource("encoder export", weights, folder, True), search)
   if is_dir and layout.is_saved_model(path):
     raise CheckpointNotFoundError(
         f"{path!r} is a SavedModel export (for serving): give the model dir it was exported from"
@@ -212,9 +200,17 @@ def restore_encoder_weights(encoder, path: str) -> str:
   in a training checkpoint are ignored).
   """
   prefix, _, is_export = resolve_checkpoint(path)
+  if _is_weights_file(prefix):
+    weights_file.load_weights(encoder, prefix, encoder_only=True)
+    return prefix
   status = _encoder_checkpoint(encoder, is_export).read(prefix)
   status.expect_partial().assert_existing_objects_matched()
   return prefix
+
+
+def _is_weights_file(prefix: str) -> bool:
+  """A source read from a portable weights file (a model dir written under JAX)."""
+  return prefix.endswith(".weights.h5")
 
 
 def load_encoder(path: str, config: Optional[ModelConfig] = None):
@@ -243,6 +239,8 @@ def restore_pretrainer_weights(pretrainer, path: str) -> str:
   phase 1 -> phase 2 case); from an encoder export only the encoder (warm start).
   """
   prefix, _, is_export = resolve_checkpoint(path)
+  if _is_weights_file(prefix):
+    return portable_checkpoints.restore_pretrainer_portable(pretrainer, prefix)
   restore_encoder_weights(pretrainer.encoder, prefix)
   if not is_export:
     tf.train.Checkpoint(model=variables_by_path(pretrainer)).read(prefix).expect_partial()
@@ -263,27 +261,19 @@ def export_encoder(
     do_lower_case: Optional[bool] = None,
     info: Optional[dict] = None,
 ) -> str:
-  """Writes model_dir/encoder atomically (temp dir, then rename); returns its path.
+  """`portable_checkpoints.export_encoder` with the encoder's TensorFlow checkpoint
+  (encoder.index / .data-*) beside its weights file; returns the export's path."""
 
-  It holds the TensorFlow checkpoint and the same weights as encoder.weights.h5, which
-  Keras reads on every backend (`training.portable_checkpoints`).
-
-  `do_lower_case` defaults to `info["do_lower_case"]` (None: not known).
-
-  export_info.json is written last: on object stores, which rename object by object, an
-  export without it is incomplete.
-  """
-  info = dict(info or {})
-  if do_lower_case is None:
-    do_lower_case = info.get("do_lower_case")
-  info["do_lower_case"] = do_lower_case
-  final_dir = os.path.join(model_dir, EXPORT_DIR)
-  with io_utils.atomic_directory(final_dir) as tmp_dir:
+  def write_checkpoint(folder: str) -> None:
     tf.train.Checkpoint(encoder=variables_by_path(encoder)).write(
-        os.path.join(tmp_dir, EXPORT_PREFIX)
+        os.path.join(folder, EXPORT_PREFIX)
     )
-    weights_file.save_weights(encoder, os.path.join(tmp_dir, layout.EXPORT_WEIGHTS_FILE))
-    write_model_config(tmp_dir, encoder.config)
-    write_tokenizer_files(tmp_dir, vocab_file, do_lower_case)
-    io_utils.atomic_write_json(os.path.join(tmp_dir, layout.EXPORT_INFO_FILE), info)
-  return final_dir
+
+  return portable_checkpoints.export_encoder(
+      encoder,
+      model_dir,
+      vocab_file=vocab_file,
+      do_lower_case=do_lower_case,
+      info=info,
+      write_checkpoint=write_checkpoint,
+  )

@@ -22,14 +22,11 @@ rows of weight 0 (`pretraining_dataset.make_eval_dataset`), so every replica run
 same number of steps on the same shapes (XLA and TPUs need both).
 """
 
-import json
-import math
 import os
 from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
 
-from recurrent_bert import io_utils
 from recurrent_bert import model_dir as layout
 from recurrent_bert.data import pretraining_dataset
 from recurrent_bert.data import record_errors
@@ -39,8 +36,8 @@ from recurrent_bert.training import checkpoints
 from recurrent_bert.training import loop
 from recurrent_bert.training import metric_sums
 from recurrent_bert.training import objectives
-
-EVAL_SPLIT = "eval"
+from recurrent_bert.training import pretraining_results
+from recurrent_bert.training.pretraining_results import EVAL_SPLIT  # noqa: F401
 
 
 class PretrainingEvaluator:
@@ -138,13 +135,7 @@ class PretrainingEvaluator:
     """mlm_loss, mlm_accuracy, mlm_perplexity, (nsp_loss, nsp_accuracy,) loss, and the
     num_examples / num_predictions they are over; with word starts, mlm_loss_per_word and
     mlm_words."""
-    sums = self.evaluate_sums()
-    results = metric_sums.summarize(sums, self.num_steps, self.use_nsp)
-    results.update(metric_sums.per_word(sums))
-    results["mlm_perplexity"] = math.exp(min(results["mlm_loss"], 700.0))
-    results["num_examples"] = sums["num_examples"]
-    results["num_predictions"] = sums["mlm_weight_sum"]
-    return results
+    return pretraining_results.results_from_sums(self.evaluate_sums(), self.num_steps, self.use_nsp)
 
 
 def restore_for_eval(model, checkpoint: str) -> int:
@@ -169,40 +160,26 @@ def record_eval_results(
     results: Dict[str, float],
     writer: Optional[tf.summary.SummaryWriter] = None,
 ) -> Dict:
-  """Writes one evaluation where fine-tuning writes its own (call on the chief only).
-
-  TensorBoard scalars `eval/<metric>` in model_dir/eval/, a metrics.jsonl row
-  {"step", "eval/<metric>": ...}, and model_dir/eval_results.json (replaced atomically):
-  {"task": "pretraining", "global_step", "checkpoint", "main_metric": "mlm_loss",
-  "eval_splits": ["eval"], "eval": results, "main_metric_value"}.
-
-  `writer` is `open_eval_writer(model_dir)`, kept across a run's evaluations (one events
-  file, not one per evaluation); None opens one for this call.
+  """`pretraining_results.record_eval_results` with TensorBoard scalars `eval/<metric>`
+  in model_dir/eval/ through `writer` (`open_eval_writer(model_dir)`, kept across a
+  run's evaluations: one events file, not one per evaluation; None opens one for this
+  call). Call on the chief only.
 
   Returns:
     The eval_results.json content.
   """
   own_writer = writer is None
   writer = open_eval_writer(model_dir) if own_writer else writer
-  with writer.as_default():
-    for name, value in results.items():
-      loop.write_scalar(f"{EVAL_SPLIT}/{name}", value, step)
+
+  def write_events(scalars: Dict[str, float]) -> None:
+    with writer.as_default():
+      for name, value in scalars.items():
+        loop.write_scalar(name, value, step)
+    writer.flush()
+
+  summary = pretraining_results.record_eval_results(
+      model_dir, step, checkpoint, results, write_events
+  )
   if own_writer:
     writer.close()
-  else:
-    writer.flush()
-  row = {"step": step, **{layout.EVAL_METRICS_PREFIX + k: v for k, v in results.items()}}
-  metrics_path = os.path.join(model_dir, layout.METRICS_LOG_FILE)
-  with tf.io.gfile.GFile(metrics_path, "a") as f:
-    f.write(json.dumps(row) + "\n")
-  summary = {
-      "task": "pretraining",
-      "global_step": step,
-      "checkpoint": checkpoint,
-      "main_metric": "mlm_loss",
-      "eval_splits": [EVAL_SPLIT],
-      EVAL_SPLIT: results,
-      "main_metric_value": results["mlm_loss"],
-  }
-  io_utils.atomic_write_json(os.path.join(model_dir, layout.EVAL_RESULTS_FILE), summary)
   return summary

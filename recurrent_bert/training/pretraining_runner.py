@@ -12,20 +12,14 @@ Flag-free: bad input raises `errors.InputError`, a NaN loss `loop.NonFiniteLossE
 (the command turns them into exit statuses 2 and 1).
 """
 
-import dataclasses
-import os
-import sys
 from typing import Optional
 
 from absl import logging
 import keras
 import tensorflow as tf
 
-from recurrent_bert import model_dir as layout
 from recurrent_bert.config import ModelConfig
 from recurrent_bert.data import pretraining_dataset
-from recurrent_bert.data import record_errors
-from recurrent_bert.data import vocab as vocab_lib
 from recurrent_bert.data.pretraining_records import PretrainingDataConfig
 from recurrent_bert.errors import InputError
 from recurrent_bert.models import Pretrainer
@@ -34,48 +28,10 @@ from recurrent_bert.training import checkpoints
 from recurrent_bert.training import loop
 from recurrent_bert.training import optimization
 from recurrent_bert.training import pretraining_eval
-from recurrent_bert.training.settings import TrainingSettings
-
-MODES = ("train", "eval", "train_and_eval")
-
-
-@dataclasses.dataclass(kw_only=True)
-class PretrainSettings(TrainingSettings):
-  """A pretraining run's settings: the pretrain command's flags of the same names
-  (`TrainingSettings`' and these), with its defaults (a test holds them equal).
-
-  Attributes:
-    model_dir: where the run writes (local or gs://, ram://).
-    mode: one of MODES.
-    vocab_file, do_lower_case: the data's tokenizer, recorded in model_dir and the export.
-    use_nsp: train the next-sentence head too.
-    train_batch_size: global batch (all replicas, all accumulation steps).
-    eval_batch_size: global eval batch; None: one micro-batch over all replicas.
-    num_train_steps, warmup_steps: updates in all, and of warmup.
-    init_checkpoint: weights for a fresh run (a phase 1 model_dir, an encoder export).
-    max_eval_steps: batches per evaluation (0: every record).
-  """
-
-  model_dir: str
-  learning_rate: float = 1e-4
-  mode: str = "train"
-  vocab_file: Optional[str] = None
-  do_lower_case: bool = True
-  use_nsp: bool = True
-  train_batch_size: int = 256
-  eval_batch_size: Optional[int] = None
-  num_train_steps: int = 1000000
-  warmup_steps: int = 10000
-  init_checkpoint: Optional[str] = None
-  max_eval_steps: int = 0
-
-  def __post_init__(self):
-    if self.mode not in MODES:
-      raise InputError(f"mode={self.mode!r} is not one of {MODES}")
-
-  @property
-  def resolved_eval_batch_size(self) -> int:
-    return self.eval_batch_size or max(1, self.train_batch_size // self.gradient_accumulation_steps)
+from recurrent_bert.training.pretraining_results import eval_word_starts
+from recurrent_bert.training.pretraining_results import report_skipped
+from recurrent_bert.training.settings import MODES  # noqa: F401  (re-exported)
+from recurrent_bert.training.settings import PretrainSettings
 
 
 def run_pretraining(
@@ -219,26 +175,3 @@ def _evaluator(strategy, model, model_config, s: PretrainSettings, eval_data_con
     return results
 
   return evaluate
-
-
-def report_skipped(skipped) -> None:
-  """The end-of-run line of skipped damaged records (stderr and the log)."""
-  if skipped is not None:
-    for line in record_errors.describe(skipped):
-      logging.warning("%s", line)
-      print(line, file=sys.stderr)
-
-
-def eval_word_starts(s: PretrainSettings, vocab_size: int):
-  """Per token id whether it starts a word (for the held-out loss per word): from the
-  settings' vocab_file, else the vocabulary recorded in model_dir; None when neither is
-  there. Ids past the vocabulary (a larger vocab_size) count as words."""
-  vocab_file = s.vocab_file
-  if not vocab_file:
-    info = layout.read_tokenizer_info(s.model_dir)
-    recorded = os.path.join(s.model_dir, info.vocab_file if info else layout.VOCAB_FILE)
-    vocab_file = recorded if layout.isfile(recorded) else None
-  if not vocab_file:
-    return None
-  starts = list(vocab_lib.read_vocabulary(vocab_file).word_starts)
-  return starts + [True] * (vocab_size - len(starts))

@@ -9,6 +9,9 @@ subclass may add required fields (model_dir) after these defaults.
 """
 
 import dataclasses
+from typing import Optional
+
+from recurrent_bert.errors import InputError
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -61,3 +64,45 @@ class TrainingSettings:
         loss_scaling=self.mixed_precision == "mixed_float16",
         gradient_accumulation_steps=self.gradient_accumulation_steps,
     )
+
+
+MODES = ("train", "eval", "train_and_eval")
+
+
+@dataclasses.dataclass(kw_only=True)
+class PretrainSettings(TrainingSettings):
+  """A pretraining run's settings: the pretrain command's flags of the same names
+  (`TrainingSettings`' and these), with its defaults (a test holds them equal).
+
+  Attributes:
+    model_dir: where the run writes (local or gs://, ram://).
+    mode: one of MODES.
+    vocab_file, do_lower_case: the data's tokenizer, recorded in model_dir and the export.
+    use_nsp: train the next-sentence head too.
+    train_batch_size: global batch (all replicas, all accumulation steps).
+    eval_batch_size: global eval batch; None: one micro-batch over all replicas.
+    num_train_steps, warmup_steps: updates in all, and of warmup.
+    init_checkpoint: weights for a fresh run (a phase 1 model_dir, an encoder export).
+    max_eval_steps: batches per evaluation (0: every record).
+  """
+
+  model_dir: str
+  learning_rate: float = 1e-4
+  mode: str = "train"
+  vocab_file: Optional[str] = None
+  do_lower_case: bool = True
+  use_nsp: bool = True
+  train_batch_size: int = 256
+  eval_batch_size: Optional[int] = None
+  num_train_steps: int = 1000000
+  warmup_steps: int = 10000
+  init_checkpoint: Optional[str] = None
+  max_eval_steps: int = 0
+
+  def __post_init__(self):
+    if self.mode not in MODES:
+      raise InputError(f"mode={self.mode!r} is not one of {MODES}")
+
+  @property
+  def resolved_eval_batch_size(self) -> int:
+    return self.eval_batch_size or max(1, self.train_batch_size // self.gradient_accumulation_steps)

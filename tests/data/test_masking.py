@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 
 from recurrent_bert.data import masking
+from recurrent_bert.data import record_batches
 from recurrent_bert.data import schema
 from recurrent_bert.data.dynamic_masking import DynamicMasker
 from recurrent_bert.data.dynamic_masking import MaskingConfig
@@ -27,13 +28,21 @@ def random_batch(rng, batch=512, length=64):
   return ids, mask
 
 
-# Both implementations of the rules: the in-graph one (read time) and the numpy twin (the
-# offline tool's workers); every rule test below runs on each.
-IMPLEMENTATIONS = ("graph", "numpy")
+# The implementations of the rules: the in-graph one (tf.data's read time), the numpy twin
+# (the offline tool's workers) and the JAX reader's `BatchMasker` (numpy, with the
+# vocabulary's word starts); every rule test below runs on each.
+IMPLEMENTATIONS = ("graph", "numpy", "batch_masker")
 
 
 def run(config, ids, mask, seed=(1, 2), implementation="graph"):
   starts = ids < FIRST_CONTINUATION
+  if implementation == "batch_masker":
+    masker = record_batches.BatchMasker(
+        config, VOCAB_SIZE, MASK, CLS, SEP, np.arange(VOCAB_SIZE) < FIRST_CONTINUATION
+    )
+    batch = {"input_ids": ids.astype(np.int32), "input_mask": mask.astype(np.int32)}
+    out = masker(batch, np.random.default_rng(seed))
+    return {k: v for k, v in out.items() if k != "input_mask"}
   if implementation == "numpy":
     return masking.mask_batch(
         ids,

@@ -18,11 +18,9 @@ import os
 import signal
 import time
 
-import tensorflow as tf
-
 from recurrent_bert import cli
 from recurrent_bert import pretrain
-from recurrent_bert.training import loop
+from recurrent_bert.training import driver
 
 
 def _die():
@@ -31,7 +29,8 @@ def _die():
 
 _KILL_AFTER_STEP = int(os.environ.get("KILL_AFTER_STEP", 0))
 _WAIT_AFTER_STEP = int(os.environ.get("WAIT_FOR_SIGINT_AFTER_STEP", 0))
-_log_progress = loop.PretrainingLoop._log_progress
+# The driver's, so that TensorFlow's and JAX's loops (KERAS_BACKEND=jax) both stop.
+_log_progress = driver.TrainingDriver._log_progress
 
 
 def _log_progress_then_stop(self, step, *args, **kwargs):
@@ -45,9 +44,13 @@ def _log_progress_then_stop(self, step, *args, **kwargs):
       time.sleep(0.01)
 
 
-loop.PretrainingLoop._log_progress = _log_progress_then_stop
+driver.TrainingDriver._log_progress = _log_progress_then_stop
 
-if "KILL_AT_MICRO_BATCH" in os.environ:
+if "KILL_AT_MICRO_BATCH" in os.environ:  # TensorFlow's loop only
+  import tensorflow as tf
+
+  from recurrent_bert.training import loop
+
   _KILL_AT_MICRO_BATCH = int(os.environ["KILL_AT_MICRO_BATCH"])
   _forward_backward_fn = loop.TrainingLoop._forward_backward_fn
   _micro_batches_done = [0]

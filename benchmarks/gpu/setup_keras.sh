@@ -1,0 +1,15 @@
+# Sourced by the GPU scripts (run.sh, tests.sh, claims.sh): the machine has jax, torch,
+# numpy, absl-py, h5py, ml-dtypes, protobuf, matplotlib, ... and CUDA, but no keras and no
+# package index. Installs keras 3.15.1 (and namex, optree) from the carried .whl/ when it
+# is missing, puts the repo on PYTHONPATH and sets PY (the interpreter) and die().
+#
+#   benchmarks/gpu/fetch_wheels.sh     # where pip works, once: .whl/ (git-ignored)
+PY=${PYTHON:-python3}
+die() { echo "$(basename "$0"): $*" >&2; exit 1; }
+if ! "$PY" -c "import importlib.metadata as m; assert m.version('keras') == '3.15.1'" 2>/dev/null; then
+  compgen -G ".whl/*.whl" >/dev/null || die "no keras 3.15.1 here and no .whl/: run benchmarks/gpu/fetch_wheels.sh where pip works, and carry .whl"
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONPATH="$(pwd)${PYTHONPATH:+:$PYTHONPATH}"
+export TF_CPP_MIN_LOG_LEVEL=2 PYTHONUNBUFFERED=1

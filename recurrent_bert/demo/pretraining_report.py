@@ -1,0 +1,108 @@
+"""The report of `--pretraining_only`: the papers' MLM claims from the pretraining runs.
+
+What a GPU session runs (benchmarks/gpu/claims.sh): the demo's corpus, vocabulary and
+records, every model x pretraining seed, then this report instead of fine-tuning,
+export and the full report. It writes to <work_dir>/report/:
+
+  claims.md     the settings and device, the models' held-out MLM losses, and each MLM
+                claim with its interval and verdict (`claims.mlm_claims`: TRANS-BLSTM
+                against BERT-orig, SwishRNN against BERT-rab and BERT-orig)
+  mlm_loss.png  training and held-out MLM loss against the step (`report.plot_mlm_figure`)
+  claims.json   the same numbers
+
+No TensorFlow is needed (step times come from TensorBoard events where TensorFlow wrote
+them, else they are left out).
+"""
+
+import math
+import os
+import platform
+from typing import Dict, List
+
+from recurrent_bert import io_utils
+from recurrent_bert.demo import claims
+from recurrent_bert.demo import report
+
+
+def _device(backend: str) -> str:
+  """What trained the models: JAX's device kind under JAX, else the host's CPU."""
+  try:
+    if backend != "jax":
+      raise ImportError("not a JAX run")
+    import jax
+
+    device = jax.devices()[0]
+    return f"{device.device_kind} x {jax.device_count()} ({device.platform}, JAX)"
+  except Exception:  # no JAX, or no device: the host is what there is to name
+    return f"{platform.processor() or platform.machine()} ({os.cpu_count()} cores)"
+
+
+def _table(rows: List[Dict]) -> List[str]:
+  lines = [
+      "| model | preset | parameters | held-out MLM loss | held-out MLM accuracy | s/step |",
+      "|---|---|---:|---|---|---:|",
+  ]
+  for r in rows:
+    step = r["pretrain_seconds_per_step"]
+    lines.append(
+        f"| {r['model']} | {r['preset']} | {r['parameters']:,} | "
+        f"{claims.mean_and_spread(r['eval_mlm_loss'])} | "
+        f"{claims.mean_and_spread(r['eval_mlm_accuracy'])} | "
+        + (f"{step:.4f}" if math.isfinite(step) else "n/a")
+        + " |"
+    )
+  return lines
+
+
+def write_pretraining_report(inputs: Dict) -> Dict:
+  """Writes claims.md, mlm_loss.png and claims.json; returns their paths and the claims.
+
+  `inputs`: "settings" (the demo's Settings as a dict), "results" ({stage: result}),
+  "timings" ([{stage, status, seconds, ...}]), "pretrain_dirs" ({preset: {seed: dir}}),
+  "out_dir" (as the full report's).
+  """
+  s = inputs["settings"]
+  out_dir = inputs["out_dir"]
+  os.makedirs(out_dir, exist_ok=True)
+  rows = [report.pretraining_row(inputs, preset) for preset in s["presets"]]
+  png = report.plot_mlm_figure(rows, s, out_dir)
+  checked = claims.mlm_claims(rows, {r["preset"]: r["pretrain_seconds"] for r in rows})
+  device = _device(s.get("backend", "tensorflow"))
+  lines = [
+      "# The papers' MLM claims",
+      "",
+      f"{len(rows)} models at size {s['size']}, {len(s['pretrain_seeds'])} pretraining "
+      f"seeds each, {s['pretrain_steps']} steps x {s['batch_size']} sequences x "
+      f"{s['seq_length']} tokens, backend {s.get('backend', 'tensorflow')}, on {device}. "
+      "Held-out: the same records of held-out documents for every model, at the last step.",
+      "",
+      *_table(rows),
+      "",
+      "## Claims",
+      "",
+      claims.claims_table(checked) if checked else "No recurrent model with its baseline.",
+      "",
+      f"![MLM loss]({os.path.basename(png)})",
+      "",
+  ]
+  claims_md = os.path.join(out_dir, "claims.md")
+  io_utils.atomic_write_text(claims_md, "\n".join(lines))
+  claims_json = os.path.join(out_dir, "claims.json")
+  io_utils.atomic_write_json(
+      claims_json,
+      {
+          "device": device,
+          "models": [
+              {k: v for k, v in r.items() if k not in ("train_curves", "eval_curves")} for r in rows
+          ],
+          "claims": [claims.as_dict(c) for c in checked],
+          "settings": s,
+          "stage_timings": inputs["timings"],
+      },
+  )
+  return {
+      "claims_md": claims_md,
+      "mlm_loss_png": png,
+      "claims_json": claims_json,
+      "claims": [f"{c.verdict}: {c.statement}" for c in checked],
+  }

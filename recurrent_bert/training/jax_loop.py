@@ -1,0 +1,200 @@
+"""JAX's training loop: jitted steps over numpy batches, on one device or several.
+
+The run itself (the schedule of loop calls, progress lines, metrics.jsonl, the NaN stop,
+Ctrl-C) is `driver.TrainingDriver`'s, the same code the TensorFlow loop runs; the
+objectives, metric sums, optimizers and schedules are the ones TensorFlow trains with.
+What is JAX's here is one update, written with Keras' stateless API:
+
+  for each of the N micro-batches (`jax.lax.scan`, one micro-batch's activations alive):
+    outputs = model.stateless_call(weights, ..., training=True)
+    loss share = objective.loss(objective.sums(batch, outputs), normalizers of all N)
+    gradient of the share, summed
+  the summed gradient clipped to `clip_norm` by its global norm (as tf.clip_by_global_norm)
+  optimizer.stateless_apply (AdamW or LAMB)
+
+so its losses are the TensorFlow loop's for the same weights and batches
+(tests/backends/test_jax_pretraining.py holds them equal). Variables the loss does not
+reach (the pooler without NSP) get a zero gradient here, where the TensorFlow loop leaves
+them out of the update; AdamW then still decays them. The loss is unchanged by it.
+
+Several devices: under `keras.distribution.DataParallel` (set before the model is built,
+so its variables are replicated) each micro-batch is split along its batch axis over the
+devices; the sums inside the jitted step are then over the whole batch, and XLA adds the
+cross-device reductions. No all-reduce is written here. Several hosts are JAX's
+(`jax.distributed.initialize()` before Keras' `DataParallel`), each reading its share of
+the records (`record_batches.training_batches(shard=...)`).
+
+Checkpoints are `portable_state`'s ckpt-N.state/ folders; the input position of step N is
+N x gradient_accumulation_steps micro-batches, which a resumed run skips.
+"""
+
+from typing import Callable, Dict, Iterator, Optional
+
+from absl import logging
+import jax
+import jax.numpy as jnp
+import keras
+import numpy as np
+
+from recurrent_bert.training import events
+from recurrent_bert.training import portable_state
+from recurrent_bert.training.driver import TrainingDriver
+
+
+def _global_norm_clip(grads, clip_norm: float):
+  """`grads` scaled to a global norm of at most `clip_norm` (tf.clip_by_global_norm)."""
+  norm = jnp.sqrt(sum(jnp.sum(jnp.square(g.astype(jnp.float32))) for g in grads))
+  scale = clip_norm / jnp.maximum(norm, clip_norm)
+  return [(g * scale).astype(g.dtype) for g in grads]
+
+
+class JaxTrainingLoop(TrainingDriver):
+  """Trains `model` on `objective` with jitted JAX steps (module docstring).
+
+  Args:
+    model: a built Keras model (e.g. `Pretrainer`); its variables are read before and
+      written after every loop call, so evaluation and saving see the trained weights.
+    optimizer: a built Keras optimizer over `model.trainable_variables`
+      (`optimization.create_optimizer`, without clip_norm: the step clips).
+    batches_fn: `batches_fn(skip_batches)` -> iterator of micro-batches (dicts of numpy
+      arrays of global_batch_size / gradient_accumulation_steps examples), positioned
+      after `skip_batches` of them.
+    objective: one of training/objectives.py.
+    clip_norm: global-norm gradient clipping (0: none).
+    jit_compile: jit the step (False runs it op by op, for debugging).
+    keep_checkpoint_max: checkpoints kept.
+    **kwargs: `TrainingDriver`'s (model_dir, global_batch_size, num_train_steps, ...).
+  """
+
+  def __init__(
+      self,
+      model,
+      optimizer,
+      batches_fn: Callable[[int], Iterator[Dict[str, np.ndarray]]],
+      objective,
+      *,
+      clip_norm: float = 1.0,
+      jit_compile: bool = True,
+      keep_checkpoint_max: int = 5,
+      **kwargs,
+  ):
+    super().__init__(model, optimizer, objective, **kwargs)
+    self.batches_fn = batches_fn
+    self.clip_norm = clip_norm
+    self.keep_checkpoint_max = keep_checkpoint_max
+    self._batches: Optional[Iterator] = None
+    self._distribution = keras.distribution.distribution()
+    self._jitted_step = jax.jit(self._step) if jit_compile else self._step
+
+  # -- one update ---------------------------------------------------------------------
+
+  def _loss_share(self, trainable, non_trainable, batch, normalizers):
+    outputs, non_trainable = self.model.stateless_call(
+        trainable, non_trainable, self.objective.model_inputs(batch), training=True
+    )
+    sums = self.objective.sums(batch, outputs)
+    return self.objective.loss(sums, normalizers), (sums, non_trainable)
+
+  def _step(self, trainable, non_trainable, optimizer_variables, micro_batches):
+    """One update from `micro_batches` (a tuple of N batch dicts).
+
+    Returns:
+      (trainable, non_trainable, optimizer_variables, {"loss", stats, step values}).
+    """
+    normalizers = [self.objective.normalizers(batch) for batch in micro_batches]
+    normalizers = {k: sum(n[k] for n in normalizers) for k in normalizers[0]}
+    stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *micro_batches)
+    grad_fn = jax.value_and_grad(self._loss_share, has_aux=True)
+
+    def micro_step(carry, batch):
+      non_trainable, loss, sums, grads = carry
+      (share, (micro_sums, non_trainable)), micro_grads = grad_fn(
+          trainable, non_trainable, batch, normalizers
+      )
+      grads = [g + m for g, m in zip(grads, micro_grads)]
+      sums = {k: sums[k] + micro_sums[k] for k in sums}
+      return (non_trainable, loss + share, sums, grads), None
+
+    first = jax.tree_util.tree_map(lambda x: x[0], stacked)
+    (loss, (sums, non_trainable)), grads = grad_fn(trainable, non_trainable, first, normalizers)
+    if len(micro_batches) > 1:
+      rest = jax.tree_util.tree_map(lambda x: x[1:], stacked)
+      (non_trainable, loss, sums, grads), _ = jax.lax.scan(
+          micro_step, (non_trainable, loss, sums, grads), rest
+      )
+    if self.clip_norm > 0:
+      grads = _global_norm_clip(grads, self.clip_norm)
+    trainable, optimizer_variables = self.optimizer.stateless_apply(
+        optimizer_variables, grads, trainable
+    )
+    values = dict(sums, loss=loss, **self.objective.step_values(sums, normalizers))
+    return trainable, non_trainable, optimizer_variables, values
+
+  # -- input --------------------------------------------------------------------------
+
+  def _start_input(self, step: int) -> None:
+    if self._batches is None:
+      self._batches = self.batches_fn(step * self.accumulation_steps)
+
+  def _device_batch(self, batch: Dict[str, np.ndarray]):
+    """A micro-batch on the devices: split along its batch axis under DataParallel."""
+    if self._distribution is None:
+      return {k: jnp.asarray(v) for k, v in batch.items()}
+    return {
+        k: keras.distribution.distribute_tensor(v, self._distribution.get_data_layout(v.shape))
+        for k, v in batch.items()
+    }
+
+  # -- the driver's hooks -------------------------------------------------------------
+
+  def current_step(self) -> int:
+    return int(keras.ops.convert_to_numpy(self.optimizer.iterations))
+
+  def train_steps(self, num_steps: int):
+    self._start_input(self.current_step())
+    trainable = [v.value for v in self.model.trainable_variables]
+    non_trainable = [v.value for v in self.model.non_trainable_variables]
+    optimizer_variables = [v.value for v in self.optimizer.variables]
+    per_step = []
+    for _ in range(num_steps):
+      micro_batches = tuple(
+          self._device_batch(next(self._batches)) for _ in range(self.accumulation_steps)
+      )
+      trainable, non_trainable, optimizer_variables, values = self._jitted_step(
+          trainable, non_trainable, optimizer_variables, micro_batches
+      )
+      per_step.append(values)
+    for variable, value in zip(self.model.trainable_variables, trainable):
+      variable.assign(value)
+    for variable, value in zip(self.model.non_trainable_variables, non_trainable):
+      variable.assign(value)
+    for variable, value in zip(self.optimizer.variables, optimizer_variables):
+      variable.assign(value)
+    per_step = jax.device_get(per_step)  # one wait for the whole call
+    stat_names = self.objective.stat_names
+    sums = {name: float(sum(np.float64(v[name]) for v in per_step)) for name in stat_names}
+    step_value_names = ("loss", *self.objective.step_value_names)
+    values = {k: np.array([v[k] for v in per_step], np.float32) for k in step_value_names}
+    return sums, values
+
+  def restore(self) -> Optional[str]:
+    latest = portable_state.latest_state(self.model_dir)
+    if latest:
+      step = portable_state.restore_state(latest, self.model, self.optimizer)
+      logging.info("resumed from %s at step %d", latest, step)
+    self._saved_step = self.current_step() if latest else None
+    return latest
+
+  def _save(self) -> None:
+    step = self.current_step()
+    if self.is_chief:
+      portable_state.save_state(
+          self.model_dir, step, self.model, self.optimizer, self.keep_checkpoint_max
+      )
+    self._saved_step = step
+
+  def _latest_checkpoint(self) -> Optional[str]:
+    return portable_state.latest_state(self.model_dir)
+
+  def _write_scalars(self, scalars: Dict[str, float], step: int) -> None:
+    events.write_scalars(self.model_dir, scalars, step, is_chief=self.is_chief)

@@ -1,0 +1,266 @@
+"""`KERAS_BACKEND=jax python -m recurrent_bert.pretrain` against TensorFlow's pretrain.
+
+Every run is the real command in its own process, on records written by the real data
+tool. The reference is the same command under TensorFlow (its custom tf.distribute loop),
+started from the same weights (a Pretrainer's portable weights file given as
+--init_checkpoint) on the same batches (one shard, a shuffle buffer of 1: file order in
+both readers), without dropout. Run as `KERAS_BACKEND=jax pytest tests/backends`.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+from recurrent_bert import weights_file
+from recurrent_bert.config import ModelConfig
+from recurrent_bert.data import vocab as vocab_lib
+from recurrent_bert.io_utils import read_metrics_log
+from recurrent_bert.models import Pretrainer
+from recurrent_bert.models import build_encoder
+from tests.backends.support import BACKEND
+from tests.backends.support import REPO
+from tests.backends.support import backend_env
+from tests.training.conftest import MAX_PREDICTIONS
+from tests.training.conftest import SEQ_LEN
+from tests.training.conftest import corpus_file  # noqa: F401
+from tests.training.conftest import losses_by_step
+from tests.training.conftest import no_dropout_config  # noqa: F401
+from tests.training.conftest import single_shard_records  # noqa: F401
+from tests.training.conftest import unmasked_records  # noqa: F401
+from tests.training.conftest import vocab_file  # noqa: F401
+
+pytestmark = pytest.mark.skipif(BACKEND != "jax", reason="the JAX loop (KERAS_BACKEND=jax)")
+
+STEPS = 6
+
+
+def _command(model_dir, vocab, records, config, *flags):
+  return [
+      sys.executable,
+      "-m",
+      "recurrent_bert.pretrain",
+      f"--model_dir={model_dir}",
+      f"--vocab_file={vocab}",
+      f"--input_files={records}",
+      f"--model_config={config}",
+      f"--max_seq_length={SEQ_LEN}",
+      f"--max_predictions_per_seq={MAX_PREDICTIONS}",
+      "--train_batch_size=8",
+      f"--num_train_steps={STEPS}",
+      "--warmup_steps=2",
+      "--learning_rate=1e-3",
+      "--log_steps=1",
+      "--steps_per_loop=2",
+      "--save_checkpoints_steps=2",
+      "--shuffle_buffer_size=1",
+      "--clip_norm=0.5",
+      *flags,
+  ]
+
+
+def _start(command, backend="jax", **env):
+  return subprocess.Popen(
+      command,
+      cwd=REPO,
+      env=dict(backend_env(backend), **env),
+      stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE,
+      text=True,
+  )
+
+
+def _finish(process, timeout=400):
+  _, stderr = process.communicate(timeout=timeout)
+  return process.returncode, stderr
+
+
+def _run_all(commands):
+  """Starts every (command, backend, env) two at a time (2 CI cores); their outcomes."""
+  outcomes = []
+  for i in range(0, len(commands), 2):
+    started = [_start(c, b, **e) for c, b, e in commands[i : i + 2]]
+    outcomes += [_finish(p) for p in started]
+  return outcomes
+
+
+@pytest.fixture(scope="module")
+def init_weights(tmp_path_factory, no_dropout_config, vocab_file):
+  """A Pretrainer's weights file (this JAX process's initialisation), the start of every
+  run: the TensorFlow and JAX runs begin from the same weights, heads included."""
+  with open(no_dropout_config, encoding="utf-8") as f:
+    config = ModelConfig.from_json(f.read())
+  config = config.replace(vocab_size=vocab_lib.read_vocabulary(vocab_file).vocab_size)
+  keras.utils.set_random_seed(3)
+  model = Pretrainer(build_encoder(config), use_nsp=True)
+  path = str(tmp_path_factory.mktemp("init") / "pretrainer.weights.h5")
+  return weights_file.save_weights(model, path)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, single_shard_records, vocab_file, no_dropout_config, init_weights):
+  """{name: model_dir} of the compared runs, all finished."""
+  root = tmp_path_factory.mktemp("runs")
+  lamb = ("--optimizer=lamb", "--gradient_accumulation_steps=2", "--weight_decay=0.01")
+  plans = {
+      "tf_adamw": ((), "tensorflow", {}),
+      "jax_adamw": ((), "jax", {}),
+      "tf_lamb": (lamb, "tensorflow", {}),
+      "jax_lamb": (lamb, "jax", {}),
+      "jax_two_devices": (("--distribution_strategy=mirrored", "--num_cpu_devices=2"), "jax", {}),
+  }
+  dirs = {name: str(root / name) for name in plans}
+  commands = [
+      (
+          _command(
+              dirs[name],
+              vocab_file,
+              single_shard_records,
+              no_dropout_config,
+              f"--init_checkpoint={init_weights}",
+              *flags,
+          ),
+          backend,
+          env,
+      )
+      for name, (flags, backend, env) in plans.items()
+  ]
+  for name, (code, stderr) in zip(plans, _run_all(commands)):
+    assert code == 0, f"{name}: {stderr[-3000:]}"
+  return dirs
+
+
+def _losses(model_dir):
+  losses = losses_by_step(model_dir)
+  assert sorted(losses) == list(range(1, STEPS + 1))
+  return np.array([losses[step] for step in sorted(losses)])
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "lamb"])
+def test_jax_pretraining_gives_the_tensorflow_loops_losses(runs, optimizer):
+  """AdamW; LAMB with 2 micro-batches per update (clipping active in both: the clip
+  norm is below the gradient's norm)."""
+  jax_losses = _losses(runs[f"jax_{optimizer}"])
+  tf_losses = _losses(runs[f"tf_{optimizer}"])
+  np.testing.assert_allclose(jax_losses, tf_losses, rtol=1e-4)
+  assert abs(jax_losses[-1] - jax_losses[0]) > 1e-2  # the weights moved
+
+
+def test_two_devices_give_one_devices_losses(runs):
+  """DataParallel over 2 XLA CPU devices (--num_cpu_devices=2 --distribution_strategy=
+  mirrored) at the same global batch."""
+  np.testing.assert_allclose(
+      _losses(runs["jax_two_devices"]), _losses(runs["jax_adamw"]), rtol=1e-5
+  )
+
+
+def test_a_jax_run_writes_the_model_dir_contract(runs):
+  model_dir = runs["jax_adamw"]
+  names = set(os.listdir(model_dir))
+  assert {"model_config.json", "vocab.txt", "tokenizer.json", "metrics.jsonl", "encoder"} <= names
+  assert {f"ckpt-{step}.state" for step in (2, 4, 6)} <= names
+  export = os.path.join(model_dir, "encoder")
+  with open(os.path.join(export, "export_info.json"), encoding="utf-8") as f:
+    info = json.load(f)
+  assert info["global_step"] == STEPS and info["backend"] == "jax"
+  assert "encoder.weights.h5" in os.listdir(export)
+
+
+def test_kill_9_then_rerun_gives_the_uninterrupted_losses(
+    runs, tmp_path, single_shard_records, vocab_file, no_dropout_config, init_weights
+):
+  model_dir = str(tmp_path / "killed")
+  command = _command(
+      model_dir,
+      vocab_file,
+      single_shard_records,
+      no_dropout_config,
+      f"--init_checkpoint={init_weights}",
+  )
+  killer = [sys.executable, os.path.join(REPO, "tests", "training", "kill_after_step.py")]
+  code, stderr = _finish(_start(killer + command[3:], KILL_AFTER_STEP="3"))
+  assert code == -9, stderr[-3000:]
+  assert sorted(os.listdir(model_dir)).count("ckpt-2.state") == 1
+  code, stderr = _finish(_start(command))
+  assert code == 0, stderr[-3000:]
+  assert "resumed from" in stderr and "ckpt-2.state" in stderr
+  np.testing.assert_allclose(_losses(model_dir), _losses(runs["jax_adamw"]), rtol=1e-6)
+
+
+def test_dynamic_masking_and_evaluation_run_where_tensorflow_cannot_be_imported(
+    tmp_path, unmasked_records, vocab_file, no_dropout_config
+):
+  """The GPU machines have JAX and no TensorFlow: a shadow `tensorflow` package that
+  fails to import stands first on the path. Unmasked records are masked while read, the
+  held-out records evaluated, the export written."""
+  shadow = tmp_path / "without_tensorflow" / "tensorflow"
+  shadow.mkdir(parents=True)
+  (shadow / "__init__.py").write_text("raise ImportError('no TensorFlow in this test')\n")
+  model_dir = tmp_path / "no_tf"
+  command = _command(
+      model_dir,
+      vocab_file,
+      unmasked_records,
+      no_dropout_config,
+      "--dynamic_masking",
+      "--nouse_nsp",
+      f"--eval_input_files={unmasked_records}",
+      "--eval_every_steps=3",
+      "--max_eval_steps=2",
+  )
+  path = os.pathsep.join([str(shadow.parent), REPO])
+  code, stderr = _finish(_start(command, PYTHONPATH=path))
+  assert code == 0, stderr[-3000:]
+  assert "no TensorBoard events are written" in stderr
+  with open(model_dir / "eval_results.json", encoding="utf-8") as f:
+    results = json.load(f)
+  assert results["global_step"] == STEPS and results["eval"]["num_examples"] == 2 * 8
+  assert 0 < results["eval"]["mlm_loss"] < 20
+  assert "mlm_loss_per_word" in results["eval"]
+  rows = read_metrics_log(str(model_dir))
+  assert [step for step, row in rows.items() if "eval/mlm_loss" in row] == [3, 6]
+  assert (model_dir / "encoder" / "encoder.weights.h5").exists()
+
+
+@pytest.mark.parametrize(
+    "flags, backend, expected",
+    [
+        (
+            ("--distribution_strategy=tpu", "--tpu=local"),
+            "jax",
+            "--distribution_strategy=tpu is TensorFlow's; under KERAS_BACKEND=jax use "
+            "--distribution_strategy=mirrored",
+        ),
+        (
+            ("--mixed_precision=mixed_float16",),
+            "jax",
+            "under JAX use --mixed_precision=mixed_bfloat16",
+        ),
+        ((), "torch", "KERAS_BACKEND=torch: this command trains under tensorflow and jax"),
+        (
+            ("--model_config=bert_tiny",),
+            "jax",
+            "holds checkpoints of another model",
+        ),
+    ],
+    ids=["tpu_strategy", "float16", "torch", "another_model"],
+)
+def test_what_jax_cannot_do_is_one_line_and_exit_2(
+    runs, single_shard_records, vocab_file, no_dropout_config, flags, backend, expected
+):
+  """The last case resumes the finished AdamW run's dir with another model: refused
+  before anything in it is rewritten."""
+  model_dir = runs["jax_adamw"]
+  before = {name: os.path.getmtime(os.path.join(model_dir, name)) for name in os.listdir(model_dir)}
+  command = _command(model_dir, vocab_file, single_shard_records, no_dropout_config, *flags)
+  command += ["--num_train_steps=12"]  # past the run's end: it would train if let through
+  code, stderr = _finish(_start(command, backend))
+  lines = [line for line in stderr.splitlines() if line.strip()]
+  assert code == 2, stderr[-3000:]
+  assert expected in lines[-1] and "Traceback" not in stderr, stderr[-3000:]
+  after = {name: os.path.getmtime(os.path.join(model_dir, name)) for name in os.listdir(model_dir)}
+  assert after == before
