@@ -188,8 +188,8 @@ def define_flags() -> None:
       "backend",
       "tensorflow",
       ["tensorflow", "jax"],
-      "Keras backend of the pretraining runs (KERAS_BACKEND of each pretrain command). "
-      "Fine-tuning, export and the query run under TensorFlow either way.",
+      "Keras backend of the pretraining and fine-tuning runs (their KERAS_BACKEND); "
+      "export and the query run under TensorFlow either way.",
   )
   flags.DEFINE_bool(
       "pretraining_only",

@@ -53,6 +53,12 @@ WORDPIECE = "wordpiece"
 TOKENIZERS = (WORDPIECE, "unigram", "bpe")
 
 
+def under_backend(backend: str, module: str, *args: str) -> List[str]:
+  """`python -m module args` with KERAS_BACKEND=backend (through `env`, so the job log
+  shows it)."""
+  return ["env", f"KERAS_BACKEND={backend}", *jobs.python_module(module, *args)]
+
+
 class Demo:
   """Plans the stages for the settings and runs them, reusing the finished ones.
 
@@ -551,9 +557,8 @@ class Demo:
     compared tokenizer's), evaluating the held-out ones as it goes."""
     s = self.s
     log_steps = max(1, s.pretrain_steps // 15)
-    # Another backend than TensorFlow: the same command under KERAS_BACKEND (`env`).
-    backend = [] if s.backend == "tensorflow" else ["env", f"KERAS_BACKEND={s.backend}"]
-    return backend + jobs.python_module(
+    return under_backend(
+        s.backend,
         "recurrent_bert.pretrain",
         f"--model_config={preset}",
         f"--input_files={os.path.join(self.data_dir('train', tokenizer), '*.tfrecord')}",
@@ -619,7 +624,9 @@ class Demo:
         "--keep_checkpoint_max=1",
         "--shuffle_buffer_size=10000",
     ]
-    return jobs.python_module(
+    # The sweep's fine-tuning runs inherit its KERAS_BACKEND.
+    return under_backend(
+        s.backend,
         "tools.sweep",
         "--models=" + ",".join(f"{p}={self.encoder_dir(p, tokenizer)}" for p in presets),
         f"--tasks=custom={s.path('task')}",
@@ -683,7 +690,9 @@ class Demo:
         f"    best run by dev accuracy: {best['preset']}, learning rate "
         f"{best['learning_rate']:g}, seed {best['seed']}"
     )
-    return jobs.python_module(
+    # A SavedModel is TensorFlow's, whatever backend trained the model.
+    return under_backend(
+        "tensorflow",
         "recurrent_bert.export",
         f"--model_dir={best['model_dir']}",
         f"--export_dir={self.s.path('export', 'saved_model')}",

@@ -98,8 +98,18 @@ def make_strategy():
   collectives must be configured at start-up.
 
   Returns:
-    (strategy: tf.distribute.Strategy, is_chief: bool, worker_id: int).
+    (strategy: tf.distribute.Strategy, is_chief: bool, worker_id: int); under
+    KERAS_BACKEND=jax a `jax_finetuning.JaxDevices` in the strategy's place.
   """
+  if cli.keras_backend() == "jax":
+    # The commands' strategy stand-in under JAX (`jax_finetuning.JaxDevices`).
+    from recurrent_bert.training.jax_finetuning import JaxDevices
+
+    count = jax_devices()
+    micro_batch = 0
+    if "train_batch_size" in FLAGS and "gradient_accumulation_steps" in FLAGS:
+      micro_batch = FLAGS.train_batch_size // FLAGS.gradient_accumulation_steps
+    return JaxDevices(count, micro_batch), True, 0
   from recurrent_bert.training import distribution
 
   distribution.configure_cpu_devices(FLAGS.num_cpu_devices)

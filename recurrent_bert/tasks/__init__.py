@@ -16,7 +16,7 @@ prediction files, and each kind of problem's adapter for the training loop.
   feature_extraction.py text file -> chosen encoder blocks' vectors (extract_features)
   tagging_features.py, token_tagging.py   windows of tagged sentences, `TaggingAdapter` (NER)
 
-The adapters implement `training.finetuning.TaskAdapter`, which the `Finetuner` drives.
+The adapters implement `training.task_adapter.TaskAdapter`, which the `Finetuner` drives.
 
 May import: the base modules (config, model_dir, io_utils, cli), data/ (tokenizers, the
 feature cache), models/ and training/. Never imported by layers/, models/, data/ or

@@ -33,7 +33,7 @@ from recurrent_bert.tasks.registry import TaskSpec
 from recurrent_bert.tasks.registry import canonical_task_name
 from recurrent_bert.tasks.registry import get_task
 from recurrent_bert.training import objectives
-from recurrent_bert.training.finetuning import TaskAdapter
+from recurrent_bert.training.task_adapter import TaskAdapter
 
 
 @dataclasses.dataclass(frozen=True)

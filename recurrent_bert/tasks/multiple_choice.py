@@ -31,7 +31,7 @@ from recurrent_bert.tasks import tfds_tasks
 from recurrent_bert.tasks.pair_features import PairExample
 from recurrent_bert.tasks.swag import ChoiceExample
 from recurrent_bert.training import objectives
-from recurrent_bert.training.finetuning import TaskAdapter
+from recurrent_bert.training.task_adapter import TaskAdapter
 
 TASKS = ("swag", "jsonl", "hellaswag")
 _INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")

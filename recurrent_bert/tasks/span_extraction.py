@@ -26,7 +26,7 @@ from recurrent_bert.tasks import squad
 from recurrent_bert.tasks import tfds_tasks
 from recurrent_bert.tasks.squad import SquadExample
 from recurrent_bert.training import objectives
-from recurrent_bert.training.finetuning import TaskAdapter
+from recurrent_bert.training.task_adapter import TaskAdapter
 
 # The labeled split a SQuAD run scores and predicts (the predict file: dev-v1.1.json).
 DEV_SPLIT = "dev"

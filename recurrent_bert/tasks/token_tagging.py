@@ -33,7 +33,7 @@ from recurrent_bert.tasks import glue
 from recurrent_bert.tasks import tagging_features
 from recurrent_bert.tasks import tfds_tasks
 from recurrent_bert.training import objectives
-from recurrent_bert.training.finetuning import TaskAdapter
+from recurrent_bert.training.task_adapter import TaskAdapter
 
 FILE_FORMATS = ("conll", "word_tag")
 # The split scored by evaluation, and the one only predicted.

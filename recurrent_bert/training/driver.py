@@ -10,7 +10,7 @@ computes, and how state is saved and restored, belongs to the backend's subclass
   training/jax_loop.py    `JaxTrainingLoop`: JAX, keras.distribution (DataParallel), jitted
                           steps, portable checkpoints (training/portable_state.py)
 
-A subclass provides `current_step()`, `restore()`, `_save()`, `_latest_checkpoint()`,
+A subclass provides `current_step()`, `restore()`, `_save()`, `latest_checkpoint()`,
 `_start_input(step)`, `train_steps(num_steps)` and `_write_scalars(scalars, step)`; the
 driver restores, starts the input at the restored step, then makes loop calls that end
 at the next log, checkpoint, evaluation or the last step.
@@ -199,7 +199,7 @@ class TrainingDriver:
     """Checkpoints the current step and sets `_saved_step`."""
     raise NotImplementedError
 
-  def _latest_checkpoint(self) -> Optional[str]:
+  def latest_checkpoint(self) -> Optional[str]:
     """The newest checkpoint in model_dir (for messages)."""
     raise NotImplementedError
 
@@ -405,7 +405,7 @@ class TrainingDriver:
         sums, values = self.train_steps(num_steps)
       except InputError as e:
         # The call's steps are not all done: its weights are not saved, older saves stay.
-        kept = self._latest_checkpoint()
+        kept = self.latest_checkpoint()
         kept = f"the checkpoint {kept} is kept" if kept else "no checkpoint was written yet"
         raise InputError(f"{e} (training stopped after step {step}; {kept})") from None
       call_end = time.perf_counter()
@@ -426,7 +426,7 @@ class TrainingDriver:
         raise NonFiniteLossError(
             f"loss is {losses[bad[0]]} at step {step + bad[0] + 1}; stopping without "
             f"saving. The last good checkpoint is kept: "
-            f"{self._latest_checkpoint() or 'none (no checkpoint yet)'}. "
+            f"{self.latest_checkpoint() or 'none (no checkpoint yet)'}. "
             "Try a lower --learning_rate, more --warmup_steps or a smaller --clip_norm."
         )
       step += num_steps

@@ -21,7 +21,7 @@ SavedModel with the task's signature (classify / regress / answer_question) and 
 import dataclasses
 import math
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional
 
 from absl import logging
 import numpy as np
@@ -29,6 +29,7 @@ import tensorflow as tf
 
 from recurrent_bert import io_utils
 from recurrent_bert import model_dir as layout
+from recurrent_bert import weights_file
 from recurrent_bert.config import ModelConfig
 from recurrent_bert.data import feature_cache
 
@@ -38,8 +39,11 @@ from recurrent_bert.model_dir import EVAL_RESULTS_FILE
 from recurrent_bert.model_dir import TaskInfo
 from recurrent_bert.training import checkpoints
 from recurrent_bert.training import evaluation
+from recurrent_bert.training import events
 from recurrent_bert.training import loop as loop_lib
 from recurrent_bert.training import optimization
+from recurrent_bert.training import portable_checkpoints
+from recurrent_bert.training import portable_state
 from recurrent_bert.training.settings import TrainingSettings
 
 MODES = ("train", "eval", "predict", "train_and_eval")
@@ -73,6 +77,13 @@ def restore_model_weights(model, path: str) -> str:
   `path`: a checkpoint prefix, a directory with checkpoints (model_dir or best/).
   """
   prefix = path if tf.io.gfile.exists(path + ".index") else tf.train.latest_checkpoint(path)
+  if prefix is None and (
+      path.endswith(".weights.h5") or portable_state.latest_state(path) or _has_weights_file(path)
+  ):
+    # A run under JAX: best/'s model.weights.h5, or its latest ckpt-N.state/.
+    weights = portable_checkpoints.find_weights_file(path)
+    weights_file.load_weights(model, weights)
+    return weights
   if prefix is None:
     raise checkpoints.CheckpointNotFoundError(f"no checkpoint at {path!r}")
   status = tf.train.Checkpoint(model=checkpoints.variables_by_path(model)).read(prefix)
@@ -83,7 +94,11 @@ def restore_model_weights(model, path: str) -> str:
 def task_model_dir(model_dir: str) -> str:
   """The directory whose checkpoint a finished fine-tuning run serves: best/ if any."""
   best = os.path.join(model_dir, BEST_DIR)
-  return best if tf.train.latest_checkpoint(best) else model_dir
+  return best if tf.train.latest_checkpoint(best) or _has_weights_file(best) else model_dir
+
+
+def _has_weights_file(directory: str) -> bool:
+  return layout.isfile(os.path.join(directory, layout.MODEL_WEIGHTS_FILE))
 
 
 is_finetuning_dir = layout.is_finetuning_dir
@@ -102,92 +117,6 @@ def load_task_model(model_dir: str, checkpoint: Optional[str] = None):
   model = build_task_model(build_encoder(checkpoints.read_model_config(directory)), info)
   prefix = restore_model_weights(model, checkpoint or directory)
   return model, info, directory, prefix
-
-
-class TaskAdapter:
-  """What the `Finetuner` asks of a fine-tuning task (adapters: recurrent_bert/tasks/).
-
-  Subclasses set the attributes and implement read_split, convert, evaluate and
-  write_predictions; examples are read once and their features cached as TFRecords
-  (rebuilt when the examples, vocabulary or settings change).
-
-  Attributes:
-    info: the TaskInfo.
-    objective: a training/objectives.py objective.
-    output_keys: model outputs kept by prediction.
-    eval_splits: labeled splits scored by `evaluate` (the first picks the best).
-    predict_splits: splits written as prediction files.
-  """
-
-  info: TaskInfo
-  objective = None
-  output_keys: Sequence[str] = ()
-  eval_splits: Sequence[str] = ()
-  predict_splits: Sequence[str] = ()
-
-  def __init__(self, cache_dir: str, conversion_key):
-    """Sets where the feature caches go.
-
-    Args:
-      cache_dir: the directory of the feature caches.
-      conversion_key: JSON-able settings of `convert` (vocabulary hash, casing, lengths);
-        a cache made with other settings is rebuilt.
-    """
-    self._cache_dir = cache_dir
-    self._conversion_key = conversion_key
-    self._examples: Dict[str, list] = {}
-    self._caches: Dict[str, str] = {}
-
-  def read_split(self, split: str):
-    """The split's `SplitData`."""
-    raise NotImplementedError
-
-  def convert(self, examples) -> Dict[str, np.ndarray]:
-    """Examples -> feature arrays [N, ...] (N rows; SQuAD: one per window)."""
-    raise NotImplementedError
-
-  def evaluate(self, split: str, outputs: Dict[str, np.ndarray]) -> Dict[str, float]:
-    """Metrics of one labeled split from the model outputs [N, ...] of its features."""
-    raise NotImplementedError
-
-  def write_predictions(
-      self, split: str, outputs: Dict[str, np.ndarray], output_dir: str
-  ) -> List[str]:
-    """Writes the split's prediction files; returns their paths."""
-    raise NotImplementedError
-
-  def prepare(self, splits: Sequence[str]) -> None:
-    """Reads and converts `splits` now, so that bad data fails before a model is built."""
-    for split in splits:
-      self.feature_cache(split)
-
-  def examples(self, split: str) -> list:
-    """The split's examples, read on first use."""
-    if split not in self._examples:
-      data = self.read_split(split)
-      data.report_skipped()
-      if not data.examples:
-        raise ValueError(f"{data.source}: no examples")
-      self._examples[split] = data.examples
-    return self._examples[split]
-
-  def features(self, split: str) -> Dict[str, np.ndarray]:
-    """The split's feature arrays [N, ...]."""
-    return feature_cache.read_feature_cache(self.feature_cache(split))
-
-  def feature_cache(self, split: str) -> str:
-    """Path of the split's feature cache, built on first use."""
-    if split not in self._caches:
-      examples = self.examples(split)
-      path = os.path.join(self._cache_dir, f"{self.info.task}_{split}.tfrecord")
-      key = feature_cache.fingerprint([repr(e) for e in examples], self._conversion_key)
-      feature_cache.cached_features(path, key, lambda: self.convert(examples))
-      self._caches[split] = path
-    return self._caches[split]
-
-  def num_examples(self, split: str) -> int:
-    """Feature rows of the split (what an epoch iterates over)."""
-    return feature_cache.read_cache_metadata(self.feature_cache(split))["num_records"]
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -224,7 +153,7 @@ class Finetuner:
   def __init__(
       self,
       strategy,
-      adapter: TaskAdapter,
+      adapter,
       settings: FinetuneSettings,
       model_config: ModelConfig,
       init_checkpoint: Optional[str],
@@ -247,16 +176,19 @@ class Finetuner:
     self.model_dir = settings.model_dir
     keras.utils.set_random_seed(settings.seed)
     keras.config.set_dtype_policy(settings.mixed_precision)
+    # Under KERAS_BACKEND=jax the commands hand a `jax_finetuning.JaxDevices` instead of
+    # a tf.distribute strategy: the modes are the same, the steps and checkpoints JAX's.
+    self.on_jax = keras.backend.backend() == "jax"
     with strategy.scope():
       self.model = build_task_model(build_encoder(model_config), adapter.info)
-    self.predictor = evaluation.Predictor(
-        strategy, self.model, adapter.objective.model_inputs, adapter.output_keys
-    )
-    self.eval_writer = (
-        tf.summary.create_file_writer(os.path.join(self.model_dir, layout.EVAL_EVENTS_DIR))
-        if is_chief
-        else tf.summary.create_noop_writer()
-    )
+    if self.on_jax:
+      from recurrent_bert.training.jax_finetuning import JaxPredictor
+
+      self.predictor = JaxPredictor(self.model, adapter.objective.model_inputs, adapter.output_keys)
+    else:
+      self.predictor = evaluation.Predictor(
+          strategy, self.model, adapter.objective.model_inputs, adapter.output_keys
+      )
 
   # -- files ---------------------------------------------------------------------
 
@@ -298,10 +230,13 @@ class Finetuner:
       logging.info(
           "eval %s step %d: %s", split, step, " ".join(f"{k}={v:.4f}" for k, v in metrics.items())
       )
-      with self.eval_writer.as_default():
-        for name, value in metrics.items():
-          loop_lib.write_scalar(f"{split}/{name}", value, step)
-    self.eval_writer.flush()
+      events.write_scalars(
+          self.model_dir,
+          {f"{split}/{name}": value for name, value in metrics.items()},
+          step,
+          self.is_chief,
+          layout.EVAL_EVENTS_DIR,
+      )
     if self.adapter.eval_splits:
       results["main_metric_value"] = results[self.adapter.eval_splits[0]][
           self.adapter.info.main_metric
@@ -346,6 +281,53 @@ class Finetuner:
     rows = rows.batch(per_replica, drop_remainder=True)
     return rows.skip(skip_batches).prefetch(tf.data.AUTOTUNE)
 
+  def _trainer(self, optimizer, num_steps: int):
+    """The backend's training loop over the train split's features."""
+    s = self.settings
+    if not self.on_jax:
+      return loop_lib.TrainingLoop(
+          self.strategy,
+          self.model,
+          optimizer,
+          self._train_dataset_fn,
+          self.adapter.objective,
+          model_dir=self.model_dir,
+          global_batch_size=s.train_batch_size,
+          num_train_steps=num_steps,
+          is_chief=self.is_chief,
+          worker_id=self.worker_id,
+          **s.loop_arguments(),
+      )
+    from recurrent_bert.training import jax_finetuning
+    from recurrent_bert.training.jax_loop import JaxTrainingLoop
+
+    features = self.adapter.features("train")
+    micro_batch = s.train_batch_size // s.gradient_accumulation_steps
+    return JaxTrainingLoop(
+        self.model,
+        optimizer,
+        lambda skip: jax_finetuning.row_batches(features, micro_batch, s.seed, skip),
+        self.adapter.objective,
+        model_dir=self.model_dir,
+        global_batch_size=s.train_batch_size,
+        num_train_steps=num_steps,
+        is_chief=self.is_chief,
+        **s.loop_arguments(),
+    )
+
+  def _latest_checkpoint(self) -> Optional[str]:
+    if self.on_jax:
+      return portable_state.latest_state(self.model_dir)
+    return tf.train.latest_checkpoint(self.model_dir)
+
+  def _restore(self, path: str) -> str:
+    """The task model's weights from a checkpoint, best/ or a model_dir; returns it."""
+    if self.on_jax:
+      weights = portable_checkpoints.find_weights_file(path)
+      weights_file.load_weights(self.model, weights)
+      return weights
+    return restore_model_weights(self.model, path)
+
   def train(self, evaluate_during_training: bool) -> Dict:
     """Trains (resuming from model_dir), keeping the best checkpoint when evaluating.
 
@@ -382,23 +364,15 @@ class Finetuner:
       optimizer = optimization.optimizer_from_settings(
           self.model.trainable_variables, s, num_steps, warmup
       )
-    trainer = loop_lib.TrainingLoop(
-        self.strategy,
-        self.model,
-        optimizer,
-        self._train_dataset_fn,
-        self.adapter.objective,
-        model_dir=self.model_dir,
-        global_batch_size=s.train_batch_size,
-        num_train_steps=num_steps,
-        is_chief=self.is_chief,
-        worker_id=self.worker_id,
-        **s.loop_arguments(),
-    )
+    trainer = self._trainer(optimizer, num_steps)
     if self.is_chief:
       self._write_model_files(self.model_dir)
-    if self.init_checkpoint and tf.train.latest_checkpoint(self.model_dir) is None:
-      source = checkpoints.restore_encoder_weights(self.model.encoder, self.init_checkpoint)
+    if self.init_checkpoint and self._latest_checkpoint() is None:
+      if self.on_jax:
+        source = portable_checkpoints.find_weights_file(self.init_checkpoint)
+        weights_file.load_weights(self.model.encoder, source, encoder_only=True)
+      else:
+        source = checkpoints.restore_encoder_weights(self.model.encoder, self.init_checkpoint)
       logging.info("encoder initialised from %s", source)
     best_dir = os.path.join(self.model_dir, BEST_DIR)
     # A save is collective, so every worker saves the best weights: the chief to best/,
@@ -411,11 +385,14 @@ class Finetuner:
     )
     if not self.is_chief:
       io_utils.remove_tree(own_best_dir)  # left by a killed run
-    best_manager = tf.train.CheckpointManager(
-        tf.train.Checkpoint(model=checkpoints.variables_by_path(self.model)),
-        own_best_dir,
-        max_to_keep=1,
-    )
+    # Under JAX best/ is its weights file alone (written below), read back by path.
+    best_manager = None
+    if not self.on_jax:
+      best_manager = tf.train.CheckpointManager(
+          tf.train.Checkpoint(model=checkpoints.variables_by_path(self.model)),
+          own_best_dir,
+          max_to_keep=1,
+      )
 
     # Every worker must make the same keep-or-not decision, so the best value lives in
     # memory, read once from the chief's file before training.
@@ -426,11 +403,12 @@ class Finetuner:
     }
 
     def evaluate_and_keep_best(step: int) -> None:
-      results = self.evaluate(step, tf.train.latest_checkpoint(self.model_dir) or "")
+      results = self.evaluate(step, self._latest_checkpoint() or "")
       value = results["main_metric_value"]
       if value > best["value"] or not best["saved"]:  # the first one even if NaN
         best.update(value=value, saved=True, step=step)
-        best_manager.save(checkpoint_number=step)
+        if best_manager is not None:
+          best_manager.save(checkpoint_number=step)
         if not self.is_chief:
           return
         self._write_model_files(best_dir)
@@ -456,10 +434,10 @@ class Finetuner:
       return {}
     # The reported result is the best checkpoint's, evaluated again from its files.
     if best["step"] is not None:  # found by this run, in this worker's own copy
-      prefix = restore_model_weights(self.model, own_best_dir)
+      prefix = self._restore(own_best_dir)
       best_step = best["step"]
     else:  # kept from an earlier run: the chief's files are complete
-      prefix = restore_model_weights(self.model, best_dir)
+      prefix = self._restore(best_dir)
       best_step = layout.read_best_metrics(self.model_dir)["global_step"]
     results = self.evaluate(best_step, prefix, extra=timing)
     if not self.is_chief:
@@ -469,7 +447,7 @@ class Finetuner:
   def restore_for_inference(self, checkpoint: Optional[str]) -> str:
     """Weights for eval/predict: --checkpoint, else model_dir's best/, else its latest."""
     path = checkpoint or task_model_dir(self.model_dir)
-    prefix = restore_model_weights(self.model, path)
+    prefix = self._restore(path)
     logging.info("restored %s", prefix)
     return prefix
 

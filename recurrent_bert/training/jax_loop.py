@@ -61,8 +61,10 @@ class JaxTrainingLoop(TrainingDriver):
       after `skip_batches` of them.
     objective: one of training/objectives.py.
     clip_norm: global-norm gradient clipping (0: none).
-    jit_compile: jit the step (False runs it op by op, for debugging).
+    jit_compile: TensorFlow's XLA switch (`TrainingSettings.loop_arguments` gives it):
+      JAX always compiles its step, so it is not read.
     keep_checkpoint_max: checkpoints kept.
+    loss_scaling: must be False (TrainingSettings.loop_arguments gives it).
     **kwargs: `TrainingDriver`'s (model_dir, global_batch_size, num_train_steps, ...).
   """
 
@@ -76,15 +78,19 @@ class JaxTrainingLoop(TrainingDriver):
       clip_norm: float = 1.0,
       jit_compile: bool = True,
       keep_checkpoint_max: int = 5,
+      loss_scaling: bool = False,
       **kwargs,
   ):
+    if loss_scaling:
+      raise ValueError("float16 loss scaling is TensorFlow's; under JAX train in bfloat16")
     super().__init__(model, optimizer, objective, **kwargs)
     self.batches_fn = batches_fn
     self.clip_norm = clip_norm
     self.keep_checkpoint_max = keep_checkpoint_max
     self._batches: Optional[Iterator] = None
     self._distribution = keras.distribution.distribution()
-    self._jitted_step = jax.jit(self._step) if jit_compile else self._step
+    del jit_compile  # JAX always jits
+    self._jitted_step = jax.jit(self._step)
 
   # -- one update ---------------------------------------------------------------------
 
@@ -193,7 +199,7 @@ class JaxTrainingLoop(TrainingDriver):
       )
     self._saved_step = step
 
-  def _latest_checkpoint(self) -> Optional[str]:
+  def latest_checkpoint(self) -> Optional[str]:
     return portable_state.latest_state(self.model_dir)
 
   def _write_scalars(self, scalars: Dict[str, float], step: int) -> None:

@@ -200,39 +200,29 @@ def run_jax_pretraining(
       model_dir=s.model_dir,
       global_batch_size=s.train_batch_size,
       num_train_steps=s.num_train_steps,
-      steps_per_loop=s.steps_per_loop,
-      save_checkpoints_steps=s.save_checkpoints_steps,
-      keep_checkpoint_max=s.keep_checkpoint_max,
-      log_steps=s.log_steps,
-      clip_norm=s.clip_norm,
-      jit_compile=True,
       is_chief=process == 0,
-      gradient_accumulation_steps=s.gradient_accumulation_steps,
       row_extras=(lambda: {"skipped_records": skipped.count()}) if skipped is not None else None,
+      **s.loop_arguments(),
   )
-  if s.init_checkpoint and latest is None:
-    # Only for a fresh run: a resumed run continues from its own checkpoint.
-    source = portable_checkpoints.restore_pretrainer_portable(model, s.init_checkpoint)
-    logging.info("initialised weights from %s", source)
-  try:
-    final = trainer.run(evaluate if s.mode == "train_and_eval" else None, s.eval_every_steps)
-  finally:
-    pretraining_results.report_skipped(skipped)
-  if process == 0:
-    export = portable_checkpoints.export_encoder(
+
+  def export(info):
+    return portable_checkpoints.export_encoder(
         model.encoder,
         s.model_dir,
         vocab_file=s.vocab_file,
         do_lower_case=s.do_lower_case,
-        info={
-            "global_step": trainer.current_step(),
-            "source_checkpoint": portable_state.latest_state(s.model_dir),
-            "final_metrics": final,
-            "backend": "jax",
-        },
+        info=dict(info, backend="jax"),
     )
-    logging.info("encoder exported to %s", export)
-  return final
+
+  return pretraining_results.train_and_export(
+      trainer,
+      s,
+      evaluate,
+      skipped,
+      latest is None,
+      lambda path: portable_checkpoints.restore_pretrainer_portable(model, path),
+      export if process == 0 else None,
+  )
 
 
 def _evaluator(

@@ -317,7 +317,7 @@ class TrainingLoop(TrainingDriver):
   def current_step(self) -> int:
     return int(self.global_step.numpy())
 
-  def _latest_checkpoint(self) -> Optional[str]:
+  def latest_checkpoint(self) -> Optional[str]:
     return tf.train.latest_checkpoint(self.model_dir)
 
   def _start_input(self, step: int) -> None:

@@ -91,3 +91,39 @@ def report_skipped(skipped) -> None:
     for line in tfrecord_frames.describe(skipped):
       logging.warning("%s", line)
       print(line, file=sys.stderr)
+
+
+def train_and_export(
+    trainer, settings, evaluate, skipped, fresh: bool, restore_init, export
+) -> dict:
+  """The end both pretraining runners share: --init_checkpoint for a fresh run, the
+  training run (evaluating as --mode says), the skipped-records line, the encoder export.
+
+  Args:
+    trainer: a `driver.TrainingDriver`.
+    settings: the run's `PretrainSettings`.
+    evaluate: evaluate(step) -> results, or None.
+    skipped: the run's `SkippedRecords` (--skip_bad_records) or None.
+    fresh: no checkpoint to resume from (only then is --init_checkpoint read).
+    restore_init: restore_init(path) -> what was read, for --init_checkpoint.
+    export: export(info) -> the export's path, on the chief only (None elsewhere).
+
+  Returns:
+    The final training metrics.
+  """
+  s = settings
+  if s.init_checkpoint and fresh:
+    # Only for a fresh run: a resumed run continues from its own checkpoint.
+    logging.info("initialised weights from %s", restore_init(s.init_checkpoint))
+  try:
+    final = trainer.run(evaluate if s.mode == "train_and_eval" else None, s.eval_every_steps)
+  finally:
+    report_skipped(skipped)
+  if export is not None:
+    info = {
+        "global_step": trainer.current_step(),
+        "source_checkpoint": trainer.latest_checkpoint(),
+        "final_metrics": final,
+    }
+    logging.info("encoder exported to %s", export(info))
+  return final

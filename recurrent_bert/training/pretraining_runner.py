@@ -28,6 +28,7 @@ from recurrent_bert.training import checkpoints
 from recurrent_bert.training import loop
 from recurrent_bert.training import optimization
 from recurrent_bert.training import pretraining_eval
+from recurrent_bert.training import pretraining_results
 from recurrent_bert.training.pretraining_results import eval_word_starts
 from recurrent_bert.training.pretraining_results import report_skipped
 from recurrent_bert.training.settings import MODES  # noqa: F401  (re-exported)
@@ -121,28 +122,21 @@ def run_pretraining(
       checkpoint_iterator=skipped is None,
       **s.loop_arguments(),
   )
-  if s.init_checkpoint and latest is None:
-    # Only for a fresh run: a resumed run continues from its own checkpoint.
-    source = checkpoints.restore_pretrainer_weights(model, s.init_checkpoint)
-    logging.info("initialised weights from %s", source)
-  try:
-    final = trainer.run(evaluate if s.mode == "train_and_eval" else None, s.eval_every_steps)
-  finally:
-    report_skipped(skipped)
-  if is_chief:
-    export = checkpoints.export_encoder(
-        encoder,
-        s.model_dir,
-        vocab_file=s.vocab_file,
-        do_lower_case=s.do_lower_case,
-        info={
-            "global_step": int(trainer.global_step.numpy()),
-            "source_checkpoint": tf.train.latest_checkpoint(s.model_dir),
-            "final_metrics": final,
-        },
+
+  def export(info):
+    return checkpoints.export_encoder(
+        encoder, s.model_dir, vocab_file=s.vocab_file, do_lower_case=s.do_lower_case, info=info
     )
-    logging.info("encoder exported to %s", export)
-  return final
+
+  return pretraining_results.train_and_export(
+      trainer,
+      s,
+      evaluate,
+      skipped,
+      latest is None,
+      lambda path: checkpoints.restore_pretrainer_weights(model, path),
+      export if is_chief else None,
+  )
 
 
 def _evaluator(strategy, model, model_config, s: PretrainSettings, eval_data_config, is_chief):

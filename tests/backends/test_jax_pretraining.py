@@ -9,6 +9,8 @@ both readers), without dropout. Run as `KERAS_BACKEND=jax pytest tests/backends`
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 
@@ -196,7 +198,7 @@ def test_dynamic_masking_and_evaluation_run_where_tensorflow_cannot_be_imported(
 ):
   """The GPU machines have JAX and no TensorFlow: a shadow `tensorflow` package that
   fails to import stands first on the path. Unmasked records are masked while read, the
-  held-out records evaluated, the export written."""
+  held-out records evaluated, the export written; in bfloat16, as on a GPU."""
   shadow = tmp_path / "without_tensorflow" / "tensorflow"
   shadow.mkdir(parents=True)
   (shadow / "__init__.py").write_text("raise ImportError('no TensorFlow in this test')\n")
@@ -211,6 +213,7 @@ def test_dynamic_masking_and_evaluation_run_where_tensorflow_cannot_be_imported(
       f"--eval_input_files={unmasked_records}",
       "--eval_every_steps=3",
       "--max_eval_steps=2",
+      "--mixed_precision=mixed_bfloat16",
   )
   path = os.pathsep.join([str(shadow.parent), REPO])
   code, stderr = _finish(_start(command, PYTHONPATH=path))
@@ -264,3 +267,24 @@ def test_what_jax_cannot_do_is_one_line_and_exit_2(
   assert expected in lines[-1] and "Traceback" not in stderr, stderr[-3000:]
   after = {name: os.path.getmtime(os.path.join(model_dir, name)) for name in os.listdir(model_dir)}
   assert after == before
+
+
+def test_a_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(
+    runs, tmp_path, single_shard_records, vocab_file, no_dropout_config
+):
+  """The finished AdamW run (step 6) continued at a learning rate of 1e30 without clipping."""
+  model_dir = tmp_path / "nan"
+  shutil.copytree(runs["jax_adamw"], model_dir)
+  export_before = (model_dir / "encoder" / "export_info.json").read_text()
+  command = _command(model_dir, vocab_file, single_shard_records, no_dropout_config)
+  command += ["--num_train_steps=12", "--learning_rate=1e30", "--clip_norm=0"]
+  code, stderr = _finish(_start(command))
+  assert code == 1, stderr[-3000:]
+  message = re.search(r"error: loss is (nan|inf|-inf) at step (\d+)", stderr)
+  assert message and int(message.group(2)) > STEPS, stderr[-3000:]
+  bad_step = int(message.group(2))
+  last_good = (bad_step - 1) // 2 * 2  # checkpoints every 2 steps, only before the bad loss
+  assert f"ckpt-{last_good}.state" in stderr
+  saved = sorted(int(n[5:-6]) for n in os.listdir(model_dir) if n.endswith(".state"))
+  assert saved[-1] == last_good
+  assert (model_dir / "encoder" / "export_info.json").read_text() == export_before

@@ -41,31 +41,37 @@ from tests.training.conftest import subprocess_env
 WORDS = "the cat sat on a mat while dogs ran in the park and birds sang over old trees".split()
 
 
-@pytest.fixture(scope="module")
-def tool_records(tmp_path_factory):
-  """Shards written by the data tool (TF-free, numpy-serialised), 2 of them, seq 32."""
-  directory = tmp_path_factory.mktemp("tool")
+def write_tool_records(directory, num_shards=2, documents=12, seed=0, **options):
+  """Runs the data tool (TF-free, numpy-serialised) on a corpus of WORDS, seq 32, 5
+  predictions; returns (shard paths, the vocabulary file)."""
   vocab = write_vocab(directory / "vocab.txt", RESERVED + sorted(set(WORDS)) + ["."])
-  rng = np.random.default_rng(0)
+  rng = np.random.default_rng(seed)
   with open(directory / "corpus.txt", "w") as f:
-    for _ in range(12):
+    for _ in range(documents):
       for _ in range(6):
         f.write(" ".join(rng.choice(WORDS, size=rng.integers(4, 12))) + " .\n")
       f.write("\n")
   out = directory / "out"
   out.mkdir()
-  options = pretraining_data.GeneratorOptions(
+  generator_options = pretraining_data.GeneratorOptions(
       input_files=[str(directory / "corpus.txt")],
       vocab_file=vocab,
-      output_files=[str(out / f"shard-{i}.tfrecord") for i in range(2)],
+      output_files=[str(out / f"shard-{i}.tfrecord") for i in range(num_shards)],
       stats_file=str(out / "stats.json"),
       max_seq_length=32,
       masking=MaskingConfig(max_predictions_per_seq=5),
-      dupe_factor=3,
       show_progress=False,
+      **options,
   )
-  pretraining_data.create_pretraining_data(options)
-  return options.output_files, len(RESERVED) + len(set(WORDS)) + 1
+  pretraining_data.create_pretraining_data(generator_options)
+  return generator_options.output_files, vocab
+
+
+@pytest.fixture(scope="module")
+def tool_records(tmp_path_factory):
+  """Shards written by the data tool, 2 of them, seq 32; (paths, vocab_size)."""
+  files, _ = write_tool_records(tmp_path_factory.mktemp("tool"), dupe_factor=3)
+  return files, len(RESERVED) + len(set(WORDS)) + 1
 
 
 def config(files, seq, pred, vocab_size=None, skipped=None):

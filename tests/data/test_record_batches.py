@@ -7,16 +7,13 @@ import itertools
 import numpy as np
 import pytest
 
-from recurrent_bert.data import pretraining_data
 from recurrent_bert.data import pretraining_dataset
 from recurrent_bert.data import record_batches
 from recurrent_bert.data import vocab as vocab_lib
 from recurrent_bert.data.dynamic_masking import MaskingConfig
-from tests.data.conftest import RESERVED
-from tests.data.conftest import write_vocab
-from tests.data.test_pretraining_records import WORDS
 from tests.data.test_pretraining_records import config
 from tests.data.test_pretraining_records import tool_records  # noqa: F401
+from tests.data.test_pretraining_records import write_tool_records
 
 
 def _rows(batches):
@@ -77,26 +74,11 @@ def test_shards_split_each_epoch_between_processes(tool_records):
 
 @pytest.fixture(scope="module")
 def unmasked(tmp_path_factory):
-  directory = tmp_path_factory.mktemp("unmasked")
-  vocab = write_vocab(directory / "vocab.txt", RESERVED + sorted(set(WORDS)) + ["."])
-  rng = np.random.default_rng(1)
-  with open(directory / "corpus.txt", "w") as f:
-    for _ in range(8):
-      for _ in range(5):
-        f.write(" ".join(rng.choice(WORDS, size=rng.integers(4, 12))) + " .\n")
-      f.write("\n")
-  options = pretraining_data.GeneratorOptions(
-      input_files=[str(directory / "corpus.txt")],
-      vocab_file=str(vocab),
-      output_files=[str(directory / "shard.tfrecord")],
-      stats_file=str(directory / "stats.json"),
-      max_seq_length=32,
-      masking=MaskingConfig(max_predictions_per_seq=5),
-      dynamic_masking=True,
-      show_progress=False,
+  """One shard of unmasked records (--dynamic_masking) and their vocabulary."""
+  files, vocab = write_tool_records(
+      tmp_path_factory.mktemp("unmasked"), num_shards=1, documents=8, seed=1, dynamic_masking=True
   )
-  pretraining_data.create_pretraining_data(options)
-  return options.output_files, vocab_lib.read_vocabulary(str(vocab))
+  return files, vocab_lib.read_vocabulary(str(vocab))
 
 
 def test_unmasked_records_are_masked_by_batch_index(unmasked):

@@ -1,0 +1,71 @@
+"""`python -m recurrent_bert.demo --backend=jax`: the CI-sized demo with its pretraining and
+fine-tuning under JAX, its export and query under TensorFlow; then the --pretraining_only
+report (the MLM claims) from the same runs. Run as `KERAS_BACKEND=jax pytest tests/backends`."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from recurrent_bert.demo import pretraining_report
+from tests.backends.support import BACKEND
+from tests.backends.support import REPO
+from tests.backends.support import backend_env
+from tests.demo.test_pipeline import CI_FLAGS
+
+pytestmark = pytest.mark.skipif(BACKEND != "jax", reason="the JAX loop (KERAS_BACKEND=jax)")
+
+# One seed, one learning rate, two models of one claim (SwishRNN against BERT-rab): every
+# stage and both backends' code paths, at the fewest runs.
+OVERRIDES = {
+    "--models": "bert_rab,swishrnn",
+    "--pretrain_seeds": "1",
+    "--finetune_learning_rates": "3e-3",
+}
+
+
+def _flags():
+  kept = [f for f in CI_FLAGS if f.split("=")[0] not in OVERRIDES and "tokenizers" not in f]
+  return kept + [f"{name}={value}" for name, value in OVERRIDES.items()]
+
+
+def test_the_demo_under_jax_runs_every_stage(tmp_path):
+  work_dir = tmp_path / "demo"
+  env = dict(backend_env("tensorflow"), RECURRENT_BERT_CACHE=str(tmp_path / "cache"))
+  result = subprocess.run(
+      [sys.executable, "-m", "recurrent_bert.demo", f"--work_dir={work_dir}", "--backend=jax"]
+      + _flags(),
+      cwd=REPO,
+      env=env,
+      capture_output=True,
+      text=True,
+      timeout=900,
+  )
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+  # Trained under JAX: its checkpoints are ckpt-N.state/ folders, pretraining and fine-tuning.
+  for preset in ("bert_rab_tiny", "swishrnn_tiny"):
+    assert any(n.endswith(".state") for n in os.listdir(work_dir / "pretrain" / preset / "seed1"))
+  finetune_dirs = [root for root, dirs, _ in os.walk(work_dir / "finetune") if "best" in dirs]
+  assert len(finetune_dirs) == 2
+  assert all(any(n.endswith(".state") for n in os.listdir(d)) for d in finetune_dirs)
+  # Exported and queried under TensorFlow.
+  assert (work_dir / "export" / "saved_model" / "saved_model.pb").exists()
+  answers = json.loads((work_dir / "export" / "answers.json").read_text())
+  assert answers
+  report_md = (work_dir / "report" / "report.md").read_text()
+  assert "SwishRNN-BERT reaches a lower MLM loss than BERT-rab" in report_md
+
+  # --pretraining_only's report of the same pretraining runs.
+  inputs = json.loads((work_dir / "report" / "inputs.json").read_text())
+  inputs["out_dir"] = str(tmp_path / "claims")
+  inputs["settings"]["backend"] = "jax"
+  paths = pretraining_report.write_pretraining_report(inputs)
+  claims_md = open(paths["claims_md"], encoding="utf-8").read()
+  assert "backend jax" in claims_md and "| SwishRNN-BERT | swishrnn_tiny |" in claims_md
+  assert paths["claims"] == [
+      "inconclusive at this budget: SwishRNN-BERT reaches a lower MLM loss than BERT-rab at "
+      "equal steps (held-out records, last step)"
+  ]
+  assert os.path.getsize(paths["mlm_loss_png"]) > 10_000

@@ -1,0 +1,141 @@
+"""finetune_glue and finetune_squad under KERAS_BACKEND=jax, against the same commands
+under TensorFlow, on the generated tasks of tests/test_finetune.py and
+tests/test_finetune_squad.py (a tiny model learns them; chance is far below the bars).
+The JAX run's model dir is then exported by the TensorFlow export command and served.
+Run as `KERAS_BACKEND=jax pytest tests/backends`."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from recurrent_bert.tasks import sample_tasks as generated_tasks
+from tests.backends.support import BACKEND
+from tests.backends.support import REPO
+from tests.backends.support import backend_env
+from tests.test_finetune import GLUE_FLAGS
+from tests.test_finetune import read_json
+
+pytestmark = pytest.mark.skipif(BACKEND != "jax", reason="the JAX loop (KERAS_BACKEND=jax)")
+
+
+def _run(module, backend, *flags, timeout=400):
+  return subprocess.run(
+      [sys.executable, "-m", module, *flags],
+      cwd=REPO,
+      env=backend_env(backend),
+      capture_output=True,
+      text=True,
+      timeout=timeout,
+  )
+
+
+@pytest.fixture(scope="module")
+def rte(tmp_path_factory):
+  """{"vocab", "rte", "jax", "tensorflow": model_dir} of one finetune_glue run each."""
+  root = tmp_path_factory.mktemp("rte")
+  files = {
+      "vocab": generated_tasks.write_vocab(root / "vocab.txt"),
+      "rte": generated_tasks.write_rte_folder(root / "RTE", num_train=320, num_dev=70, num_test=11),
+  }
+  for backend in ("jax", "tensorflow"):
+    files[backend] = str(root / backend)
+    result = _run(
+        "recurrent_bert.finetune_glue",
+        backend,
+        "--task=RTE",
+        f"--data_dir={files['rte']}",
+        f"--vocab_file={files['vocab']}",
+        f"--model_dir={files[backend]}",
+        *GLUE_FLAGS,
+    )
+    assert result.returncode == 0, f"{backend}: {result.stderr[-3000:]}"
+  return files
+
+
+def test_glue_under_jax_learns_as_under_tensorflow(rte):
+  """The same dev metrics (accuracy on 70 examples; chance ~0.5), the same files."""
+  jax_results = read_json(os.path.join(rte["jax"], "eval_results.json"))
+  tf_results = read_json(os.path.join(rte["tensorflow"], "eval_results.json"))
+  assert tf_results["dev"]["accuracy"] >= 0.9 and jax_results["dev"]["accuracy"] >= 0.9
+  assert abs(jax_results["dev"]["accuracy"] - tf_results["dev"]["accuracy"]) <= 0.1
+  assert jax_results["dev"]["num_examples"] == 70 and jax_results["num_train_steps"] == 60
+  assert set(jax_results) == set(tf_results)
+  best = read_json(os.path.join(rte["jax"], "best", "best_metrics.json"))
+  assert best["global_step"] == jax_results["global_step"] in (30, 60)
+  assert "model.weights.h5" in os.listdir(os.path.join(rte["jax"], "best"))
+  assert "ckpt-60.state" in os.listdir(rte["jax"])
+
+
+def test_export_of_the_jax_model_dir_serves_its_predictions(rte, tmp_path):
+  """TensorFlow's export reads the JAX run's best/ weights; the SavedModel, in a fresh
+  TensorFlow process, labels the test rows as the JAX run's leaderboard file does."""
+  export_dir = str(tmp_path / "export")
+  result = _run(
+      "recurrent_bert.export",
+      "tensorflow",
+      f"--model_dir={rte['jax']}",
+      f"--export_dir={export_dir}",
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  with open(os.path.join(rte["rte"], "test.tsv"), encoding="utf-8") as f:
+    rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+  script = (
+      "import json, sys\n"
+      "import tensorflow as tf, tensorflow_text  # noqa\n"
+      "rows = json.loads(sys.argv[2])\n"
+      "model = tf.saved_model.load(sys.argv[1])\n"
+      "out = model.signatures['classify_pair'](text=tf.constant([r[0] for r in rows]),\n"
+      "    text_pair=tf.constant([r[1] for r in rows]))\n"
+      "print(json.dumps([s.decode() for s in out['label'].numpy()]))\n"
+  )
+  served = subprocess.run(
+      [
+          sys.executable,
+          "-c",
+          script,
+          export_dir,
+          json.dumps([[r["sentence1"], r["sentence2"]] for r in rows]),
+      ],
+      cwd=REPO,
+      env=backend_env("tensorflow"),
+      capture_output=True,
+      text=True,
+      timeout=300,
+  )
+  assert served.returncode == 0, served.stderr[-3000:]
+  with open(os.path.join(rte["jax"], "predictions", "RTE.tsv"), encoding="utf-8") as f:
+    predicted = [row[1] for row in list(csv.reader(f, delimiter="\t"))[1:]]
+  assert json.loads(served.stdout.strip().splitlines()[-1]) == predicted
+
+
+def test_squad_under_jax_points_at_the_marked_token(tmp_path):
+  vocab = generated_tasks.write_vocab(tmp_path / "vocab.txt")
+  squad = generated_tasks.write_squad_files(tmp_path / "squad", num_train=240, num_dev=50)
+  model_dir = str(tmp_path / "squad_model")
+  result = _run(
+      "recurrent_bert.finetune_squad",
+      "jax",
+      f"--train_file={squad['train']}",
+      f"--predict_file={squad['dev']}",
+      "--model_config=bert_tiny",
+      f"--vocab_file={vocab}",
+      f"--model_dir={model_dir}",
+      "--max_seq_length=40",
+      "--max_query_length=8",
+      "--doc_stride=12",
+      "--train_batch_size=16",
+      "--learning_rate=1e-3",
+      "--max_train_steps=60",
+      "--warmup_steps=6",
+      "--log_steps=20",
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  results = read_json(os.path.join(model_dir, "eval_results.json"))
+  assert results["main_metric"] == "f1" and results["dev"]["total"] == 50
+  assert results["dev"]["exact_match"] >= 80.0, results  # chance: ~1/20 words
+  predictions = read_json(os.path.join(model_dir, "predictions", "predictions.json"))
+  assert len(predictions) == 50
