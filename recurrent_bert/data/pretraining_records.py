@@ -7,8 +7,9 @@ or PyTorch on a GPU machine) and as the spec the `tf.data` pipeline is tested ag
     tf.io feature specs (one table for both readers);
   * `value_rules`: what a value may be (ids below vocab_size, 0/1 masks and labels, ...),
     evaluated in numpy here and in the input graph by `record_values`;
-  * `decode_example`: tf.train.Example read by protobuf's own parser, through a
-    descriptor built here (TensorFlow's generated classes are not needed);
+  * `decode_example` (`example_decoder`): tf.train.Example read by protobuf's own
+    parser, through a descriptor built there (TensorFlow's generated classes are not
+    needed);
   * `check_shards`: each shard against the generator's stats.json;
   * `batches`: every record of the files in file order, framed and CRC-checked by
     `tfrecord_frames`, decoded a batch at a time, checked; bad input raises the same
@@ -26,8 +27,10 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from recurrent_bert.data import example_decoder
 from recurrent_bert.data import pretraining_data
 from recurrent_bert.data import tfrecord_frames
+from recurrent_bert.data.example_decoder import decode_example  # noqa: F401  (re-exported)
 from recurrent_bert.data.tfrecord_frames import REMAKE
 from recurrent_bert.data.tfrecord_frames import SkippedRecords
 from recurrent_bert.errors import InputError
@@ -183,145 +186,6 @@ def check_values(features: Dict[str, np.ndarray], names: Sequence[str], rules) -
     raise InputError(f"{names[row]}: {rule.what} ({value} at index {column}); {REMAKE}")
 
 
-# ------------------------------------------------------------------- tf.train.Example
-
-
-def _example_class():
-  """tf.train.Example's message class, from a descriptor built here (no TensorFlow).
-
-  The same fields, numbers and types as tensorflow/core/example/{example,feature}.proto,
-  in a pool of its own (TensorFlow registers its own "tensorflow.Example" in the default
-  one); protobuf's C parser (upb) then reads the bytes.
-  """
-  from google.protobuf import descriptor_pb2  # pylint: disable=g-import-not-at-top
-  from google.protobuf import descriptor_pool  # pylint: disable=g-import-not-at-top
-  from google.protobuf import message_factory  # pylint: disable=g-import-not-at-top
-
-  field = descriptor_pb2.FieldDescriptorProto
-  proto = descriptor_pb2.FileDescriptorProto(
-      name="recurrent_bert_example.proto", package="recurrent_bert_example", syntax="proto3"
-  )
-
-  def message(name, *fields, map_entry=False):
-    msg = proto.message_type.add(name=name)
-    if map_entry:
-      msg.options.map_entry = True
-    for number, (field_name, kind, label, type_name, oneof) in enumerate(fields, 1):
-      f = msg.field.add(name=field_name, number=number, type=kind, label=label)
-      if type_name:
-        f.type_name = f".recurrent_bert_example.{type_name}"
-      if oneof:
-        if not msg.oneof_decl:
-          msg.oneof_decl.add(name="kind")
-        f.oneof_index = 0
-    return msg
-
-  repeated, optional = field.LABEL_REPEATED, field.LABEL_OPTIONAL
-  message("BytesList", ("value", field.TYPE_BYTES, repeated, "", False))
-  message("FloatList", ("value", field.TYPE_FLOAT, repeated, "", False))
-  message("Int64List", ("value", field.TYPE_INT64, repeated, "", False))
-  message(
-      "Feature",
-      ("bytes_list", field.TYPE_MESSAGE, optional, "BytesList", True),
-      ("float_list", field.TYPE_MESSAGE, optional, "FloatList", True),
-      ("int64_list", field.TYPE_MESSAGE, optional, "Int64List", True),
-  )
-  features = message(
-      "Features", ("feature", field.TYPE_MESSAGE, repeated, "Features.FeatureEntry", False)
-  )
-  entry = features.nested_type.add(name="FeatureEntry")
-  entry.options.map_entry = True
-  entry.field.add(name="key", number=1, type=field.TYPE_STRING, label=optional)
-  entry.field.add(
-      name="value",
-      number=2,
-      type=field.TYPE_MESSAGE,
-      label=optional,
-      type_name=".recurrent_bert_example.Feature",
-  )
-  message("Example", ("features", field.TYPE_MESSAGE, optional, "Features", False))
-  pool = descriptor_pool.DescriptorPool()
-  pool.Add(proto)
-  return message_factory.GetMessageClass(
-      pool.FindMessageTypeByName("recurrent_bert_example.Example")
-  )
-
-
-_EXAMPLE = None
-_LISTS = {"bytes_list": "string", "float_list": "float", "int64_list": "int64"}
-_CONTINUATION_BYTES = bytes(range(0x80, 0x100))  # a varint's bytes but its last
-
-
-def _payload(values_list) -> bytes:
-  """The packed values of an Int64List / FloatList / BytesList message: its one field's
-  bytes (protobuf writes repeated numbers packed, however they were read)."""
-  data = values_list.SerializeToString()
-  position = 1  # the field's tag, then its length as a varint
-  while position < len(data) and data[position] & 0x80:
-    position += 1
-  return data[position + 1 :]
-
-
-def _count(kind: str, payload: bytes) -> int:
-  if kind == "int64":
-    return len(payload.translate(None, _CONTINUATION_BYTES))
-  return len(payload) // 4 if kind == "float" else -1
-
-
-def _raw_example(data: bytes) -> Dict[str, Tuple[Optional[str], bytes]]:
-  """{feature: (kind "int64" | "float" | "string", or None for no value list; payload)}.
-
-  Raises:
-    ValueError: `data` is not a tf.train.Example.
-  """
-  global _EXAMPLE
-  if _EXAMPLE is None:
-    _EXAMPLE = _example_class()
-  from google.protobuf import message  # pylint: disable=g-import-not-at-top
-
-  try:
-    example = _EXAMPLE.FromString(data)
-  except message.DecodeError as e:
-    raise ValueError(str(e)) from None
-  raw = {}
-  for key, feature in example.features.feature.items():
-    kind = feature.WhichOneof("kind")
-    raw[key] = (None, b"") if kind is None else (_LISTS[kind], _payload(getattr(feature, kind)))
-  return raw
-
-
-def _values(kind: str, payloads: Sequence[bytes]) -> np.ndarray:
-  """The values of payloads of one kind, concatenated: int64 or float32 [n]."""
-  joined = b"".join(payloads)
-  return _packed_varints(joined) if kind == "int64" else np.frombuffer(joined, "<f4")
-
-
-def _packed_varints(data: bytes) -> np.ndarray:
-  """int64 [n] of packed varints, without a Python loop per value."""
-  raw = np.frombuffer(data, np.uint8)
-  if not raw.size:
-    return np.zeros(0, np.int64)
-  ends = raw < 0x80
-  starts = np.flatnonzero(np.concatenate([[True], ends[:-1]]))
-  index = np.cumsum(np.concatenate([[0], ends[:-1]]))  # which value each byte is of
-  shift = (np.arange(raw.size) - starts[index]).astype(np.uint64) * np.uint64(7)
-  parts = (raw & 0x7F).astype(np.uint64) << np.minimum(shift, 63)
-  return np.add.reduceat(parts, starts).view(np.int64)  # two's complement, as int64
-
-
-def decode_example(data: bytes) -> Dict[str, Tuple[Optional[str], np.ndarray]]:
-  """{feature: (kind "int64" | "float" | "string", or None for no value list; values)}
-  (strings are not decoded: the schema has none).
-
-  Raises:
-    ValueError: `data` is not a tf.train.Example.
-  """
-  return {
-      key: (kind, _values(kind, [payload]) if kind in ("int64", "float") else np.zeros(0))
-      for key, (kind, payload) in _raw_example(data).items()
-  }
-
-
 # ------------------------------------------------------------ shards and stats.json
 
 
@@ -438,13 +302,13 @@ def check_record_layout(
   if first is None:
     raise InputError(f"--input_files: no record in {', '.join(config.input_files)}")
   try:
-    features = _raw_example(first[2])
+    features = example_decoder.raw_example(first[2])
   except ValueError:
     raise tfrecord_frames.BadRecord(path, first[0], first[1], NOT_AN_EXAMPLE).error() from None
   if dynamic_masking is None:
     dynamic_masking = config.masker is not None
   kind, payload = features.get("input_ids", ("int64", b""))
-  seq_len = _count(kind, payload) if kind == "int64" else 0
+  seq_len = example_decoder.count_values(kind, payload) if kind == "int64" else 0
   if seq_len != config.max_seq_length:
     raise InputError(
         f"--max_seq_length={config.max_seq_length} but {path} holds "
@@ -465,7 +329,7 @@ def check_record_layout(
     )
   if not dynamic_masking:
     kind, payload = features["masked_lm_positions"]
-    num_predictions = _count(kind, payload) if kind == "int64" else 0
+    num_predictions = example_decoder.count_values(kind, payload) if kind == "int64" else 0
     if num_predictions != config.max_predictions_per_seq:
       raise InputError(
           f"--max_predictions_per_seq={config.max_predictions_per_seq} but "
@@ -476,7 +340,7 @@ def check_record_layout(
 def parse_record(name: str, data: bytes, layout) -> Dict[str, bytes]:
   """One record's features as the layout says ({feature: payload}), or InputError."""
   try:
-    example = _raw_example(data)
+    example = example_decoder.raw_example(data)
   except ValueError:
     raise InputError(f"{name}: {NOT_AN_EXAMPLE}; {REMAKE}") from None
   parsed = {}
@@ -488,8 +352,8 @@ def parse_record(name: str, data: bytes, layout) -> Dict[str, bytes]:
       what = NO_VALUE_LIST.format(feature)
     elif found_kind != kind:
       what = WRONG_KIND.format(feature, found_kind, kind)
-    elif _count(kind, payload) != length:
-      what = WRONG_COUNT.format(feature, _count(kind, payload), length)
+    elif example_decoder.count_values(kind, payload) != length:
+      what = WRONG_COUNT.format(feature, example_decoder.count_values(kind, payload), length)
     else:
       what = ""
     if what:
@@ -526,7 +390,7 @@ def stack_batch(
     InputError: naming the first record (of `names`) with a value the rules refuse.
   """
   batch = {
-      key: _values(kind, [row[key] for row in rows]).reshape(len(rows), length)
+      key: example_decoder.values(kind, [row[key] for row in rows]).reshape(len(rows), length)
       for key, (length, kind) in layout.items()
   }
   check_values(batch, names, rules)

@@ -1,5 +1,5 @@
-"""finetune_glue and finetune_squad under KERAS_BACKEND=jax, against the same commands
-under TensorFlow, on the generated tasks of tests/test_finetune.py and
+"""finetune_glue and finetune_squad under KERAS_BACKEND=jax, held to the bars the same
+commands meet under TensorFlow on the generated tasks of tests/test_finetune.py and
 tests/test_finetune_squad.py (a tiny model learns them; chance is far below the bars).
 The JAX run's model dir is then exported by the TensorFlow export command and served.
 Run as `KERAS_BACKEND=jax pytest tests/backends`."""
@@ -35,39 +35,42 @@ def _run(module, backend, *flags, timeout=400):
 
 @pytest.fixture(scope="module")
 def rte(tmp_path_factory):
-  """{"vocab", "rte", "jax", "tensorflow": model_dir} of one finetune_glue run each."""
+  """{"vocab", "rte", "jax": model_dir} of finetune_glue under JAX, with
+  tests/test_finetune.py's flags on its generated task."""
   root = tmp_path_factory.mktemp("rte")
   files = {
       "vocab": generated_tasks.write_vocab(root / "vocab.txt"),
       "rte": generated_tasks.write_rte_folder(root / "RTE", num_train=320, num_dev=70, num_test=11),
+      "jax": str(root / "jax"),
   }
-  for backend in ("jax", "tensorflow"):
-    files[backend] = str(root / backend)
-    result = _run(
-        "recurrent_bert.finetune_glue",
-        backend,
-        "--task=RTE",
-        f"--data_dir={files['rte']}",
-        f"--vocab_file={files['vocab']}",
-        f"--model_dir={files[backend]}",
-        *GLUE_FLAGS,
-    )
-    assert result.returncode == 0, f"{backend}: {result.stderr[-3000:]}"
+  result = _run(
+      "recurrent_bert.finetune_glue",
+      "jax",
+      "--task=RTE",
+      f"--data_dir={files['rte']}",
+      f"--vocab_file={files['vocab']}",
+      f"--model_dir={files['jax']}",
+      *GLUE_FLAGS,
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
   return files
 
 
 def test_glue_under_jax_learns_as_under_tensorflow(rte):
-  """The same dev metrics (accuracy on 70 examples; chance ~0.5), the same files."""
-  jax_results = read_json(os.path.join(rte["jax"], "eval_results.json"))
-  tf_results = read_json(os.path.join(rte["tensorflow"], "eval_results.json"))
-  assert tf_results["dev"]["accuracy"] >= 0.9 and jax_results["dev"]["accuracy"] >= 0.9
-  assert abs(jax_results["dev"]["accuracy"] - tf_results["dev"]["accuracy"]) <= 0.1
-  assert jax_results["dev"]["num_examples"] == 70 and jax_results["num_train_steps"] == 60
-  assert set(jax_results) == set(tf_results)
+  """tests/test_finetune.py's bar for the TensorFlow run of the same flags and task
+  (accuracy >= 0.9 on 70 dev examples; chance ~0.5), and the same files."""
+  results = read_json(os.path.join(rte["jax"], "eval_results.json"))
+  assert results["task"] == "rte" and results["main_metric"] == "accuracy"
+  assert results["dev"]["accuracy"] >= 0.9, results
+  assert results["dev"]["num_examples"] == 70 and results["num_train_steps"] == 60
+  assert results["main_metric_value"] == results["dev"]["accuracy"]
+  assert results["seconds_per_train_step"] > 0
   best = read_json(os.path.join(rte["jax"], "best", "best_metrics.json"))
-  assert best["global_step"] == jax_results["global_step"] in (30, 60)
+  assert best["global_step"] == results["global_step"] in (30, 60)
   assert "model.weights.h5" in os.listdir(os.path.join(rte["jax"], "best"))
   assert "ckpt-60.state" in os.listdir(rte["jax"])
+  for sub in ("train", "eval"):  # TensorBoard, TensorFlow being installed here
+    assert any(n.startswith("events") for n in os.listdir(os.path.join(rte["jax"], sub)))
 
 
 def test_export_of_the_jax_model_dir_serves_its_predictions(rte, tmp_path):

@@ -27,6 +27,8 @@ from recurrent_bert.models import build_encoder
 from tests.backends.support import BACKEND
 from tests.backends.support import REPO
 from tests.backends.support import backend_env
+from tests.backends.support import run_under_backend
+from tests.backends.support import to_numpy
 from tests.training.conftest import MAX_PREDICTIONS
 from tests.training.conftest import SEQ_LEN
 from tests.training.conftest import corpus_file  # noqa: F401
@@ -288,3 +290,60 @@ def test_a_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(
   saved = sorted(int(n[5:-6]) for n in os.listdir(model_dir) if n.endswith(".state"))
   assert saved[-1] == last_good
   assert (model_dir / "encoder" / "export_info.json").read_text() == export_before
+
+
+def test_a_backend_that_is_not_installed_is_one_line_and_exit_2(
+    tmp_path, single_shard_records, vocab_file, no_dropout_config
+):
+  shadow = tmp_path / "without_jax" / "jax"
+  shadow.mkdir(parents=True)
+  (shadow / "__init__.py").write_text("raise ImportError('no JAX in this test')\n")
+  command = _command(tmp_path / "run", vocab_file, single_shard_records, no_dropout_config)
+  code, stderr = _finish(_start(command, PYTHONPATH=os.pathsep.join([str(shadow.parent), REPO])))
+  assert code == 2 and "Traceback" not in stderr, stderr[-3000:]
+  assert stderr.strip().splitlines()[-1] == (
+      "error: KERAS_BACKEND=jax: its library is not installed (no JAX in this test)"
+  )
+  assert not (tmp_path / "run").exists()
+
+
+def test_tensorflows_export_serves_the_jax_runs_encoder(runs, tmp_path):
+  """`recurrent_bert.export` (TensorFlow) of the JAX run's model_dir: the SavedModel's
+  encode_ids gives the JAX encoder's outputs on the same ids."""
+  from recurrent_bert.training.portable_checkpoints import load_encoder_portable
+
+  export_dir = str(tmp_path / "export")
+  command = [
+      sys.executable,
+      "-m",
+      "recurrent_bert.export",
+      f"--model_dir={runs['jax_adamw']}",
+      f"--export_dir={export_dir}",
+  ]
+  code, stderr = _finish(_start(command, "tensorflow"))
+  assert code == 0, stderr[-3000:]
+  rng = np.random.default_rng(0)
+  ids = rng.integers(5, 100, (2, 12)).astype(np.int32)
+  mask = np.ones_like(ids)
+  mask[1, 8:] = 0
+  segments = (np.arange(12) >= 6).astype(np.int32)[None].repeat(2, 0)
+  served = run_under_backend(
+      f"""
+      import tensorflow as tf, tensorflow_text  # noqa
+      model = tf.saved_model.load({export_dir!r})
+      out = model.signatures["encode_ids"](
+          input_ids=tf.constant(inputs["ids"]), input_mask=tf.constant(inputs["mask"]),
+          segment_ids=tf.constant(inputs["segments"]))
+      outputs.update({{k: v.numpy() for k, v in out.items()}})
+      """,
+      ids=ids,
+      mask=mask,
+      segments=segments,
+  )
+  encoder = load_encoder_portable(runs["jax_adamw"])
+  ours = encoder({"input_ids": ids, "input_mask": mask, "segment_ids": segments}, training=False)
+  np.testing.assert_allclose(served["pooled_output"], to_numpy(ours["pooled_output"]), atol=1e-4)
+  real = mask.astype(bool)
+  np.testing.assert_allclose(
+      served["sequence_output"][real], to_numpy(ours["sequence_output"])[real], atol=1e-4
+  )

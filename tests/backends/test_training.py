@@ -42,7 +42,12 @@ def test_importing_the_training_pieces_loads_no_tensorflow():
   result = run_python(
       """
       import sys
+      import keras
       from recurrent_bert.training import keras_training, metric_sums, objectives, optimization
+      if keras.backend.backend() == "jax":  # the JAX commands' modules, pretraining's whole
+        from recurrent_bert.training import driver, events, jax_loop, jax_pretraining
+        from recurrent_bert.training import portable_state, pretraining_results
+        from recurrent_bert.data import example_decoder, record_batches
       print("tensorflow" in sys.modules)
       """,
       BACKEND,

@@ -21,6 +21,7 @@ FLAG_FREE_PACKAGES = ("layers", "models", "data", "training", "tasks", "convert"
 
 SNAPSHOT = {
     "recurrent_bert.demo.__main__": {
+        "backend": "tensorflow",
         "batch_size": 32,
         "cache_dir": None,
         "corpus_max_bytes": 0,
@@ -37,8 +38,10 @@ SNAPSHOT = {
         "max_predictions_per_seq": None,
         "models": ["bert", "trans_blstm_small_2", "swishrnn"],
         "num_workers": 2,
+        "parallel_pretraining": False,
         "pretrain_seeds": ["1", "2"],
         "pretrain_steps": 400,
+        "pretraining_only": False,
         "query": None,
         "redo": [],
         "seed": 12345,
@@ -50,6 +53,7 @@ SNAPSHOT = {
         "tokenizers": [],
         "vocab_max_lines": 60000,
         "vocab_size": 8000,
+        "vocabulary": "wordpiece",
         "warmup_steps": None,
         "work_dir": "demo_output",
     },
