@@ -17,6 +17,19 @@ from tests import forkserver
 from tests.test_finetune import read_json
 from tests.test_finetune import run_entry
 
+# A tiny model learns the generated task in these 60 steps (tests/backends' JAX run too).
+SQUAD_FLAGS = (
+    "--model_config=bert_tiny",
+    "--max_seq_length=40",
+    "--max_query_length=8",
+    "--doc_stride=12",
+    "--train_batch_size=16",
+    "--learning_rate=1e-3",
+    "--max_train_steps=60",
+    "--warmup_steps=6",
+    "--log_steps=20",
+)
+
 
 @pytest.fixture(scope="module")
 def task_files(tmp_path_factory):
@@ -32,17 +45,9 @@ def test_squad_span_head_learns_to_point_at_the_marked_token(task_files, tmp_pat
       "recurrent_bert.finetune_squad",
       f"--train_file={task_files['squad']['train']}",
       f"--predict_file={task_files['squad']['dev']}",
-      "--model_config=bert_tiny",
       f"--vocab_file={task_files['vocab']}",
       f"--model_dir={model_dir}",
-      "--max_seq_length=40",
-      "--max_query_length=8",
-      "--doc_stride=12",
-      "--train_batch_size=16",
-      "--learning_rate=1e-3",
-      "--max_train_steps=60",
-      "--warmup_steps=6",
-      "--log_steps=20",
+      *SQUAD_FLAGS,
   )
   results = read_json(os.path.join(model_dir, "eval_results.json"))
   assert results["main_metric"] == "f1" and results["dev"]["total"] == 50

@@ -18,6 +18,7 @@ from tests.backends.support import REPO
 from tests.backends.support import backend_env
 from tests.test_finetune import GLUE_FLAGS
 from tests.test_finetune import read_json
+from tests.test_finetune_squad import SQUAD_FLAGS
 
 pytestmark = pytest.mark.skipif(BACKEND != "jax", reason="the JAX loop (KERAS_BACKEND=jax)")
 
@@ -124,17 +125,9 @@ def test_squad_under_jax_points_at_the_marked_token(tmp_path):
       "jax",
       f"--train_file={squad['train']}",
       f"--predict_file={squad['dev']}",
-      "--model_config=bert_tiny",
       f"--vocab_file={vocab}",
       f"--model_dir={model_dir}",
-      "--max_seq_length=40",
-      "--max_query_length=8",
-      "--doc_stride=12",
-      "--train_batch_size=16",
-      "--learning_rate=1e-3",
-      "--max_train_steps=60",
-      "--warmup_steps=6",
-      "--log_steps=20",
+      *SQUAD_FLAGS,
   )
   assert result.returncode == 0, result.stderr[-3000:]
   results = read_json(os.path.join(model_dir, "eval_results.json"))
