@@ -88,7 +88,7 @@ def unigram_claim(rows: Sequence[Dict], run_seconds: float) -> Optional[claims.C
       source="tokenisation lecture",
       statement="a unigram LM vocabulary fine-tunes to a higher test accuracy than BPE of "
       "the same size (the same model, pretraining and fine-tuning)",
-      evidence=f"{claims._pm(ours)} vs {claims._pm(theirs)}",
+      evidence=f"{claims.mean_and_spread(ours)} vs {claims.mean_and_spread(theirs)}",
       comparison=claims.compare([(1.0, ours), (-1.0, theirs)]),
       predicted_sign=1,
       seed_seconds=2 * run_seconds,
