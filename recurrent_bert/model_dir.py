@@ -51,6 +51,7 @@ training checkpoints (ckpt-N) have none.
 import dataclasses
 import json
 import os
+import re
 from typing import Any, Optional, Sequence
 
 MODEL_CONFIG_FILE = "model_config.json"
@@ -60,6 +61,7 @@ CHECKPOINT_STATE_FILE = "checkpoint"
 # The JAX loop's training checkpoints (`training/portable_state.py`), beside or instead of
 # TensorFlow's ckpt-N files.
 PORTABLE_CHECKPOINT_FORMAT = "ckpt-{step}.state"
+PORTABLE_CHECKPOINT_NAME = re.compile(r"^ckpt-(\d+)\.state$")  # group 1: the step
 METRICS_LOG_FILE = "metrics.jsonl"
 # Keys of evaluation rows in metrics.jsonl start with this.
 EVAL_METRICS_PREFIX = "eval/"

@@ -31,6 +31,7 @@ from recurrent_bert.data import pretraining_records
 from recurrent_bert.data import tfrecord_frames
 from recurrent_bert.data.pretraining_records import PretrainingDataConfig
 from recurrent_bert.data.vocab import Vocabulary
+from recurrent_bert.errors import InputError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,9 +160,7 @@ def training_batches(
         empty = False
         yield frame
       if empty:
-        raise pretraining_records.InputError(
-            f"no record to train on in {', '.join(config.input_files)}"
-        )
+        raise InputError(f"no record to train on in {', '.join(config.input_files)}")
       epoch += 1
 
   stream = _shuffled(frames(), max(1, config.shuffle_buffer_size), config.seed + 1)

@@ -220,7 +220,10 @@ def _check_resumed_config(config, recorded: str) -> None:
 
   has_checkpoint = layout.exists(os.path.join(FLAGS.model_dir, layout.CHECKPOINT_STATE_FILE)) or (
       layout.isdir(FLAGS.model_dir)
-      and any(name.endswith(".state") for name in layout.listdir(FLAGS.model_dir))
+      and any(
+          layout.PORTABLE_CHECKPOINT_NAME.match(name.rstrip("/"))
+          for name in layout.listdir(FLAGS.model_dir)
+      )
   )
   if not has_checkpoint or not layout.exists(recorded):
     return

@@ -140,6 +140,7 @@ class TrainingDriver:
     num_train_steps: updates in all.
     steps_per_loop: at most this many steps per loop call.
     save_checkpoints_steps, log_steps: a checkpoint, a progress line every this many steps.
+    keep_checkpoint_max: checkpoints kept.
     is_chief: this process writes metrics.jsonl and events.
     gradient_accumulation_steps: micro-batches per update.
     row_extras: values appended to every metrics.jsonl row (e.g. {"skipped_records": n}).
@@ -156,6 +157,7 @@ class TrainingDriver:
       num_train_steps: int,
       steps_per_loop: int = 100,
       save_checkpoints_steps: int = 1000,
+      keep_checkpoint_max: int = 5,
       log_steps: int = 100,
       is_chief: bool = True,
       gradient_accumulation_steps: int = 1,
@@ -173,6 +175,7 @@ class TrainingDriver:
     self.num_train_steps = num_train_steps
     self.steps_per_loop = steps_per_loop
     self.save_checkpoints_steps = save_checkpoints_steps
+    self.keep_checkpoint_max = keep_checkpoint_max
     self.log_steps = log_steps
     self.is_chief = is_chief
     self.accumulation_steps = gradient_accumulation_steps

@@ -2,9 +2,10 @@
 
 TensorBoard is not a dependency: its scalar dashboard reads the events tf.summary writes
 with the metadata below. The TensorFlow loop writes through its own summary writers
-(`write_scalar` on the default writer); a JAX run calls `write_scalars`, which imports
-TensorFlow on first use (kept off the GPUs, which JAX holds) and, where it is not
-installed, logs once that no events are written: metrics.jsonl has the same numbers.
+(`write_scalar` on the default writer); JAX runs and the fine-tuning evaluation on both
+backends call `write_scalars`, which imports TensorFlow on first use (kept off the GPUs
+when JAX holds them) and, where it is not installed, logs once that no events are
+written: metrics.jsonl has the same numbers.
 """
 
 import os
@@ -48,7 +49,12 @@ def _writer(directory: str) -> Optional[object]:
       )
       _missing_logged = True
     return None
-  tf.config.set_visible_devices([], "GPU")  # JAX holds the accelerators
+  import keras
+
+  if keras.backend.backend() != "tensorflow":
+    # JAX holds the accelerators; TensorFlow, here for its writer alone, stays off them.
+    # A TensorFlow run keeps its GPUs: they are its own, and its runtime has started.
+    tf.config.set_visible_devices([], "GPU")
   _writers[directory] = tf.summary.create_file_writer(directory)
   return _writers[directory]
 

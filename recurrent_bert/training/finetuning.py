@@ -315,19 +315,6 @@ class Finetuner:
         **s.loop_arguments(),
     )
 
-  def _latest_checkpoint(self) -> Optional[str]:
-    if self.on_jax:
-      return portable_state.latest_state(self.model_dir)
-    return tf.train.latest_checkpoint(self.model_dir)
-
-  def _restore(self, path: str) -> str:
-    """The task model's weights from a checkpoint, best/ or a model_dir; returns it."""
-    if self.on_jax:
-      weights = portable_checkpoints.find_weights_file(path)
-      weights_file.load_weights(self.model, weights)
-      return weights
-    return restore_model_weights(self.model, path)
-
   def train(self, evaluate_during_training: bool) -> Dict:
     """Trains (resuming from model_dir), keeping the best checkpoint when evaluating.
 
@@ -367,10 +354,11 @@ class Finetuner:
     trainer = self._trainer(optimizer, num_steps)
     if self.is_chief:
       self._write_model_files(self.model_dir)
-    if self.init_checkpoint and self._latest_checkpoint() is None:
-      if self.on_jax:
-        source = portable_checkpoints.find_weights_file(self.init_checkpoint)
-        weights_file.load_weights(self.model.encoder, source, encoder_only=True)
+    if self.init_checkpoint and trainer.latest_checkpoint() is None:
+      if self.on_jax:  # TensorFlow checkpoints hold TensorFlow variables: the weights file
+        source = portable_checkpoints.restore_encoder_portable(
+            self.model.encoder, self.init_checkpoint
+        )
       else:
         source = checkpoints.restore_encoder_weights(self.model.encoder, self.init_checkpoint)
       logging.info("encoder initialised from %s", source)
@@ -403,7 +391,7 @@ class Finetuner:
     }
 
     def evaluate_and_keep_best(step: int) -> None:
-      results = self.evaluate(step, self._latest_checkpoint() or "")
+      results = self.evaluate(step, trainer.latest_checkpoint() or "")
       value = results["main_metric_value"]
       if value > best["value"] or not best["saved"]:  # the first one even if NaN
         best.update(value=value, saved=True, step=step)
@@ -434,10 +422,10 @@ class Finetuner:
       return {}
     # The reported result is the best checkpoint's, evaluated again from its files.
     if best["step"] is not None:  # found by this run, in this worker's own copy
-      prefix = self._restore(own_best_dir)
+      prefix = restore_model_weights(self.model, own_best_dir)
       best_step = best["step"]
     else:  # kept from an earlier run: the chief's files are complete
-      prefix = self._restore(best_dir)
+      prefix = restore_model_weights(self.model, best_dir)
       best_step = layout.read_best_metrics(self.model_dir)["global_step"]
     results = self.evaluate(best_step, prefix, extra=timing)
     if not self.is_chief:
@@ -447,7 +435,7 @@ class Finetuner:
   def restore_for_inference(self, checkpoint: Optional[str]) -> str:
     """Weights for eval/predict: --checkpoint, else model_dir's best/, else its latest."""
     path = checkpoint or task_model_dir(self.model_dir)
-    prefix = self._restore(path)
+    prefix = restore_model_weights(self.model, path)
     logging.info("restored %s", prefix)
     return prefix
 

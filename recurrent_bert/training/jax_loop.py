@@ -63,7 +63,6 @@ class JaxTrainingLoop(TrainingDriver):
     clip_norm: global-norm gradient clipping (0: none).
     jit_compile: TensorFlow's XLA switch (`TrainingSettings.loop_arguments` gives it):
       JAX always compiles its step, so it is not read.
-    keep_checkpoint_max: checkpoints kept.
     loss_scaling: must be False (TrainingSettings.loop_arguments gives it).
     **kwargs: `TrainingDriver`'s (model_dir, global_batch_size, num_train_steps, ...).
   """
@@ -77,7 +76,6 @@ class JaxTrainingLoop(TrainingDriver):
       *,
       clip_norm: float = 1.0,
       jit_compile: bool = True,
-      keep_checkpoint_max: int = 5,
       loss_scaling: bool = False,
       **kwargs,
   ):
@@ -86,7 +84,6 @@ class JaxTrainingLoop(TrainingDriver):
     super().__init__(model, optimizer, objective, **kwargs)
     self.batches_fn = batches_fn
     self.clip_norm = clip_norm
-    self.keep_checkpoint_max = keep_checkpoint_max
     self._batches: Optional[Iterator] = None
     self._distribution = keras.distribution.distribution()
     del jit_compile  # JAX always jits

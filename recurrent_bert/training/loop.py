@@ -88,6 +88,9 @@ class TrainingLoop(TrainingDriver):
   one of training/objectives.py. `row_extras()` gives values appended to every
   metrics.jsonl row (e.g. {"skipped_records": n}); `checkpoint_iterator` False keeps the
   input iterator out of checkpoints (a resumed run skips the batches consumed instead).
+  The other keyword arguments are `driver.TrainingDriver`'s (model_dir,
+  global_batch_size, num_train_steps, steps_per_loop, save_checkpoints_steps,
+  keep_checkpoint_max, log_steps, is_chief, gradient_accumulation_steps, row_extras).
   """
 
   def __init__(
@@ -98,36 +101,15 @@ class TrainingLoop(TrainingDriver):
       dataset_fn: Callable[[tf.distribute.InputContext, int], tf.data.Dataset],
       objective,
       *,
-      model_dir: str,
-      global_batch_size: int,
-      num_train_steps: int,
-      steps_per_loop: int = 100,
-      save_checkpoints_steps: int = 1000,
-      keep_checkpoint_max: int = 5,
-      log_steps: int = 100,
       clip_norm: float = 1.0,
       jit_compile: bool = False,
       loss_scaling: bool = False,
-      is_chief: bool = True,
       worker_id: int = 0,
-      gradient_accumulation_steps: int = 1,
-      row_extras: Optional[Callable[[], Dict[str, float]]] = None,
       checkpoint_iterator: bool = True,
+      **kwargs,
   ):
-    super().__init__(
-        model,
-        optimizer,
-        objective,
-        model_dir=model_dir,
-        global_batch_size=global_batch_size,
-        num_train_steps=num_train_steps,
-        steps_per_loop=steps_per_loop,
-        save_checkpoints_steps=save_checkpoints_steps,
-        log_steps=log_steps,
-        is_chief=is_chief,
-        gradient_accumulation_steps=gradient_accumulation_steps,
-        row_extras=row_extras,
-    )
+    super().__init__(model, optimizer, objective, **kwargs)
+    model_dir, is_chief = self.model_dir, self.is_chief
     self.strategy = strategy
     self.dataset_fn = dataset_fn
     self.clip_norm = clip_norm
@@ -164,7 +146,7 @@ class TrainingLoop(TrainingDriver):
         else os.path.join(model_dir, layout.SCRATCH_DIR, f"worker_{worker_id}")
     )
     self.manager = tf.train.CheckpointManager(
-        self.checkpoint, self._checkpoint_dir, max_to_keep=keep_checkpoint_max
+        self.checkpoint, self._checkpoint_dir, max_to_keep=self.keep_checkpoint_max
     )
     self.summary_writer = (
         tf.summary.create_file_writer(os.path.join(model_dir, layout.TRAIN_EVENTS_DIR))

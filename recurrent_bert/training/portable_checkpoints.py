@@ -104,7 +104,7 @@ def load_encoder_portable(path: str, config: Optional[ModelConfig] = None):
 
   weights_path, saved_config = resolve_portable(path)
   encoder = build_encoder(config or saved_config)
-  weights_file.load_weights(encoder, weights_path, encoder_only=True)
+  restore_encoder_portable(encoder, weights_path)
   return encoder
 
 
@@ -115,6 +115,18 @@ def latest_state(model_dir: str) -> Optional[str]:
   return portable_state.latest_state(model_dir)
 
 
+def restore_encoder_portable(encoder, path: str) -> str:
+  """An encoder's weights from any model dir or weights file, on any backend; returns
+  the weights file read.
+
+  Raises:
+    InputError: one line (no weights file; an encoder that does not match).
+  """
+  weights_path = find_weights_file(path)
+  weights_file.load_weights(encoder, weights_path, encoder_only=True)
+  return weights_path
+
+
 def restore_pretrainer_portable(pretrainer, path: str) -> str:
   """--init_checkpoint on any backend: the encoder from any model dir or weights file,
   and the heads of the file that the Pretrainer has too (a phase 1 Pretrainer's: the
@@ -123,8 +135,7 @@ def restore_pretrainer_portable(pretrainer, path: str) -> str:
   Raises:
     InputError: one line (no weights file; an encoder that does not match).
   """
-  weights_path = find_weights_file(path)
-  weights_file.load_weights(pretrainer.encoder, weights_path, encoder_only=True)
+  weights_path = restore_encoder_portable(pretrainer.encoder, path)
   stored = set(weights_file.variable_paths(weights_path))
   encoder_paths = set(weights_file.variables_by_path(pretrainer.encoder))
   heads = [p for p in weights_file.variables_by_path(pretrainer) if p not in encoder_paths]

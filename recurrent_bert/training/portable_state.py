@@ -17,7 +17,6 @@ This module imports no TensorFlow.
 """
 
 import os
-import re
 from typing import List, Optional, Tuple
 
 import keras
@@ -29,7 +28,6 @@ from recurrent_bert import weights_file
 from recurrent_bert.errors import InputError
 
 STATE_FILE = "state.npz"
-_STATE_DIR = re.compile(r"^ckpt-(\d+)\.state$")
 
 
 def state_dir(model_dir: str, step: int) -> str:
@@ -42,7 +40,7 @@ def list_states(model_dir: str) -> List[Tuple[int, str]]:
     return []
   found = []
   for name in layout.listdir(model_dir):
-    match = _STATE_DIR.match(name.rstrip("/"))
+    match = layout.PORTABLE_CHECKPOINT_NAME.match(name.rstrip("/"))
     path = os.path.join(model_dir, name.rstrip("/"))
     if match and layout.isfile(os.path.join(path, STATE_FILE)):
       found.append((int(match.group(1)), path))
