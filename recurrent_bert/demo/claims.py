@@ -2,13 +2,21 @@
 
 Every claim compares group means: the held-out MLM loss of a family's pretraining seeds,
 the dev accuracy of its fine-tuning seeds at one learning rate, ... A claim's statistic is
-a signed sum of such means, d = Σ c_i · mean(x_i), whose groups are independent (other
-seeds, other runs). Its standard error and degrees of freedom are Welch's
-(Welch-Satterthwaite, which for two groups is the usual unequal-variance t test):
+a signed sum of such means, d = Σ c_i · mean(x_i). Two designs give its interval:
 
-  se² = Σ c_i² s_i² / n_i,      df = se⁴ / Σ (c_i² s_i² / n_i)² / (n_i - 1)
+- *Paired* (`compare_paired`), when every group was measured at the same seeds and a seed
+  fixes what the models share: in the demo a pretraining seed gives every model the same
+  record order and masks, so seed k's difference d_k = Σ c_i · x_i[k] is the unit, and
+  the interval is the one-sample t interval of the d_k (n - 1 degrees of freedom). What
+  the seeds share cancels in d_k; only what differs between the models' runs (their
+  initial weights, dropout) is left in its spread.
+- *Welch* (`compare`), for independent groups (other seeds, other runs):
 
-and the interval is d ± t(1 - α/2, df) · se. The verdict reads the interval against the
+    se² = Σ c_i² s_i² / n_i,      df = se⁴ / Σ (c_i² s_i² / n_i)² / (n_i - 1)
+
+  (Welch-Satterthwaite; for two groups the usual unequal-variance t test).
+
+Either way the interval is d ± t(1 - α/2, df) · se, and the verdict reads it against the
 sign the paper predicts for d: entirely on that side, *reproduced*; entirely on the other,
 *not reproduced*; across 0, *inconclusive at this budget*. For an inconclusive claim,
 `seeds_needed` gives the seeds per group at which the interval would exclude 0 with 80%
@@ -19,7 +27,7 @@ seeds, so it is itself noisy: the report says so.
 import dataclasses
 import math
 import statistics
-from typing import Optional, Sequence, Tuple
+from typing import Mapping, Optional, Sequence, Tuple
 
 REPRODUCED = "reproduced"
 NOT_REPRODUCED = "not reproduced"
@@ -29,19 +37,23 @@ INCONCLUSIVE = "inconclusive at this budget"
 # for the variance measured.
 MAX_SEEDS = 1000
 
+PAIRED = "paired"
+WELCH = "Welch"
+
 
 @dataclasses.dataclass
 class Comparison:
-  """A signed sum of independent group means, with its Welch interval.
+  """A signed sum of group means, with its interval.
 
   Attributes:
     estimate: d = Σ c_i · mean_i.
     standard_error: of d (nan when a group has one value: no variance to measure).
-    degrees_of_freedom: Welch-Satterthwaite's (inf when every group's spread is 0).
+    degrees_of_freedom: Welch-Satterthwaite's, or n - 1 paired (inf when the spread is 0).
     low: the interval's lower end.
     high: the interval's upper end.
     seeds: the fewest values of any group (the seeds measured per group).
     confidence: of the interval, e.g. 0.95.
+    design: PAIRED (per-seed differences) or WELCH (independent groups).
   """
 
   estimate: float
@@ -51,6 +63,7 @@ class Comparison:
   high: float
   seeds: int
   confidence: float
+  design: str = WELCH
 
 
 def t_quantile(probability: float, degrees_of_freedom: float) -> float:
@@ -88,6 +101,51 @@ def compare(terms: Sequence[Tuple[float, Sequence[float]]], confidence: float = 
   se = math.sqrt(variance)
   half = t_quantile(0.5 + confidence / 2, df) * se
   return Comparison(estimate, se, df, estimate - half, estimate + half, seeds, confidence)
+
+
+def compare_paired(
+    terms: Sequence[Tuple[float, Mapping[int, float]]], confidence: float = 0.95
+) -> Comparison:
+  """The paired t interval of Σ c_i · x_i[k] over the seeds k every group has.
+
+  Args:
+    terms: (c_i, {seed: value}) pairs.
+    confidence: the interval's coverage, e.g. 0.95.
+
+  Returns:
+    The comparison of the per-seed differences (design PAIRED); [nan, nan] below 2 seeds.
+
+  Raises:
+    ValueError: the groups share no seed.
+  """
+  seeds = sorted(set.intersection(*(set(values) for _, values in terms))) if terms else []
+  if not seeds:
+    raise ValueError("paired groups need at least one seed in common")
+  differences = [sum(c * values[k] for c, values in terms) for k in seeds]
+  estimate, n = statistics.fmean(differences), len(differences)
+  if n < 2:
+    nan = float("nan")
+    return Comparison(estimate, nan, nan, nan, nan, n, confidence, PAIRED)
+  se = statistics.stdev(differences) / math.sqrt(n)
+  if se == 0:
+    return Comparison(estimate, 0.0, math.inf, estimate, estimate, n, confidence, PAIRED)
+  half = t_quantile(0.5 + confidence / 2, n - 1) * se
+  return Comparison(estimate, se, n - 1, estimate - half, estimate + half, n, confidence, PAIRED)
+
+
+def compare_seeds(
+    terms: Sequence[Tuple[float, Sequence[int], Sequence[float]]], confidence: float = 0.95
+) -> Comparison:
+  """Paired when every group was measured at the same seeds (two or more), else Welch.
+
+  Args:
+    terms: (c_i, seeds_i, values_i), values_i[j] measured at seeds_i[j].
+    confidence: the interval's coverage.
+  """
+  seed_sets = [tuple(sorted(seeds)) for _, seeds, _ in terms]
+  if len(set(seed_sets)) == 1 and len(seed_sets[0]) >= 2:
+    return compare_paired([(c, dict(zip(seeds, values))) for c, seeds, values in terms], confidence)
+  return compare([(c, values) for c, _, values in terms], confidence)
 
 
 def verdict(comparison: Comparison, predicted_sign: int) -> str:
@@ -138,6 +196,9 @@ class Claim:
     seed_seconds: what one more seed of every group costs here, in seconds (for the
       budget of an inconclusive claim).
     unit: what a seed is in this claim, e.g. "pretraining seeds per model".
+    baseline: the preset the claim compares against (its paper's baseline, when the run
+      has it).
+    stage: PRETRAINING (an MLM claim) or FINE_TUNING.
   """
 
   source: str
@@ -147,6 +208,8 @@ class Claim:
   predicted_sign: int
   seed_seconds: float
   unit: str
+  baseline: str = ""
+  stage: str = "pretraining"
 
   @property
   def verdict(self) -> str:
@@ -176,6 +239,9 @@ class Claim:
 
 # -- the papers' claims, built from the report's rows ---------------------------------
 
+PRETRAINING = "pretraining"
+FINE_TUNING = "fine-tuning"
+
 # The families with recurrence, and where each paper claims what for them.
 RECURRENT_FAMILIES = (
     "trans_blstm_small_1",
@@ -186,6 +252,15 @@ RECURRENT_FAMILIES = (
 )
 _MLM_SOURCE = {"swishrnn": "SwishRNN Fig. 4"}
 _TABLES_SOURCE = {"swishrnn": "SwishRNN Table 1"}
+# Each paper's baseline: SwishRNN-BERT is compared with BERT-rab (the same T5 relative
+# attention bias, an FFN where SwishRNN has its recurrence), TRANS-BLSTM with BERT-orig.
+PAPER_BASELINE = {"swishrnn": "bert_rab"}
+BASELINE_FAMILIES = ("bert", "bert_rab")
+
+
+def paper_baseline(family: str) -> str:
+  """The baseline family a recurrent family's paper compares it with."""
+  return PAPER_BASELINE.get(family, "bert")
 
 
 def mean_and_spread(values: Sequence[float], digits: int = 3) -> str:
@@ -200,61 +275,81 @@ def paper_claims(rows: Sequence[dict], pretrain_seconds: dict, finetune_run_seco
 
   Args:
     rows: the report's rows, one per model: "preset", "model" (display name), "family",
-      "eval_mlm_loss" (held-out MLM loss at the last step, one per pretraining seed),
-      "by_learning_rate" ({lr: {"dev": [...], "test": [...]}}, one value per fine-tuning
-      seed), "best_learning_rate" (by mean dev accuracy).
+      "pretrain_seeds", "eval_mlm_loss" (held-out MLM loss at the last step, one per
+      pretraining seed), "by_learning_rate" ({lr: {"dev": [...], "test": [...],
+      "seeds": [...]}}, one value per fine-tuning seed; "seeds" may be absent, then the
+      groups are taken as independent), "best_learning_rate" (by mean dev accuracy).
     pretrain_seconds: {preset: wall seconds of one pretraining run (mean over seeds)}.
     finetune_run_seconds: wall seconds per fine-tuning run, as the sweep ran them.
 
   Returns:
-    [Claim], in the order: MLM loss, stability, downstream, per recurrent model.
+    [Claim]: the MLM claims, then the stability and downstream ones, per recurrent model.
   """
-  baselines = _baselines(rows)
   stability, downstream = [], []
-  for row in rows:
-    if row["family"] not in RECURRENT_FAMILIES:
-      continue
-    base = baselines[0] if baselines else None
-    if base is None:
-      continue
-    if len(row["by_learning_rate"]) >= 2:
+  for row, base in claim_pairs(rows):
+    if len(row["by_learning_rate"]) >= 2 and len(base["by_learning_rate"]) >= 2:
       stability.append(_stability_claim(row, base, finetune_run_seconds))
     downstream.append(_downstream_claim(row, base, finetune_run_seconds))
   return mlm_claims(rows, pretrain_seconds) + stability + downstream
 
 
-def _baselines(rows: Sequence[dict]) -> list:
+def claim_pairs(rows: Sequence[dict]) -> list:
+  """(recurrent row, its baseline row): the paper's baseline, else the other one."""
   by_family = {row["family"]: row for row in rows}
-  return [by_family[f] for f in ("bert", "bert_rab") if f in by_family]
-
-
-def mlm_claims(rows: Sequence[dict], pretrain_seconds: dict) -> list:
-  """The held-out MLM claims alone (rows need "preset", "model", "family" and
-  "eval_mlm_loss"): each recurrent model against its paper's baseline, SwishRNN against
-  BERT-rab (it shares the relative bias) and BERT-orig, TRANS-BLSTM against BERT-orig."""
-  found = []
+  pairs = []
   for row in rows:
     if row["family"] not in RECURRENT_FAMILIES:
       continue
-    for base in _baselines(rows):
-      if base["family"] == "bert_rab" and row["family"] != "swishrnn":
-        continue
-      found.append(_mlm_claim(row, base, pretrain_seconds))
-  return found
+    own = paper_baseline(row["family"])
+    candidates = [own] + [f for f in BASELINE_FAMILIES if f != own]
+    base = next((by_family[f] for f in candidates if f in by_family), None)
+    if base is not None:
+      pairs.append((row, base))
+  return pairs
+
+
+def _against(row: dict, base: dict) -> str:
+  """The baseline's name in a statement, flagged when it is not the paper's."""
+  if base["family"] == paper_baseline(row["family"]):
+    return f"{base['model']} (its paper's baseline)"
+  wanted = paper_baseline(row["family"])
+  return f"{base['model']} (not its paper's baseline: add {wanted} to --models)"
+
+
+def mlm_claims(rows: Sequence[dict], pretrain_seconds: dict) -> list:
+  """The held-out MLM claims alone (rows need "preset", "model", "family",
+  "pretrain_seeds" and "eval_mlm_loss"), each recurrent model against its paper's
+  baseline, paired by pretraining seed."""
+  return [_mlm_claim(row, base, pretrain_seconds) for row, base in claim_pairs(rows)]
 
 
 def _mlm_claim(row: dict, base: dict, pretrain_seconds: dict) -> Claim:
   ours, theirs = row["eval_mlm_loss"], base["eval_mlm_loss"]
+  comparison = compare_seeds(
+      [(1.0, row["pretrain_seeds"], ours), (-1.0, base["pretrain_seeds"], theirs)]
+  )
   return Claim(
       source=_MLM_SOURCE.get(row["family"], "TRANS-BLSTM Fig. 3"),
-      statement=f"{row['model']} reaches a lower MLM loss than {base['model']} at equal "
-      "steps (held-out records, last step)",
+      statement=f"{row['model']} reaches a lower MLM loss than {_against(row, base)} at "
+      "equal steps (held-out records, last step)",
       evidence=f"{mean_and_spread(ours)} vs {mean_and_spread(theirs)}",
-      comparison=compare([(1.0, ours), (-1.0, theirs)]),
+      comparison=comparison,
       predicted_sign=-1,
       seed_seconds=pretrain_seconds[row["preset"]] + pretrain_seconds[base["preset"]],
       unit="pretraining seeds per model",
+      baseline=base["preset"],
+      stage=PRETRAINING,
   )
+
+
+def _runs(row: dict, learning_rate: float, split: str) -> Tuple[Sequence[int], Sequence[float]]:
+  """(seeds, values) of a model's fine-tuning runs at a learning rate; without recorded
+  seeds, each run its own (so the groups compare as independent)."""
+  entry = row["by_learning_rate"][learning_rate]
+  seeds = entry.get("seeds") or [
+      (row["preset"], learning_rate, i) for i in range(len(entry[split]))
+  ]
+  return seeds, entry[split]
 
 
 def _lr_range(row: dict) -> Tuple[float, float]:
@@ -268,8 +363,8 @@ def _stability_claim(row: dict, base: dict, run_seconds: float) -> Claim:
   terms, spans = [], []
   for sign, model in ((1.0, row), (-1.0, base)):
     best, worst = _lr_range(model)
+    terms += [(sign, *_runs(model, best, "dev")), (-sign, *_runs(model, worst, "dev"))]
     dev = model["by_learning_rate"]
-    terms += [(sign, dev[best]["dev"]), (-sign, dev[worst]["dev"])]
     spans.append(
         f"{model['model']} {statistics.fmean(dev[best]['dev']):.3f} at {best:g} → "
         f"{statistics.fmean(dev[worst]['dev']):.3f} at {worst:g}"
@@ -278,28 +373,33 @@ def _stability_claim(row: dict, base: dict, run_seconds: float) -> Claim:
   return Claim(
       source="SwishRNN Fig. 3",
       statement=f"{row['model']}'s fine-tuning accuracy varies less across learning rates "
-      f"than {base['model']}'s (best minus worst learning rate, mean dev accuracy)",
+      f"than that of {_against(row, base)} (best minus worst learning rate, mean dev "
+      "accuracy)",
       evidence="; ".join(spans),
-      comparison=compare(terms),
+      comparison=compare_seeds(terms),
       predicted_sign=-1,
       seed_seconds=runs * run_seconds,
       unit="fine-tuning seeds per learning rate",
+      baseline=base["preset"],
+      stage=FINE_TUNING,
   )
 
 
 def _downstream_claim(row: dict, base: dict, run_seconds: float) -> Claim:
-  ours = row["by_learning_rate"][row["best_learning_rate"]]["test"]
-  theirs = base["by_learning_rate"][base["best_learning_rate"]]["test"]
+  ours = _runs(row, row["best_learning_rate"], "test")
+  theirs = _runs(base, base["best_learning_rate"], "test")
   return Claim(
       source=_TABLES_SOURCE.get(row["family"], "TRANS-BLSTM Tables 2-4"),
-      statement=f"{row['model']} fine-tunes to a higher test accuracy than {base['model']} "
-      "(each at its best learning rate by dev accuracy)",
-      evidence=f"{mean_and_spread(ours)} at {row['best_learning_rate']:g} vs "
-      f"{mean_and_spread(theirs)} at {base['best_learning_rate']:g}",
-      comparison=compare([(1.0, ours), (-1.0, theirs)]),
+      statement=f"{row['model']} fine-tunes to a higher test accuracy than "
+      f"{_against(row, base)} (each at its best learning rate by dev accuracy)",
+      evidence=f"{mean_and_spread(ours[1])} at {row['best_learning_rate']:g} vs "
+      f"{mean_and_spread(theirs[1])} at {base['best_learning_rate']:g}",
+      comparison=compare_seeds([(1.0, *ours), (-1.0, *theirs)]),
       predicted_sign=1,
       seed_seconds=2 * run_seconds,
       unit="fine-tuning seeds per model",
+      baseline=base["preset"],
+      stage=FINE_TUNING,
   )
 
 
@@ -312,7 +412,11 @@ def claims_table(items: Sequence[Claim]) -> str:
   ]
   for claim in items:
     c = claim.comparison
-    interval = "no interval (1 seed)" if math.isnan(c.low) else f"[{c.low:+.3f}, {c.high:+.3f}]"
+    interval = (
+        "no interval (1 seed)"
+        if math.isnan(c.low)
+        else f"[{c.low:+.3f}, {c.high:+.3f}] {c.design}, {c.seeds} seeds"
+    )
     lines.append(
         f"| {claim.source} | {claim.statement} | {claim.evidence} | {c.estimate:+.3f} "
         f"{interval} | **{claim.verdict}** | {claim.budget() or '—'} |"
@@ -320,10 +424,62 @@ def claims_table(items: Sequence[Claim]) -> str:
   return "\n".join(lines)
 
 
+def _tally(items: Sequence[Claim]) -> str:
+  verdicts = [c.verdict for c in items]
+  return ", ".join(f"{verdicts.count(v)} {v}" for v in (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE))
+
+
+def claims_section(items: Sequence[Claim], settings: dict) -> list:
+  """The report's claims, as markdown lines: the MLM claims with their verdicts, then
+  the fine-tuning claims with what would settle them.
+
+  Args:
+    items: the claims (`paper_claims`).
+    settings: the demo's settings as a dict ("pretrain_seeds", "finetune_seeds").
+  """
+  mlm = [c for c in items if c.stage == PRETRAINING]
+  tuning = [c for c in items if c.stage == FINE_TUNING]
+  lines = [
+      f"**Held-out MLM loss** ({len(mlm)} claims: {_tally(mlm)}). Each recurrent model "
+      "against its paper's baseline: TRANS-BLSTM against BERT-orig, SwishRNN-BERT against "
+      "BERT-rab (the same relative attention bias, an FFN where SwishRNN has its "
+      "recurrence). The difference is ours minus the baseline's at the last step. "
+      f"Design: *paired* by pretraining seed ({len(settings['pretrain_seeds'])} seeds): "
+      "seed k gives every model the same record order and masks, so seed k's difference "
+      "is the unit and the interval is the t interval of those differences (n - 1 "
+      "degrees of freedom); *Welch* where the models' seeds differ. The verdict reads the "
+      "95% interval against the direction the paper claims.",
+      "",
+      claims_table(mlm) if mlm else "No recurrent model with a baseline among --models.",
+  ]
+  if tuning:
+    lines += [
+        "",
+        f"**Fine-tuning** ({len(tuning)} claims: {_tally(tuning)}): stability across "
+        "learning rates (SwishRNN Fig. 3) and downstream accuracy (the papers' tables), "
+        "against the same baselines, paired by fine-tuning seed. The default is not sized "
+        "to settle these on a CPU: short fine-tuning runs differ from seed to seed by as "
+        f"much as the models do, and {len(settings['finetune_seeds'])} seeds leave "
+        f"{len(settings['finetune_seeds']) - 1} degree(s) of freedom, so a verdict that "
+        "comes out anyway rests on very few runs. *What would settle it* is the "
+        "seeds per group at which the interval would exclude 0 with 80% power if the "
+        "measured difference and spread were the true ones (an estimate from a few seeds, "
+        "itself rough), at this machine's speed. On a GPU the same demo runs under JAX "
+        "(`--backend=jax`, several runs at a time with `--jobs`); "
+        "`benchmarks/gpu/claims.sh` is the GPU comparison of the pretraining claims.",
+        "",
+        claims_table(tuning),
+    ]
+  return lines
+
+
 def as_dict(claim: Claim) -> dict:
   """A claim for results.json."""
   return {
-      **{k: getattr(claim, k) for k in ("source", "statement", "evidence", "predicted_sign")},
+      **{
+          k: getattr(claim, k)
+          for k in ("source", "statement", "evidence", "predicted_sign", "baseline", "stage")
+      },
       **dataclasses.asdict(claim.comparison),
       "verdict": claim.verdict,
       "budget": claim.budget(),

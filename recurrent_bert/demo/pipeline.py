@@ -139,9 +139,17 @@ class Demo:
     return rates[len(rates) // 2]
 
   @property
+  def evaluations(self) -> int:
+    """Held-out evaluations per pretraining run: every eval_every_steps, and after the
+    last step when that is not one of them."""
+    every = self.eval_every_steps
+    return self.s.pretrain_steps // every + (1 if self.s.pretrain_steps % every else 0)
+
+  @property
   def eval_every_steps(self) -> int:
-    """Pretraining evaluates the held-out records 8 times (and after the last step)."""
-    return max(1, self.s.pretrain_steps // 8)
+    """Pretraining evaluates the held-out records 4 times, the last after the last step
+    (each evaluation costs about as much as 25 training steps of a tiny model)."""
+    return max(1, self.s.pretrain_steps // 4)
 
   # -- cost model ------------------------------------------------------------------
 
@@ -166,7 +174,7 @@ class Demo:
     """Expected seconds of one pretraining run of `preset`, held-out evaluations included."""
     s = self.s
     tokens = s.batch_size * s.seq_length
-    evaluations = s.pretrain_steps // self.eval_every_steps + 1
+    evaluations = self.evaluations
     eval_steps = evaluations * self._eval_batches() * 64 * s.seq_length / tokens / 3
     return self._startup(preset) + (s.pretrain_steps + eval_steps) * self.step_cost(preset, tokens)
 
@@ -224,7 +232,7 @@ class Demo:
         ),
         Stage("task", "fine-tuning task: which source is a passage from?", 2, run=self.stage_task),
     ]
-    evaluations = s.pretrain_steps // self.eval_every_steps + 1
+    evaluations = self.evaluations
     for preset in s.presets:
       for seed in s.pretrain_seeds:
         stages.append(
@@ -399,8 +407,14 @@ class Demo:
     self.engine.forget(self.s.redo, stages)
     say(
         f"recurrent_bert demo: {len(stages)} stages in {self.s.work_dir} "
-        f"(models: {', '.join(self.s.presets)}; seeds: "
-        f"{', '.join(map(str, self.s.finetune_seeds))})"
+        f"(models: {', '.join(self.s.presets)}; pretraining seeds: "
+        f"{', '.join(map(str, self.s.pretrain_seeds))}"
+        + (
+            ""
+            if self.s.pretraining_only
+            else f"; fine-tuning seeds: {', '.join(map(str, self.s.finetune_seeds))}"
+        )
+        + ")"
     )
     self.engine.run(stages)
 
@@ -714,18 +728,36 @@ class Demo:
     }
 
   def queries(self) -> List[Dict]:
-    """--query texts, else a passage of a held-out test document of three classes."""
+    """--query texts, else three held-out test passages the exported run saw right and
+    wrong: its most confident answer, its most confident wrong one (else its median
+    one) and its least confident one, each with its truth and the run's own answer."""
     if self.s.queries:
       return [{"text": text, "truth": None} for text in self.s.queries]
-    rows = origin_task.read_tsv(self.s.path("task", "test.tsv"))
+    passages = {
+        r["index"]: r["sentence"] for r in origin_task.read_tsv(self.s.path("task", "test.tsv"))
+    }
     labels = {
         r["index"]: r["label"] for r in origin_task.read_tsv(self.s.path("task", "test_labels.tsv"))
     }
-    chosen = []
-    for wanted in self.results["task"]["classes"][:3]:
-      row = next(r for r in rows if labels[r["index"]] == wanted)
-      chosen.append({"text": row["sentence"], "truth": wanted})
-    return chosen
+    predictions = origin_task.read_tsv(
+        os.path.join(self.best_run()["model_dir"], layout.PREDICTIONS_DIR, "test_predictions.tsv")
+    )
+    by_confidence = sorted(predictions, key=lambda r: -float(r["probability"]))
+    wrong = [r for r in by_confidence[1:-1] if r["prediction"] != labels[r["index"]]]
+    middle = wrong[0] if wrong else by_confidence[len(by_confidence) // 2]
+    return [
+        {
+            "text": passages[row["index"]],
+            "truth": labels[row["index"]],
+            "shown_as": shown_as,
+            "run_answer": row["prediction"],
+        }
+        for shown_as, row in (
+            ("most confident", by_confidence[0]),
+            ("most confident wrong" if wrong else "median confidence", middle),
+            ("least confident", by_confidence[-1]),
+        )
+    ]
 
   def query_command(self) -> List[str]:
     """Writes the queries; the query program by path, in a fresh interpreter."""

@@ -6,8 +6,8 @@ export and the full report. It writes to <work_dir>/report/:
 
   claims.md     the settings and device, the models' held-out MLM losses, and each MLM
                 claim with its interval and verdict (`claims.mlm_claims`: TRANS-BLSTM
-                against BERT-orig, SwishRNN against BERT-rab and BERT-orig)
-  mlm_loss.png  training and held-out MLM loss against the step (`report.plot_mlm_figure`)
+                against BERT-orig, SwishRNN against BERT-rab, paired by seed)
+  mlm_loss.png  training and held-out MLM loss against the step (`figures.plot_mlm_figure`)
   claims.json   the same numbers
 
 No TensorFlow is needed (step times come from TensorBoard events where TensorFlow wrote
@@ -21,6 +21,7 @@ from typing import Dict, List
 
 from recurrent_bert import io_utils
 from recurrent_bert.demo import claims
+from recurrent_bert.demo import figures
 from recurrent_bert.demo import report
 
 
@@ -65,7 +66,7 @@ def write_pretraining_report(inputs: Dict) -> Dict:
   out_dir = inputs["out_dir"]
   os.makedirs(out_dir, exist_ok=True)
   rows = [report.pretraining_row(inputs, preset) for preset in s["presets"]]
-  png = report.plot_mlm_figure(rows, s, out_dir)
+  png = figures.plot_mlm_figure(rows, s, out_dir)
   checked = claims.mlm_claims(rows, {r["preset"]: r["pretrain_seconds"] for r in rows})
   device = _device(s.get("backend", "tensorflow"))
   lines = [
@@ -80,7 +81,7 @@ def write_pretraining_report(inputs: Dict) -> Dict:
       "",
       "## Claims",
       "",
-      claims.claims_table(checked) if checked else "No recurrent model with its baseline.",
+      *claims.claims_section(checked, s),
       "",
       f"![MLM loss]({os.path.basename(png)})",
       "",

@@ -7,7 +7,7 @@ Run by the demo's report stage in its own process (it imports TensorFlow and mat
 which the demo's driver never does). Reads only what the entry points wrote:
 metrics.jsonl (per-step and held-out losses), the TensorBoard event files (the training
 loop's own step timer), the pretraining runs' eval_results.json, the fine-tuning sweep's
-runs and lr_sweep.png (through the demo's stage results), model_config.json (parameter
+runs (through the demo's stage results), model_config.json (parameter
 counts). Also the models' display names, which the demo's
 progress lines use too.
 """
@@ -28,6 +28,7 @@ from recurrent_bert import io_utils
 from recurrent_bert import model_dir as layout
 from recurrent_bert import progress
 from recurrent_bert.demo import claims
+from recurrent_bert.demo import figures
 from recurrent_bert.demo import tokenizer_report
 
 DISPLAY_NAMES = {
@@ -62,19 +63,6 @@ def final_loss(records: Dict[int, Dict], key: str = "mlm_loss") -> float:
     return float("nan")
   tail = steps[-last_n(len(steps)) :]
   return sum(float(records[s][key]) for s in tail) / len(tail)
-
-
-def smooth(values: Sequence[float], window: int) -> List[float]:
-  """Centred moving average over `window` points (fewer at the ends), so no lag."""
-  prefix = [0.0]
-  for value in values:
-    prefix.append(prefix[-1] + value)
-  half = window // 2
-  out = []
-  for i in range(len(values)):
-    lo, hi = max(0, i - half), min(len(values), i + half + 1)
-    out.append((prefix[hi] - prefix[lo]) / (hi - lo))
-  return out
 
 
 def step_time(train_dir: str) -> Tuple[float, int, bool]:
@@ -140,88 +128,6 @@ def _pm(values: Sequence[float]) -> str:
   if not math.isfinite(mean):
     return "n/a"
   return f"{mean:.3f} ± {std:.3f}" if len(values) > 1 else f"{mean:.3f}"
-
-
-def plot_losses(
-    curves: Dict[str, Dict[str, Dict[int, float]]], path: str, title: str, window: int
-) -> None:
-  """The MLM figure: training loss (left) and held-out loss (right) against the step.
-
-  Args:
-    curves: {model label: {"train": {seed: {step: loss}}, "eval": {seed: {step: loss}}}}.
-    path: the PNG to write (atomically).
-    title: the figure's title.
-    window: of the centred moving average of the training losses (odd).
-
-  Each model is a line, the mean over its seeds, inside a band from the lowest to the
-  highest seed (of the smoothed losses, for training).
-  """
-  import matplotlib
-
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
-
-  fig, axes = plt.subplots(1, 2, figsize=(12, 5), dpi=110)
-  panels = (("train", "training MLM loss (smoothed)"), ("eval", "held-out MLM loss"))
-  for ax, (part, ylabel) in zip(axes, panels):
-    for i, (label, runs) in enumerate(curves.items()):
-      by_seed = [points for points in runs[part].values() if points]
-      if not by_seed:
-        continue
-      steps = sorted(set.intersection(*(set(points) for points in by_seed)))
-      values = [[points[step] for step in steps] for points in by_seed]
-      if part == "train":
-        values = [smooth(v, window) for v in values]
-      columns = list(zip(*values))
-      mean = [statistics.fmean(c) for c in columns]
-      seeds = len(by_seed)
-      marker = "o" if part == "eval" else None
-      ax.plot(
-          steps,
-          mean,
-          color=f"C{i}",
-          linewidth=2.0,
-          marker=marker,
-          markersize=3,
-          label=f"{label} ({seeds} seed{'s' if seeds > 1 else ''})",
-      )
-      if seeds > 1:
-        ax.fill_between(
-            steps,
-            [min(c) for c in columns],
-            [max(c) for c in columns],
-            color=f"C{i}",
-            alpha=0.25,
-            linewidth=0,
-        )
-    ax.set_xlabel("training step")
-    ax.set_ylabel(ylabel)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
-  fig.suptitle(title, fontsize=10)
-  fig.tight_layout()
-  with io_utils.atomic_write(path, "wb") as f:
-    fig.savefig(f, format="png")
-  plt.close(fig)
-
-
-def plot_mlm_figure(rows: List[Dict], s: Dict, out_dir: str) -> str:
-  """out_dir/mlm_loss.png of the models' rows (`pretraining_row`); returns its path."""
-  window = max(1, s["pretrain_steps"] // 25) | 1
-  png = os.path.join(out_dir, "mlm_loss.png")
-  plot_losses(
-      {
-          f"{r['model']} ({r['preset']})": {"train": r["train_curves"], "eval": r["eval_curves"]}
-          for r in rows
-      },
-      png,
-      f"MLM loss: {s['size']} models, the same records, {s['pretrain_steps']} steps x "
-      f"{s['batch_size']} x {s['seq_length']} tokens; line: mean over pretraining seeds, "
-      f"band: lowest to highest seed\n(training: centred moving average of {window} steps; "
-      "held-out: the same records of held-out documents for every model)",
-      window,
-  )
-  return png
 
 
 def copy_tensorboard(source: str, target: str) -> bool:
@@ -305,6 +211,18 @@ def _stage_seconds(timings: List[Dict], stage: str) -> float:
   return next((t["seconds"] for t in timings if t["stage"] == stage), float("nan"))
 
 
+def task_title(inputs: Dict) -> str:
+  """The fine-tuning task in words, e.g. "Which library is a passage from? 4 classes ..."."""
+  s, results = inputs["settings"], inputs["results"]
+  unit = "library" if results.get("corpus", {}).get("builtin") else "file"
+  classes = results.get("task", {}).get("classes", [])
+  return (
+      f"Which {unit} is a passage from? {len(classes)} classes ({', '.join(classes)}); "
+      f"dev passages of held-out documents,\n{s['finetune_steps']} fine-tuning steps of "
+      f"{s['finetune_batch_size']} from each model's pretrained encoder"
+  )
+
+
 def write_report(inputs: Dict) -> Dict:
   """Writes the report folder; returns its paths (and the results table).
 
@@ -330,10 +248,9 @@ def write_report(inputs: Dict) -> Dict:
         else None
     )
 
-  png = plot_mlm_figure(rows, s, out_dir)
+  png = figures.plot_mlm_figure(rows, s, out_dir)
   stability_png = os.path.join(out_dir, "stability.png")
-  shutil.copyfile(results["finetune"]["lr_sweep_png"], stability_png + ".tmp")
-  os.replace(stability_png + ".tmp", stability_png)
+  figures.plot_stability(rows, stability_png, task_title(inputs))
 
   finetune_runs = results["finetune"]["runs"]
   ft_stage = next((t for t in inputs["timings"] if t["stage"] == "finetune"), None)
@@ -441,7 +358,6 @@ def _report_lines(
       else "your files (" + ", ".join(s["input_files"]) + "), each document labelled "
       "with its file"
   )
-  verdicts = [c.verdict for c in checked]
   lines = [
       "# recurrent_bert demo report",
       "",
@@ -451,19 +367,7 @@ def _report_lines(
       "",
       "## The papers' claims at this budget",
       "",
-      f"{len(checked)} claims checked: "
-      + ", ".join(
-          f"{verdicts.count(v)} {v}"
-          for v in (claims.REPRODUCED, claims.NOT_REPRODUCED, claims.INCONCLUSIVE)
-      )
-      + ". Each difference is ours minus the baseline's, with Welch's 95% interval over "
-      "the seeds (pretraining seeds for the MLM loss, fine-tuning seeds otherwise); the "
-      "verdict reads the interval against the direction the paper claims. *What would "
-      "settle it*: the seeds per model at which the interval would exclude 0 with 80% "
-      "power if the measured difference and spread were the true ones (an estimate from "
-      "a few seeds, so itself rough), and what they cost at this run's speed.",
-      "",
-      claims.claims_table(checked),
+      *claims.claims_section(checked, s),
       "",
       "Small models on a small corpus for a few hundred steps are not the papers' setting "
       "(base and large models, Wikipedia + BookCorpus, hundreds of thousands of steps, "
@@ -488,13 +392,14 @@ def _report_lines(
       f"{data.get('instances', 0):,} sequences of {s['seq_length']} tokens (dupe factor "
       f"{s['dupe_factor']}). Every model, for each pretraining seed "
       f"({', '.join(map(str, pretrain_seeds))}; the seed sets the initial weights and the "
-      f"record order): {s['pretrain_steps']} steps of {s['batch_size']} sequences "
+      "record order, the same order for every model): "
+      f"{s['pretrain_steps']} steps of {s['batch_size']} sequences "
       f"({s['pretrain_steps'] * s['batch_size'] * s['seq_length']:,} token positions, "
       f"{data.get('epochs', float('nan')):.2f} epochs); AdamW, peak learning rate "
       f"{s['learning_rate']:g}, {s['warmup_steps']} warmup steps, linear decay. Held out: "
       f"{eval_data.get('read_per_evaluation', 0):,} sequences of the dev documents (masks "
       "drawn once, the same for every model), evaluated every "
-      f"{max(1, s['pretrain_steps'] // 8)} steps and after the last.",
+      f"{max(1, s['pretrain_steps'] // 4)} steps and after the last.",
       f"- **Fine-tuning task**: which {'library' if corpus.get('builtin') else 'file'} "
       f"does a passage (consecutive sentences, 20-40 words) come from? {len(classes)} "
       f"classes ({', '.join(classes)}), balanced, so chance is {1 / max(1, len(classes)):.3f}; "
@@ -549,8 +454,9 @@ def _report_lines(
       "",
       "![Fine-tuning stability](stability.png)",
       "",
-      "`stability.png`: dev accuracy against the fine-tuning learning rate, mean ± std "
-      "over the seeds (`tools.sweep`'s figure), as in Figure 3 of the SwishRNN paper.",
+      "`stability.png`: dev accuracy against the fine-tuning learning rate, the mean over "
+      "the fine-tuning seeds inside the band from the lowest to the highest, as in Figure 3 "
+      "of the SwishRNN paper.",
       "",
       "## Fine-tuning at every learning rate",
       "",
@@ -585,10 +491,21 @@ def _report_lines(
         "signatures `classify`, `classify_pair`, `encode`, ...)."
     )
     lines.append("")
+  if answers and answers[0].get("shown_as"):
+    lines += [
+        "Three held-out test passages, chosen by the exported run's own test predictions: "
+        "its most confident answer, its most confident wrong one (if any) and its least "
+        "confident one.",
+        "",
+    ]
   for a in answers:
+    verdict = ""
+    if a.get("truth"):
+      verdict = f"; truth: {a['truth']}, " + ("right" if a["label"] == a["truth"] else "wrong")
     lines.append(
-        f"- `classify(text={a['text']!r})` → **{a['label']}** (probability "
-        f"{a['probability']:.2f})" + (f"; truth: {a['truth']}" if a.get("truth") else "")
+        (f"- *{a['shown_as']}*: " if a.get("shown_as") else "- ")
+        + f"`classify(text={a['text']!r})` → **{a['label']}** (probability "
+        f"{a['probability']:.2f}){verdict}"
     )
   lines += [
       "",

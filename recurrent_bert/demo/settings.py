@@ -14,6 +14,14 @@ from recurrent_bert import io_utils
 
 SETTINGS_FILE = "demo_settings.json"
 
+# One model of each paper with that paper's baseline: TRANS-BLSTM-SMALL-2 against BERT-orig,
+# SwishRNN-BERT against BERT-rab (the same relative attention bias, an FFN in place of the
+# recurrence).
+DEFAULT_FAMILIES = ("bert", "bert_rab", "trans_blstm_small_2", "swishrnn")
+# Enough paired seeds for both MLM claims' verdicts at the default budget (README, "Why
+# these defaults"; tests/demo/test_claims.py simulates it).
+DEFAULT_PRETRAIN_SEEDS = (1, 2, 3)
+
 
 class SettingsMismatch(Exception):
   """The work dir holds a demo made with other settings: the message names them."""

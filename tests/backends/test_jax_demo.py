@@ -65,7 +65,7 @@ def test_the_demo_under_jax_runs_every_stage(tmp_path):
   claims_md = open(paths["claims_md"], encoding="utf-8").read()
   assert "backend jax" in claims_md and "| SwishRNN-BERT | swishrnn_tiny |" in claims_md
   assert paths["claims"] == [
-      "inconclusive at this budget: SwishRNN-BERT reaches a lower MLM loss than BERT-rab at "
-      "equal steps (held-out records, last step)"
+      "inconclusive at this budget: SwishRNN-BERT reaches a lower MLM loss than BERT-rab "
+      "(its paper's baseline) at equal steps (held-out records, last step)"
   ]
   assert os.path.getsize(paths["mlm_loss_png"]) > 10_000

@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from recurrent_bert.demo import origin_task
 from recurrent_bert.demo import pipeline
@@ -240,6 +241,29 @@ def test_saved_model_answers_raw_text_with_tf_and_tf_text_only(demo_run):
     assert answer["label"] in classes and len(answer["probabilities"]) == len(classes)
     assert sum(answer["probabilities"]) == pytest.approx(1, abs=1e-4)
     assert answer["probability"] == max(answer["probabilities"])
+  # The passages shown are the exported run's most and least confident test predictions,
+  # each with its truth, and the SavedModel answers them as the run itself did.
+  best = json.loads((work_dir / "stages" / "export.json").read_text())["result"]
+  run_dir = next(
+      r["model_dir"]
+      for r in json.loads((work_dir / "stages" / "finetune.json").read_text())["result"]["runs"]
+      if (r["preset"], r["learning_rate"], r["seed"])
+      == (best["preset"], best["learning_rate"], best["seed"])
+  )
+  predictions = origin_task.read_tsv(os.path.join(run_dir, "predictions", "test_predictions.tsv"))
+  confidence = sorted(float(p["probability"]) for p in predictions)
+  labels = {
+      r["index"]: r["label"] for r in origin_task.read_tsv(work_dir / "task" / "test_labels.tsv")
+  }
+  by_text = {
+      r["sentence"]: r["index"] for r in origin_task.read_tsv(work_dir / "task" / "test.tsv")
+  }
+  assert [a["shown_as"] for a in answers][::2] == ["most confident", "least confident"]
+  for answer in answers:
+    assert answer["truth"] == labels[by_text[answer["text"]]]
+    assert answer["label"] == answer["run_answer"]
+  assert answers[0]["probability"] == pytest.approx(confidence[-1], abs=2e-3)
+  assert answers[2]["probability"] == pytest.approx(confidence[0], abs=2e-3)
   command = next(
       line
       for line in (work_dir / "logs" / "query.log").read_text().splitlines()
@@ -294,7 +318,21 @@ def test_claims_are_stated_with_a_verdict(demo_run):
     assert claim["verdict"] in verdicts and math.isfinite(claim["estimate"])
     assert claim["statement"] in report and f"**{claim['verdict']}**" in report
   mlm = checked[0]
-  assert math.isfinite(mlm["low"]) and mlm["low"] <= mlm["estimate"] <= mlm["high"]
+  assert mlm["baseline"] == "bert_tiny" and "(its paper's baseline)" in mlm["statement"]
+  # The verdict follows from the rows: both models ran seeds 1 and 2 on the same record
+  # order, so the interval is the paired t interval of the per-seed differences.
+  with open(work_dir / "report" / "results.json") as f:
+    models = {m["preset"]: m for m in json.load(f)["models"]}
+  ours, theirs = models["trans_blstm_small_2_tiny"], models["bert_tiny"]
+  assert ours["pretrain_seeds"] == theirs["pretrain_seeds"] == list(PRETRAIN_SEEDS)
+  differences = np.subtract(ours["eval_mlm_loss"], theirs["eval_mlm_loss"])
+  half = stats.t.ppf(0.975, len(differences) - 1) * stats.sem(differences)
+  low, high = differences.mean() - half, differences.mean() + half
+  assert mlm["design"] == "paired" and (mlm["low"], mlm["high"]) == pytest.approx((low, high))
+  expected = (
+      "reproduced" if high < 0 else "not reproduced" if low > 0 else "inconclusive at this budget"
+  )
+  assert mlm["verdict"] == expected
   # One fine-tuning seed: no interval, and the report says what would give one.
   assert "at least 2 fine-tuning seeds" in checked[2]["budget"]
 

@@ -2,11 +2,12 @@
 
 import pytest
 
+from recurrent_bert.demo import figures
 from recurrent_bert.demo import report
 
 
 def test_report_helpers():
-  assert report.smooth([1.0, 3.0, 5.0, 7.0], 3) == [2.0, 3.0, 5.0, 6.0]
+  assert figures.smooth([1.0, 3.0, 5.0, 7.0], 3) == [2.0, 3.0, 5.0, 6.0]
   records = {s: {"mlm_loss": float(s)} for s in range(1, 101)}
   assert report.last_n(100) == 10
   assert report.final_loss(records) == pytest.approx(95.5)
