@@ -86,23 +86,30 @@ def plot_losses(
   plt.close(fig)
 
 
+def model_labels(rows: List[Dict]) -> Dict[str, str]:
+  """{preset: legend label}: the model's name and preset, and for a baseline the models
+  whose claims it is the baseline of."""
+  baseline_of = {}
+  for row, base in claims.claim_pairs(rows):
+    baseline_of.setdefault(base["preset"], []).append(row["model"])
+  return {
+      r["preset"]: f"{r['model']} ({r['preset']})"
+      + (
+          f", baseline of {', '.join(baseline_of[r['preset']])}"
+          if r["preset"] in baseline_of
+          else ""
+      )
+      for r in rows
+  }
+
+
 def plot_mlm_figure(rows: List[Dict], s: Dict, out_dir: str) -> str:
   """out_dir/mlm_loss.png of the models' rows (`pretraining_row`); returns its path."""
   window = max(1, s["pretrain_steps"] // 25) | 1
   png = os.path.join(out_dir, "mlm_loss.png")
-  baseline_of = {}
-  for row, base in claims.claim_pairs(rows):
-    baseline_of.setdefault(base["preset"], []).append(row["model"])
+  labels = model_labels(rows)
   plot_losses(
-      {
-          f"{r['model']} ({r['preset']})"
-          + (
-              f", baseline of {', '.join(baseline_of[r['preset']])}"
-              if r["preset"] in baseline_of
-              else ""
-          ): {"train": r["train_curves"], "eval": r["eval_curves"]}
-          for r in rows
-      },
+      {labels[r["preset"]]: {"train": r["train_curves"], "eval": r["eval_curves"]} for r in rows},
       png,
       f"MLM loss: {s['size']} models, the same records, {s['pretrain_steps']} steps x "
       f"{s['batch_size']} x {s['seq_length']} tokens; line: mean over pretraining seeds, "
@@ -129,8 +136,9 @@ def plot_stability(rows: List[Dict], path: str, title: str) -> None:
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
-  fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
+  fig, ax = plt.subplots(figsize=(8.5, 5), dpi=110)
   rates = sorted({lr for r in rows for lr in r["by_learning_rate"]})
+  labels = model_labels(rows)
   for i, row in enumerate(rows):
     by_lr = row["by_learning_rate"]
     lrs = sorted(by_lr)
@@ -141,7 +149,7 @@ def plot_stability(rows: List[Dict], path: str, title: str) -> None:
         [statistics.fmean(d) for d in dev],
         color=f"C{i}",
         marker="o",
-        label=f"{row['model']} ({row['preset']}, {seeds} seed{'s' if seeds > 1 else ''})",
+        label=f"{labels[row['preset']]} ({seeds} seed{'s' if seeds > 1 else ''})",
     )
     if seeds > 1:
       ax.fill_between(lrs, [min(d) for d in dev], [max(d) for d in dev], color=f"C{i}", alpha=0.2)
@@ -150,8 +158,10 @@ def plot_stability(rows: List[Dict], path: str, title: str) -> None:
   ax.set_xticklabels([f"{lr:g}" for lr in rates])
   ax.minorticks_off()
   ax.set_xlabel("fine-tuning peak learning rate")
-  ax.set_ylabel("dev accuracy (line: mean, band: lowest to highest seed)")
-  ax.set_title(title, fontsize=10)
+  ax.set_ylabel("dev accuracy")
+  ax.set_title(
+      title + "\nline: mean over fine-tuning seeds, band: lowest to highest seed", fontsize=9
+  )
   ax.grid(alpha=0.3)
   ax.legend(fontsize="small")
   fig.tight_layout()

@@ -217,8 +217,8 @@ def task_title(inputs: Dict) -> str:
   unit = "library" if results.get("corpus", {}).get("builtin") else "file"
   classes = results.get("task", {}).get("classes", [])
   return (
-      f"Which {unit} is a passage from? {len(classes)} classes ({', '.join(classes)}); "
-      f"dev passages of held-out documents,\n{s['finetune_steps']} fine-tuning steps of "
+      f"Which {unit} is a passage from? {len(classes)} classes ({', '.join(classes)})\n"
+      f"dev passages of held-out documents; {s['finetune_steps']} fine-tuning steps of "
       f"{s['finetune_batch_size']} from each model's pretrained encoder"
   )
 

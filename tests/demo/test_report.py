@@ -16,3 +16,20 @@ def test_report_helpers():
   assert report._pm([0.5, 0.7]) == "0.600 ± 0.141"
   assert report._pm([0.5]) == "0.500"
   assert report.display_name("trans_blstm_small_2_mini") == "TRANS-BLSTM-SMALL-2"
+
+
+def test_figure_labels_name_each_claims_baseline():
+  rows = [
+      {"preset": f"{family}_tiny", "model": report.display_name(f"{family}_tiny"), "family": family}
+      for family in ("bert", "bert_rab", "trans_blstm_small_2", "swishrnn")
+  ]
+  assert figures.model_labels(rows) == {
+      "bert_tiny": "BERT-orig (bert_tiny), baseline of TRANS-BLSTM-SMALL-2",
+      "bert_rab_tiny": "BERT-rab (bert_rab_tiny), baseline of SwishRNN-BERT",
+      "trans_blstm_small_2_tiny": "TRANS-BLSTM-SMALL-2 (trans_blstm_small_2_tiny)",
+      "swishrnn_tiny": "SwishRNN-BERT (swishrnn_tiny)",
+  }
+  # Without BERT-rab, SwishRNN-BERT's claims fall back on BERT-orig.
+  assert figures.model_labels([rows[0], rows[3]])["bert_tiny"] == (
+      "BERT-orig (bert_tiny), baseline of SwishRNN-BERT"
+  )
