@@ -91,16 +91,24 @@ def compare(terms: Sequence[Tuple[float, Sequence[float]]], confidence: float = 
   estimate = sum(c * statistics.fmean(values) for c, values in terms)
   seeds = min(len(values) for _, values in terms)
   if seeds < 2:
-    nan = float("nan")
-    return Comparison(estimate, nan, nan, nan, nan, seeds, confidence)
+    return _with_interval(estimate, float("nan"), float("nan"), seeds, confidence, WELCH)
   parts = [(c * c * statistics.variance(values) / len(values), len(values)) for c, values in terms]
   variance = sum(v for v, _ in parts)
-  if variance == 0:
-    return Comparison(estimate, 0.0, math.inf, estimate, estimate, seeds, confidence)
-  df = variance**2 / sum(v * v / (n - 1) for v, n in parts)
-  se = math.sqrt(variance)
+  df = variance**2 / sum(v * v / (n - 1) for v, n in parts) if variance else math.inf
+  return _with_interval(estimate, math.sqrt(variance), df, seeds, confidence, WELCH)
+
+
+def _with_interval(
+    estimate: float, se: float, df: float, seeds: int, confidence: float, design: str
+) -> Comparison:
+  """d ± t(1 - α/2, df) · se; [nan, nan] for an unknown se, [d, d] for se = 0."""
+  if math.isnan(se):
+    nan = float("nan")
+    return Comparison(estimate, nan, nan, nan, nan, seeds, confidence, design)
+  if se == 0:
+    return Comparison(estimate, 0.0, math.inf, estimate, estimate, seeds, confidence, design)
   half = t_quantile(0.5 + confidence / 2, df) * se
-  return Comparison(estimate, se, df, estimate - half, estimate + half, seeds, confidence)
+  return Comparison(estimate, se, df, estimate - half, estimate + half, seeds, confidence, design)
 
 
 def compare_paired(
@@ -123,27 +131,23 @@ def compare_paired(
     raise ValueError("paired groups need at least one seed in common")
   differences = [sum(c * values[k] for c, values in terms) for k in seeds]
   estimate, n = statistics.fmean(differences), len(differences)
-  if n < 2:
-    nan = float("nan")
-    return Comparison(estimate, nan, nan, nan, nan, n, confidence, PAIRED)
-  se = statistics.stdev(differences) / math.sqrt(n)
-  if se == 0:
-    return Comparison(estimate, 0.0, math.inf, estimate, estimate, n, confidence, PAIRED)
-  half = t_quantile(0.5 + confidence / 2, n - 1) * se
-  return Comparison(estimate, se, n - 1, estimate - half, estimate + half, n, confidence, PAIRED)
+  se = statistics.stdev(differences) / math.sqrt(n) if n >= 2 else float("nan")
+  return _with_interval(estimate, se, n - 1, n, confidence, PAIRED)
 
 
 def compare_seeds(
-    terms: Sequence[Tuple[float, Sequence[int], Sequence[float]]], confidence: float = 0.95
+    terms: Sequence[Tuple[float, Optional[Sequence[int]], Sequence[float]]],
+    confidence: float = 0.95,
 ) -> Comparison:
   """Paired when every group was measured at the same seeds (two or more), else Welch.
 
   Args:
-    terms: (c_i, seeds_i, values_i), values_i[j] measured at seeds_i[j].
+    terms: (c_i, seeds_i, values_i), values_i[j] measured at seeds_i[j]; seeds_i None
+      when not recorded (the groups are then taken as independent).
     confidence: the interval's coverage.
   """
-  seed_sets = [tuple(sorted(seeds)) for _, seeds, _ in terms]
-  if len(set(seed_sets)) == 1 and len(seed_sets[0]) >= 2:
+  seed_sets = [None if seeds is None else tuple(sorted(seeds)) for _, seeds, _ in terms]
+  if None not in seed_sets and len(set(seed_sets)) == 1 and len(seed_sets[0]) >= 2:
     return compare_paired([(c, dict(zip(seeds, values))) for c, seeds, values in terms], confidence)
   return compare([(c, values) for c, _, values in terms], confidence)
 
@@ -310,9 +314,9 @@ def claim_pairs(rows: Sequence[dict]) -> list:
 
 def _against(row: dict, base: dict) -> str:
   """The baseline's name in a statement, flagged when it is not the paper's."""
-  if base["family"] == paper_baseline(row["family"]):
-    return f"{base['model']} (its paper's baseline)"
   wanted = paper_baseline(row["family"])
+  if base["family"] == wanted:
+    return f"{base['model']} (its paper's baseline)"
   return f"{base['model']} (not its paper's baseline: add {wanted} to --models)"
 
 
@@ -342,14 +346,13 @@ def _mlm_claim(row: dict, base: dict, pretrain_seconds: dict) -> Claim:
   )
 
 
-def _runs(row: dict, learning_rate: float, split: str) -> Tuple[Sequence[int], Sequence[float]]:
-  """(seeds, values) of a model's fine-tuning runs at a learning rate; without recorded
-  seeds, each run its own (so the groups compare as independent)."""
+def _runs(
+    row: dict, learning_rate: float, split: str
+) -> Tuple[Optional[Sequence[int]], Sequence[float]]:
+  """(seeds, values) of a model's fine-tuning runs at a learning rate (seeds None when
+  the row does not record them)."""
   entry = row["by_learning_rate"][learning_rate]
-  seeds = entry.get("seeds") or [
-      (row["preset"], learning_rate, i) for i in range(len(entry[split]))
-  ]
-  return seeds, entry[split]
+  return entry.get("seeds"), entry[split]
 
 
 def _lr_range(row: dict) -> Tuple[float, float]:

@@ -792,7 +792,8 @@ class Demo:
     return {**paths, "summary": paths["claims_md"]}
 
   def report_inputs(self) -> Dict:
-    """What the reports read: settings, stage results and timings, the pretraining dirs."""
+    """What the reports read: settings, stage results and timings, the pretraining dirs,
+    how often pretraining evaluated."""
     s = self.s
     settings = dataclasses.asdict(s)
     if not s.tokenizers:
@@ -813,6 +814,7 @@ class Demo:
             p: {str(r): self.pretrain_dir(p, r) for r in s.pretrain_seeds} for p in s.presets
         },
         "out_dir": s.path("report"),
+        "eval_every_steps": self.eval_every_steps,
     }
     if s.tokenizers:
       inputs["tokenizers"] = self.tokenizer_inputs()

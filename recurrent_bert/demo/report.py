@@ -229,7 +229,7 @@ def write_report(inputs: Dict) -> Dict:
   `inputs` (written by the demo as report/inputs.json): "settings" (the demo's Settings
   as a dict), "results" ({stage name: result}; "finetune" holds every fine-tuning run),
   "timings" ([{stage, status, seconds, cpu_seconds}]), "pretrain_dirs" ({preset: {seed:
-  dir}}), "out_dir".
+  dir}}), "out_dir", "eval_every_steps" (of the held-out evaluations).
   """
   s = inputs["settings"]
   results = inputs["results"]
@@ -399,7 +399,7 @@ def _report_lines(
       f"{s['learning_rate']:g}, {s['warmup_steps']} warmup steps, linear decay. Held out: "
       f"{eval_data.get('read_per_evaluation', 0):,} sequences of the dev documents (masks "
       "drawn once, the same for every model), evaluated every "
-      f"{max(1, s['pretrain_steps'] // 4)} steps and after the last.",
+      f"{inputs['eval_every_steps']} steps and after the last.",
       f"- **Fine-tuning task**: which {'library' if corpus.get('builtin') else 'file'} "
       f"does a passage (consecutive sentences, 20-40 words) come from? {len(classes)} "
       f"classes ({', '.join(classes)}), balanced, so chance is {1 / max(1, len(classes)):.3f}; "
