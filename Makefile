@@ -19,8 +19,8 @@ $(STAMP): setup.cfg pyproject.toml constraints.txt
 	$(PY) -m pip check
 	touch $(STAMP)
 
-# The main job: corpus -> vocabulary -> pretraining data (train + held-out) -> pretrain 3
-# families x 2 seeds -> fine-tuning sweep over learning rates -> export -> report with the
+# The main job: corpus -> vocabulary -> pretraining data (train + held-out) -> pretrain 4
+# models x 3 seeds -> fine-tuning sweep over learning rates -> export -> report with the
 # papers' claims checked (restartable; DEMO_ARGS e.g. "--models=bert,swishrnn --work_dir=x").
 demo: $(STAMP)
 	$(PY) -m recurrent_bert.demo $(DEMO_ARGS)

@@ -41,6 +41,11 @@ BAR_SECONDS = 10.0
 # A stopped job gets this long to finish after SIGTERM (a training run saves a checkpoint).
 STOP_GRACE_SECONDS = 30.0
 
+# TensorFlow's pools size themselves to every core of the machine; jobs run side by side
+# get an equal share each instead (TensorFlow reads these at start-up). Two 2-thread jobs
+# on 2 cores fight over them: measured in README, "Why these defaults".
+THREAD_VARIABLES = ("TF_NUM_INTRAOP_THREADS",)
+
 # on_exit(job, exit code, wall seconds, CPU seconds or None).
 ExitCallback = Callable[["Job", int, float, Optional[float]], None]
 
@@ -155,7 +160,7 @@ class _Process:
   tqdm's carriage returns split lines too, so a progress bar's updates are lines.
   """
 
-  def __init__(self, job: Job, out: TextIO):
+  def __init__(self, job: Job, out: TextIO, threads: Optional[int] = None):
     self.job = job
     self._out = out
     self._lines: queue.Queue[Optional[str]] = queue.Queue()
@@ -169,6 +174,9 @@ class _Process:
     self._log.flush()
     # Unbuffered: the echoed progress must come when it is printed, not at exit.
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    if threads is not None:
+      # A share the user set in the environment wins.
+      env.update({name: str(threads) for name in THREAD_VARIABLES if name not in os.environ})
     self.start_time = time.time()
     try:
       self.process = subprocess.Popen(
@@ -182,6 +190,9 @@ class _Process:
     except OSError:
       self._log.close()
       raise
+    # User + system CPU seconds of the process and the children it waited for, once it
+    # has exited (jobs side by side each get their own, unlike children_cpu()).
+    self.cpu_seconds: Optional[float] = None
     self._last_echo = self.start_time
     self._last_bar = 0.0
     threading.Thread(target=self._read, daemon=True).start()
@@ -236,7 +247,7 @@ class _Process:
       except queue.Empty:
         line = ""
       if line is None:
-        code = self.process.wait()
+        code = self._wait()
         self._log.write(f"[exit code {code} after {time.time() - self.start_time:.1f} s]\n")
         self._log.close()
         return code
@@ -252,6 +263,16 @@ class _Process:
       if now >= deadline:
         return None
 
+  def _wait(self) -> int:
+    """Reaps the process with its own resource usage (`cpu_seconds`), then its code."""
+    try:
+      _, status, usage = os.wait4(self.process.pid, 0)
+    except ChildProcessError:  # already reaped elsewhere: no usage of its own
+      return self.process.wait()
+    self.cpu_seconds = usage.ru_utime + usage.ru_stime
+    self.process.returncode = os.waitstatus_to_exitcode(status)
+    return self.process.returncode
+
   def terminate(self) -> None:
     if self.process.poll() is None:
       self.process.terminate()
@@ -263,6 +284,13 @@ class _Process:
       self.process.kill()
       self.process.wait()
     self._log.close()
+
+
+def thread_share(parallel: int) -> Optional[int]:
+  """Threads each of `parallel` jobs side by side gets (None: one job, the whole machine)."""
+  if parallel <= 1:
+    return None
+  return max(1, len(os.sched_getaffinity(0)) // parallel)
 
 
 def run_jobs(
@@ -277,16 +305,16 @@ def run_jobs(
 
   Args:
     jobs: the jobs, in the order they are started.
-    parallel: jobs at a time (>= 1).
+    parallel: jobs at a time (>= 1); when more than one, each gets an equal share of the
+      cores (`thread_share`).
     on_exit: called as each job exits, failed or not, with the job, its exit code, its
-      wall seconds and its CPU seconds (user + system; None when jobs ran side by side,
-      whose usage cannot be told apart).
+      wall seconds and its CPU seconds (user + system of the job's process; None if
+      unknown).
     out: where echoed lines go (default: sys.stdout at call time).
   """
   out = out or sys.stdout
   pending = iter(jobs)
   running: List[_Process] = []
-  cpu_start = children_cpu()
   exhausted = False
   try:
     while True:
@@ -295,8 +323,7 @@ def run_jobs(
         if job is None:
           exhausted = True
         else:
-          running.append(_Process(job, out))
-          cpu_start = children_cpu()
+          running.append(_Process(job, out, thread_share(parallel)))
       if not running:
         return
       for process in list(running):
@@ -304,8 +331,7 @@ def run_jobs(
         if code is None:
           continue
         running.remove(process)
-        cpu = children_cpu() - cpu_start if parallel == 1 else None
-        on_exit(process.job, code, time.time() - process.start_time, cpu)
+        on_exit(process.job, code, time.time() - process.start_time, process.cpu_seconds)
   finally:
     for process in running:
       process.terminate()

@@ -1,6 +1,7 @@
 """recurrent_bert.jobs: the subprocess pool, the log tail, the ETA and the duration format."""
 
 import io
+import os
 import re
 import sys
 
@@ -90,7 +91,7 @@ def test_run_jobs_side_by_side_and_an_exception_stops_the_rest(tmp_path):
   pool = [jobs.Job(f"j{i}", _python("pass"), str(tmp_path / f"j{i}.log")) for i in range(3)]
   jobs.run_jobs(pool, 2, lambda job, code, wall, cpu: exits.append((job.name, cpu)))
   assert sorted(name for name, _ in exits) == ["j0", "j1", "j2"]
-  assert all(cpu is None for _, cpu in exits)  # usage of side-by-side jobs not told apart
+  assert all(cpu is not None for _, cpu in exits)  # each job's own usage
 
   sleeper = jobs.Job(
       "sleeper", _python("import time; time.sleep(60)"), str(tmp_path / "sleeper.log")
@@ -104,3 +105,48 @@ def test_run_jobs_side_by_side_and_an_exception_stops_the_rest(tmp_path):
     jobs.run_jobs([sleeper, quick], 2, fail)
   # The sleeper was stopped (SIGTERM) rather than waited for.
   assert "[exit code" not in (tmp_path / "sleeper.log").read_text()
+
+
+def _burner(seconds):
+  """A job that spends `seconds` of CPU, then prints the thread share it was given."""
+  return _python(
+      "import os, time\n"
+      "start = time.process_time()\n"
+      f"while time.process_time() - start < {seconds}: pass\n"
+      "print('threads', os.environ.get('TF_NUM_INTRAOP_THREADS'))"
+  )
+
+
+def test_jobs_side_by_side_each_report_their_own_cpu_and_get_a_share_of_the_cores(
+    tmp_path, monkeypatch
+):
+  monkeypatch.delenv("TF_NUM_INTRAOP_THREADS", raising=False)
+  exits = {}
+
+  def on_exit(job, code, wall, cpu):
+    exits[job.name] = (code, cpu)
+
+  burn = {"short": 0.3, "long": 0.9}
+  pool = [jobs.Job(n, _burner(s), str(tmp_path / f"{n}.log")) for n, s in burn.items()]
+  jobs.run_jobs(pool, parallel=2, on_exit=on_exit, out=io.StringIO())
+  # The CPU each process spent on itself (the loop's own clock), not the pair's total.
+  for name, seconds in burn.items():
+    code, cpu = exits[name]
+    assert code == 0
+    assert seconds <= cpu < seconds + 0.5, (name, cpu)
+  share = max(1, len(os.sched_getaffinity(0)) // 2)
+  assert jobs.thread_share(2) == share
+  assert f"threads {share}" in (tmp_path / "short.log").read_text()
+  # Alone, a job has the whole machine; a share set by the user wins.
+  jobs.run_jobs(
+      [jobs.Job("alone", _burner(0), str(tmp_path / "alone.log"))], 1, on_exit, io.StringIO()
+  )
+  assert "threads None" in (tmp_path / "alone.log").read_text()
+  monkeypatch.setenv("TF_NUM_INTRAOP_THREADS", "7")
+  jobs.run_jobs(
+      [jobs.Job(n, _burner(0), str(tmp_path / f"u{n}.log")) for n in "ab"],
+      2,
+      on_exit,
+      io.StringIO(),
+  )
+  assert "threads 7" in (tmp_path / "ua.log").read_text()

@@ -78,9 +78,11 @@ def plot_losses(
     ax.set_xlabel("training step")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
+  # One legend for both panels, below them, where no curve runs.
+  handles, labels = max((ax.get_legend_handles_labels() for ax in axes), key=lambda h: len(h[1]))
+  fig.legend(handles, labels, loc="lower center", ncol=2, fontsize="small", frameon=False)
   fig.suptitle(title, fontsize=10)
-  fig.tight_layout()
+  fig.tight_layout(rect=(0, 0.04 + 0.035 * ((len(labels) + 1) // 2), 1, 1))
   with io_utils.atomic_write(path, "wb") as f:
     fig.savefig(f, format="png")
   plt.close(fig)

@@ -424,10 +424,12 @@ def _report_lines(
       "- *pretrain s/step*: wall-clock seconds per training step from the training loop's "
       f"own timer (TensorBoard `steps_per_second`, one value per {log_steps} steps): the "
       "median over the intervals (the first interval of each process left out: it "
-      "includes tf.function tracing), then over the seeds. Pretraining runs one at a "
-      "time" + _load_note(rows) + ". *CPU cores used*: CPU time over wall time of the "
-      "pretraining processes (the lowest over seeds; about 1.7 on 2 idle cores, lower "
-      "means the process had to share the CPU). *vs BERT*: the ratio to "
+      "includes tf.function tracing), then over the seeds. "
+      + _pretraining_sharing(s)
+      + _load_note(rows)
+      + ". *CPU cores used*: CPU time over wall time of the pretraining processes (the "
+      "lowest over seeds; lower than its share of the cores means the process had to "
+      "share the CPU with other work). *vs BERT*: the ratio to "
       f"{reference['model']} (`{reference['preset']}`).",
       f"- *training MLM loss*: the per-step masked-LM loss averaged over the last {n_last} "
       "steps (`metrics.jsonl`; NSP not included); *held-out MLM loss*: on the held-out "
@@ -439,8 +441,7 @@ def _report_lines(
       "*fine-tune s/step*: `seconds_per_train_step` of `eval_results.json` (tracing "
       "excluded), mean over the runs"
       + (
-          f"; {s['jobs']} fine-tuning runs shared the CPU at a time, so these are slower "
-          "and noisier than the pretraining times"
+          f"; fine-tuning ran {s['jobs']} runs at a time, each with its share of the cores"
           if s.get("jobs", 1) > 1
           else ""
       )
@@ -559,6 +560,18 @@ def contended(rows: List[Dict]) -> List[str]:
     return []
   best = max(known)
   return [p for p, u in used.items() if u and u < 0.8 * best]
+
+
+def _pretraining_sharing(settings: Dict) -> str:
+  """How the pretraining runs shared the machine, for the step-time column's note."""
+  jobs = settings.get("jobs", 1)
+  if settings.get("parallel_pretraining") and jobs > 1:
+    return (
+        f"Pretraining ran {jobs} runs at a time, each with an equal share of the "
+        f"{os.cpu_count()} cores (TF_NUM_INTRAOP_THREADS), so a step time is a run's own "
+        "under that sharing"
+    )
+  return "Pretraining ran one run at a time"
 
 
 def _load_note(rows: List[Dict]) -> str:

@@ -18,7 +18,7 @@ SETTINGS_FILE = "demo_settings.json"
 # SwishRNN-BERT against BERT-rab (the same relative attention bias, an FFN in place of the
 # recurrence).
 DEFAULT_FAMILIES = ("bert", "bert_rab", "trans_blstm_small_2", "swishrnn")
-# Enough paired seeds for the TRANS-BLSTM MLM claim's verdict; the SwishRNN one needs 5-6
+# Enough paired seeds for a verdict on both MLM claims at the default steps and batch
 # (README, "Why these defaults"; tests/demo/test_claims.py simulates both).
 DEFAULT_PRETRAIN_SEEDS = (1, 2, 3)
 

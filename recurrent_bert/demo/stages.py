@@ -41,7 +41,8 @@ class Stage:
   Attributes:
     name: unique; also names its marker and log file.
     title: its progress line.
-    estimate: expected seconds (for the ETA), before calibration.
+    estimate: expected seconds (for the ETA), before calibration; for a stage of a
+      parallel group, its share of the group's wall time.
     key: what it depends on beyond the work dir's settings: a change runs it again.
     run: an in-process stage: returns its result.
     command: a subprocess stage: returns its command line.
@@ -176,7 +177,9 @@ class StageRunner:
       executed.update(g.name for g in group)
       index += 1
 
-  def _finish(self, stage: Stage, result: Dict, wall: float, cpu: Optional[float]) -> None:
+  def _finish(
+      self, stage: Stage, result: Dict, wall: float, cpu: Optional[float], side_by_side: int = 1
+  ) -> None:
     record = {
         "stage": stage.name,
         "seconds": round(wall, 2),
@@ -188,7 +191,9 @@ class StageRunner:
     io_utils.atomic_write_json(self.marker(stage.name), record)
     self.results[stage.name] = result
     self.timings.append({"stage": stage.name, "status": "ran", "seconds": wall, "cpu_seconds": cpu})
-    self._eta.finished(stage.estimate, wall)
+    # A stage run beside others took 1/side_by_side of the group's wall time: what its
+    # estimate (a share, too) is calibrated against.
+    self._eta.finished(stage.estimate, wall / side_by_side)
 
   def _run_here(self, stage: Stage) -> None:
     start, cpu = time.time(), time.process_time() + jobs.children_cpu()
@@ -234,7 +239,7 @@ class StageRunner:
             f"stage {job.name!r}: its outputs are not what was expected: {e}. "
             f"Log: {job.log_path}"
         ) from e
-      self._finish(stage, result, wall, cpu)
+      self._finish(stage, result, wall, cpu, parallel)
       self._print_result(stage, wall, label(job.name))
 
     commands = [
@@ -251,7 +256,7 @@ class StageRunner:
 
   def print_timings(self) -> None:
     """Every stage's wall and CPU time, then the total of this run."""
-    say("\nstage timings (wall; cpu = user + sys of the stage's processes, when it ran alone):")
+    say("\nstage timings (wall; cpu = user + sys of the stage's processes):")
     for t in self.timings:
       cpu = t.get("cpu_seconds")
       say(

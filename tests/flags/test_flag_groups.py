@@ -22,7 +22,7 @@ FLAG_FREE_PACKAGES = ("layers", "models", "data", "training", "tasks", "convert"
 SNAPSHOT = {
     "recurrent_bert.demo.__main__": {
         "backend": "tensorflow",
-        "batch_size": 32,
+        "batch_size": 16,
         "cache_dir": None,
         "corpus_max_bytes": 0,
         "dupe_factor": 1,
@@ -38,9 +38,9 @@ SNAPSHOT = {
         "max_predictions_per_seq": None,
         "models": ["bert", "bert_rab", "trans_blstm_small_2", "swishrnn"],
         "num_workers": 2,
-        "parallel_pretraining": False,
+        "parallel_pretraining": True,
         "pretrain_seeds": ["1", "2", "3"],
-        "pretrain_steps": 400,
+        "pretrain_steps": 800,
         "pretraining_only": False,
         "query": None,
         "redo": [],
