@@ -99,7 +99,7 @@ def main(argv):
     for name in order:
       walls[name].append(_time_runs(ways[name]))
       print(f"round {round_index + 1}: {name}: {walls[name][-1]:.1f} s", flush=True)
-  cores = len(os.sched_getaffinity(0))
+  cores = jobs.usable_cores()
   print(
       f"\n{FLAGS.runs} runs of {FLAGS.preset}, {FLAGS.steps} steps x {FLAGS.batch_size} x "
       f"{FLAGS.seq_length} tokens each, {cores} cores (median over {FLAGS.rounds} rounds):"

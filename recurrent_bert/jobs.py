@@ -42,8 +42,8 @@ BAR_SECONDS = 10.0
 STOP_GRACE_SECONDS = 30.0
 
 # TensorFlow's pools size themselves to every core of the machine; jobs run side by side
-# get an equal share each instead (TensorFlow reads these at start-up). Two 2-thread jobs
-# on 2 cores fight over them: measured in README, "Why these defaults".
+# get an equal share each instead (TensorFlow reads these at start-up), so together they
+# use the cores once. benchmarks/side_by_side.py times it against one job at a time.
 THREAD_VARIABLES = ("TF_NUM_INTRAOP_THREADS",)
 
 # on_exit(job, exit code, wall seconds, CPU seconds or None).
@@ -290,7 +290,14 @@ def thread_share(parallel: int) -> Optional[int]:
   """Threads each of `parallel` jobs side by side gets (None: one job, the whole machine)."""
   if parallel <= 1:
     return None
-  return max(1, len(os.sched_getaffinity(0)) // parallel)
+  return max(1, usable_cores() // parallel)
+
+
+def usable_cores() -> int:
+  """The cores this process may run on (its CPU affinity where the OS has one)."""
+  if hasattr(os, "sched_getaffinity"):
+    return len(os.sched_getaffinity(0))
+  return os.cpu_count() or 1
 
 
 def run_jobs(

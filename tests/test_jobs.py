@@ -1,7 +1,6 @@
 """recurrent_bert.jobs: the subprocess pool, the log tail, the ETA and the duration format."""
 
 import io
-import os
 import re
 import sys
 
@@ -134,7 +133,7 @@ def test_jobs_side_by_side_each_report_their_own_cpu_and_get_a_share_of_the_core
     code, cpu = exits[name]
     assert code == 0
     assert seconds <= cpu < seconds + 0.5, (name, cpu)
-  share = max(1, len(os.sched_getaffinity(0)) // 2)
+  share = max(1, jobs.usable_cores() // 2)
   assert jobs.thread_share(2) == share
   assert f"threads {share}" in (tmp_path / "short.log").read_text()
   # Alone, a job has the whole machine; a share set by the user wins.
