@@ -1,4 +1,5 @@
-"""tools/sweep.py: the aggregation against hand computations, one real tiny sweep, bad flags."""
+"""tools/sweep.py (with sweep_grid.py and sweep_tables.py): the aggregation against hand
+computations, one real tiny sweep, bad flags."""
 
 import csv
 import io
@@ -14,6 +15,8 @@ import pytest
 from recurrent_bert.tasks import sample_tasks as generated_tasks
 from tests import forkserver
 from tools import sweep
+from tools import sweep_grid
+from tools import sweep_tables
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -70,7 +73,7 @@ def synthetic_rows():
 
 
 def test_mean_std_per_learning_rate_matches_a_reference():
-  by_lr = sweep.summarize_by_learning_rate(synthetic_rows())
+  by_lr = sweep_tables.summarize_by_learning_rate(synthetic_rows())
   assert len(by_lr) == len(VALUES)
   for entry in by_lr:
     values = VALUES[(entry["model"], entry["task"], entry["learning_rate"])]
@@ -86,12 +89,12 @@ def test_mean_std_per_learning_rate_matches_a_reference():
       ("bert", "mrpc", 3e-4),
   ]
   # One seed: the mean is that value, the sample std undefined.
-  single = sweep.summarize_by_learning_rate([make_row("m", "t", 1e-3, 7, 0.25)])
+  single = sweep_tables.summarize_by_learning_rate([make_row("m", "t", 1e-3, 7, 0.25)])
   assert single[0]["mean"] == 0.25 and math.isnan(single[0]["std"]) and single[0]["n"] == 1
 
 
 def test_best_of_restarts_by_hand():
-  best = {(b["model"], b["task"]): b for b in sweep.best_of_restarts(synthetic_rows())}
+  best = {(b["model"], b["task"]): b for b in sweep_tables.best_of_restarts(synthetic_rows())}
   # Worked out from VALUES by hand.
   assert (
       best[("bert", "rte")]["best"],
@@ -113,16 +116,18 @@ def test_best_of_restarts_by_hand():
   ) == (0.66, 3e-4, 0)
   assert (best[("swish", "mrpc")]["best"], best[("swish", "mrpc")]["seed"]) == (0.75, 0)
   # Best of restarts (bert/rte: lr 3e-4) differs from the best mean (bert/rte: lr 1e-4).
-  best_mean = sweep.best_mean_learning_rate(sweep.summarize_by_learning_rate(synthetic_rows()))
+  best_mean = sweep_tables.best_mean_learning_rate(
+      sweep_tables.summarize_by_learning_rate(synthetic_rows())
+  )
   assert best_mean[("bert", "rte")]["learning_rate"] == 1e-4
   assert best_mean[("bert", "mrpc")]["learning_rate"] == 1e-4  # 0.82 > 0.81
   # NaN never wins.
   rows = [make_row("m", "t", 1e-3, 0, float("nan")), make_row("m", "t", 1e-3, 1, 0.3)]
-  assert sweep.best_of_restarts(rows)[0]["best"] == 0.3
+  assert sweep_tables.best_of_restarts(rows)[0]["best"] == 0.3
 
 
 def test_step_time_is_the_median_over_the_models_runs():
-  times = {t["model"]: t for t in sweep.step_time_by_model(synthetic_rows())}
+  times = {t["model"]: t for t in sweep_tables.step_time_by_model(synthetic_rows())}
   assert times["bert"]["median_seconds_per_train_step"] == pytest.approx(0.06)  # 11 values
   assert times["bert"]["n"] == 11
   assert times["swish"]["median_seconds_per_train_step"] == pytest.approx(0.2)
@@ -132,11 +137,11 @@ def test_step_time_is_the_median_over_the_models_runs():
 def test_tables_written_from_rows(tmp_path):
   rows = synthetic_rows()
   rows[0]["metrics"]["f1"] = 0.5  # a metric only one row has: an empty cell elsewhere
-  results = list(csv.DictReader(io.StringIO(sweep.results_csv(rows))))
+  results = list(csv.DictReader(io.StringIO(sweep_tables.results_csv(rows))))
   assert len(results) == len(rows)
   assert results[0]["f1"] == "0.5" and results[1]["f1"] == ""
   assert float(results[3]["learning_rate"]) == 3e-4 and results[3]["value"] == "0.5"
-  summary = list(csv.DictReader(io.StringIO(sweep.summary_csv(rows))))
+  summary = list(csv.DictReader(io.StringIO(sweep_tables.summary_csv(rows))))
   assert len(summary) == len(VALUES)
   first = summary[0]
   assert (first["model"], first["task"], float(first["learning_rate"]), first["n"]) == (
@@ -151,12 +156,12 @@ def test_tables_written_from_rows(tmp_path):
   )
   assert float(first["best_of_restarts"]) == 0.8
   assert first["best_of_restarts_seed"] == "1"
-  markdown = sweep.summary_markdown(rows, failed=["x/y lr=1 seed=0: exit status 1"])
+  markdown = sweep_tables.summary_markdown(rows, failed=["x/y lr=1 seed=0: exit status 1"])
   assert "**0.6500 ± 0.0500 (n=3)**" in markdown
   assert "0.8200 ± 0.0141 (n=2)" in markdown  # bert/mrpc lr 1e-4, one seed missing
   assert "| bert | rte | accuracy | 0.8000 | 0.0003 | 1 | 6 |" in markdown
   assert "Failed or not run" in markdown and "exit status 1" in markdown
-  paths = sweep.write_outputs(rows, str(tmp_path))
+  paths = sweep_tables.write_outputs(rows, str(tmp_path))
   assert sorted(os.listdir(tmp_path)) == [
       "lr_sweep.png",
       "results.csv",
@@ -175,19 +180,19 @@ def test_main_split_and_unfinished_runs(tmp_path):
       "dev_matched": {"accuracy": 0.7},
       "dev_mismatched": {"accuracy": 0.6},
   }
-  assert sweep.main_eval_split(mnli) == "dev_matched"
+  assert sweep_tables.main_eval_split(mnli) == "dev_matched"
   mnli["dev_mismatched"]["accuracy"] = 0.7
-  assert sweep.main_eval_split(mnli) == "dev_matched"
+  assert sweep_tables.main_eval_split(mnli) == "dev_matched"
   # Recorded by finetuning: the first listed split, whatever the values.
   mnli["eval_splits"] = ["dev_mismatched", "dev_matched"]
-  assert sweep.main_eval_split(mnli) == "dev_mismatched"
+  assert sweep_tables.main_eval_split(mnli) == "dev_mismatched"
   # An evaluation during training (no timing yet) is not a finished run.
   interim = {"main_metric": "accuracy", "main_metric_value": 0.7, "dev": {"accuracy": 0.7}}
   (tmp_path / "eval_results.json").write_text(json.dumps(interim))
-  assert sweep.read_eval_results(str(tmp_path)) is None
+  assert sweep_tables.read_eval_results(str(tmp_path)) is None
   final = dict(interim, seconds_per_train_step=0.1, num_train_steps=10)
   (tmp_path / "eval_results.json").write_text(json.dumps(final))
-  assert sweep.read_eval_results(str(tmp_path)) == final
+  assert sweep_tables.read_eval_results(str(tmp_path)) == final
 
 
 def test_failed_runs_are_reported_and_the_sweep_goes_on(tmp_path, monkeypatch):
@@ -196,7 +201,7 @@ def test_failed_runs_are_reported_and_the_sweep_goes_on(tmp_path, monkeypatch):
   # Cheap stand-ins for entry points: a module that does not exist (exit 1), and the sweep
   # itself with a bad flag (exit 2 = bad input: the other runs of that pair are not run).
   def run(model, seed, module, args):
-    return sweep.Run(
+    return sweep_grid.Run(
         model, "t", 1e-3, seed, module, tuple(args), str(tmp_path / model / f"seed{seed}")
     )
 
@@ -246,7 +251,7 @@ def test_model_specs_and_run_commands(tmp_path):
   (tmp_path / "pretrained").mkdir()
   (tmp_path / "ckpt-7.index").write_text("")
   (tmp_path / "small.json").write_text("{}")
-  models = sweep.parse_models(
+  models = sweep_grid.parse_models(
       [
           f"a={tmp_path / 'pretrained'}",
           f"b={tmp_path / 'ckpt-7'}",
@@ -264,19 +269,19 @@ def test_model_specs_and_run_commands(tmp_path):
   (tmp_path / "rte").mkdir()
   for name in ("train.json", "dev.json"):
     (tmp_path / name).write_text("{}")
-  tasks = sweep.parse_tasks(
+  tasks = sweep_grid.parse_tasks(
       [f"rte={tmp_path / 'rte'}", f"squad_v2={tmp_path / 'train.json'}:{tmp_path / 'dev.json'}"]
   )
-  assert [t.module for t in tasks] == [sweep.GLUE_MODULE, sweep.SQUAD_MODULE]
+  assert [t.module for t in tasks] == [sweep_grid.GLUE_MODULE, sweep_grid.SQUAD_MODULE]
   assert "--version=2.0" in tasks[1].flags
-  runs = sweep.build_runs(
+  runs = sweep_grid.build_runs(
       models[3:],
       tasks,
       [1e-4, 3e-5],
       [0, 1],
       str(tmp_path / "out"),
       ["--max_seq_length=64"],
-      {sweep.SQUAD_MODULE: ["--doc_stride=32"]},
+      {sweep_grid.SQUAD_MODULE: ["--doc_stride=32"]},
       "/p.flags",
   )
   assert len(runs) == 8
