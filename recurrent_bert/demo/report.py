@@ -564,12 +564,12 @@ def contended(rows: List[Dict]) -> List[str]:
 
 def _pretraining_sharing(settings: Dict) -> str:
   """How the pretraining runs shared the machine, for the step-time column's note."""
-  jobs = settings.get("jobs", 1)
-  if settings.get("parallel_pretraining") and jobs > 1:
+  runs_at_once = settings.get("jobs", 1)
+  if settings.get("parallel_pretraining") and runs_at_once > 1:
     return (
-        f"Pretraining ran {jobs} runs at a time, each with an equal share of the "
-        f"{os.cpu_count()} cores (TF_NUM_INTRAOP_THREADS), so a step time is a run's own "
-        "under that sharing"
+        f"Pretraining ran {runs_at_once} runs at a time, each with 1/{runs_at_once} of the "
+        "cores (TF_NUM_INTRAOP_THREADS, unless the environment set it), so a step time is a "
+        "run's own under that sharing"
     )
   return "Pretraining ran one run at a time"
 
