@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # Quieter TensorFlow start-up; numerics unaffected.
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv demo smoke test test-backends lint format bench clean-venv
+.PHONY: venv demo smoke test test-fast test-backends lint format bench clean-venv
 
 venv: $(STAMP)
 
@@ -30,12 +30,17 @@ smoke: $(STAMP)
 	$(PY) -m recurrent_bert.smoke
 
 # The test suite: tiny configs, no network; the 25 slowest tests are listed at the end.
-# Each file runs on one worker; the slowest files start first (tests/conftest.py SLOW_FILES).
+# Each file runs on one worker; the slowest files start first (their pytest.mark.slow).
 # Then tests/backends/ once per other Keras backend, each in a session of its own (Keras
 # picks its backend once per process).
 test: $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q --durations=25 $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-backends
+
+# Everyday work: the suite without the files marked slow (whole commands, training runs,
+# multi-process strategies, the walkthrough, the wheel) and without the other backends.
+test-fast: $(STAMP)
+	$(PY) -m pytest -n 2 --dist loadfile -q -m "not slow" --durations=10 $(PYTEST_ARGS)
 
 test-backends: $(STAMP)
 	KERAS_BACKEND=jax $(PY) -m pytest -n 2 --dist loadfile -q --durations=10 tests/backends $(PYTEST_ARGS)

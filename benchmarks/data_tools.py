@@ -17,7 +17,7 @@ install it outside the project's environment:
   python benchmarks/data_tools.py --quick       # small corpus and lines, no repeats
 
 Tokenizer throughput comes first: WordPiece, unigram and BPE vocabularies of the same size
-learned from the same text (tools/build_vocab.py), then that text tokenized in batches of
+learned from the same text (rbert-build-vocab), then that text tokenized in batches of
 1024 lines by each in-graph tokenizer (a tf.function) and by the data tools' TF-free one
 (Hugging Face `tokenizers` for WordPiece, the `sentencepiece` package otherwise; one
 thread each), in MB of text per second, with the pieces per whitespace word:
@@ -125,7 +125,7 @@ def ours(corpus, vocab, out_dir, workers, dupe, extra=()):
       [
           sys.executable,
           "-m",
-          "tools.create_pretraining_data",
+          "recurrent_bert.tools.create_pretraining_data",
           f"--input_files={corpus}",
           f"--vocab_file={vocab}",
           f"--output_dir={out_dir}",
@@ -177,7 +177,7 @@ def build_tokenizer_files(work, corpus, vocab_size):
         [
             sys.executable,
             "-m",
-            "tools.build_vocab",
+            "recurrent_bert.tools.build_vocab",
             f"--input_files={corpus}",
             f"--tokenizer={kind}",
             f"--vocab_size={vocab_size}",
@@ -269,7 +269,7 @@ def main(argv):
         [
             sys.executable,
             "-m",
-            "tools.build_vocab",
+            "recurrent_bert.tools.build_vocab",
             "--input_files=builtin",
             f"--builtin_max_bytes={max(sizes)}",
             "--vocab_size=30522",

@@ -7,14 +7,19 @@ __version__ = "0.1.0"
 
 # What Keras accepts as KERAS_BACKEND; it raises a traceback at `import keras` for any other.
 _KERAS_BACKENDS = ("tensorflow", "jax", "torch", "numpy", "openvino")
-# Packages whose modules are commands (`python -m recurrent_bert.pretrain`, `-m tools.x`).
+# Packages whose modules are commands (`python -m recurrent_bert.pretrain`; `tools` holds
+# the old `python -m tools.x` paths, kept for one release).
 _COMMAND_PACKAGES = ("recurrent_bert", "tools")
+# The console scripts' prefix (commands.PREFIX, repeated: this runs before any import).
+_CONSOLE_PREFIX = "rbert-"
 
 
 def _running_a_command() -> bool:
   """True in a process started as one of the package's commands, not in a library user."""
   # While `python -m package.module` imports the module's packages, argv[0] is "-m".
   if _sys.argv and _sys.argv[0] == "-m":
+    return True
+  if _sys.argv and _os.path.basename(_sys.argv[0]).startswith(_CONSOLE_PREFIX):
     return True
   spec = getattr(_sys.modules.get("__main__"), "__spec__", None)
   return (getattr(spec, "name", None) or "").split(".")[0] in _COMMAND_PACKAGES

@@ -7,7 +7,7 @@ command never shows a traceback for input the user must fix (errors.py says how 
 names the place).
 
 `run(main, groups)` is `absl.app.run` with a `--help` that lists the command's own flags
-(those defined by this package, its tools and the command itself) in the groups the
+(those defined by this package and the command itself) in the groups the
 command names (data, model, optimisation, execution, output ...), then any of its own
 flags no group names under "other", so nothing a user must set is hidden. `--helpfull`
 stays absl's: every flag of every loaded module, TensorFlow's included. Ctrl-C ends a
@@ -30,7 +30,7 @@ from recurrent_bert.errors import InputError
 
 FLAGS = flags.FLAGS
 HELP_ARGUMENTS = ("--help", "-help", "-?", "--helpshort", "-helpshort")
-_OWN_MODULE_PREFIXES = ("recurrent_bert", "tools")
+_OWN_MODULE_PREFIXES = ("recurrent_bert",)
 T = TypeVar("T")
 
 
@@ -81,7 +81,7 @@ def _own_flag_names() -> list:
     if (
         module == main_path
         or module.startswith(_OWN_MODULE_PREFIXES)
-        or ("/recurrent_bert/" in module or "/tools/" in module)
+        or "/recurrent_bert/" in module
     ):
       names += [flag.name for flag in module_flags]
   return sorted(set(names))

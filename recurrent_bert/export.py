@@ -6,7 +6,7 @@ r"""Exports a model dir as a SavedModel that takes raw text.
 finetune_multiple_choice: the task's classify / regress / answer_question / tag / choose
 signatures plus encode and encode_layers, from its best/ checkpoint),
 or anything `training.checkpoints.load_encoder` accepts (encode signatures): a pretraining
-model_dir, its `encoder/` export, or a dir written by `tools/convert_checkpoint.py`.
+model_dir, its `encoder/` export, or a dir written by `recurrent_bert/tools/convert_checkpoint.py`.
 The SavedModel (signatures: see `recurrent_bert/serving.py`) loads with only
 `tensorflow` and `tensorflow_text` imported; it is written to a temp dir beside
 `--export_dir` and renamed when complete. The signatures written are printed, and which

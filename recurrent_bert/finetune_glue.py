@@ -106,13 +106,7 @@ def main(argv):
         )
     # Every split the mode needs is read and converted before the model is built, so
     # bad data fails first.
-    needed = {
-        "train": ["train", *adapter.eval_splits],
-        "eval": list(adapter.eval_splits),
-        "predict": list(adapter.predict_splits),
-        "train_and_eval": ["train", *adapter.eval_splits, *adapter.predict_splits],
-    }
-    adapter.prepare(needed[FLAGS.mode])
+    adapter.prepare(adapter.splits_read_by(FLAGS.mode))
   except (InputError, ValueError) as e:
     cli.fail(str(e))
   finetune_flags.run_and_report(strategy, adapter, parts, is_chief, worker_id)

@@ -86,17 +86,9 @@ def main(argv):
     adapter = multiple_choice.MultipleChoiceAdapter(
         source, tokenizer, FLAGS.max_seq_length, parts.cache_dir
     )
-    needed = {
-        "train": ["train"],
-        "eval": list(adapter.eval_splits),
-        "predict": list(adapter.predict_splits),
-        "train_and_eval": ["train", *adapter.eval_splits, *adapter.predict_splits],
-    }[FLAGS.mode]
-    if not needed or (FLAGS.mode == "eval" and not adapter.eval_splits):
-      raise InputError(f"--mode={FLAGS.mode}: no data for it (no dev split given or found)")
     # Every split the mode needs is read and converted before the model is built, so
     # bad data fails first.
-    adapter.prepare(list(dict.fromkeys(needed)))
+    adapter.prepare(adapter.splits_read_by(FLAGS.mode))
   except (InputError, ValueError) as e:
     cli.fail(str(e))
   finetune_flags.run_and_report(strategy, adapter, parts, is_chief, worker_id)

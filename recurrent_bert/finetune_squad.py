@@ -105,10 +105,7 @@ def main(argv):
         predict_splits=("dev",) if FLAGS.tfds or "dev" in files else (),
     )
     # Bad data fails before the model is built.
-    adapter.prepare(
-        (["train"] if FLAGS.mode in ("train", "train_and_eval") else [])
-        + ([] if FLAGS.mode == "train" else ["dev"])
-    )
+    adapter.prepare(adapter.splits_read_by(FLAGS.mode))
   except (InputError, ValueError) as e:
     cli.fail(str(e))
   finetune_flags.run_and_report(strategy, adapter, parts, is_chief, worker_id)

@@ -1,7 +1,7 @@
 """Commands run as jobs: a pool of subprocesses, each with its log file, and their progress.
 
 Shared by the commands that drive other commands: the demo (`python -m recurrent_bert.demo`)
-and the fine-tuning sweep (`tools/sweep.py`). A job is one command; `run_jobs` runs up to
+and the fine-tuning sweep (`rbert-sweep`). A job is one command; `run_jobs` runs up to
 `parallel` of them at once, writes each one's output to its log file as it comes, echoes
 the lines a job asks for, and calls back as each one exits. Around it: the end of a log for
 error messages, the CPU time of finished children, an ETA from estimates calibrated as

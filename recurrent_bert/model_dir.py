@@ -23,7 +23,7 @@ A pretraining model_dir (`python -m recurrent_bert.pretrain`):
                           TensorFlow: `weights_file`), model_config.json, vocab.txt,
                           tokenizer.json, export_info.json
 
-A converted model dir (`tools/convert_checkpoint.py`): model_config.json, vocab.txt,
+A converted model dir (`rbert-convert-checkpoint`): model_config.json, vocab.txt,
 tokenizer.json, pretrainer.index / .data-* (encoder + MLM/NSP heads), encoder/ (as above),
 conversion_report.json.
 
@@ -38,7 +38,7 @@ eval_results.json, predictions/, features/ (TFRecord caches), skipped_rows.json
 A SavedModel export (`python -m recurrent_bert.export`): saved_model.pb, variables/,
 assets/vocab.txt.
 
-A sweep dir (`tools/sweep.py`): results.csv, summary.md, summary.csv, lr_sweep.png and
+A sweep dir (`rbert-sweep`): results.csv, summary.md, summary.csv, lr_sweep.png and
 runs/<model>/<task>/lr<rate>_seed<seed>/ (fine-tuning model_dirs).
 
 Every directory above except the SavedModel is accepted wherever a model is expected
@@ -197,7 +197,8 @@ class TaskInfo:
   Attributes:
     task: task name ("mrpc", "squad", "custom", ...).
     kind: "classifier" (K >= 2 labels), "regressor" (K = 1), "span", "tagger" (a label
-      per word) or "multiple_choice" (a score per choice).
+      per word) or "multiple_choice" (a score per choice): an entry of the registry in
+      recurrent_bert/models/task_kinds.py.
     label_names: the K label names of a classifier or tagger (empty otherwise).
     use_blstm_decoder: span models: the "+ BLSTM decoder" head.
     do_lower_case: the tokenizer's casing.

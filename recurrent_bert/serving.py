@@ -68,13 +68,14 @@ row of the batch (at most `max_seq_length`); shorter rows are right-padded, and
 SQuAD limitation: `answer_question` reads ONE window per question,
 `[CLS] question [SEP] context [SEP]` with the question cut to `max_query_length` pieces and
 the context cut to what is left of `max_seq_length`; answers past the cut cannot be found
-(`context_truncated` flags those rows). For long contexts, use the windowed numpy pipeline
-of `recurrent_bert.tasks.squad` (doc_stride windows + `postprocess_squad`). The span is the
-best `start_logit + end_logit` with start <= end < start + max_answer_length over the
-context pieces; a piece maps to the characters of the basic-tokenizer word it came from,
-so answers are exact substrings of the original context (as in `tasks/squad.py`). With a
-SentencePiece model a piece maps to its own characters (`tokenization.pieces_with_offsets`),
-and a lone "▁" piece (no character) neither starts nor ends the span.
+(`context_truncated` flags those rows). For long contexts, use the windowed numpy
+pipeline (`tasks/squad_windows.py`: doc_stride windows, `tasks/squad_postprocessing.py`).
+The span is the best `start_logit + end_logit` with start <= end < start +
+max_answer_length over the context pieces; a piece maps to the characters of the
+basic-tokenizer word it came from, so answers are exact substrings of the original
+context (as in `tasks/squad_alignment.py`). With a SentencePiece model a piece maps to
+its own characters (`tokenization.pieces_with_offsets`), and a lone "▁" piece (no
+character) neither starts nor ends the span.
 
 SQuAD v2.0 "no answer": null_score_diff is `postprocess_squad`'s null odds of the window,
 null score minus best span score; a row is answered "no answer" when it exceeds the
@@ -84,6 +85,14 @@ context piece has no span: no_answer whatever the threshold, null_score_diff 1e9
 `postprocess_squad`). The span search here is exhaustive, where `postprocess_squad` pairs
 only its n_best_size best starts and ends: the two agree whenever that best span is among
 them (always when n_best_size >= the context pieces).
+
+Twins, and which is the spec: serving must pack and decode inside the graph, training
+reads numpy features, so two pieces exist twice. The numpy side is the spec and the graph
+side is held to it on the same inputs: `truncate_pair` and the packing here against
+`tasks/pair_features.py` (`truncate_longest_first`, `pack_pair`; tests/export_checks.py
+serves exported models on rows that pipeline packed), `best_spans` against
+`tasks/squad_postprocessing.py` (`postprocess_squad`; tests/test_export_tasks.py). Change
+the spec first, then its twin here.
 
 `export_model_dir` is the library side of `python -m recurrent_bert.export`: it builds
 the module from a fine-tuning model dir (the task's signatures: the threshold of a v2.0
@@ -722,6 +731,7 @@ def export_model_dir(
   Raises:
     ExportError, CheckpointNotFoundError: naming the flag or path at fault.
   """
+  from recurrent_bert.models import task_kinds
   from recurrent_bert.training import finetuning
 
   task_model = info = None
@@ -757,31 +767,20 @@ def export_model_dir(
         f"the model only {encoder.config.vocab_size} embeddings"
     )
   models = {"encoder": encoder}
-  if info is not None and info.kind == "span":
-    models.update(
-        span_extractor=task_model,
-        max_query_length=info.max_query_length,
-        max_answer_length=info.max_answer_length,
-    )
-    if info.task == "squad_v2":
-      threshold = recorded_null_score_diff_threshold(config_dir)
-      if threshold is None:
-        threshold = DEFAULT_NULL_SCORE_DIFF_THRESHOLD
-        logging.warning(
-            "%s records no dev best_f1_threshold (trained without "
-            "evaluation?): no_answer when null_score_diff > %g",
-            config_dir,
-            threshold,
-        )
-      else:
-        logging.info("no_answer when null_score_diff > %g (best_f1_threshold on dev)", threshold)
-      models["null_score_diff_threshold"] = threshold
-  elif info is not None and info.kind == "multiple_choice":
-    models["multiple_choice"] = task_model
-  elif info is not None and info.kind == "tagger":
-    models.update(token_tagger=task_model, tag_names=list(info.label_names))
-  elif info is not None:
-    models.update(
-        classifier=task_model, label_names=list(info.label_names) or None, text_pair=info.text_pair
-    )
+  if info is not None:
+    kind = task_kinds.get(info.kind)
+    models.update({kind.serving_role: task_model}, **kind.serving_arguments(info))
+  if info is not None and info.task == "squad_v2":
+    threshold = recorded_null_score_diff_threshold(config_dir)
+    if threshold is None:
+      threshold = DEFAULT_NULL_SCORE_DIFF_THRESHOLD
+      logging.warning(
+          "%s records no dev best_f1_threshold (trained without "
+          "evaluation?): no_answer when null_score_diff > %g",
+          config_dir,
+          threshold,
+      )
+    else:
+      logging.info("no_answer when null_score_diff > %g (best_f1_threshold on dev)", threshold)
+    models["null_score_diff_threshold"] = threshold
   return export_saved_model(export_dir, tokenizer, max_seq_length, **models)

@@ -39,53 +39,28 @@ def rng():
   return np.random.default_rng(0)
 
 
-# Files whose tests take longest (their seconds on 2 busy CI cores, roughly): they are
-# collected first, so that `make test` (pytest-xdist, --dist loadfile --no-loadscope-reorder)
-# starts them first and the two workers end together; left to xdist's own order (most
-# tests first), the few-but-slow files of tests/training/ came last and kept one worker
-# busy alone. Files not listed keep their order, after these. Update when a file's cost
-# changes a lot (`make test` prints the slowest tests).
-SLOW_FILES = {
-    "tests/demo/test_pipeline.py": 300,
-    "tests/test_finetune.py": 220,
-    "tests/test_readme.py": 230,
-    "tests/training/test_strategies.py": 165,
-    "tests/test_finetune_squad.py": 130,
-    "tests/test_finetune_multiple_choice.py": 90,
-    "tests/test_finetune_tagging.py": 90,
-    "tests/test_finetune_squad_sentencepiece.py": 50,
-    "tests/test_finetune_multiple_choice_sentencepiece.py": 45,
-    "tests/test_finetune_tagging_sentencepiece.py": 45,
-    "tests/test_finetune_glue_sentencepiece.py": 40,
-    "tests/training/test_loop.py": 125,
-    "tests/training/test_accumulation.py": 105,
-    "tests/test_pretrain.py": 100,
-    "tests/test_finetune_layer_mix.py": 80,
-    "tests/test_export_tasks.py": 70,
-    "tests/training/test_pretraining_eval.py": 60,
-    "tests/test_export.py": 60,
-    "tests/test_export_encode_layers.py": 50,
-    "tests/test_extract_features.py": 45,
-    "tests/tools/test_tools.py": 50,
-    "tests/tools/test_sweep.py": 40,
-    "tests/data/test_sentencepiece_pretraining_data.py": 35,
-    "tests/test_readme_commands.py": 40,
-    "tests/test_entry_points.py": 30,
-    "tests/convert/test_exporters.py": 45,
-    "tests/convert/test_keras_hub_preset.py": 30,
-}
+# A file whose tests take long declares it: `pytestmark = pytest.mark.slow(seconds=N)`, N its
+# seconds on 2 busy CI cores, roughly (`make test` prints the slowest tests; update N when
+# a file's cost changes a lot). `make test` starts those files first, slowest first, so
+# that the two pytest-xdist workers (--dist loadfile --no-loadscope-reorder) end together;
+# left to xdist's own order (most tests first), the few-but-slow files came last and kept
+# one worker busy alone. `make test-fast` leaves them out (-m "not slow").
+
+
+def declared_seconds(item) -> float:
+  marker = item.get_closest_marker("slow")
+  return marker.kwargs.get("seconds", 0) if marker else 0
 
 
 def pytest_collection_modifyitems(items):
-  """Slowest files first (SLOW_FILES), each file's tests together and in their order."""
-  position = {}
+  """Slowest files first (their `slow` marker), each file's tests together and in order."""
+  position, seconds = {}, {}
   for item in items:
-    position.setdefault(item.nodeid.split("::")[0], len(position))
+    path = item.nodeid.split("::")[0]
+    position.setdefault(path, len(position))
+    seconds[path] = max(seconds.get(path, 0), declared_seconds(item))
   items.sort(
-      key=lambda item: (
-          -SLOW_FILES.get(item.nodeid.split("::")[0], 0),
-          position[item.nodeid.split("::")[0]],
-      )
+      key=lambda item: (-seconds[item.nodeid.split("::")[0]], position[item.nodeid.split("::")[0]])
   )
 
 

@@ -36,7 +36,9 @@ LAYERS = [
     ("recurrent_bert.summary", 7, "commands"),
     ("recurrent_bert.smoke", 7, "commands"),
     ("recurrent_bert.demo", 7, "demo"),
-    ("tools", 8, "tools"),
+    ("recurrent_bert.tools", 8, "tools"),
+    ("recurrent_bert.commands", 9, "console commands"),
+    ("tools", 10, "old tool paths"),  # shims: `python -m tools.X` for one more release
 ]
 BASE_MODULES = {
     "recurrent_bert",
@@ -163,6 +165,46 @@ def _cycles(graph: Dict[str, Set[str]]) -> List[List[str]]:
 def test_no_import_cycles_between_files():
   cycles = _cycles(_graph())
   assert not cycles, "files that import each other: " + "; ".join(map(" <-> ".join, cycles))
+
+
+def _kind_comparisons(tree: ast.AST, kind_names: Set[str]) -> List[int]:
+  """Lines where `<something>.kind` (or `kind`) is compared with a task kind's name."""
+  found = []
+  for node in ast.walk(tree):
+    if not isinstance(node, ast.Compare):
+      continue
+    sides = [node.left, *node.comparators]
+    names_kind = any(
+        (isinstance(s, ast.Attribute) and s.attr == "kind")
+        or (isinstance(s, ast.Name) and s.id == "kind")
+        for s in sides
+    )
+    strings = {
+        c.value
+        for s in sides
+        for c in ast.walk(s)
+        if isinstance(c, ast.Constant) and isinstance(c.value, str)
+    }
+    if names_kind and strings & kind_names:
+      found.append(node.lineno)
+  return found
+
+
+def test_only_the_registry_compares_a_task_kinds_name():
+  from recurrent_bert.models import task_kinds
+
+  names = set(task_kinds.KINDS)
+  found = [
+      f"{path.relative_to(REPO)}:{line}"
+      for module, path in _modules().items()
+      if module != "recurrent_bert.models.task_kinds"
+      for line in _kind_comparisons(ast.parse(path.read_text(encoding="utf-8")), names)
+  ]
+  assert not found, "look the kind up in models/task_kinds.py instead: " + ", ".join(found)
+  # The reference cases: the two forms the registry replaced are seen; other kinds are not.
+  planted = 'if info.kind == "span": pass\nif kind not in ("classifier", "tagger"): pass\n'
+  assert _kind_comparisons(ast.parse(planted), names) == [1, 2]
+  assert not _kind_comparisons(ast.parse('if source.kind == "converted": pass'), names)
 
 
 def test_the_checks_see_an_upward_import_and_a_cycle():

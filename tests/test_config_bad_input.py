@@ -306,7 +306,7 @@ def test_convert_checkpoint_prints_one_line_and_exits_2_on_a_bad_bert_config(tmp
     import_bert("tf1", prefix)  # with a good config, the checkpoint is refused
   (tmp_path / "bert_config.json").write_text(json.dumps({**BERT_JSON, "hidden_size": 16.5}))
   result = run_module(
-      "tools.convert_checkpoint",
+      "recurrent_bert.tools.convert_checkpoint",
       "--source=tf1",
       f"--input={prefix}",
       f"--output_dir={tmp_path}/out",

@@ -4,7 +4,11 @@ import json
 import os
 import sys
 
+import pytest
+
 from tests import forkserver
+
+pytestmark = pytest.mark.slow(seconds=30)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -37,6 +37,8 @@ from tests.export_checks import write_finetuning_dir
 from tests.export_checks import write_model_dir
 from tests.export_checks import write_vocab
 
+pytestmark = pytest.mark.slow(seconds=60)
+
 ENCODER_PRESETS = ("trans_blstm_2_tiny", "swishrnn_tiny")
 
 

@@ -19,6 +19,8 @@ from tests.export_checks import serve
 from tests.export_checks import write_model_dir
 from tests.export_checks import write_vocab
 
+pytestmark = pytest.mark.slow(seconds=50)
+
 PRESET = "trans_blstm_2_tiny"  # blocks with a BLSTM: padding must not leak into them
 
 

@@ -15,6 +15,8 @@ from recurrent_bert.data.tokenization import BertWordpieceTokenizer
 from recurrent_bert.models import Classifier
 from recurrent_bert.models import SpanExtractor
 from recurrent_bert.tasks import squad
+from recurrent_bert.tasks import squad_postprocessing
+from recurrent_bert.tasks import squad_windows
 from tests.export_checks import LABELS
 from tests.export_checks import LONG_TEXT
 from tests.export_checks import MAX_LEN
@@ -32,6 +34,8 @@ from tests.export_checks import reference_inputs
 from tests.export_checks import serve
 from tests.export_checks import write_finetuning_dir
 from tests.export_checks import write_vocab
+
+pytestmark = pytest.mark.slow(seconds=70)
 
 QUESTIONS = ["Who sat on the mat?", "What is the capital of France?", "Where?", "What is Paris?"]
 CONTEXTS = [
@@ -53,7 +57,7 @@ def _squad_v2_reference(span_extractor, tokenizer):
       squad.SquadExample(str(i), q, c, ())
       for i, (q, c) in enumerate(zip(V2_QUESTIONS, V2_CONTEXTS))
   ]
-  features = squad.squad_features(
+  features = squad_windows.squad_features(
       examples, tokenizer, MAX_LEN, max_query_length=V2_MAX_QUERY_LENGTH
   )
   assert len(features["input_ids"]) == len(examples)  # one window each
@@ -65,7 +69,7 @@ def _squad_v2_reference(span_extractor, tokenizer):
 
 def _postprocess_v2(reference, threshold):
   """`postprocess_squad` of v2.0, every span considered (as the signature does)."""
-  return squad.postprocess_squad(
+  return squad_postprocessing.postprocess_squad(
       *reference,
       n_best_size=MAX_LEN,
       version_2_with_negative=True,
@@ -204,12 +208,12 @@ def test_answer_question_matches_windowed_numpy_pipeline(served):
   np.testing.assert_array_equal(outputs["context_truncated"], [False, False, True, False])
   one_window = [0, 1, 3]  # the long context (2) needs several windows: not the signature's case
   examples = [squad.SquadExample(str(i), QUESTIONS[i], CONTEXTS[i], ()) for i in one_window]
-  features = squad.squad_features(examples, tokenizer, MAX_LEN, max_query_length=8)
+  features = squad_windows.squad_features(examples, tokenizer, MAX_LEN, max_query_length=8)
   assert len(features["input_ids"]) == len(one_window)  # one window each
   logits = models["span"](
       {k: features[k] for k in ("input_ids", "input_mask", "segment_ids")}, training=False
   )
-  want = squad.postprocess_squad(
+  want = squad_postprocessing.postprocess_squad(
       examples,
       features,
       logits["start_logits"].numpy(),

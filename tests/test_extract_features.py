@@ -24,6 +24,8 @@ from tests.export_checks import write_vocab
 from tests.readme_text import finish
 from tests.readme_text import start_module
 
+pytestmark = pytest.mark.slow(seconds=45)
+
 SEQ_LEN = 16
 LAYERS = [-1, 0]  # bert_tiny has 2 blocks: the last, then the first
 # (input line, (text, text_b) it means)

@@ -21,6 +21,8 @@ from recurrent_bert.tasks import sample_tasks as generated_tasks
 from tests import export_checks
 from tests import forkserver
 
+pytestmark = pytest.mark.slow(seconds=220)
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEQ_LEN = 32
 GLUE_FLAGS = [

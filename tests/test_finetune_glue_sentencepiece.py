@@ -4,6 +4,7 @@ tokenizer.json, in model_dir and best/) and exports a SavedModel whose classify_
 served in a fresh process, tokenizes raw text with it (the served input ids are the
 `sentencepiece` library's)."""
 
+import pytest
 import sentencepiece
 
 from recurrent_bert import serving
@@ -12,6 +13,8 @@ from tests.sentencepiece_tasks import check_recorded
 from tests.sentencepiece_tasks import serve_exports
 from tests.sentencepiece_tasks import train
 from tests.sentencepiece_tasks import write_task_model
+
+pytestmark = pytest.mark.slow(seconds=40)
 
 
 def test_glue_trains_evaluates_and_serves_with_a_sentencepiece_model(tmp_path):

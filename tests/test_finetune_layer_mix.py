@@ -35,6 +35,8 @@ from tests.test_finetune import SEQ_LEN
 from tests.test_finetune import read_json
 from tests.test_finetune import run_entry
 
+pytestmark = pytest.mark.slow(seconds=80)
+
 PAIRS = [("the cat sees a dog", "bird yes tree"), ("old river", "no the quick stone")]
 # GLUE_FLAGS but for the model: the feature-based run starts from a saved encoder.
 TRAIN_FLAGS = [f for f in GLUE_FLAGS if not f.startswith("--model_config")]

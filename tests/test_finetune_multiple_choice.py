@@ -25,6 +25,8 @@ from tests.test_finetune import REPO
 from tests.test_finetune import read_json
 from tests.test_finetune import run_entry
 
+pytestmark = pytest.mark.slow(seconds=90)
+
 MODULE = "recurrent_bert.finetune_multiple_choice"
 SEQ_LEN = 16
 FAMILIES = ("bert_tiny", "swishrnn_tiny")

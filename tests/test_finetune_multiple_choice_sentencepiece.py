@@ -3,6 +3,7 @@ generated SWAG files: trains a few steps, evaluates, records the model and expor
 SavedModel whose choose, served in a fresh process, packs each context with each ending
 as the `sentencepiece` library tokenizes them."""
 
+import pytest
 import sentencepiece
 
 from recurrent_bert import serving
@@ -11,6 +12,8 @@ from tests.sentencepiece_tasks import check_recorded
 from tests.sentencepiece_tasks import serve_exports
 from tests.sentencepiece_tasks import train
 from tests.sentencepiece_tasks import write_task_model
+
+pytestmark = pytest.mark.slow(seconds=45)
 
 
 def test_multiple_choice_trains_evaluates_and_serves_with_a_sentencepiece_model(tmp_path):

@@ -17,6 +17,8 @@ from tests import forkserver
 from tests.test_finetune import read_json
 from tests.test_finetune import run_entry
 
+pytestmark = pytest.mark.slow(seconds=130)
+
 # A tiny model learns the generated task in these 60 steps (tests/backends' JAX run too).
 SQUAD_FLAGS = (
     "--model_config=bert_tiny",

@@ -8,12 +8,16 @@ casing is refused in one line."""
 import json
 import os
 
+import pytest
+
 from recurrent_bert import serving
 from recurrent_bert.tasks import sample_tasks as generated_tasks
 from tests import export_checks
 from tests.sentencepiece_tasks import write_task_model
 from tests.test_finetune import read_json
 from tests.test_finetune import run_entry
+
+pytestmark = pytest.mark.slow(seconds=50)
 
 SERVE = r"""
 import json, sys

@@ -22,6 +22,8 @@ from tests.readme_text import finish
 from tests.readme_text import run_module
 from tests.readme_text import start_module
 
+pytestmark = pytest.mark.slow(seconds=90)
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEQ_LEN = 32
 COMMAND = "recurrent_bert.finetune_tagging"

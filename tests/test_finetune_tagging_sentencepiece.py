@@ -17,6 +17,8 @@ from tests.sentencepiece_tasks import train
 from tests.sentencepiece_tasks import write_task_model
 from tests.test_finetune import run_entry
 
+pytestmark = pytest.mark.slow(seconds=45)
+
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):

@@ -1,4 +1,4 @@
-"""What the bad-input campaign (tools/bad_input_campaign.py) found in issue 16's commands
+"""What the bad-input campaign (rbert-bad-input-campaign) found in issue 16's commands
 (finetune_tagging, finetune_multiple_choice, extract_features): each bad value now ends
 in one stderr line "error: ..." naming the flag or file, exit status 2, no traceback.
 
@@ -90,11 +90,11 @@ def test_bad_value_is_one_line_naming_the_flag(files, name):
 def test_campaign_runs_get_fresh_folders_in_a_reused_work_dir(tmp_path):
   # A second campaign in the same --work_dir reused the first one's run folders, so a
   # fine-tuning run resumed from an earlier model_dir and ignored a bad --init_checkpoint.
-  from tools import bad_input_campaign as campaign
+  from recurrent_bert.tools.bad_input_fixtures import Workspace
 
-  first = campaign.Workspace(str(tmp_path), timeout=10).scratch("finetune_tagging")
+  first = Workspace(str(tmp_path), timeout=10).scratch("finetune_tagging")
   (tmp_path / "runs" / "finetune_tagging-0002").mkdir()
-  second = campaign.Workspace(str(tmp_path), timeout=10)
+  second = Workspace(str(tmp_path), timeout=10)
   folders = [second.scratch("finetune_tagging") for _ in range(2)]
   assert [os.path.basename(f) for f in folders] == [
       "finetune_tagging-0003",

@@ -30,6 +30,8 @@ from tests.training.conftest import unmasked_records  # noqa: F401
 from tests.training.conftest import vocab_file  # noqa: F401
 from tests.training.conftest import wait_all
 
+pytestmark = pytest.mark.slow(seconds=100)
+
 CONFIGS = os.path.join(REPO, "configs", "pretrain")
 # A rate and ETA on every line but one that covers only the first (compiling) call.
 PROGRESS_LINE = re.compile(

@@ -6,14 +6,13 @@ of change only, both documented: RUN points at a temp dir, and tiny sizes are ap
 to command lines as flags (a later flag overrides an earlier one). The model dirs it
 leaves behind then serve the hand-off tests: every kind of directory the package writes
 is accepted wherever a model is expected, with the same weights, vocabulary and casing;
-and `ram://` model dirs work for pretraining, fine-tuning and export. README's other
-commands are checked in test_readme_commands.py (a file of its own, so that the two
+and `ram://` model dirs work for pretraining, fine-tuning and export. The other commands
+of README and docs/ are checked in test_readme_commands.py (a file of its own, so that the two
 test workers share the work).
 """
 
 import json
 import os
-import re
 import shlex
 import subprocess
 import sys
@@ -24,74 +23,31 @@ import pytest
 
 from tests import forkserver
 from tests.readme_text import REPO
+from tests.readme_text import TINY_FLAGS
+from tests.readme_text import check_walkthrough
+from tests.readme_text import doc_section
 from tests.readme_text import env
-from tests.readme_text import readme_section
 from tests.readme_text import run_module
+from tests.readme_text import run_walkthrough
 from tests.readme_text import shell_blocks
 
-# Documented flags that make the walkthrough CI-sized, appended per command.
-TINY_FLAGS = {
-    "tools.build_vocab": "--builtin_max_bytes=300000 --vocab_size=2000",
-    "tools.create_pretraining_data": "--builtin_max_bytes=300000 --dupe_factor=1",
-    "recurrent_bert.pretrain": (
-        "--num_train_steps=6 --warmup_steps=1 --train_batch_size=8 "
-        "--steps_per_loop=3 --log_steps=3 --save_checkpoints_steps=3"
-    ),
-    "tools.make_sample_tasks": "--num_train=48 --num_dev=16",
-    "recurrent_bert.finetune_glue": "--max_train_steps=4 --steps_per_loop=2 --log_steps=2",
-    "recurrent_bert.finetune_squad": "--max_train_steps=4 --steps_per_loop=2 --log_steps=2",
-}
+pytestmark = pytest.mark.slow(seconds=230)
 
-
-def tiny(block: str) -> str:
-  """The block with TINY_FLAGS appended to the first line of each matching command."""
-  lines = block.replace("\\\n", " ").splitlines()
-  for i, line in enumerate(lines):
-    match = re.match(r"\s*\.venv/bin/python -m (\S+)", line)
-    if match and match.group(1) in TINY_FLAGS:
-      lines[i] = line.rstrip() + " " + TINY_FLAGS[match.group(1)]
-  return "\n".join(lines) + "\n"
+# The section of docs/export.md whose block exports the walkthrough's model and reads it back.
+SHARING = "Sharing trained models: keras-hub presets, Hugging Face, google-research/bert"
 
 
 @pytest.fixture(scope="module")
 def walkthrough(tmp_path_factory):
   """(RUN dir, completed bash process) of README's walkthrough."""
-  blocks = shell_blocks(readme_section("Walkthrough: raw text to a served model"))
-  assert len(blocks) == 1
   root = tmp_path_factory.mktemp("walkthrough")
   run_dir = root / "run"
-  script = "set -euo pipefail\n" + tiny(blocks[0])
-  result = subprocess.run(
-      ["bash", "-c", script],
-      cwd=REPO,
-      capture_output=True,
-      text=True,
-      timeout=1200,
-      env=env(RUN=str(run_dir), RECURRENT_BERT_CACHE=str(root / "cache")),
-  )
-  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
+  result = run_walkthrough(REPO, run_dir, root / "cache")
   return run_dir, result
 
 
 def test_walkthrough_runs_as_written_and_serves(walkthrough):
-  run_dir, result = walkthrough
-  served = result.stdout.strip().splitlines()[-2:]
-  assert re.fullmatch(r"\[b'(entailment|not_entailment)'\]", served[0]), served
-  assert re.fullmatch(r"\[b'.*'\]", served[1]), served
-  pretraining = run_dir / "models" / "tiny_bert"
-  for name in (
-      "model_config.json",
-      "vocab.txt",
-      "tokenizer.json",
-      "metrics.jsonl",
-      "encoder/encoder.index",
-      "encoder/tokenizer.json",
-  ):
-    assert (pretraining / name).exists(), name
-  info = json.loads((run_dir / "finetune" / "rte" / "task_info.json").read_text())
-  assert info["max_seq_length"] == 64 and info["text_pair"] is True
-  squad = json.loads((run_dir / "finetune" / "squad" / "task_info.json").read_text())
-  assert (squad["doc_stride"], squad["max_query_length"]) == (32, 16)
+  check_walkthrough(*walkthrough)
 
 
 def test_model_dirs_of_every_kind_resolve_to_the_same_model(walkthrough):
@@ -133,8 +89,9 @@ def test_model_dirs_of_every_kind_resolve_to_the_same_model(walkthrough):
 
 
 def test_sharing_block_exports_the_pretrained_model_and_reads_it_back(walkthrough):
-  """README's export block, run as written after the walkthrough: the three targets,
-  keras-hub's own loaders, and the Hugging Face export imported back to the same encoder."""
+  """docs/export.md's sharing block, run as written after the walkthrough: the three
+  targets, keras-hub's own loaders, and the Hugging Face export imported back to the same
+  encoder."""
   import tensorflow as tf
 
   from recurrent_bert.convert.model_dir_source import read_model_dir
@@ -142,7 +99,7 @@ def test_sharing_block_exports_the_pretrained_model_and_reads_it_back(walkthroug
   run_dir, _ = walkthrough
   blocks = [
       block
-      for block in shell_blocks(readme_section("Export and checkpoint conversion"))
+      for block in shell_blocks(doc_section("docs/export.md", SHARING))
       if "--direction=export" in block
   ]
   assert len(blocks) == 1

@@ -26,7 +26,7 @@ def run(*args):
     [
         ["-m", "recurrent_bert.pretrain", "--model_dir=/nonexistent"],
         ["-m", "recurrent_bert.finetune_glue", "--help"],
-        ["-m", "tools.create_pretraining_data"],
+        ["-m", "recurrent_bert.tools.create_pretraining_data"],
     ],
 )
 def test_a_command_prints_one_line_and_exits_2(command):

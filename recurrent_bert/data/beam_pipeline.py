@@ -25,7 +25,7 @@ shards round-robin from a random start. Training shuffles across shards anyway.
 
 Output: `pretraining-SSSSS-of-NNNNN.tfrecord` shards and `stats.json` (the local tool's
 report, from counters summed in the pipeline). As with the local tool, --output_dir is
-replaced as a unit (`pretraining_data.prepare_output_dir`, `io_utils.atomic_directory`):
+replaced as a unit (`pretraining_output.prepare_output_dir`, `io_utils.atomic_directory`):
 the pipeline writes a temp dir beside it, swapped in after success; a folder holding files
 the tool did not make is refused, and temp dirs of killed runs are removed on the next
 start. Object stores (gs://) cannot rename directories: there the finished files are moved
@@ -56,12 +56,15 @@ except ImportError as e:  # the base install stays lean: Beam is an extra
   ) from e
 
 from recurrent_bert import io_utils
-from recurrent_bert.data import pretraining_data
-from recurrent_bert.data.pretraining_data import GeneratorOptions
+from recurrent_bert.data import pretraining_corpus
+from recurrent_bert.data import pretraining_output
+from recurrent_bert.data import pretraining_stats
+from recurrent_bert.data import pretraining_workers
+from recurrent_bert.data.pretraining_options import GeneratorOptions
 from recurrent_bert.errors import InputError
 
 SHARD_PREFIX = "pretraining"
-SHARD_TEMPLATE = "-SSSSS-of-NNNNN"  # WriteToTFRecord's: pretraining_data.shard_names()
+SHARD_TEMPLATE = "-SSSSS-of-NNNNN"  # WriteToTFRecord's: pretraining_output.shard_names()
 SHARD_SUFFIX = ".tfrecord"
 _COUNTERS = "counters"  # the summed counters, read back by the driver, then deleted
 _DIRECT_RUNNERS = ("direct", "directrunner")
@@ -71,7 +74,7 @@ def _is_remote(path: str) -> bool:
   return "://" in path
 
 
-shard_names = pretraining_data.shard_names
+shard_names = pretraining_output.shard_names
 
 
 # ------------------------------------------------------------------------------ stages
@@ -98,7 +101,7 @@ def keyed_documents(
     path: str, seed: int, num_pools: int
 ) -> Iterator[Tuple[int, Tuple[bytes, List[str]]]]:
   """Reads one file into (pool, (digest, sentences)) elements."""
-  for document in pretraining_data.iter_documents([path], read_lines):
+  for document in pretraining_corpus.iter_documents([path], read_lines):
     digest = document_digest(document.sentences, seed)
     yield int.from_bytes(digest[:8], "big") % num_pools, (digest, document.sentences)
 
@@ -129,7 +132,7 @@ class BuildPoolDoFn(beam.DoFn):
     # One tokenizer and traced masking function per worker, as in the local tool.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     options = dataclasses.replace(self._options, vocab_file=_local_copy(self._options.vocab_file))
-    self._processor = pretraining_data.ChunkProcessor(options)
+    self._processor = pretraining_workers.ChunkProcessor(options)
 
   def process(self, keyed_pool):
     pool_index, documents = keyed_pool
@@ -139,7 +142,7 @@ class BuildPoolDoFn(beam.DoFn):
     self._processor.stage_seconds.clear()  # the local tool's profile; Beam has its own
     stats = {k: v for k, v in stats.items() if not k.startswith("seconds ")}
     stats = dict(
-        stats, chunks=1, text_bytes=sum(map(pretraining_data.document_text_size, documents))
+        stats, chunks=1, text_bytes=sum(map(pretraining_corpus.document_text_size, documents))
     )
     self._documents.inc(stats["documents"])
     self._instances.inc(len(offsets) - 1)
@@ -304,7 +307,7 @@ def create_pretraining_data_beam(
   finally:
     if vocab != options.vocab_file:
       os.remove(vocab)
-  for cleaned in pretraining_data.prepare_output_dir(output_dir):
+  for cleaned in pretraining_output.prepare_output_dir(output_dir):
     print(f"removed the leftover of a killed run: {cleaned}", file=sys.stderr)
   num_pools = max(1, round(total_bytes / options.chunk_bytes))
   beam_options, runner = pipeline_options(beam_runner, pipeline_args, options.num_workers)
@@ -336,8 +339,8 @@ def create_pretraining_data_beam(
         for name in names
     ]
     # Records per shard are Beam's choice (not known here): the readers check the bytes.
-    shards = pretraining_data.shard_table(names, sizes, instances=None)
-    stats = pretraining_data._summarize(counters, options, time.time() - start, text_bytes, shards)
+    shards = pretraining_output.shard_table(names, sizes, instances=None)
+    stats = pretraining_stats.summarize(counters, options, time.time() - start, text_bytes, shards)
     stats["runner"] = f"beam:{beam_runner}"
     # Written last: on an object store its presence marks a finished run.
     _write_json(os.path.join(work_dir, "stats.json"), stats)

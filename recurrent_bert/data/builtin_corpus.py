@@ -10,7 +10,7 @@ sentence per line, a blank line between documents.
 The output depends only on the files installed (walked in sorted order) and the options, so
 it is deterministic for a given environment. `--input_files=builtin` in the data tools means
 this corpus, built once into a cache directory (atomically) and reused; `python -m
-tools.builtin_corpus --output_file=corpus.txt` writes it to a file of your choice.
+recurrent_bert.tools.builtin_corpus --output_file=corpus.txt` writes it to a file of your choice.
 """
 
 import ast

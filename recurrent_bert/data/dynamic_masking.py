@@ -1,7 +1,7 @@
 """BERT's masked-LM masking rules, as one in-graph function.
 
 This function masks at read time in tf.data (fresh masks every epoch);
-`masking.mask_batch` is its numpy twin for the offline tool (tools/create_pretraining_data.py,
+`masking.mask_batch` is its numpy twin for the offline tool (rbert-create-pretraining-data,
 whose workers run without TensorFlow). Both follow one set of rules, and
 tests/data/test_masking.py checks both against them:
 

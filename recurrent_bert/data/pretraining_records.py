@@ -28,7 +28,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 
 from recurrent_bert.data import example_decoder
-from recurrent_bert.data import pretraining_data
+from recurrent_bert.data import pretraining_output
 from recurrent_bert.data import tfrecord_frames
 from recurrent_bert.data.example_decoder import decode_example  # noqa: F401  (re-exported)
 from recurrent_bert.data.tfrecord_frames import REMAKE
@@ -213,7 +213,7 @@ def check_shards(input_files: Sequence[str], skipped: Optional[SkippedRecords] =
   for path in input_files:
     directory = os.path.dirname(path)
     if directory not in stats_by_dir:
-      stats_by_dir[directory] = _read_stats(os.path.join(directory, pretraining_data.STATS_FILE))
+      stats_by_dir[directory] = _read_stats(os.path.join(directory, pretraining_output.STATS_FILE))
     stats = stats_by_dir[directory]
     expected = None if stats is None else _expected_shard(stats, os.path.basename(path))
     size = tfrecord_frames.file_size(path)
@@ -234,7 +234,7 @@ def check_shards(input_files: Sequence[str], skipped: Optional[SkippedRecords] =
     found = f"{frames.records} whole records, {size} bytes"
     if frames.problem:
       found += f"; record {frames.records + 1} (byte {frames.end}): {frames.problem}"
-    stats_path = os.path.join(os.path.dirname(path), pretraining_data.STATS_FILE)
+    stats_path = os.path.join(os.path.dirname(path), pretraining_output.STATS_FILE)
     why = f"expected {' and '.join(want)} (as {stats_path} says), found {found}"
     if skipped is not None:
       missing = expected.get("records", 0) - frames.records - (1 if frames.problem else 0)
@@ -270,10 +270,10 @@ def _expected_shard(stats: dict, name: str) -> Optional[dict]:
   # writer spreads records as it likes, so its shards cannot be checked one by one.
   if str(stats.get("runner", "")).startswith("beam") or num_shards < 1:
     return None
-  names = pretraining_data.shard_names(num_shards)
+  names = pretraining_output.shard_names(num_shards)
   if name not in names:
     return None
-  table = pretraining_data.shard_table(names, [0] * num_shards, instances)
+  table = pretraining_output.shard_table(names, [0] * num_shards, instances)
   return {"records": table[names.index(name)]["records"]}
 
 
@@ -319,7 +319,7 @@ def check_record_layout(
     # Their input_ids already hold [MASK]s: masking again would hide the originals.
     raise InputError(
         f"--dynamic_masking needs unmasked records, but {path} is masked; "
-        "make the data with `tools.create_pretraining_data --dynamic_masking` "
+        "make the data with `recurrent_bert.tools.create_pretraining_data --dynamic_masking` "
         "or drop --dynamic_masking"
     )
   if not dynamic_masking and not has_masks:

@@ -1,6 +1,6 @@
 """SentencePiece (unigram LM or BPE) tokenization, in-graph on tensorflow-text.
 
-The model is a SentencePiece `.model` (tools/build_vocab.py --tokenizer=unigram|bpe writes
+The model is a SentencePiece `.model` (rbert-build-vocab --tokenizer=unigram|bpe writes
 one; ALBERT's and other models' work if they hold [CLS] [SEP] [MASK] and a pad piece).
 tensorflow-text's `SentencepieceTokenizer` runs an older build of the C++ library behind
 the `sentencepiece` package, with the model's bytes held in the graph: the object
@@ -16,7 +16,7 @@ The model decides everything the WordPiece tokenizer takes as options: normalisa
 it), and how text is split: no pre-tokenization, pieces may cross punctuation, and a word
 is a run of pieces from one starting with "▁" (U+2581, a preceding space) to the next.
 
-Our models hold [CLS] [SEP] [MASK] as *user-defined* symbols (tools/build_vocab.py): the
+Our models hold [CLS] [SEP] [MASK] as *user-defined* symbols (rbert-build-vocab): the
 literal text "[MASK]" (exactly, case included) becomes the [MASK] id, as Hugging Face
 tokenizers treat special tokens in text, so "Paris is the [MASK] of France." asks for one
 masked word; decoding gives the text back. The space before such a symbol is a piece "▁"

@@ -1,6 +1,6 @@
 """Learning a SentencePiece model (unigram LM or BPE), without TensorFlow.
 
-`tools/build_vocab.py --tokenizer=unigram|bpe` runs `train_sentencepiece` on the same text
+`rbert-build-vocab --tokenizer=unigram|bpe` runs `train_sentencepiece` on the same text
 the WordPiece learner reads, then writes `<output>.model` and the `<output>.vocab` listing.
 
 The model's fixed layout, what `vocab.Vocabulary.from_sentencepiece` and every tokenizer of

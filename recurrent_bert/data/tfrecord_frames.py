@@ -33,7 +33,7 @@ from recurrent_bert.errors import at
 
 HEADER_BYTES = 12  # the length (8) and its CRC (4)
 FOOTER_BYTES = 4  # the data's CRC
-REMAKE = "make the records again with `python -m tools.create_pretraining_data`"
+REMAKE = "make the records again with `python -m recurrent_bert.tools.create_pretraining_data`"
 
 
 def open_binary(path: str) -> BinaryIO:

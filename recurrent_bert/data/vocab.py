@@ -13,7 +13,7 @@ UNK_TOKEN = "[UNK]"
 CLS_TOKEN = "[CLS]"
 SEP_TOKEN = "[SEP]"
 MASK_TOKEN = "[MASK]"
-# The order in which tools/build_vocab.py writes them (ids 0..4 of our own vocabularies).
+# The order in which rbert-build-vocab writes them (ids 0..4 of our own vocabularies).
 # google-research/bert vocabularies keep them at other ids ([PAD]=0, [UNK]=100, ...);
 # ids are always looked up by name, never assumed.
 RESERVED_TOKENS = (PAD_TOKEN, UNK_TOKEN, CLS_TOKEN, SEP_TOKEN, MASK_TOKEN)
@@ -114,7 +114,7 @@ def load_vocab(vocab_file: str) -> List[str]:
     shown = " ".join(tokens[:8]) + (" ..." if len(tokens) > 8 else "")
     raise InputError(
         f"{vocab_file}: holds only special tokens ({shown}): it cannot tokenize any text; "
-        "build one with `python -m tools.build_vocab`"
+        "build one with `python -m recurrent_bert.tools.build_vocab`"
     )
   return tokens
 
@@ -126,7 +126,7 @@ def is_special_token(token: str) -> bool:
 
 # ------------------------------------------------------------------ SentencePiece models
 
-# A SentencePiece model file (the `.model` that tools/build_vocab.py --tokenizer=unigram|bpe
+# A SentencePiece model file (the `.model` that rbert-build-vocab --tokenizer=unigram|bpe
 # writes, or ALBERT's / T5's): a serialized ModelProto, not a token list.
 SENTENCEPIECE_SUFFIX = ".model"
 # SentencePiece marks the piece that starts a word (follows a space) with U+2581.
@@ -185,7 +185,7 @@ def load_sentencepiece(model: Union[str, bytes], where: str = ""):
   except (RuntimeError, OSError) as e:
     raise InputError(
         f"{where} is not a SentencePiece model ({str(e).splitlines()[0]}); give a .model "
-        "written by tools/build_vocab.py --tokenizer=unigram|bpe (or a vocab.txt)"
+        "written by rbert-build-vocab --tokenizer=unigram|bpe (or a vocab.txt)"
     ) from None
   return processor
 
@@ -268,7 +268,7 @@ class Vocabulary:
     if missing:
       raise InputError(
           f"{where}: the SentencePiece model lacks {', '.join(missing)}; build one with "
-          "tools/build_vocab.py --tokenizer=unigram|bpe"
+          "rbert-build-vocab --tokenizer=unigram|bpe"
       )
     special = {processor.pad_id(), index[CLS_TOKEN], index[SEP_TOKEN], index[MASK_TOKEN]}
     word_starts = tuple(

@@ -9,8 +9,8 @@ Stages, each run by the project's own entry points (subprocesses, one log file e
                  labelled with its library) or --input_files (each document labelled with
                  its file); documents are split into train / dev / test per source. Dev and
                  test documents are never trained on: not in pretraining, not in fine-tuning.
-  vocab          a WordPiece vocabulary learned from the train documents (tools.build_vocab)
-  pretrain_data  MLM + NSP TFRecords of the train documents (tools.create_pretraining_data)
+  vocab          a WordPiece vocabulary learned from the train documents (rbert-build-vocab)
+  pretrain_data  MLM + NSP TFRecords of the train documents (rbert-create-pretraining-data)
   eval_data      the same of the dev documents: the held-out records every model is
                  evaluated on during pretraining (masks drawn once)
   task           the fine-tuning task "which library (or file) is this passage from?":
@@ -21,7 +21,7 @@ Stages, each run by the project's own entry points (subprocesses, one log file e
                  steps (python -m recurrent_bert.pretrain), evaluated on the held-out
                  records 4 times along the way
   finetune       every model x --finetune_learning_rates x --finetune_seeds from its
-                 first pretraining seed's encoder (python -m tools.sweep, which runs
+                 first pretraining seed's encoder (rbert-sweep, which runs
                  recurrent_bert.finetune_glue --task=custom); test accuracy from each
                  run's test predictions and the held-out labels
   export         the best run by dev accuracy -> raw-text SavedModel (recurrent_bert.export)
@@ -141,7 +141,7 @@ def define_flags() -> None:
       "finetune_learning_rates",
       ["1e-3", "3e-3"],
       "Fine-tuning peak learning rates, every one run for every model and seed "
-      "(tools.sweep): the stability figure draws accuracy against them.",
+      "(rbert-sweep): the stability figure draws accuracy against them.",
   )
   flags.DEFINE_integer(
       "task_classes",
@@ -370,8 +370,6 @@ def main(argv):
     settings = settings_from_flags()
   except ValueError as e:
     cli.fail(str(e))
-  if not os.path.isfile(os.path.join(pipeline.REPO, "tools", "build_vocab.py")):
-    cli.fail(f"the demo runs the data tools of a source checkout; {pipeline.REPO}/tools/ not found")
   # Quiet TensorFlow start-up in every stage's process (they inherit it); numerics unaffected.
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   demo = pipeline.Demo(settings)

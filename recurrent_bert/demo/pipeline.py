@@ -3,10 +3,11 @@
 `Demo` plans the stages for the settings (corpus, vocab, pretrain_data, eval_data, task,
 one pretraining per model and pretraining seed, the fine-tuning sweep, export, query,
 report) and runs them with the stage engine. The in-process stages build the corpus splits
-and the task (origin_task); the others are the project's own commands, run as
-subprocesses from the repository root: tools.build_vocab, tools.create_pretraining_data
-(train documents, then the held-out dev documents), recurrent_bert.pretrain,
-tools.sweep (recurrent_bert.finetune_glue per model x learning rate x seed),
+and the task (origin_task); the others are the package's own commands, run as
+subprocesses (`python -m`, so an installed package serves as well as a checkout):
+rbert-build-vocab, rbert-create-pretraining-data (train
+documents, then the held-out dev documents), recurrent_bert.pretrain,
+rbert-sweep (recurrent_bert.finetune_glue per model x learning rate x seed),
 recurrent_bert.export, the query program (query_saved_model.py, by its path) and the
 report (recurrent_bert.demo.report).
 """
@@ -31,8 +32,6 @@ from recurrent_bert.demo.stages import Stage
 from recurrent_bert.demo.stages import StageRunner
 from recurrent_bert.demo.stages import say
 
-# The repository root: the stages run `python -m tools.*`, which only a source checkout has.
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 QUERY_PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "query_saved_model.py")
 
 # The lines of each command's output that the demo echoes.
@@ -88,7 +87,7 @@ class Demo:
 
   def __init__(self, settings: Settings):
     self.s = settings
-    self.engine = StageRunner(settings.work_dir, settings.jobs, cwd=REPO)
+    self.engine = StageRunner(settings.work_dir, settings.jobs)
 
   @property
   def results(self) -> Dict[str, Dict]:
@@ -210,7 +209,7 @@ class Demo:
         ),
         Stage(
             "vocab",
-            f"vocabulary: {s.vocabulary}, {s.vocab_size} tokens (tools.build_vocab)",
+            f"vocabulary: {s.vocabulary}, {s.vocab_size} tokens (rbert-build-vocab)",
             15 + 6e-4 * (s.vocab_max_lines or 15000 * corpus_mb),
             command=self.vocab_command,
             echo=ECHO_VOCAB,
@@ -219,7 +218,7 @@ class Demo:
         Stage(
             "pretrain_data",
             f"pretraining data: MLM + NSP TFRecords, {s.seq_length} "
-            "tokens (tools.create_pretraining_data)",
+            "tokens (rbert-create-pretraining-data)",
             10 + 2 * corpus_mb * s.dupe_factor,
             command=self.data_command,
             echo=ECHO_DATA,
@@ -270,7 +269,7 @@ class Demo:
             "finetune",
             f"fine-tune: {len(s.presets)} models x {len(s.finetune_learning_rates)} learning "
             f"rates x {len(s.finetune_seeds)} seeds = {len(grid)} runs of "
-            f"{s.finetune_steps} steps, {s.jobs} at a time (tools.sweep)",
+            f"{s.finetune_steps} steps, {s.jobs} at a time (rbert-sweep)",
             self.finetune_estimate(grid),
             key={"grid": grid},
             command=self.sweep_command,
@@ -328,7 +327,7 @@ class Demo:
           Stage(
               f"tokenizer_vocab:{tokenizer}",
               f"tokenizers: {tokenizer} SentencePiece model, {s.vocab_size} pieces "
-              "(tools.build_vocab)",
+              "(rbert-build-vocab)",
               10 + 2e-4 * (s.vocab_max_lines or 15000 * corpus_mb),
               command=lambda: self.vocab_command(tokenizer),
               echo=ECHO_VOCAB,
@@ -366,7 +365,7 @@ class Demo:
         Stage(
             f"tokenizer_finetune:{tokenizer}",
             f"tokenizers: fine-tune the {tokenizer} model at learning rate "
-            f"{self.tokenizer_learning_rate:g} x {len(s.finetune_seeds)} seeds (tools.sweep)",
+            f"{self.tokenizer_learning_rate:g} x {len(s.finetune_seeds)} seeds (rbert-sweep)",
             self.finetune_estimate(grid),
             key={"grid": grid},
             command=lambda: self.sweep_command(tokenizer),
@@ -465,12 +464,12 @@ class Demo:
     }
 
   def vocab_command(self, tokenizer: Optional[str] = None) -> List[str]:
-    """tools.build_vocab on the train documents (WordPiece, or `tokenizer`'s model)."""
+    """rbert-build-vocab on the train documents (WordPiece, or `tokenizer`'s model)."""
     s = self.s
     output = self.vocab_file(tokenizer)
     tokenizer = tokenizer or s.vocabulary
     return jobs.python_module(
-        "tools.build_vocab",
+        "recurrent_bert.tools.build_vocab",
         f"--input_files={s.path('corpus', 'train_documents.txt')}",
         f"--vocab_size={s.vocab_size}",
         f"--max_lines={s.vocab_max_lines}",
@@ -496,7 +495,7 @@ class Demo:
     }
 
   def data_command(self, split: str = "train", tokenizer: Optional[str] = None) -> List[str]:
-    """tools.create_pretraining_data on one split's documents (train, or dev: held out).
+    """rbert-create-pretraining-data on one split's documents (train, or dev: held out).
 
     The held-out records get one pass with their own seed: masks and NSP pairs are drawn
     once, so every model and evaluation reads the same ones. A compared `tokenizer`'s
@@ -506,7 +505,7 @@ class Demo:
     s = self.s
     held_out = split != "train"
     return jobs.python_module(
-        "tools.create_pretraining_data",
+        "recurrent_bert.tools.create_pretraining_data",
         f"--input_files={s.path('corpus', f'{split}_documents.txt')}",
         f"--vocab_file={self.vocab_file(tokenizer)}",
         "--do_lower_case=true",
@@ -521,7 +520,7 @@ class Demo:
     )
 
   def eval_data_command(self) -> List[str]:
-    """tools.create_pretraining_data on the dev documents."""
+    """rbert-create-pretraining-data on the dev documents."""
     return self.data_command("dev")
 
   def eval_data_result(self, tokenizer: Optional[str] = None) -> Dict:
@@ -623,7 +622,7 @@ class Demo:
     }
 
   def sweep_command(self, tokenizer: Optional[str] = None) -> List[str]:
-    """tools.sweep: finetune_glue --task=custom for every preset x learning rate x seed,
+    """rbert-sweep: finetune_glue --task=custom for every preset x learning rate x seed,
     each from the preset's pretrained encoder (or the runs of a compared tokenizer's
     `finetune_grid`, from its encoder, which carries its vocabulary)."""
     s = self.s
@@ -646,7 +645,7 @@ class Demo:
     # The sweep's fine-tuning runs inherit its KERAS_BACKEND.
     return under_backend(
         s.backend,
-        "tools.sweep",
+        "recurrent_bert.tools.sweep",
         "--models=" + ",".join(f"{p}={self.encoder_dir(p, tokenizer)}" for p in presets),
         f"--tasks=custom={s.path('task')}",
         "--learning_rates=" + ",".join(repr(lr) for lr in rates),

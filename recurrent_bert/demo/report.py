@@ -411,7 +411,7 @@ def _report_lines(
       "writes test predictions. Every model (from its first pretraining seed's encoder) "
       f"at each learning rate ({', '.join(f'{lr:g}' for lr in lrs)}) and seed "
       f"({', '.join(map(str, seeds))}): {s['finetune_steps']} steps of "
-      f"{s['finetune_batch_size']}, run by `tools.sweep` ({s.get('jobs', 1)} at a time).",
+      f"{s['finetune_batch_size']}, run by `rbert-sweep` ({s.get('jobs', 1)} at a time).",
       "",
       "## Results",
       "",

@@ -126,7 +126,7 @@ def section_lines(
       f"{entry['learning_rate']:g} with seeds {', '.join(map(str, s['finetune_seeds']))}. "
       f"Every vocabulary has --vocab_size={s['vocab_size']} entries, learned from the same "
       "train documents (WordPiece: the main runs' vocabulary, the others: "
-      "tools.build_vocab --tokenizer=unigram|bpe).",
+      "rbert-build-vocab --tokenizer=unigram|bpe).",
       "",
       "| tokenizer | vocabulary | pieces per word | held-out MLM loss per piece | "
       "per word | per text word | MLM accuracy | dev accuracy | test accuracy |",

@@ -47,7 +47,7 @@ def define_flags(
       "init_checkpoint",
       None,
       "Encoder to start from: a pretraining model_dir or its encoder/ "
-      "export, a tools/convert_checkpoint.py output dir, or a prefix.",
+      "export, a recurrent_bert/tools/convert_checkpoint.py output dir, or a prefix.",
   )
   flags.DEFINE_string(
       "model_config", None, "Preset or ModelConfig JSON, for a run without --init_checkpoint."
@@ -317,7 +317,9 @@ def run_task(strategy, adapter, parts: RunParts, is_chief: bool, worker_id: int)
 
   if FLAGS.mode in ("train", "train_and_eval"):
     optimizer_flags.check_optimizer_flags(strategy.num_replicas_in_sync)
-  if FLAGS.feature_based and adapter.info.kind not in ("classifier", "regressor", "tagger"):
+  from recurrent_bert.models import task_kinds
+
+  if FLAGS.feature_based and not task_kinds.get(adapter.info.kind).allows_feature_based:
     cli.fail(f"--feature_based is for classification and tagging, not a {adapter.info.kind} task")
   from recurrent_bert.layers.layer_combination import layers_read
 

@@ -1,6 +1,6 @@
 """The pretraining records' layout and masked-LM recipe: one definition for both ends.
 
-tools/create_pretraining_data writes the records (masking them, or leaving them for
+recurrent_bert/tools/create_pretraining_data writes the records (masking them, or leaving them for
 read-time masking with --dynamic_masking); recurrent_bert.pretrain reads them (and masks
 them itself under --dynamic_masking). The two must agree on the sequence length, the
 masked positions per sequence and NSP, so both take these flags, with the same names,

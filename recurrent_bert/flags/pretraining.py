@@ -191,7 +191,7 @@ def model_config():
     if not layout.exists(FLAGS.vocab_file):
       cli.fail(
           f"--vocab_file: {FLAGS.vocab_file!r} does not exist; make it with: python -m "
-          f"tools.build_vocab --input_files=<your text or builtin> --output_file="
+          f"recurrent_bert.tools.build_vocab --input_files=<your text or builtin> --output_file="
           f"{FLAGS.vocab_file} (or see the data commands in the flagfile's header)"
       )
     # Read (and checked: reserved tokens, UTF-8, duplicates) before TensorFlow loads; a
@@ -303,7 +303,7 @@ def data_config(model_config, backend: str = "tensorflow"):
     except InputError as e:
       data_dir = os.path.dirname(FLAGS[flag_name].value[0]) or "."
       raise InputError(
-          f"{e}; make the records with: python -m tools.create_pretraining_data "
+          f"{e}; make the records with: python -m recurrent_bert.tools.create_pretraining_data "
           f"--input_files=<your text or builtin> --vocab_file=<vocab.txt> "
           f"--output_dir={data_dir} --max_seq_length={FLAGS.max_seq_length} (or see the "
           "data commands in the flagfile's header)"

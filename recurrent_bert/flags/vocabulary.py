@@ -35,7 +35,7 @@ def define_flags(
         None,
         _help(
             "vocab.txt (ours or google-research/bert's) or a SentencePiece .model "
-            "(tools/build_vocab.py --tokenizer=unigram|bpe)",
+            "(recurrent_bert/tools/build_vocab.py --tokenizer=unigram|bpe)",
             vocab_file_note,
         ),
     )

@@ -3,7 +3,9 @@ prediction files, and each kind of problem's adapter for the training loop.
 
   registry.py           `TaskSpec`, the GLUE and SuperGLUE tasks, looked up by name
   glue.py, superglue.py, custom_task.py, tfds_tasks.py, squad.py
-                        readers of the official files (and TFDS), SQuAD windows
+                        readers of the official files (and TFDS)
+  squad_alignment.py, squad_windows.py, squad_postprocessing.py
+                        SQuAD pieces <-> characters, doc_stride windows, logits -> answers
   conll.py              CoNLL-2003 and word<TAB>tag readers (`TaggedSentence`, the tag sets)
   pair_features.py      [CLS] a [SEP] (b [SEP]) packing of sentence(-pair) examples
   metrics.py            the official metrics

@@ -125,7 +125,7 @@ def write_squad_predictions(
 
   Args:
     output_dir: directory of the files.
-    predictions: a `squad.SquadPredictions`.
+    predictions: a `squad_postprocessing.SquadPredictions`.
     version_2_with_negative: also write null_odds.json.
 
   Returns:

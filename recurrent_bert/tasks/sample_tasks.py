@@ -1,6 +1,6 @@
 """Small generated tasks that a tiny model learns in a few hundred steps, written in the
 official file formats (GLUE RTE TSV, SQuAD JSON): data to try the fine-tuning commands on
-without downloading a benchmark (`python -m tools.make_sample_tasks`), and for the tests.
+without downloading a benchmark (`rbert-make-sample-tasks`), and for the tests.
 No network, seeded.
 
   rte/    {train,dev,test}.tsv: sentence pairs; the label (entailment / not_entailment)

@@ -1,7 +1,7 @@
 """SQuAD v1.1 / v2.0 span extraction for the fine-tuning loop.
 
 `squad_reader` reads the JSON files or TFDS; `SpanExtractionAdapter` cuts each example into
-windows over its context (one feature row per window, squad.py), trains the span head on
+windows over its context (one feature row per window, squad_windows.py), trains the span head on
 the start and end positions, maps the span logits back to answer texts, scores them with
 the official definitions (exact_match and f1 in percent; v2.0 adds HasAns_/NoAns_ and the
 best no-answer threshold) and writes predictions.json, nbest_predictions.json and, for
@@ -23,8 +23,11 @@ from recurrent_bert.model_dir import TaskInfo
 from recurrent_bert.tasks import metrics
 from recurrent_bert.tasks import predictions
 from recurrent_bert.tasks import squad
+from recurrent_bert.tasks import squad_postprocessing
+from recurrent_bert.tasks import squad_windows
 from recurrent_bert.tasks import tfds_tasks
 from recurrent_bert.tasks.squad import SquadExample
+from recurrent_bert.tasks.squad_postprocessing import SquadPredictions
 from recurrent_bert.training import objectives
 from recurrent_bert.training.task_adapter import TaskAdapter
 
@@ -169,13 +172,13 @@ class SpanExtractionAdapter(TaskAdapter):
 
   def convert(self, examples: Sequence[SquadExample]) -> Features:
     s = self.settings
-    return squad.squad_features(
+    return squad_windows.squad_features(
         examples, self._tokenizer, s.max_seq_length, s.doc_stride, s.max_query_length
     )
 
-  def _postprocess(self, split: str, outputs: Dict[str, np.ndarray]) -> squad.SquadPredictions:
+  def _postprocess(self, split: str, outputs: Dict[str, np.ndarray]) -> SquadPredictions:
     s = self.settings
-    return squad.postprocess_squad(
+    return squad_postprocessing.postprocess_squad(
         self.examples(split),
         self.features(split),
         outputs["start_logits"],

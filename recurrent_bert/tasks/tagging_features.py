@@ -25,7 +25,7 @@ row. With document_context=False the window is the sentence alone.
 Long sentences (more pieces than max_seq_length − 2) get no context: windows of
 max_seq_length − 2 pieces of the sentence start doc_stride pieces apart (the last one
 reaches the end), and each word is scored once, in the window where its first piece has
-the most context (`squad.best_window_of_pieces`, SQuAD's "max context" rule).
+the most context (`squad_windows.best_window_of_pieces`, SQuAD's "max context" rule).
 """
 
 from typing import Any, Dict, List, Sequence
@@ -34,8 +34,8 @@ import numpy as np
 
 from recurrent_bert.data.feature_cache import Features
 from recurrent_bert.tasks.pair_features import tokenize_texts
-from recurrent_bert.tasks.squad import best_window_of_pieces
-from recurrent_bert.tasks.squad import window_starts
+from recurrent_bert.tasks.squad_windows import best_window_of_pieces
+from recurrent_bert.tasks.squad_windows import window_starts
 
 FEATURE_NAMES = (
     "input_ids",

@@ -3,7 +3,7 @@
 File names and layouts: `recurrent_bert/model_dir.py` (the contract). `resolve_model(path)`
 is the one place that turns a path into weights, config and tokenizer, for every kind of
 directory the package writes: a pretraining model_dir, its `encoder/` export, a
-`tools/convert_checkpoint.py` output, a fine-tuning model_dir (its best/ checkpoint), or a
+`rbert-convert-checkpoint` output, a fine-tuning model_dir (its best/ checkpoint), or a
 checkpoint prefix (`.../ckpt-N`). `--init_checkpoint`, `export --model_dir` and sweeps all
 go through it.
 """
@@ -163,7 +163,7 @@ def resolve_model(path: str) -> ModelSource:
   )
   raise CheckpointNotFoundError(
       f"{path!r} is {what}; a model is a pretraining or fine-tuning model_dir, an "
-      "encoder/ export, a tools/convert_checkpoint.py output dir, or a checkpoint prefix "
+      "encoder/ export, a rbert-convert-checkpoint output dir, or a checkpoint prefix "
       "(…/ckpt-N)"
   )
 

@@ -50,25 +50,13 @@ MODES = ("train", "eval", "predict", "train_and_eval")
 
 
 def build_task_model(encoder, info: TaskInfo):
-  """The task model of `info` around `encoder` (see `TaskInfo.kind`)."""
-  from recurrent_bert import models
+  """The task model of `info` around `encoder` (its kind's entry in `models.task_kinds`)."""
+  from recurrent_bert.models import task_kinds
 
-  if info.feature_based and info.kind not in ("classifier", "regressor", "tagger"):
+  kind = task_kinds.get(info.kind)
+  if info.feature_based and not kind.allows_feature_based:
     raise ValueError(f"the feature-based mode is for classification and tagging, not {info.kind}")
-  if info.kind == "span":
-    return models.SpanExtractor(
-        encoder, use_blstm_decoder=info.use_blstm_decoder, layer_mix=info.layer_mix
-    )
-  if info.kind == "multiple_choice":
-    return models.MultipleChoice(encoder, layer_mix=info.layer_mix)
-  head = dict(layer_mix=info.layer_mix, feature_based=info.feature_based)
-  if info.kind == "tagger":
-    return models.TokenTagger(encoder, len(info.label_names), **head)
-  if info.kind == "regressor":
-    return models.Classifier(encoder, num_classes=1, **head)
-  if info.kind == "classifier":
-    return models.Classifier(encoder, num_classes=len(info.label_names), **head)
-  raise ValueError(f"unknown task kind {info.kind!r}")
+  return kind.build_model(encoder, info)
 
 
 def restore_model_weights(model, path: str) -> str:

@@ -6,6 +6,7 @@ from typing import Dict, List, Sequence
 import numpy as np
 
 from recurrent_bert.data import feature_cache
+from recurrent_bert.errors import InputError
 from recurrent_bert.model_dir import TaskInfo
 
 
@@ -60,6 +61,25 @@ class TaskAdapter:
   ) -> List[str]:
     """Writes the split's prediction files; returns their paths."""
     raise NotImplementedError
+
+  def splits_read_by(self, mode: str) -> List[str]:
+    """The splits a `Finetuner` mode reads, each once, in reading order.
+
+    `train` reads the evaluation splits too, though it does not score them: bad labeled
+    data then stops the command before training, not at the `eval` run that follows.
+
+    Raises:
+      InputError: the mode has nothing to read (no evaluation or prediction split).
+    """
+    needed = {
+        "train": ["train", *self.eval_splits],
+        "eval": list(self.eval_splits),
+        "predict": list(self.predict_splits),
+        "train_and_eval": ["train", *self.eval_splits, *self.predict_splits],
+    }[mode]
+    if not needed or (mode == "eval" and not self.eval_splits):
+      raise InputError(f"--mode={mode}: no data for it (no dev split given or found)")
+    return list(dict.fromkeys(needed))
 
   def prepare(self, splits: Sequence[str]) -> None:
     """Reads and converts `splits` now, so that bad data fails before a model is built."""

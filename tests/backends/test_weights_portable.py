@@ -56,7 +56,7 @@ def pretrained_dir(tmp_path_factory):
   config = folder / "config.json"
   config.write_text(CONFIG.to_json())
   run_tensorflow_command(
-      "tools.create_pretraining_data",
+      "recurrent_bert.tools.create_pretraining_data",
       f"--input_files={corpus}",
       f"--vocab_file={vocab}",
       f"--output_dir={folder / 'records'}",
@@ -166,7 +166,7 @@ def test_a_keras_hub_preset_exported_under_tensorflow_loads_under_this_backend(
   """keras-hub's own loader, on this backend, rebuilds what the TensorFlow export wrote."""
   preset = tmp_path / "preset"
   run_tensorflow_command(
-      "tools.convert_checkpoint",
+      "recurrent_bert.tools.convert_checkpoint",
       "--direction=export",
       "--target=keras_hub",
       f"--input={pretrained_dir}",

@@ -30,6 +30,8 @@ from tests import forkserver
 from tests import references as ref
 from tests.test_issue16_bad_input import error_lines
 
+pytestmark = pytest.mark.slow(seconds=45)
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 V, P, H, F, L, A = 40, 16, 8, 12, 2, 2
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(V - 5)]
@@ -273,7 +275,13 @@ def test_a_fine_tuning_dir_exports_its_encoder_under_bert_model_names(rng, tmp_p
 
 def _start_tool(*flags):
   return forkserver.start(
-      [sys.executable, "-m", "tools.convert_checkpoint", "--direction=export", *flags],
+      [
+          sys.executable,
+          "-m",
+          "recurrent_bert.tools.convert_checkpoint",
+          "--direction=export",
+          *flags,
+      ],
       REPO,
       dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
   )

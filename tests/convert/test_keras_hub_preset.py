@@ -25,6 +25,8 @@ from recurrent_bert.training import checkpoints
 from tests import forkserver
 from tests.data.sentencepiece_models import build_model
 
+pytestmark = pytest.mark.slow(seconds=30)
+
 TEXTS = [
     "Café naïve résumé",
     "東京は日本の首都です",

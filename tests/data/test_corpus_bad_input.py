@@ -3,7 +3,7 @@ newlines do (\\n, \\r\\n, or a lone \\r from an old Mac), so the same text with 
 ends is the same corpus: the same documents, words, vocabulary and pretraining instances.
 
 Before, a CR-only corpus was one line: one sentence (21 instances became 1) and
-tools/create_pretraining_data still exited 0. The expectation here is always the corpus
+rbert-create-pretraining-data still exited 0. The expectation here is always the corpus
 with \\n line ends, read by hand (`str.split("\\n")`).
 """
 
@@ -16,7 +16,9 @@ import pytest
 
 from recurrent_bert import io_utils
 from recurrent_bert.data import builtin_corpus
+from recurrent_bert.data import pretraining_corpus
 from recurrent_bert.data import pretraining_data
+from recurrent_bert.data import pretraining_options
 from recurrent_bert.data.masking import MaskingConfig
 from recurrent_bert.errors import InputError
 from tests import mutations
@@ -33,7 +35,7 @@ SENTENCES = [
     "Nothing else happened that day.",
     "The next morning was cold.",
 ]
-# Three documents (blank line between), as tools/create_pretraining_data expects.
+# Three documents (blank line between), as recurrent_bert/tools/create_pretraining_data expects.
 CORPUS = "\n".join(SENTENCES[:3] + [""] + SENTENCES[3:5] + [""] + SENTENCES[5:]) + "\n"
 LF = CORPUS.encode("utf-8")
 
@@ -56,7 +58,7 @@ def documents_by_hand(text: str):
 def read_documents(path):
   return [
       (d.sentences, int(d.source.rsplit(":", 1)[1]))
-      for d in pretraining_data.iter_documents([path])
+      for d in pretraining_corpus.iter_documents([path])
   ]
 
 
@@ -104,7 +106,7 @@ def test_create_pretraining_data_reads_a_cr_corpus_as_the_lf_one(tmp_path, vocab
   outputs = {}
   for name, data in (("lf", LF * 3), ("cr", (LF * 3).replace(b"\n", b"\r"))):
     (tmp_path / name).mkdir()
-    options = pretraining_data.GeneratorOptions(
+    options = pretraining_options.GeneratorOptions(
         input_files=[write(tmp_path / name, data)],
         output_files=[str(tmp_path / name / "shard.tfrecord")],
         vocab_file=vocab_file,
@@ -124,7 +126,7 @@ def test_create_pretraining_data_reads_a_cr_corpus_as_the_lf_one(tmp_path, vocab
 
 
 def test_tokenize_text_writes_one_row_per_cr_line(tmp_path, vocab_file):
-  # tools/build_vocab reads through the same io_utils.read_lines_checked.
+  # recurrent_bert/tools/build_vocab reads through the same io_utils.read_lines_checked.
   import json
 
   from recurrent_bert.data import tokenization
@@ -132,7 +134,7 @@ def test_tokenize_text_writes_one_row_per_cr_line(tmp_path, vocab_file):
   cr = write(tmp_path, LF.replace(b"\n", b"\r"), "cr.txt")
   out = tmp_path / "cr.jsonl"
   result = run_module(
-      "tools.tokenize_text",
+      "recurrent_bert.tools.tokenize_text",
       f"--vocab_file={vocab_file}",
       f"--input_file={cr}",
       f"--output_file={out}",

@@ -8,7 +8,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from recurrent_bert.data import pretraining_corpus
 from recurrent_bert.data import pretraining_data
+from recurrent_bert.data import pretraining_instances
+from recurrent_bert.data import pretraining_options
+from recurrent_bert.data import pretraining_output
 from recurrent_bert.data.dynamic_masking import DynamicMasker
 from recurrent_bert.data.dynamic_masking import MaskingConfig
 from recurrent_bert.data.tokenization import load_vocab
@@ -37,7 +41,7 @@ def generate(tmp_path, input_files, vocab_file, name="out", shards=2, **override
       max_seq_length=SEQ, masking=masking, dupe_factor=2, chunk_bytes=60_000, show_progress=False
   )
   settings.update(overrides)
-  options = pretraining_data.GeneratorOptions(
+  options = pretraining_options.GeneratorOptions(
       input_files=list(input_files),
       vocab_file=vocab_file,
       output_files=[str(out_dir / f"shard-{i}.tfrecord") for i in range(shards)],
@@ -237,8 +241,8 @@ def test_dynamic_masking_records_and_read_time_masks(tmp_path, corpus_file, voca
 
 
 def test_chunks_keep_every_document_in_order():
-  documents = [pretraining_data.Document([f"s{i}"] * (i % 5 + 1), "x") for i in range(200)]
-  chunks = list(pretraining_data.iter_chunks(iter(documents), chunk_bytes=40))
+  documents = [pretraining_corpus.Document([f"s{i}"] * (i % 5 + 1), "x") for i in range(200)]
+  chunks = list(pretraining_corpus.iter_chunks(iter(documents), chunk_bytes=40))
   flat = [doc for chunk, _ in chunks for doc in chunk]
   assert flat == [d.sentences for d in documents]
   assert all(size >= 20 for _, size in chunks)  # small tail merged
@@ -267,7 +271,7 @@ def test_leftovers_of_killed_swaps_are_cleaned_and_a_half_swap_is_undone(tmp_pat
   (tmp_path / ".out.old-def" / "out").mkdir(parents=True)
   (tmp_path / ".out.old-def" / "out" / "stats.json").write_text("{}")
   (tmp_path / ".other.tmp-x").mkdir()  # another folder's: not ours to touch
-  cleaned = pretraining_data.prepare_output_dir(str(tmp_path / "out"))
+  cleaned = pretraining_output.prepare_output_dir(str(tmp_path / "out"))
   assert sorted(os.listdir(tmp_path)) == [".other.tmp-x", "out"]
   assert os.listdir(tmp_path / "out") == ["stats.json"]  # the old complete folder is back
   assert any(".out.tmp-abc" in c for c in cleaned) and any("restored" in c for c in cleaned)
@@ -281,9 +285,9 @@ def test_foreign_files_are_named():
       ".pretraining-00001-of-00002.tfrecord.k2j3.tmp",
       "notes.txt",
   ]
-  assert pretraining_data.foreign_output_files(names) == ["notes.txt", "x.tfrecord"]
+  assert pretraining_output.foreign_output_files(names) == ["notes.txt", "x.tfrecord"]
   with pytest.raises(InputError, match=r"'d'.*notes\.txt, x\.tfrecord"):
-    pretraining_data.check_output_dir("d", names)
+    pretraining_output.check_output_dir("d", names)
 
 
 def test_split_long_sentence_cuts_at_sentence_ends_then_word_starts():
@@ -291,7 +295,7 @@ def test_split_long_sentence_cuts_at_sentence_ends_then_word_starts():
   # 3-token words (start, ##, ##); a sentence end after 15 tokens, none after that.
   ids = [1, 5, 5] * 5 + [end] + [1, 5, 5] * 10 + [7] * 25
   starts = [True, False, False] * 5 + [True] + [True, False, False] * 10 + [False] * 25
-  pieces = pretraining_data.split_long_sentence(np.array(ids), np.array(starts), 20, [end])
+  pieces = pretraining_instances.split_long_sentence(np.array(ids), np.array(starts), 20, [end])
   assert pieces[0][0] == 0 and pieces[-1][1] == len(ids)
   assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:]))  # adjacent spans
   lengths = [b - a for a, b in pieces]
@@ -319,10 +323,10 @@ def test_truncation_follows_berts_rule():
     rng = np.random.default_rng(seed)
     a = list(range(int(rng.integers(1, 120))))
     b = list(range(1000, 1000 + int(rng.integers(1, 120))))
-    expected = reference(a, b, 61, pretraining_data.random.Random(seed))
+    expected = reference(a, b, 61, pretraining_instances.random.Random(seed))
     flat = a + b  # spans of a flat token array holding a then b
-    got_a, got_b, removed = pretraining_data.truncate_seq_pair(
-        (0, len(a)), (len(a), len(flat)), 61, pretraining_data.random.Random(seed)
+    got_a, got_b, removed = pretraining_instances.truncate_seq_pair(
+        (0, len(a)), (len(a), len(flat)), 61, pretraining_instances.random.Random(seed)
     )
     # The same lengths as BERT's loop; each segment keeps a contiguous run of its tokens.
     assert (got_a[1] - got_a[0], got_b[1] - got_b[0]) == (len(expected[0]), len(expected[1]))

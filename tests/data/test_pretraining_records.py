@@ -14,6 +14,7 @@ import pytest
 
 from recurrent_bert.data import pretraining_data
 from recurrent_bert.data import pretraining_dataset
+from recurrent_bert.data import pretraining_options
 from recurrent_bert.data import pretraining_records
 from recurrent_bert.data.dynamic_masking import MaskingConfig
 from recurrent_bert.errors import InputError
@@ -53,7 +54,7 @@ def write_tool_records(directory, num_shards=2, documents=12, seed=0, **options)
       f.write("\n")
   out = directory / "out"
   out.mkdir()
-  generator_options = pretraining_data.GeneratorOptions(
+  generator_options = pretraining_options.GeneratorOptions(
       input_files=[str(directory / "corpus.txt")],
       vocab_file=vocab,
       output_files=[str(out / f"shard-{i}.tfrecord") for i in range(num_shards)],

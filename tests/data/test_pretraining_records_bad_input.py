@@ -18,6 +18,8 @@ import tensorflow as tf
 
 from recurrent_bert.data import pretraining_data
 from recurrent_bert.data import pretraining_dataset
+from recurrent_bert.data import pretraining_options
+from recurrent_bert.data import pretraining_output
 from recurrent_bert.data import pretraining_records
 from recurrent_bert.data import record_errors
 from recurrent_bert.data.dynamic_masking import DynamicMasker
@@ -277,7 +279,7 @@ def test_a_shard_cut_at_a_record_boundary_is_refused_by_its_size(tmp_path):
 
 
 def test_older_stats_of_several_shards_expect_instance_k_in_shard_k_mod_n(tmp_path):
-  names = pretraining_data.shard_names(3)
+  names = pretraining_output.shard_names(3)
   counts = [4, 3, 3]  # 10 instances over 3 shards
   paths = [write_shard(tmp_path / n, valid_records(c)) for n, c in zip(names, counts)]
   write_stats(tmp_path, paths, counts, sizes=False)
@@ -317,7 +319,7 @@ def test_the_generator_writes_each_shards_size_and_records(tmp_path):
   corpus.write_text("a b c d e f g.\nh i j a b.\n\nc d e f g h.\ni j a b c.\nd e f.\n")
   out = tmp_path / "out"
   out.mkdir()
-  options = pretraining_data.GeneratorOptions(
+  options = pretraining_options.GeneratorOptions(
       input_files=[str(corpus)],
       vocab_file=vocab,
       output_files=[str(out / f"shard-{i}.tfrecord") for i in range(3)],

@@ -12,7 +12,9 @@ import sentencepiece
 import tensorflow as tf
 
 from recurrent_bert import model_dir as layout
+from recurrent_bert.data import pretraining_corpus
 from recurrent_bert.data import pretraining_data
+from recurrent_bert.data import pretraining_options
 from recurrent_bert.data import sentencepiece_vocab
 from recurrent_bert.data import vocab as vocab_lib
 from recurrent_bert.data.dynamic_masking import DynamicMasker
@@ -27,6 +29,8 @@ from tests.training.conftest import make_records
 from tests.training.conftest import run_pretrain
 from tests.training.conftest import small_config  # noqa: F401
 from tests.training.conftest import subprocess_env
+
+pytestmark = pytest.mark.slow(seconds=35)
 
 SEQ, PRED = 64, 10
 SPEC = {  # written out here, independent of schema.py
@@ -69,7 +73,7 @@ def generate(directory, corpus, model, **overrides):
       show_progress=False,
   )
   settings.update(overrides)
-  options = pretraining_data.GeneratorOptions(
+  options = pretraining_options.GeneratorOptions(
       input_files=[corpus],
       vocab_file=model,
       output_files=[str(directory / "shard.tfrecord")],
@@ -88,7 +92,7 @@ def document_streams(corpus, model):
   """Per document, the library's ids of its sentences, concatenated, as ",id,id,...," text."""
   processor = sentencepiece.SentencePieceProcessor(model_file=model)
   streams = []
-  for document in pretraining_data.iter_documents([corpus]):
+  for document in pretraining_corpus.iter_documents([corpus]):
     ids = [i for sentence in processor.encode(document.sentences) for i in sentence]
     streams.append("," + ",".join(map(str, ids)) + ",")
   return streams
@@ -210,7 +214,7 @@ def test_a_file_that_is_no_model_fails_the_tool_in_one_line(tmp_path, small_corp
       [
           sys.executable,
           "-m",
-          "tools.create_pretraining_data",
+          "recurrent_bert.tools.create_pretraining_data",
           f"--input_files={small_corpus}",
           f"--vocab_file={junk}",
           f"--output_dir={tmp_path / 'out'}",

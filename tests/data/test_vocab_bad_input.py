@@ -100,12 +100,14 @@ def _assert_one_line_exit_2(result, expected_start):
   assert len(errors) == 1 and errors[0].startswith(expected_start), result.stderr[-2000:]
 
 
-@pytest.mark.parametrize("module", ["tools.tokenize_text", "tools.create_pretraining_data"])
+@pytest.mark.parametrize(
+    "module", ["recurrent_bert.tools.tokenize_text", "recurrent_bert.tools.create_pretraining_data"]
+)
 def test_tools_print_one_line_and_exit_2_on_a_bad_vocab(tmp_path, module):
   vocab = write(tmp_path, with_line(VALID, 6, b"c\x00at"))
   text = tmp_path / "in.txt"
   text.write_text("The cat sat.\n", encoding="utf-8")
-  if module == "tools.tokenize_text":
+  if module == "recurrent_bert.tools.tokenize_text":
     flags = [f"--input_file={text}", f"--output_file={tmp_path}/out.jsonl"]
   else:
     flags = [f"--input_files={text}", f"--output_dir={tmp_path}/out", "--noprogress"]
@@ -117,7 +119,7 @@ def test_tools_print_one_line_and_exit_2_on_a_bad_vocab(tmp_path, module):
 SPECIAL_ONLY = RESERVED + ["[unused0]", "[unused1]"]
 SPECIAL_ONLY_MESSAGE = (
     "holds only special tokens ([PAD] [UNK] [CLS] [SEP] [MASK] [unused0] [unused1]): it "
-    "cannot tokenize any text; build one with `python -m tools.build_vocab`"
+    "cannot tokenize any text; build one with `python -m recurrent_bert.tools.build_vocab`"
 )
 
 
@@ -137,7 +139,7 @@ def test_tool_exits_2_on_a_vocab_of_special_tokens_only(tmp_path):
   text = tmp_path / "in.txt"
   text.write_text("The cat sat.\n", encoding="utf-8")
   result = run_module(
-      "tools.tokenize_text",
+      "recurrent_bert.tools.tokenize_text",
       f"--vocab_file={vocab}",
       f"--input_file={text}",
       f"--output_file={tmp_path}/out.jsonl",

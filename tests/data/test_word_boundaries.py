@@ -20,6 +20,9 @@ import tensorflow as tf
 
 from recurrent_bert.data import tokenization
 from recurrent_bert.tasks import squad
+from recurrent_bert.tasks import squad_alignment
+from recurrent_bert.tasks import squad_postprocessing
+from recurrent_bert.tasks import squad_windows
 from tests import mutations
 from tests.data.conftest import RESERVED
 from tests.data.conftest import write_vocab
@@ -62,14 +65,14 @@ def words_of_each(texts, lower):
 
 
 def offset_words(text):
-  return [text[start:end] for start, end in squad.word_char_spans([text])[0]]
+  return [text[start:end] for start, end in squad_alignment.word_char_spans([text])[0]]
 
 
 def test_nul_does_not_cut_a_word_short(tokenizer):
   text = "cat\x00sat"
-  assert squad.word_char_spans([text]) == [[(0, 7)]]
+  assert squad_alignment.word_char_spans([text]) == [[(0, 7)]]
   assert tokenizer_words(text) == ["catsat"]
-  pieces = squad.context_pieces([text], tokenizer)[0]
+  pieces = squad_alignment.context_pieces([text], tokenizer)[0]
   assert tokenizer.convert_ids_to_tokens(pieces.ids) == ["cat", "##s", "##a", "##t"]
   assert pieces.char_start.tolist() == [0] * 4 and pieces.char_end.tolist() == [7] * 4
 
@@ -77,9 +80,9 @@ def test_nul_does_not_cut_a_word_short(tokenizer):
 @pytest.mark.parametrize("character", JOINING)
 def test_control_characters_join_words_in_both_paths(tokenizer, character):
   text = f"cat{character}sat"
-  assert squad.word_char_spans([text]) == [[(0, 7)]]
+  assert squad_alignment.word_char_spans([text]) == [[(0, 7)]]
   assert tokenizer_words(text) == ["catsat"]
-  assert squad.context_pieces([text], tokenizer)[0].ids.tolist() == (
+  assert squad_alignment.context_pieces([text], tokenizer)[0].ids.tolist() == (
       tokenizer.tokenize_flat([text]).to_list()[0]
   )
 
@@ -87,15 +90,15 @@ def test_control_characters_join_words_in_both_paths(tokenizer, character):
 @pytest.mark.parametrize("character", SEPARATING)
 def test_line_and_paragraph_separators_split_words_in_both_paths(tokenizer, character):
   text = f"cat{character}sat"
-  assert squad.word_char_spans([text]) == [[(0, 3), (4, 7)]]
+  assert squad_alignment.word_char_spans([text]) == [[(0, 3), (4, 7)]]
   assert tokenizer_words(text) == ["cat", "sat"]
   assert tokenizer.tokenize_to_pieces([text]).to_list()[0] == [b"cat", b"sat"]
 
 
 def test_dropped_characters_never_start_or_end_a_word():
   text = "\ufeff\x00a\x00 \x00, b\u200b\x00"
-  assert squad.word_char_spans([text]) == [[(2, 3), (6, 7), (8, 9)]]
-  assert squad.word_char_spans(["\x00", " \ufeff ", ""]) == [[], [], []]
+  assert squad_alignment.word_char_spans([text]) == [[(2, 3), (6, 7), (8, 9)]]
+  assert squad_alignment.word_char_spans(["\x00", " \ufeff ", ""]) == [[], [], []]
 
 
 def test_answer_next_to_line_separator_and_nul_maps_to_its_characters(tokenizer):
@@ -113,26 +116,26 @@ def test_answer_next_to_line_separator_and_nul_maps_to_its_characters(tokenizer)
       ("sat", 27, 30),
       (".", 30, 31),
   ]
-  assert squad.word_char_spans([context])[0] == [(a, b) for _, a, b in expected_words]
+  assert squad_alignment.word_char_spans([context])[0] == [(a, b) for _, a, b in expected_words]
   assert [context[a:b] for _, a, b in expected_words] == [w for w, _, _ in expected_words]
-  pieces = squad.context_pieces([context], tokenizer)[0]
+  pieces = squad_alignment.context_pieces([context], tokenizer)[0]
   assert pieces.ids.tolist() == tokenizer.tokenize_flat([context]).to_list()[0]
 
   examples, answers = [], ["it", "mat", ",", "then", "sat"]
   for k, text in enumerate(answers):
     answer = squad.SquadAnswer(text, context.index(text, 7))
-    first, last = squad.answer_piece_span(pieces, answer)
+    first, last = squad_windows.answer_piece_span(pieces, answer)
     assert context[pieces.char_start[first] : pieces.char_end[last]] == text
     examples.append(squad.SquadExample(f"q{k}", "what", context, (answer,)))
 
   # Post-processing: logits peaked at each example's target positions give back its text.
-  features = squad.squad_features(examples, tokenizer, max_seq_length=24, doc_stride=8)
+  features = squad_windows.squad_features(examples, tokenizer, max_seq_length=24, doc_stride=8)
   rows = np.arange(len(features["input_ids"]))
   start_logits = np.zeros(features["input_ids"].shape)
   end_logits = np.zeros(features["input_ids"].shape)
   start_logits[rows, features["start_positions"]] = 10.0
   end_logits[rows, features["end_positions"]] = 10.0
-  result = squad.postprocess_squad(examples, features, start_logits, end_logits)
+  result = squad_postprocessing.postprocess_squad(examples, features, start_logits, end_logits)
   assert result.predictions == {f"q{k}": text for k, text in enumerate(answers)}
 
 
@@ -155,7 +158,7 @@ random_texts = st.lists(st.sampled_from(ALPHABET), max_size=40).map("".join)
 @mutations.fuzz_settings()
 @given(text=random_texts)
 def test_offset_words_are_the_tokenizers_words(text):
-  spans = squad.word_char_spans([text])[0]
+  spans = squad_alignment.word_char_spans([text])[0]
   for lower in (False, True):
     *per_word, whole = words_of_each([text[a:b] for a, b in spans] + [text], lower)
     assert all(len(words) == 1 for words in per_word), (text, per_word)

@@ -24,6 +24,8 @@ from recurrent_bert.demo import origin_task
 from recurrent_bert.demo import pipeline
 from recurrent_bert.demo import settings as settings_lib
 
+pytestmark = pytest.mark.slow(seconds=300)
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODELS = ("bert_tiny", "trans_blstm_small_2_tiny")
 SEQ_LENGTH = 32

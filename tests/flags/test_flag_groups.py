@@ -3,7 +3,7 @@
 Each command module is imported in a fresh process (the flags of two commands may share a
 name: they never share a process). SNAPSHOT is the {command: {flag: default}} of the code
 before the flag groups were gathered under recurrent_bert/flags/, written out as a literal
-(a regression check, not derived from the code it checks); tools.builtin_corpus was
+(a regression check, not derived from the code it checks); recurrent_bert.tools.builtin_corpus was
 `python -m recurrent_bert.data.builtin_corpus` then. Below the commands and flags/, no
 module reads or defines flags.
 """
@@ -369,7 +369,7 @@ SNAPSHOT = {
         "preset": None,
         "write_configs": None,
     },
-    "tools.bad_input_campaign": {
+    "recurrent_bert.tools.bad_input_campaign": {
         "commands": [
             "pretrain",
             "finetune_glue",
@@ -396,7 +396,7 @@ SNAPSHOT = {
         "timeout": 60.0,
         "work_dir": None,
     },
-    "tools.build_vocab": {
+    "recurrent_bert.tools.build_vocab": {
         "builtin_max_bytes": 0,
         "cache_dir": None,
         "character_coverage": 1.0,
@@ -410,12 +410,12 @@ SNAPSHOT = {
         "tokenizer": "wordpiece",
         "vocab_size": 30522,
     },
-    "tools.builtin_corpus": {
+    "recurrent_bert.tools.builtin_corpus": {
         "max_bytes": 0,
         "max_documents": 0,
         "output_file": None,
     },
-    "tools.convert_checkpoint": {
+    "recurrent_bert.tools.convert_checkpoint": {
         "allow_gelu_approximation": False,
         "bert_config_file": None,
         "direction": "import",
@@ -429,7 +429,7 @@ SNAPSHOT = {
         "target_config": None,
         "vocab_file": None,
     },
-    "tools.create_pretraining_data": {
+    "recurrent_bert.tools.create_pretraining_data": {
         "beam_runner": "DirectRunner",
         "builtin_max_bytes": 0,
         "cache_dir": None,
@@ -455,13 +455,13 @@ SNAPSHOT = {
         "use_nsp": True,
         "vocab_file": None,
     },
-    "tools.make_sample_tasks": {
+    "recurrent_bert.tools.make_sample_tasks": {
         "num_dev": 100,
         "num_train": 400,
         "output_dir": None,
         "seed": 0,
     },
-    "tools.sweep": {
+    "recurrent_bert.tools.sweep": {
         "dry_run": False,
         "entry_flagfile": None,
         "entry_flags": [],
@@ -475,7 +475,7 @@ SNAPSHOT = {
         "squad_flags": [],
         "tasks": None,
     },
-    "tools.tokenize_text": {
+    "recurrent_bert.tools.tokenize_text": {
         "batch_size": 1024,
         "do_lower_case": True,
         "input_file": None,

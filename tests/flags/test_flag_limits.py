@@ -75,7 +75,7 @@ CASES = {
         ],
         [("layers", "-1,0"), ("max_seq_length", "3")],
     ),
-    "tools.build_vocab": (
+    "recurrent_bert.tools.build_vocab": (
         ["--input_files=x.txt", "--output_file=v.txt"],
         [
             ("max_token_length", "0"),
@@ -87,7 +87,7 @@ CASES = {
         ],
         [("max_token_length", "256"), ("max_lines", "0")],
     ),
-    "tools.create_pretraining_data": (
+    "recurrent_bert.tools.create_pretraining_data": (
         ["--input_files=x.txt", "--vocab_file=v.txt", "--output_dir=/tmp/o"],
         [
             ("random_seed", "-1"),
@@ -98,12 +98,12 @@ CASES = {
         ],
         [("dupe_factor", "10000"), ("builtin_max_bytes", "0")],
     ),
-    "tools.tokenize_text": (
+    "recurrent_bert.tools.tokenize_text": (
         ["--input_file=x.txt", "--vocab_file=v.txt", "--output_file=o.jsonl"],
         [("batch_size", "0"), ("batch_size", "-1")],
         [("batch_size", "1")],
     ),
-    "tools.convert_checkpoint": (
+    "recurrent_bert.tools.convert_checkpoint": (
         ["--source=tf1", "--input=/tmp/ckpt", "--output_dir=/tmp/o"],
         [("seed", "-1"), ("seed", str(2**32))],
         [("seed", "0")],

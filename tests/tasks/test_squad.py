@@ -11,6 +11,9 @@ from recurrent_bert.errors import InputError
 from recurrent_bert.tasks import metrics
 from recurrent_bert.tasks import predictions as prediction_files
 from recurrent_bert.tasks import squad
+from recurrent_bert.tasks import squad_alignment
+from recurrent_bert.tasks import squad_postprocessing
+from recurrent_bert.tasks import squad_windows
 
 CONTEXTS = [
     "Visit  Zürich,  “the city”  in 1990! It's (really) nice\u00a0there;\tokay?",
@@ -177,7 +180,7 @@ def test_invalid_json_names_the_line(tmp_path):
 
 @pytest.mark.parametrize("context", CONTEXTS)
 def test_context_pieces_match_tokenizer_and_original_characters(tokenizer, context):
-  pieces = squad.context_pieces([context], tokenizer)[0]
+  pieces = squad_alignment.context_pieces([context], tokenizer)[0]
   # Tokenizing word by word reproduces the tokenizer's pieces for the whole context...
   assert pieces.ids.tolist() == tokenizer.tokenize_flat([context]).to_list()[0]
   # ...and each run of pieces sharing a character span is exactly what the tokenizer
@@ -195,7 +198,7 @@ def test_windows_respect_doc_stride_and_max_query_length(tokenizer):
   question = "which function returns the value of the city in the second line of text"
   example = squad.SquadExample("q", question, context, ())
   max_seq_length, doc_stride, max_query_length = 32, 7, 5
-  features = squad.squad_features(
+  features = squad_windows.squad_features(
       [example], tokenizer, max_seq_length, doc_stride, max_query_length
   )
   all_pieces = tokenizer.tokenize_flat([context]).to_list()[0]
@@ -279,13 +282,13 @@ def test_roundtrip_returns_exact_original_substrings(tokenizer):
       )
       for i, (c, text) in enumerate(GOLD)
   ]
-  features = squad.squad_features(
+  features = squad_windows.squad_features(
       examples, tokenizer, max_seq_length=64, doc_stride=16, max_query_length=8
   )
   assert len(features["input_ids"]) == len(examples)  # one window each
   gold_texts = [text for _, text in GOLD]
   start_logits, end_logits = _logits_pointing_at_gold(features, tokenizer, gold_texts)
-  result = squad.postprocess_squad(
+  result = squad_postprocessing.postprocess_squad(
       examples, features, start_logits, end_logits, n_best_size=5, max_answer_length=30
   )
   assert result.predictions == {f"q{i}": text for i, text in enumerate(gold_texts)}
@@ -300,13 +303,13 @@ def test_roundtrip_across_overlapping_windows(tokenizer):
   example = squad.SquadExample(
       "w", "where?", context, (squad.SquadAnswer(gold, context.index(gold)),)
   )
-  features = squad.squad_features(
+  features = squad_windows.squad_features(
       [example], tokenizer, max_seq_length=32, doc_stride=8, max_query_length=4
   )
   start_logits, end_logits = _logits_pointing_at_gold(features, tokenizer, [gold])
   rows_with_answer = int((start_logits.max(axis=1) > 0).sum())
   assert len(features["input_ids"]) > 3 and rows_with_answer >= 2
-  result = squad.postprocess_squad(
+  result = squad_postprocessing.postprocess_squad(
       [example], features, start_logits, end_logits, n_best_size=5, max_answer_length=30
   )
   assert result.predictions == {"w": gold}
@@ -323,7 +326,7 @@ WORDS = SIMPLE_CONTEXT.split()
 def simple_case(tokenizer):
   assert all(tokenizer.convert_tokens_to_ids([w])[0] != tokenizer.unk_id for w in WORDS)
   example = squad.SquadExample("s", "what happens?", SIMPLE_CONTEXT, ())
-  features = squad.squad_features([example], tokenizer, 64, 32, 16)
+  features = squad_windows.squad_features([example], tokenizer, 64, 32, 16)
   offset = int(np.flatnonzero(features["token_char_start"][0] >= 0)[0])
   assert features["input_ids"][0, offset : offset + len(WORDS)].tolist() == (
       tokenizer.convert_tokens_to_ids(WORDS)
@@ -354,7 +357,7 @@ def test_max_answer_length_and_end_after_start(
     simple_case, max_answer_length, expected_text, expected_score
 ):
   example, features, start, end, _ = simple_case
-  result = squad.postprocess_squad(
+  result = squad_postprocessing.postprocess_squad(
       [example], features, start, end, n_best_size=20, max_answer_length=max_answer_length
   )
   assert result.predictions == {"s": expected_text}
@@ -378,7 +381,7 @@ def test_version_2_null_odds_and_threshold(simple_case, cls_logit, threshold, ex
   example, features, start, end, offset = simple_case
   start[0, :offset] = end[0, :offset] = -20.0
   start[0, 0] = end[0, 0] = cls_logit
-  result = squad.postprocess_squad(
+  result = squad_postprocessing.postprocess_squad(
       [example],
       features,
       start,
@@ -397,7 +400,7 @@ def test_prediction_files(tmp_path, simple_case):
   example, features, start, end, offset = simple_case
   start[0, :offset] = end[0, :offset] = -20.0
   start[0, 0] = end[0, 0] = 3.0  # null score 6, best span 8: odds -2
-  result = squad.postprocess_squad(
+  result = squad_postprocessing.postprocess_squad(
       [example], features, start, end, 20, 3, version_2_with_negative=True
   )
   paths = prediction_files.write_squad_predictions(str(tmp_path / "out"), result, True)

@@ -11,6 +11,9 @@ import sentencepiece
 
 from recurrent_bert.data import tokenization
 from recurrent_bert.tasks import squad
+from recurrent_bert.tasks import squad_alignment
+from recurrent_bert.tasks import squad_postprocessing
+from recurrent_bert.tasks import squad_windows
 from recurrent_bert.tasks import tagging_features
 from recurrent_bert.tasks.conll import TaggedSentence
 from tests.data.conftest import corpus_file  # noqa: F401
@@ -54,7 +57,7 @@ def reference_spans(processor, context):
 def test_context_pieces_are_the_library_pieces_at_their_characters(model):
   tokenizer, processor = model
   lone_marks = 0
-  for context, pieces in zip(CONTEXTS, squad.context_pieces(CONTEXTS, tokenizer)):
+  for context, pieces in zip(CONTEXTS, squad_alignment.context_pieces(CONTEXTS, tokenizer)):
     reference = reference_spans(processor, context)
     lone_marks += sum(p == MARKER for p, _, _ in reference)
     assert [tokenizer.vocab[i] for i in pieces.ids] == [p for p, _, _ in reference]
@@ -80,13 +83,13 @@ def answers_of(context, reference):
 
 def test_answer_piece_spans_give_back_the_answer_text(model):
   tokenizer, processor = model
-  for context, pieces in zip(CONTEXTS, squad.context_pieces(CONTEXTS, tokenizer)):
+  for context, pieces in zip(CONTEXTS, squad_alignment.context_pieces(CONTEXTS, tokenizer)):
     aligned, inside = answers_of(context, reference_spans(processor, context))
     for text, start in aligned:
-      first, last = squad.answer_piece_span(pieces, squad.SquadAnswer(text, start))
+      first, last = squad_windows.answer_piece_span(pieces, squad.SquadAnswer(text, start))
       assert context[pieces.char_start[first] : pieces.char_end[last]] == text
     for text, start in inside:  # the smallest span covering it: one piece around it
-      first, last = squad.answer_piece_span(pieces, squad.SquadAnswer(text, start))
+      first, last = squad_windows.answer_piece_span(pieces, squad.SquadAnswer(text, start))
       assert first == last
       assert pieces.char_start[first] <= start < start + len(text) <= pieces.char_end[first]
 
@@ -100,7 +103,7 @@ def test_windows_cover_every_piece_once_and_map_spans_to_the_context(
       squad.SquadExample(str(i), "What is it?", c, (squad.SquadAnswer(c[:5], 0),))
       for i, c in enumerate(CONTEXTS)
   ]
-  features = squad.squad_features(
+  features = squad_windows.squad_features(
       examples, tokenizer, max_seq_length=max_seq_length, doc_stride=doc_stride
   )
   rng = np.random.default_rng(0)
@@ -136,13 +139,15 @@ def test_windows_cover_every_piece_once_and_map_spans_to_the_context(
 def test_postprocessed_answers_are_substrings_without_outer_spaces(model):
   tokenizer, _ = model
   examples = [squad.SquadExample(str(i), "Who?", c, ()) for i, c in enumerate(CONTEXTS)]
-  features = squad.squad_features(examples, tokenizer, max_seq_length=32, doc_stride=8)
+  features = squad_windows.squad_features(examples, tokenizer, max_seq_length=32, doc_stride=8)
   rng = np.random.default_rng(1)
   logits = rng.normal(size=(2, *features["input_ids"].shape))
   # Lone "▁" pieces get the highest logits: they still never bound an answer.
   blank = features["token_char_end"] <= features["token_char_start"]
   logits[:, blank & (features["token_char_start"] >= 0)] += 100.0
-  result = squad.postprocess_squad(examples, features, logits[0], logits[1], n_best_size=5)
+  result = squad_postprocessing.postprocess_squad(
+      examples, features, logits[0], logits[1], n_best_size=5
+  )
   for example in examples:
     for entry in result.nbest[example.qas_id]:
       assert entry["text"] and entry["text"] in example.context

@@ -11,6 +11,8 @@ from recurrent_bert.errors import InputError
 from recurrent_bert.tasks import pair_features
 from recurrent_bert.tasks import registry
 from recurrent_bert.tasks import squad
+from recurrent_bert.tasks import squad_postprocessing
+from recurrent_bert.tasks import squad_windows
 from recurrent_bert.tasks import tfds_tasks
 
 NUM_EXAMPLES = 4
@@ -78,9 +80,9 @@ def test_squad_through_mock_tfds(tmp_path, tokenizer):
   assert all(isinstance(e, squad.SquadExample) for e in data.examples)
   # Mock answers are random strings, not at their answer_start: all reported, none used.
   assert data.skipped and all(not e.answers for e in data.examples)
-  features = squad.squad_features(data.examples, tokenizer, 32, 8, 8)
+  features = squad_windows.squad_features(data.examples, tokenizer, 32, 8, 8)
   logits = np.zeros(features["input_ids"].shape, np.float32)
-  result = squad.postprocess_squad(
+  result = squad_postprocessing.postprocess_squad(
       data.examples, features, logits, logits, version_2_with_negative=True
   )
   assert set(result.predictions) == {e.qas_id for e in data.examples}

@@ -1,4 +1,4 @@
-"""tools/bad_input_campaign.py on a small subset, and the issue's bad command lines.
+"""recurrent_bert/tools/bad_input_campaign.py on a small subset, and the issue's bad command lines.
 
 The campaign's classification is checked against hand-written expectations; the issue's
 examples (pretrain --vocab_size=0, a vocabulary without [UNK], --distribution_strategy=tpu
@@ -12,8 +12,12 @@ import sys
 
 import pytest
 
+from recurrent_bert.tools import bad_input_campaign as campaign
+from recurrent_bert.tools.bad_input_cases import Case
+from recurrent_bert.tools.bad_input_cases import Flag
+from recurrent_bert.tools.bad_input_cases import bad_values
+from recurrent_bert.tools.bad_input_fixtures import Workspace
 from tests import forkserver
-from tools import bad_input_campaign as campaign
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -44,7 +48,7 @@ def assert_one_line_error(result, *names):
 
 # -- classification ----------------------------------------------------------------------
 
-CASE = campaign.Case("pretrain", "vocab_size", "0", ("--vocab_size=0",))
+CASE = Case("pretrain", "vocab_size", "0", ("--vocab_size=0",))
 
 
 @pytest.mark.parametrize(
@@ -65,47 +69,43 @@ def test_classify(code, stderr, expected):
 
 
 def test_classify_names_the_file_instead_of_the_flag():
-  case = campaign.Case(
-      "tokenize_text", "input_file", "missing", ("--input_file=/x/y.txt",), "/x/y.txt"
-  )
+  case = Case("tokenize_text", "input_file", "missing", ("--input_file=/x/y.txt",), "/x/y.txt")
   assert campaign.classify(case, 2, "error: /x/y.txt: no such file\n") == "clear"
 
 
 def test_classify_fine_when_the_hand_list_says_so():
-  case = campaign.Case(
-      "pretrain", "num_train_steps", "2147483648", ("--num_train_steps=2147483648",)
-  )
+  case = Case("pretrain", "num_train_steps", "2147483648", ("--num_train_steps=2147483648",))
   assert campaign.classify(case, None, "") == "fine"
   assert campaign.classify(case, 0, "") == "fine"
 
 
 def test_bad_values_by_type(tmp_path):
-  workspace = campaign.Workspace(str(tmp_path), timeout=10)
-  count = campaign.Flag("train_batch_size", "m", "int", "32")
-  assert campaign.bad_values("pretrain", count, workspace) == [
+  workspace = Workspace(str(tmp_path), timeout=10)
+  count = Flag("train_batch_size", "m", "int", "32")
+  assert bad_values("pretrain", count, workspace) == [
       ("not a number", "x1"),
       ("0", "0"),
       ("-1", "-1"),
       ("2147483648", "2147483648"),
   ]
-  seed = campaign.Flag("seed", "m", "int", "0")  # not a size: no huge value; 0 is the default
-  assert campaign.bad_values("pretrain", seed, workspace) == [("not a number", "x1"), ("-1", "-1")]
-  enum = campaign.Flag("mode", "m", "string enum", None, ("train", "eval"))
-  assert campaign.bad_values("pretrain", enum, workspace) == [("unknown", "no_such_value")]
-  output = campaign.Flag("output_file", "m", "string", None)
-  assert campaign.bad_values("build_vocab", output, workspace) == [
+  seed = Flag("seed", "m", "int", "0")  # not a size: no huge value; 0 is the default
+  assert bad_values("pretrain", seed, workspace) == [("not a number", "x1"), ("-1", "-1")]
+  enum = Flag("mode", "m", "string enum", None, ("train", "eval"))
+  assert bad_values("pretrain", enum, workspace) == [("unknown", "no_such_value")]
+  output = Flag("output_file", "m", "string", None)
+  assert bad_values("build_vocab", output, workspace) == [
       ("empty", ""),
       ("under a file", os.path.join(str(tmp_path), "a_file.txt", "sub")),
   ]
-  vocab = campaign.Flag("vocab_file", "m", "string", None)
-  labels = dict(campaign.bad_values("pretrain", vocab, workspace))
+  vocab = Flag("vocab_file", "m", "string", None)
+  labels = dict(bad_values("pretrain", vocab, workspace))
   assert set(labels) == {"empty", "missing", "directory", "wrong format"}
   with open(labels["wrong format"], encoding="utf-8") as f:
     assert "[UNK]" not in f.read()
   assert not os.path.exists(labels["missing"]) and os.path.isdir(labels["directory"])
   # export reads --model_dir: an input there.
-  model_dir = campaign.Flag("model_dir", "m", "string", None)
-  assert [label for label, _ in campaign.bad_values("export", model_dir, workspace)] == [
+  model_dir = Flag("model_dir", "m", "string", None)
+  assert [label for label, _ in bad_values("export", model_dir, workspace)] == [
       "empty",
       "missing",
       "directory",
@@ -116,7 +116,7 @@ def test_bad_values_by_type(tmp_path):
 def test_campaign_on_two_commands(tmp_path):
   output = tmp_path / "campaign.json"
   result = run_module(
-      "tools.bad_input_campaign",
+      "recurrent_bert.tools.bad_input_campaign",
       "--commands=summary,builtin_corpus",
       "--flags=layers,max_bytes",
       "--nohand_cases",

@@ -19,10 +19,11 @@ pytest.importorskip("apache_beam", reason="needs the beam extra: pip install '.[
 
 from recurrent_bert.data import beam_pipeline
 from recurrent_bert.data import pretraining_data
+from recurrent_bert.data import pretraining_options
 from recurrent_bert.data import schema
 from recurrent_bert.data.dynamic_masking import MaskingConfig
 from recurrent_bert.errors import InputError
-from tools import create_pretraining_data
+from recurrent_bert.tools import create_pretraining_data
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SEQ, PRED, SHARDS = 64, 20, 2
@@ -41,7 +42,7 @@ def options(corpus, vocab, **overrides):
       show_progress=False,
   )
   settings.update(overrides)
-  return pretraining_data.GeneratorOptions(**settings)
+  return pretraining_options.GeneratorOptions(**settings)
 
 
 def run_beam(out_dir, corpus, vocab, pipeline_args=(), **overrides):
@@ -151,7 +152,7 @@ def test_same_seed_same_records_through_the_tool(tmp_path, beam_run, short_docum
       [
           sys.executable,
           "-m",
-          "tools.create_pretraining_data",
+          "recurrent_bert.tools.create_pretraining_data",
           "--runner=beam",
           f"--input_files={short_documents}",
           f"--vocab_file={vocab_file}",
@@ -209,7 +210,7 @@ def test_without_beam_the_tool_says_how_to_install_it(tmp_path, corpus_file, voc
       [
           sys.executable,
           "-m",
-          "tools.create_pretraining_data",
+          "recurrent_bert.tools.create_pretraining_data",
           "--runner=beam",
           f"--input_files={corpus_file}",
           f"--vocab_file={vocab_file}",

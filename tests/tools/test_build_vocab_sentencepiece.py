@@ -1,4 +1,4 @@
-"""tools/build_vocab.py --tokenizer=unigram|bpe, run as users run it.
+"""rbert-build-vocab --tokenizer=unigram|bpe, run as users run it.
 
 The reference for the written model is the `sentencepiece` library loading it."""
 
@@ -18,7 +18,9 @@ RESERVED = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 def run_tool(*flags):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-  return forkserver.run([sys.executable, "-m", "tools.build_vocab", *flags], REPO, env, timeout=300)
+  return forkserver.run(
+      [sys.executable, "-m", "recurrent_bert.tools.build_vocab", *flags], REPO, env, timeout=300
+  )
 
 
 @pytest.fixture(scope="module")

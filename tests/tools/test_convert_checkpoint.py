@@ -1,4 +1,4 @@
-"""tools/convert_checkpoint.py: TF1 / Hugging Face checkpoints -> model dirs, warm start."""
+"""rbert-convert-checkpoint: TF1 / Hugging Face checkpoints -> model dirs, warm start."""
 
 import json
 import os
@@ -20,9 +20,9 @@ VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range
 
 
 def _start_tool(*flags):
-  """Runs the tool as the README shows (`python tools/convert_checkpoint.py`)."""
+  """Runs the tool as docs/export.md shows (`python -m recurrent_bert.tools.convert_checkpoint`)."""
   return forkserver.start(
-      [sys.executable, os.path.join("tools", "convert_checkpoint.py"), *flags],
+      [sys.executable, "-m", "recurrent_bert.tools.convert_checkpoint", *flags],
       REPO,
       dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
   )

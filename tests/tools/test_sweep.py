@@ -1,4 +1,4 @@
-"""tools/sweep.py (with sweep_grid.py and sweep_tables.py): the aggregation against hand
+"""recurrent_bert.tools.sweep (with sweep_grid and sweep_tables): the aggregation against hand
 computations, one real tiny sweep, bad flags."""
 
 import csv
@@ -13,10 +13,12 @@ import numpy as np
 import pytest
 
 from recurrent_bert.tasks import sample_tasks as generated_tasks
+from recurrent_bert.tools import sweep
+from recurrent_bert.tools import sweep_grid
+from recurrent_bert.tools import sweep_tables
 from tests import forkserver
-from tools import sweep
-from tools import sweep_grid
-from tools import sweep_tables
+
+pytestmark = pytest.mark.slow(seconds=40)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -24,7 +26,9 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 def run_sweep(*flags, timeout=300):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-  return forkserver.run([sys.executable, "-m", "tools.sweep", *flags], REPO, env, timeout=timeout)
+  return forkserver.run(
+      [sys.executable, "-m", "recurrent_bert.tools.sweep", *flags], REPO, env, timeout=timeout
+  )
 
 
 def make_row(model, task, lr, seed, value, seconds=0.01, metric="accuracy"):
@@ -213,14 +217,14 @@ def test_failed_runs_are_reported_and_the_sweep_goes_on(tmp_path, monkeypatch):
   ]
   runs = [
       run("a", 0, "tests.tools.no_such_module", []),
-      run("b", 0, "tools.sweep", bad_input),
-      run("b", 1, "tools.sweep", bad_input),
+      run("b", 0, "recurrent_bert.tools.sweep", bad_input),
+      run("b", 1, "recurrent_bert.tools.sweep", bad_input),
   ]
   # A finished run made with other flags is reported, not reused.
-  reused = run("c", 0, "tools.sweep", ["--x=1"])
+  reused = run("c", 0, "recurrent_bert.tools.sweep", ["--x=1"])
   os.makedirs(reused.run_dir)
   with open(os.path.join(reused.run_dir, "sweep_command.json"), "w") as f:
-    json.dump({"args": ["tools.sweep", "--x=2"]}, f)
+    json.dump({"args": ["recurrent_bert.tools.sweep", "--x=2"]}, f)
   with open(os.path.join(reused.run_dir, "eval_results.json"), "w") as f:
     json.dump(
         {

@@ -7,10 +7,13 @@ import subprocess
 import sys
 import time
 
+import pytest
 import tensorflow as tf
 
 from recurrent_bert.data import tokenization
 from tests import forkserver
+
+pytestmark = pytest.mark.slow(seconds=50)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -26,14 +29,14 @@ def run_tool(module, *flags, check=True):
 def test_build_vocab_cased_and_uncased(tmp_path, corpus_file):
   uncased, cased = tmp_path / "uncased.txt", tmp_path / "cased.txt"
   run_tool(
-      "tools.build_vocab",
+      "recurrent_bert.tools.build_vocab",
       f"--input_files={corpus_file}",
       "--vocab_size=1200",
       f"--output_file={uncased}",
       "--max_lines=3000",
   )
   run_tool(
-      "tools.build_vocab",
+      "recurrent_bert.tools.build_vocab",
       f"--input_files={corpus_file}",
       "--vocab_size=1200",
       f"--output_file={cased}",
@@ -61,7 +64,7 @@ def test_tokenize_text_writes_one_json_list_per_line(tmp_path, vocab_file):
   text.write_text("\n".join(lines) + "\n", encoding="utf-8")
   out = tmp_path / "out.jsonl"
   run_tool(
-      "tools.tokenize_text",
+      "recurrent_bert.tools.tokenize_text",
       f"--vocab_file={vocab_file}",
       "--do_lower_case=true",
       f"--input_file={text}",
@@ -76,7 +79,7 @@ def test_tokenize_text_writes_one_json_list_per_line(tmp_path, vocab_file):
 def test_create_pretraining_data_end_to_end(tmp_path, corpus_file, vocab_file):
   out = tmp_path / "out"
   result = run_tool(
-      "tools.create_pretraining_data",
+      "recurrent_bert.tools.create_pretraining_data",
       f"--input_files={corpus_file}",
       f"--vocab_file={vocab_file}",
       f"--output_dir={out}",
@@ -114,7 +117,7 @@ def test_create_pretraining_data_end_to_end(tmp_path, corpus_file, vocab_file):
 def test_bad_flags_fail_before_work_naming_the_problem(tmp_path, corpus_file, vocab_file):
   out = tmp_path / "out"
   missing_vocab = run_tool(
-      "tools.create_pretraining_data",
+      "recurrent_bert.tools.create_pretraining_data",
       f"--input_files={corpus_file}",
       f"--vocab_file={tmp_path}/nope.txt",
       f"--output_dir={out}",
@@ -122,7 +125,7 @@ def test_bad_flags_fail_before_work_naming_the_problem(tmp_path, corpus_file, vo
   )
   assert missing_vocab.returncode != 0 and "nope.txt" in missing_vocab.stderr
   missing_input = run_tool(
-      "tools.create_pretraining_data",
+      "recurrent_bert.tools.create_pretraining_data",
       f"--input_files={tmp_path}/*.none",
       f"--vocab_file={vocab_file}",
       f"--output_dir={out}",
@@ -130,7 +133,7 @@ def test_bad_flags_fail_before_work_naming_the_problem(tmp_path, corpus_file, vo
   )
   assert missing_input.returncode != 0 and "--input_files" in missing_input.stderr
   bad_prob = run_tool(
-      "tools.create_pretraining_data",
+      "recurrent_bert.tools.create_pretraining_data",
       f"--input_files={corpus_file}",
       f"--vocab_file={vocab_file}",
       f"--output_dir={out}",
@@ -139,7 +142,7 @@ def test_bad_flags_fail_before_work_naming_the_problem(tmp_path, corpus_file, vo
   )
   assert bad_prob.returncode != 0 and "random_token_prob" in bad_prob.stderr
   assert not out.exists() or not any(p.endswith(".tfrecord") for p in os.listdir(out))
-  helpfull = run_tool("tools.create_pretraining_data", "--helpfull", check=False)
+  helpfull = run_tool("recurrent_bert.tools.create_pretraining_data", "--helpfull", check=False)
   for flag in (
       "--input_files",
       "--output_dir",
@@ -154,7 +157,7 @@ def test_bad_flags_fail_before_work_naming_the_problem(tmp_path, corpus_file, vo
 
 def _generate_into(out, corpus_file, vocab_file, *flags, check=True):
   return run_tool(
-      "tools.create_pretraining_data",
+      "recurrent_bert.tools.create_pretraining_data",
       f"--input_files={corpus_file}",
       f"--vocab_file={vocab_file}",
       f"--output_dir={out}",
@@ -215,7 +218,7 @@ def test_kill_mid_write_keeps_the_old_folder_and_next_start_cleans_up(
       [
           sys.executable,
           "-m",
-          "tools.create_pretraining_data",
+          "recurrent_bert.tools.create_pretraining_data",
           f"--input_files={corpus_file}",
           f"--vocab_file={vocab_file}",
           f"--output_dir={out}",

@@ -29,12 +29,12 @@ def subprocess_env(**extra):
 def make_records(
     output_dir, corpus, vocab, *extra_flags, seq_len=SEQ_LEN, max_predictions=MAX_PREDICTIONS
 ):
-  """Runs tools.create_pretraining_data (the real tool) into output_dir."""
+  """Runs recurrent_bert.tools.create_pretraining_data (the real tool) into output_dir."""
   result = forkserver.run(
       [
           sys.executable,
           "-m",
-          "tools.create_pretraining_data",
+          "recurrent_bert.tools.create_pretraining_data",
           f"--input_files={corpus}",
           f"--vocab_file={vocab}",
           f"--output_dir={output_dir}",

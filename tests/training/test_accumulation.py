@@ -16,6 +16,8 @@ from tests.training.conftest import run_pretrain
 from tests.training.conftest import subprocess_env
 from tests.training.conftest import wait_all
 
+pytestmark = pytest.mark.slow(seconds=105)
+
 # No shuffling, no dropout, one input file: every layout reads the same 8 examples per
 # update (test_strategies.STRATEGY_FLAGS); LAMB, so it is exercised under each layout too.
 UPDATES = 4

@@ -25,6 +25,8 @@ from tests.training.conftest import run_pretrain
 from tests.training.conftest import subprocess_env
 from tests.training.conftest import wait_all
 
+pytestmark = pytest.mark.slow(seconds=125)
+
 FAMILIES = ("bert", "bert_rab", "trans_blstm_2", "swishrnn")
 
 

@@ -1,4 +1,4 @@
-"""The tf.data pipeline on TFRecords written by tools.create_pretraining_data."""
+"""The tf.data pipeline on TFRecords written by recurrent_bert.tools.create_pretraining_data."""
 
 import numpy as np
 import pytest

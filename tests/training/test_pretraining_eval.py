@@ -31,6 +31,8 @@ from tests.training.conftest import SEQ_LEN
 from tests.training.conftest import run_pretrain
 from tests.training.conftest import subprocess_env
 
+pytestmark = pytest.mark.slow(seconds=60)
+
 NAMES = (
     "input_ids",
     "input_mask",

@@ -19,6 +19,8 @@ from tests.training.test_loop import assert_killed_after
 from tests.training.test_loop import assert_same_losses
 from tests.training.test_loop import start_pretrain
 
+pytestmark = pytest.mark.slow(seconds=165)
+
 # One input file, no shuffling, no dropout: with the same global batch of 8 every layout
 # sees the same examples per step (two pipelines share the file record by record).
 STRATEGY_FLAGS = ["--shuffle_buffer_size=1", "--num_train_steps=12", "--save_checkpoints_steps=4"]
