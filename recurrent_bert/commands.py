@@ -2,8 +2,9 @@
 
 `rbert-pretrain --help` is `python -m recurrent_bert.pretrain --help`: every entry point in
 setup.cfg is `recurrent_bert.commands:main`, which runs the module `COMMANDS` names for the
-script's own name as `__main__` (flags, --help, exit codes and all). One table, so a command
-added here and in setup.cfg (tests/test_commands.py checks the two agree) needs nothing else.
+script's own name as `__main__` (flags, --help, exit codes and all). One table: a command
+added here and in setup.cfg (tests/end_to_end/test_commands.py checks that the two agree)
+needs nothing else.
 """
 
 import os

@@ -89,9 +89,9 @@ them (always when n_best_size >= the context pieces).
 Twins, and which is the spec: serving must pack and decode inside the graph, training
 reads numpy features, so two pieces exist twice. The numpy side is the spec and the graph
 side is held to it on the same inputs: `truncate_pair` and the packing here against
-`tasks/pair_features.py` (`truncate_longest_first`, `pack_pair`; tests/export_checks.py
+`tasks/pair_features.py` (`truncate_longest_first`, `pack_pair`; tests/support/export_checks.py
 serves exported models on rows that pipeline packed), `best_spans` against
-`tasks/squad_postprocessing.py` (`postprocess_squad`; tests/test_export_tasks.py). Change
+`tasks/squad_postprocessing.py` (`postprocess_squad`; tests/end_to_end/test_export_tasks.py). Change
 the spec first, then its twin here.
 
 `export_model_dir` is the library side of `python -m recurrent_bert.export`: it builds

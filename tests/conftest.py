@@ -39,36 +39,53 @@ def rng():
   return np.random.default_rng(0)
 
 
-# A file whose tests take long declares it: `pytestmark = pytest.mark.slow(seconds=N)`, N its
-# seconds on 2 busy CI cores, roughly (`make test` prints the slowest tests; update N when
-# a file's cost changes a lot). `make test` starts those files first, slowest first, so
-# that the two pytest-xdist workers (--dist loadfile --no-loadscope-reorder) end together;
-# left to xdist's own order (most tests first), the few-but-slow files came last and kept
-# one worker busy alone. `make test-fast` leaves them out (-m "not slow").
+# Slowness is declared where it is: a file whose tests all take long says
+# `pytestmark = pytest.mark.slow(seconds=N)`, N the whole file's seconds on 2 busy CI cores,
+# roughly; a slow test among quick ones carries `@pytest.mark.slow(seconds=N)`, N its own
+# (all its parameters together). Update N when a cost changes a lot (`make test` prints
+# the slowest tests). `make test` starts the slowest files first, so that the two
+# pytest-xdist workers (--dist loadfile --no-loadscope-reorder) end together; left to
+# xdist's own order (most tests first), the few-but-slow files came last and kept one
+# worker busy alone. `make test-fast` leaves every slow test out (-m "not slow").
 
 
-def declared_seconds(item) -> float:
-  marker = item.get_closest_marker("slow")
-  return marker.kwargs.get("seconds", 0) if marker else 0
+def _slow_seconds(marks) -> float:
+  """The seconds of the `slow` marks among `marks` (a mark, a decorator or a list of them)."""
+  marks = [getattr(m, "mark", m) for m in (marks if isinstance(marks, list) else [marks])]
+  return sum(m.kwargs.get("seconds", 0) for m in marks if m.name == "slow")
+
+
+def file_seconds(items) -> dict:
+  """{file: its declared seconds}: the file's own marker plus its slow tests' markers."""
+  seconds, counted = {}, set()
+  for item in items:
+    path = item.nodeid.split("::")[0]
+    if path not in seconds:
+      seconds[path] = _slow_seconds(getattr(item.module, "pytestmark", []))
+    function = (path, getattr(item, "originalname", item.name))
+    if function not in counted:  # a parametrized test's marker covers all its parameters
+      counted.add(function)
+      seconds[path] += _slow_seconds(getattr(item.function, "pytestmark", []))
+  return seconds
 
 
 def pytest_collection_modifyitems(items):
-  """Slowest files first (their `slow` marker), each file's tests together and in order."""
-  position, seconds = {}, {}
+  """Slowest files first (their `slow` markers), each file's tests together and in order."""
+  position = {}
   for item in items:
-    path = item.nodeid.split("::")[0]
-    position.setdefault(path, len(position))
-    seconds[path] = max(seconds.get(path, 0), declared_seconds(item))
+    position.setdefault(item.nodeid.split("::")[0], len(position))
+  seconds = file_seconds(items)
   items.sort(
       key=lambda item: (-seconds[item.nodeid.split("::")[0]], position[item.nodeid.split("::")[0]])
   )
 
 
 def pytest_terminal_summary(terminalreporter):
-  """The bad-input campaign's tally (tests/mutations.py), when RB_FUZZ_EXAMPLES asks for it."""
+  """The bad-input campaign's tally (tests/support/mutations.py), when RB_FUZZ_EXAMPLES
+  asks for it."""
   if not os.environ.get("RB_FUZZ_EXAMPLES"):
     return
-  from tests import mutations
+  from tests.support import mutations
 
   for (fmt, outcome), count in sorted(mutations.TALLY.items()):
     terminalreporter.write_line(f"bad-input campaign: {fmt}: {outcome}: {count}")

@@ -21,8 +21,8 @@ from recurrent_bert.config import ModelConfig
 from recurrent_bert.convert.importers import config_from_bert_json
 from recurrent_bert.convert.importers import import_bert
 from recurrent_bert.errors import InputError
-from tests import mutations
-from tests.readme_text import run_module
+from tests.support import mutations
+from tests.support.readme_text import run_module
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASE = PRESETS["bert_tiny"].to_dict()
@@ -296,6 +296,7 @@ def _bad_checkpoint(directory, names):
     (directory / name).write_bytes(b"not a checkpoint\x00\xff")
 
 
+@pytest.mark.slow(seconds=9)
 def test_convert_checkpoint_prints_one_line_and_exits_2_on_a_bad_bert_config(tmp_path):
   # Both the config and the checkpoint are bad: the config is named (it is read first) and
   # the message says the checkpoint is still to be checked (issue 31).

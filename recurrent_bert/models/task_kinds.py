@@ -101,4 +101,3 @@ def get(name: str) -> TaskKind:
   if name not in KINDS:
     raise ValueError(f"unknown task kind {name!r} (known: {', '.join(KINDS)})")
   return KINDS[name]
-

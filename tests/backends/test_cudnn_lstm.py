@@ -21,8 +21,8 @@ import pytest
 
 from recurrent_bert.layers.kernels import jax_cudnn_lstm
 from recurrent_bert.layers.kernels import torch_cudnn_lstm
-from tests import references
 from tests.backends.support import BACKEND
+from tests.support import references
 
 BATCH, LENGTH, DEPTH, UNITS = 4, 6, 5, 3
 LENGTHS = np.array([6, 4, 1, 0])  # full, padded, one token, empty

@@ -1,6 +1,6 @@
 """finetune_glue and finetune_squad under KERAS_BACKEND=jax, held to the bars the same
-commands meet under TensorFlow on the generated tasks of tests/test_finetune.py and
-tests/test_finetune_squad.py (a tiny model learns them; chance is far below the bars).
+commands meet under TensorFlow on the generated tasks of tests/end_to_end/test_finetune.py and
+tests/end_to_end/test_finetune_squad.py (a tiny model learns them; chance is far below the bars).
 The JAX run's model dir is then exported by the TensorFlow export command and served.
 Run as `KERAS_BACKEND=jax pytest tests/backends`."""
 
@@ -16,9 +16,9 @@ from recurrent_bert.tasks import sample_tasks as generated_tasks
 from tests.backends.support import BACKEND
 from tests.backends.support import REPO
 from tests.backends.support import backend_env
-from tests.test_finetune import GLUE_FLAGS
-from tests.test_finetune import read_json
-from tests.test_finetune_squad import SQUAD_FLAGS
+from tests.end_to_end.test_finetune import GLUE_FLAGS
+from tests.end_to_end.test_finetune import read_json
+from tests.end_to_end.test_finetune_squad import SQUAD_FLAGS
 
 pytestmark = pytest.mark.skipif(BACKEND != "jax", reason="the JAX loop (KERAS_BACKEND=jax)")
 
@@ -37,7 +37,7 @@ def _run(module, backend, *flags, timeout=400):
 @pytest.fixture(scope="module")
 def rte(tmp_path_factory):
   """{"vocab", "rte", "jax": model_dir} of finetune_glue under JAX, with
-  tests/test_finetune.py's flags on its generated task."""
+  tests/end_to_end/test_finetune.py's flags on its generated task."""
   root = tmp_path_factory.mktemp("rte")
   files = {
       "vocab": generated_tasks.write_vocab(root / "vocab.txt"),
@@ -58,7 +58,7 @@ def rte(tmp_path_factory):
 
 
 def test_glue_under_jax_learns_as_under_tensorflow(rte):
-  """tests/test_finetune.py's bar for the TensorFlow run of the same flags and task
+  """tests/end_to_end/test_finetune.py's bar for the TensorFlow run of the same flags and task
   (accuracy >= 0.9 on 70 dev examples; chance ~0.5), and the same files."""
   results = read_json(os.path.join(rte["jax"], "eval_results.json"))
   assert results["task"] == "rte" and results["main_metric"] == "accuracy"

@@ -1,5 +1,5 @@
 """The recurrent layers and the BERT encoder under JAX and PyTorch, against the numpy
-references of tests/references.py: outputs and (hand-written or autodiff) gradients to
+references of tests/support/references.py: outputs and (hand-written or autodiff) gradients to
 1e-5 in float32, with padding in the batch. TensorFlow's kernels are tested the same way
 in tests/layers/; tests/backends/test_backends_agree.py compares the backends directly."""
 
@@ -15,11 +15,11 @@ from recurrent_bert.layers import kernels
 from recurrent_bert.layers import swish_rnn_recurrence
 from recurrent_bert.models import Pretrainer
 from recurrent_bert.models import build_encoder
-from tests import references as ref
 from tests.backends.support import BACKEND
 from tests.backends.support import outputs_and_gradients
 from tests.backends.support import run_python
 from tests.backends.support import to_numpy
+from tests.support import references as ref
 
 TOLERANCE = dict(atol=1e-5, rtol=1e-5)
 

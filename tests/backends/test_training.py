@@ -18,11 +18,11 @@ from recurrent_bert.training import metric_sums
 from recurrent_bert.training import objectives
 from recurrent_bert.training import optimization
 from recurrent_bert.training.keras_training import ObjectiveModel
-from tests import references
 from tests.backends.support import BACKEND
 from tests.backends.support import run_python
 from tests.backends.support import run_under_backend
 from tests.backends.support import to_numpy
+from tests.support import references
 
 VOCAB, BATCH, LENGTH, PREDICTIONS = 40, 4, 8, 3
 # JAX jits the step; torch.compile is not the CPU test's business.

@@ -25,10 +25,10 @@ from recurrent_bert.models import Encoder
 from recurrent_bert.models import Pretrainer
 from recurrent_bert.training import checkpoints
 from recurrent_bert.weights_file import variables_by_path
-from tests import checkpoint_files
-from tests import forkserver
-from tests import references as ref
-from tests.test_issue16_bad_input import error_lines
+from tests.end_to_end.test_commands_bad_input import error_lines
+from tests.support import checkpoint_files
+from tests.support import forkserver
+from tests.support import references as ref
 
 pytestmark = pytest.mark.slow(seconds=45)
 

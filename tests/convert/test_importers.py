@@ -7,8 +7,8 @@ import pytest
 from recurrent_bert.convert.importers import load_hf_bert
 from recurrent_bert.convert.importers import load_keras_hub_preset
 from recurrent_bert.convert.mapping import CheckpointMappingError
-from tests import checkpoint_files
-from tests import references as ref
+from tests.support import checkpoint_files
+from tests.support import references as ref
 
 V, P, H, F, L, A = 50, 16, 8, 12, 2, 2
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(V - 5)]

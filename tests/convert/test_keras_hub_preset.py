@@ -22,8 +22,8 @@ from recurrent_bert.data.tokenization import make_tokenizer
 from recurrent_bert.models import Encoder
 from recurrent_bert.models import Pretrainer
 from recurrent_bert.training import checkpoints
-from tests import forkserver
 from tests.data.sentencepiece_models import build_model
+from tests.support import forkserver
 
 pytestmark = pytest.mark.slow(seconds=30)
 

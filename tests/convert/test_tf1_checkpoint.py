@@ -10,8 +10,8 @@ from recurrent_bert.convert.mapping import assign_pairs
 from recurrent_bert.convert.mapping import tf1_bert_pairs
 from recurrent_bert.models import Encoder
 from recurrent_bert.models import Pretrainer
-from tests import checkpoint_files
-from tests import references as ref
+from tests.support import checkpoint_files
+from tests.support import references as ref
 
 V, P, H, F, L, A = 50, 16, 8, 12, 2, 2
 

@@ -21,8 +21,8 @@ from recurrent_bert.data import pretraining_data
 from recurrent_bert.data import pretraining_options
 from recurrent_bert.data.masking import MaskingConfig
 from recurrent_bert.errors import InputError
-from tests import mutations
-from tests.readme_text import run_module
+from tests.support import mutations
+from tests.support.readme_text import run_module
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -125,6 +125,7 @@ def test_create_pretraining_data_reads_a_cr_corpus_as_the_lf_one(tmp_path, vocab
   assert outputs["lf"][0] == len(documents_by_hand(CORPUS * 3)) and outputs["lf"][1] > 7
 
 
+@pytest.mark.slow(seconds=4)
 def test_tokenize_text_writes_one_row_per_cr_line(tmp_path, vocab_file):
   # recurrent_bert/tools/build_vocab reads through the same io_utils.read_lines_checked.
   import json

@@ -136,6 +136,7 @@ def expected_message(case, path, named):
   return rf"{path}: .*record {record_no} \(byte {offset}\)"
 
 
+@pytest.mark.slow(seconds=8)
 @pytest.mark.parametrize("damaged_shard", [0, 1, 2], ids=["first", "middle", "last"])
 @pytest.mark.parametrize("case", CASES)
 def test_a_damaged_shard_stops_training_naming_file_and_record(tmp_path, case, damaged_shard):
@@ -145,6 +146,7 @@ def test_a_damaged_shard_stops_training_naming_file_and_record(tmp_path, case, d
   assert "\n" not in str(raised.value)
 
 
+@pytest.mark.slow(seconds=46)
 @pytest.mark.parametrize("damaged_shard", [0, 1, 2], ids=["first", "middle", "last"])
 @pytest.mark.parametrize("case", CASES)
 def test_skip_bad_records_reads_exactly_the_good_records_and_counts_the_rest(

@@ -144,6 +144,7 @@ def test_whole_word_masking_takes_words_whole(implementation):
   assert total_masked > 0.8 * sum(min(12, round(int(m.sum()) * 0.15)) for m in mask)
 
 
+@pytest.mark.slow(seconds=3)
 def test_runs_under_xla_with_static_shapes():
   ids, mask = random_batch(np.random.default_rng(3), batch=8, length=32)
   config = MaskingConfig(max_predictions_per_seq=5, whole_word_mask=True)

@@ -74,6 +74,7 @@ def nsp_run(tmp_path_factory, corpus_file, vocab_file):
   return read_records(paths), stats
 
 
+@pytest.mark.slow(seconds=3)
 def test_structure_lengths_and_segments(nsp_run):
   records, stats = nsp_run
   assert len(records) > 2000
@@ -115,6 +116,7 @@ def test_masked_fraction_and_80_10_10(nsp_run):
   assert abs(stats["masked_fraction"] - masked / real_tokens) < 1e-9
 
 
+@pytest.mark.slow(seconds=5)
 def test_nsp_balance_and_random_next_from_another_document(tmp_path):
   # Every document is written with its own token ("d7 d7 d7 ..."), so the origin of
   # every segment is visible in the records.
@@ -148,6 +150,7 @@ def test_nsp_balance_and_random_next_from_another_document(tmp_path):
   assert 0.45 < labels[1] / sum(labels.values()) < 0.65
 
 
+@pytest.mark.slow(seconds=5)
 def test_whole_word_masking_never_masks_part_of_a_word(tmp_path, corpus_file, vocab_file):
   vocab = load_vocab(vocab_file)
   continuation = np.array([t.startswith("##") for t in vocab])
@@ -180,6 +183,7 @@ def test_whole_word_masking_never_masks_part_of_a_word(tmp_path, corpus_file, vo
   assert multi_piece_words_masked > 100
 
 
+@pytest.mark.slow(seconds=4)
 def test_no_nsp_packs_single_segments(tmp_path, corpus_file, vocab_file):
   paths, stats = generate(
       tmp_path,
@@ -223,6 +227,7 @@ def test_same_seed_same_bytes_and_workers_do_not_matter(tmp_path, corpus_file, v
   assert not glob.glob(str(tmp_path / "*" / "*.tmp"))  # no temp files left behind
 
 
+@pytest.mark.slow(seconds=5)
 def test_dynamic_masking_records_and_read_time_masks(tmp_path, corpus_file, vocab_file):
   paths, stats = generate(tmp_path, [corpus_file], vocab_file, dynamic_masking=True, dupe_factor=1)
   spec = {k: v for k, v in SPEC.items() if not k.startswith("masked_lm")}

@@ -93,6 +93,7 @@ def numpy_rows(cfg, batch=1):
   ]
 
 
+@pytest.mark.slow(seconds=2)
 def test_the_data_tools_records_read_byte_identical_to_tf_data(tool_records):
   files, vocab_size = tool_records
   cfg = config(files, 32, 5, vocab_size)
@@ -155,6 +156,7 @@ def bad_records():
   return cases
 
 
+@pytest.mark.slow(seconds=58)
 @pytest.mark.parametrize("record", [r for _, r in bad_records()], ids=[i for i, _ in bad_records()])
 def test_every_bad_record_is_refused_with_the_tf_pipelines_own_line(tmp_path, record):
   records = [example_bytes(features_of(i)) for i in range(NUM_RECORDS)]

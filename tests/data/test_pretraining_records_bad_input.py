@@ -25,10 +25,10 @@ from recurrent_bert.data import record_errors
 from recurrent_bert.data.dynamic_masking import DynamicMasker
 from recurrent_bert.data.dynamic_masking import MaskingConfig
 from recurrent_bert.errors import InputError
-from tests import forkserver
-from tests import mutations
 from tests.data.conftest import RESERVED
 from tests.data.conftest import write_vocab
+from tests.support import forkserver
+from tests.support import mutations
 from tests.training.conftest import REPO
 from tests.training.conftest import pretrain_command
 from tests.training.conftest import subprocess_env
@@ -174,6 +174,7 @@ def float_instead_of_int(i, name):
 # -------------------------------------------------------------- the examples of the issue
 
 
+@pytest.mark.slow(seconds=8)
 @pytest.mark.parametrize(
     "bad, what",
     [
@@ -218,6 +219,7 @@ def test_a_bad_later_record_of_the_held_out_set_is_named(tmp_path):
     read_eval_rows(path)
 
 
+@pytest.mark.slow(seconds=3)
 def test_a_bad_later_unmasked_record_is_named_under_dynamic_masking(tmp_path):
   records = valid_records(masked=False)
   records[9] = example_bytes({k: v for k, v in features_of(9).items()})  # a masked one
@@ -349,6 +351,7 @@ def test_valid_records_read_back_unchanged(tmp_path):
 # -------------------------------------------------------------------- the whole command
 
 
+@pytest.mark.slow(seconds=17)
 def test_pretrain_stops_at_a_bad_later_record_with_one_line_and_keeps_checkpoints(tmp_path):
   seq, pred = 16, 2
   vocab = write_vocab(tmp_path / "vocab.txt", RESERVED + [f"w{i}" for i in range(40)])
@@ -440,6 +443,7 @@ def mutated_shard(draw):
   return how, draw(st.integers(0, offsets[-1] - 1))
 
 
+@pytest.mark.slow(seconds=7)
 @mutations.fuzz_settings(max_examples=10)
 @given(mutated_shard())
 def test_property_mutated_records_are_named_or_read_as_before(tmp_path, mutation):

@@ -16,7 +16,6 @@ import tensorflow as tf
 from recurrent_bert.data import pretraining_dataset
 from recurrent_bert.data import record_errors
 from recurrent_bert.errors import InputError
-from tests import forkserver
 from tests.data.conftest import RESERVED
 from tests.data.conftest import write_vocab
 from tests.data.test_pretraining_records_bad_input import HEADER
@@ -27,6 +26,7 @@ from tests.data.test_pretraining_records_bad_input import example_bytes
 from tests.data.test_pretraining_records_bad_input import features_of
 from tests.data.test_pretraining_records_bad_input import frame_offsets
 from tests.data.test_pretraining_records_bad_input import shard_dir
+from tests.support import forkserver
 from tests.training.conftest import REPO
 from tests.training.conftest import pretrain_command
 from tests.training.conftest import subprocess_env
@@ -94,6 +94,7 @@ def read_held_out(path):
       pass
 
 
+@pytest.mark.slow(seconds=42)
 @pytest.mark.parametrize("read", [read_training, read_held_out], ids=["training", "held_out"])
 @pytest.mark.parametrize("name, index, value, what", CASES, ids=[f"{c[0]}={c[2]}" for c in CASES])
 def test_an_out_of_range_value_is_named_with_file_record_and_value(
@@ -107,6 +108,7 @@ def test_an_out_of_range_value_is_named_with_file_record_and_value(
   assert what in message and "\n" not in message
 
 
+@pytest.mark.slow(seconds=2)
 def test_a_weighted_position_outside_the_input_mask_is_refused_and_padding_is_not(tmp_path):
   features = features_of(BAD)
   real = int(features["input_mask"].sum())
@@ -151,6 +153,7 @@ def one_error_line(result):
   return errors[0]
 
 
+@pytest.mark.slow(seconds=12)
 def test_pretrain_stops_at_an_id_past_the_vocabulary_with_one_line(tmp_path):
   # The case: an id of 1e6 ended in a Keras traceback naming no file.
   path, offset = shard_with(tmp_path, with_values(input_ids=(2, 1_000_000)))
@@ -158,6 +161,7 @@ def test_pretrain_stops_at_an_id_past_the_vocabulary_with_one_line(tmp_path):
   assert error.startswith(f"error: {path}: record 6 (byte {offset}): input_ids outside [0, 50)")
 
 
+@pytest.mark.slow(seconds=22)
 def test_pretrain_mode_eval_stops_at_a_nan_weight_with_one_line(tmp_path):
   good = shard_dir(tmp_path, [example_bytes(features_of(i)) for i in range(NUM_RECORDS)])
   run = run_pretrain(tmp_path, good, "--num_train_steps=3")
@@ -172,6 +176,7 @@ def test_pretrain_mode_eval_stops_at_a_nan_weight_with_one_line(tmp_path):
   assert error.startswith(f"error: {path}: record 6 (byte {offset}): masked_lm_weights"), error
 
 
+@pytest.mark.slow(seconds=26)
 def test_pretrain_skip_bad_records_trains_past_a_damaged_record_and_counts_it(tmp_path):
   records = [example_bytes(features_of(i)) for i in range(NUM_RECORDS)]
   path = shard_dir(tmp_path, records)

@@ -60,6 +60,7 @@ def tokenizer(model_file):
   return tokenization.make_tokenizer(model_file)
 
 
+@pytest.mark.slow(seconds=3)
 def test_make_tokenizer_picks_sentencepiece_by_name_or_content(model_file, tmp_path, vocab_file):
   assert isinstance(tokenization.make_tokenizer(model_file), SentencepieceTokenizer)
   renamed = tmp_path / "spm.bin"  # no .model: recognised by its content

@@ -20,10 +20,10 @@ from recurrent_bert.data import vocab as vocab_lib
 from recurrent_bert.data.dynamic_masking import DynamicMasker
 from recurrent_bert.data.masking import MaskingConfig
 from recurrent_bert.training import checkpoints
-from tests import forkserver
 from tests.data.sentencepiece_models import build_model
 from tests.data.sentencepiece_models import check_whole_words
-from tests.test_issue16_bad_input import assert_one_line_error
+from tests.end_to_end.test_commands_bad_input import assert_one_line_error
+from tests.support import forkserver
 from tests.training.conftest import REPO
 from tests.training.conftest import make_records
 from tests.training.conftest import run_pretrain

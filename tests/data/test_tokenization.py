@@ -116,6 +116,7 @@ def test_id_token_round_trip(hand_vocab):
   assert text.numpy()[0].decode() == "hello , unaffable world !"
 
 
+@pytest.mark.slow(seconds=5)
 def test_eager_tf_data_and_tf_function_agree(hand_vocab):
   tokenizer = tokenization.BertWordpieceTokenizer(hand_vocab)
   texts = ["Hello, World!", "", "unaffable 中国 café", "a" * 101]
@@ -230,6 +231,7 @@ EXTRA_LINES = [
 ]
 
 
+@pytest.mark.slow(seconds=3)
 @pytest.mark.parametrize("lower", [True, False])
 def test_matches_pure_python_reference_on_real_text(corpus_file, tmp_path, lower):
   with open(corpus_file, encoding="utf-8") as f:

@@ -15,9 +15,9 @@ import pytest
 from recurrent_bert.data import tokenization
 from recurrent_bert.data.vocab import load_vocab
 from recurrent_bert.errors import InputError
-from tests import mutations
 from tests.data.conftest import RESERVED
-from tests.readme_text import run_module
+from tests.support import mutations
+from tests.support.readme_text import run_module
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOKENS = RESERVED + ["the", "cat", "##s", "sat", "on", "mat", "##ting", "."]
@@ -100,6 +100,7 @@ def _assert_one_line_exit_2(result, expected_start):
   assert len(errors) == 1 and errors[0].startswith(expected_start), result.stderr[-2000:]
 
 
+@pytest.mark.slow(seconds=4)
 @pytest.mark.parametrize(
     "module", ["recurrent_bert.tools.tokenize_text", "recurrent_bert.tools.create_pretraining_data"]
 )
@@ -134,6 +135,7 @@ def test_vocab_of_special_tokens_only_is_refused(tmp_path):
     assert load_vocab(write(tmp_path, ("\n".join(tokens) + "\n").encode())) == tokens
 
 
+@pytest.mark.slow(seconds=10)
 def test_tool_exits_2_on_a_vocab_of_special_tokens_only(tmp_path):
   vocab = write(tmp_path, ("\n".join(SPECIAL_ONLY) + "\n").encode())
   text = tmp_path / "in.txt"

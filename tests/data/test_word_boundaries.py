@@ -23,9 +23,9 @@ from recurrent_bert.tasks import squad
 from recurrent_bert.tasks import squad_alignment
 from recurrent_bert.tasks import squad_postprocessing
 from recurrent_bert.tasks import squad_windows
-from tests import mutations
 from tests.data.conftest import RESERVED
 from tests.data.conftest import write_vocab
+from tests.support import mutations
 
 VOCAB = RESERVED + ["cat", "sat", "mat", "it", "saw", "then", "he", "on", "the", ",", ".", ":"]
 VOCAB += ["##s", "##a", "##t", "##m", "##i"]

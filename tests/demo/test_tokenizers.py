@@ -179,6 +179,7 @@ def write_run(root, tokenizer, vocab_file, input_tokens, loss, per_word, accurac
   }
 
 
+@pytest.mark.slow(seconds=3)
 def test_report_section_from_the_runs_outputs(tmp_path, spm_model, vocab_file):
   (tmp_path / "corpus").mkdir()
   # 10 whitespace words over two lines and a blank line between documents.

@@ -3,7 +3,7 @@ import numpy as np
 import tensorflow as tf
 
 from recurrent_bert.layers import SelfAttention
-from tests import references as ref
+from tests.support import references as ref
 
 
 def _weights(layer):

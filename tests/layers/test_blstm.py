@@ -5,7 +5,7 @@ import tensorflow as tf
 from recurrent_bert.layers import BidirectionalLSTM
 from recurrent_bert.layers import kernels
 from recurrent_bert.training.checkpoints import variables_by_path
-from tests import references as ref
+from tests.support import references as ref
 
 # Every implementation TensorFlow runs (the portable ones: tests/backends).
 IMPLEMENTATIONS = kernels.offered(kernels.BLSTM_FIELD)
@@ -51,6 +51,7 @@ def _trainable_in_order(layer):
   return weights
 
 
+@pytest.mark.slow(seconds=67)
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 @pytest.mark.parametrize("units,projection", [(4, None), (8, 8)])  # SMALL, full (H = 8)
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -92,6 +93,7 @@ def test_outputs_and_gradients_match_numpy_lstm_loops(units, projection, case, i
       np.testing.assert_allclose(g.numpy(), w, atol=1e-5, rtol=1e-5, err_msg=f"{mode}, array {i}")
 
 
+@pytest.mark.slow(seconds=4)
 def test_scan_gradients_equal_keras_lstm_gradients_under_xla(rng):
   """Same variables, two implementations: outputs and gradients agree, XLA included."""
   keras_layer = BidirectionalLSTM(6, 8, implementation="keras")

@@ -3,7 +3,7 @@ import pytest
 
 from recurrent_bert.layers import RelativePositionBias
 from recurrent_bert.layers import relative_position_bucket
-from tests import references as ref
+from tests.support import references as ref
 
 
 @pytest.mark.parametrize("num_buckets,max_distance", [(32, 128), (16, 64)])

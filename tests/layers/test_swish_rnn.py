@@ -6,7 +6,7 @@ import tensorflow as tf
 from recurrent_bert.layers import SwishRNN
 from recurrent_bert.layers import kernels
 from recurrent_bert.layers import swish_rnn_recurrence
-from tests import references as ref
+from tests.support import references as ref
 
 # Every implementation TensorFlow runs (the portable ones: tests/backends).
 IMPLEMENTATIONS = kernels.offered(kernels.SWISH_RNN_FIELD)
@@ -174,6 +174,7 @@ def test_gradient_matches_finite_differences(rng, implementation):
     np.testing.assert_allclose(g.numpy(), numeric, atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.slow(seconds=10)
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 def test_xla_forward_and_backward_match_eager(rng, implementation):
   layer = SwishRNN(hidden_size=8, inner_size=6, step_size=4, implementation=implementation)
@@ -308,6 +309,7 @@ def test_loop_unroll_does_not_change_results(rng, unroll):
   )
 
 
+@pytest.mark.slow(seconds=10)
 @pytest.mark.parametrize("jit_compile", [False, True])
 def test_graph_mode_with_unknown_batch_and_length(rng, jit_compile):
   """A functional model (symbolic [None, None, H]) reused for two shapes, with gradients."""

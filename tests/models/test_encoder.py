@@ -33,6 +33,7 @@ def _repad(inputs, rng, total, vocab):
   return out
 
 
+@pytest.mark.slow(seconds=11)
 @pytest.mark.parametrize("family", FAMILY_NAMES)
 def test_real_positions_ignore_padding_length_and_values(rng, family):
   encoder = build_encoder(f"{family}_tiny")
@@ -54,6 +55,7 @@ def test_real_positions_ignore_padding_length_and_values(rng, family):
   assert len(out_long["encoder_outputs"]) == encoder.config.num_layers
 
 
+@pytest.mark.slow(seconds=63)
 @pytest.mark.parametrize("family", FAMILY_NAMES)
 def test_forward_and_backward_under_xla(rng, family):
   encoder = build_encoder(f"{family}_tiny")
@@ -74,6 +76,7 @@ def test_forward_and_backward_under_xla(rng, family):
   assert all(np.all(np.isfinite(g.numpy())) for g in grads if not isinstance(g, tf.IndexedSlices))
 
 
+@pytest.mark.slow(seconds=18)
 @pytest.mark.parametrize("family", FAMILY_NAMES)
 def test_config_and_keras_file_round_trip(rng, tmp_path, family):
   encoder = build_encoder(f"{family}_tiny")
@@ -118,6 +121,7 @@ def test_inputs_are_matched_by_name_not_position(rng):
     encoder({"input_ids": inputs["input_ids"], "input_mask": inputs["input_mask"]})
 
 
+@pytest.mark.slow(seconds=7)
 @pytest.mark.parametrize("family", ["bert_rab", "trans_blstm_2", "swishrnn", "blstm"])
 def test_mixed_bfloat16_forward_and_backward_are_finite(rng, family):
   keras.config.set_dtype_policy("mixed_bfloat16")  # conftest restores float32
@@ -149,6 +153,7 @@ def test_swishrnn_implementations_give_the_same_model(rng):
   )
 
 
+@pytest.mark.slow(seconds=5)
 @pytest.mark.parametrize("family", ["trans_blstm_2", "trans_blstm_small_1"])
 def test_blstm_checkpoint_restores_under_another_implementation(rng, tmp_path, family):
   """A checkpoint written by a scan-BLSTM encoder (the format of the existing ones)

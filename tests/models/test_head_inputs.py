@@ -127,6 +127,7 @@ def test_feature_based_freezes_the_encoder(encoder_batch, layer_mix):
   )
 
 
+@pytest.mark.slow(seconds=7)
 def test_feature_based_training_step_moves_the_head_only(encoder_batch):
   model = Classifier(_encoder(), 2, layer_mix="mix_last_four", feature_based=True)
   inputs = encoder_batch(VOCAB)
@@ -193,6 +194,7 @@ def test_save_and_load_keep_the_head_inputs(encoder_batch, tmp_path, make_model)
   keras.tree.map_structure(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6), got, want)
 
 
+@pytest.mark.slow(seconds=8)
 @pytest.mark.parametrize(
     "make_model",
     [

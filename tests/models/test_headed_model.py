@@ -8,6 +8,7 @@ from recurrent_bert.models import SpanExtractor
 from recurrent_bert.models import build_encoder
 
 
+@pytest.mark.slow(seconds=10)
 @pytest.mark.parametrize(
     "make_model",
     [

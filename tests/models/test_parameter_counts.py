@@ -49,6 +49,7 @@ def test_bert_base_exact_count_from_its_formula():
   assert _count("bert_base") == embeddings + L * block + H * H + H
 
 
+@pytest.mark.slow(seconds=2)
 def test_blstm_variants_add_the_lstm_weights():
   H, L = 768, 12
   lstm = lambda u: 2 * 4 * (H * u + u * u + u)  # two directions, four gates

@@ -1,9 +1,10 @@
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from recurrent_bert.models import Pretrainer
 from recurrent_bert.models import build_encoder
-from tests import references as ref
+from tests.support import references as ref
 
 
 def test_mlm_logits_use_tied_embeddings_at_masked_positions(rng, encoder_batch):
@@ -31,6 +32,7 @@ def test_mlm_logits_use_tied_embeddings_at_masked_positions(rng, encoder_batch):
   assert len(vocab_tables) == 1
 
 
+@pytest.mark.slow(seconds=9)
 def test_mlm_loss_trains_the_token_embeddings_under_xla(encoder_batch):
   encoder = build_encoder("swishrnn_tiny")
   model = Pretrainer(encoder, use_nsp=False)

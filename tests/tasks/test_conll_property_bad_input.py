@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from recurrent_bert.tasks import conll
-from tests import mutations
+from tests.support import mutations
 
 WORDS = st.text(alphabet="abcxyzé東.,'\"-", min_size=1, max_size=6).filter(
     lambda w: not w.startswith("-DOCSTART-")

@@ -11,7 +11,7 @@ import pytest
 from recurrent_bert.errors import InputError
 from recurrent_bert.tasks import classification
 from recurrent_bert.tasks import custom_task
-from tests import mutations
+from tests.support import mutations
 
 LABELS = ["neg", "pos"]
 

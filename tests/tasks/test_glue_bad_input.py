@@ -19,8 +19,8 @@ from recurrent_bert.tasks import classification
 from recurrent_bert.tasks import glue
 from recurrent_bert.tasks import registry
 from recurrent_bert.tasks import tfds_tasks
-from tests import forkserver
-from tests import mutations
+from tests.support import forkserver
+from tests.support import mutations
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STSB_HEADER = [
@@ -387,6 +387,7 @@ def _stsb_folder(tmp_path):
   return folder, path
 
 
+@pytest.mark.slow(seconds=2)
 def test_finetune_glue_stops_at_a_bad_score_with_one_line(tmp_path):
   folder, path = _stsb_folder(tmp_path)
   result = _run_finetune_glue(tmp_path, f"--data_dir={folder}")
@@ -399,6 +400,7 @@ def test_finetune_glue_stops_at_a_bad_score_with_one_line(tmp_path):
   assert not os.path.exists(tmp_path / "model" / "checkpoint")  # no model was trained
 
 
+@pytest.mark.slow(seconds=18)
 def test_finetune_glue_skip_bad_rows_reports_the_count_per_file(tmp_path):
   folder, path = _stsb_folder(tmp_path)
   result = _run_finetune_glue(

@@ -178,6 +178,7 @@ def test_invalid_json_names_the_line(tmp_path):
 # ----------------------------------------------------------------------- alignment
 
 
+@pytest.mark.slow(seconds=6)
 @pytest.mark.parametrize("context", CONTEXTS)
 def test_context_pieces_match_tokenizer_and_original_characters(tokenizer, context):
   pieces = squad_alignment.context_pieces([context], tokenizer)[0]

@@ -17,10 +17,10 @@ import pytest
 
 from recurrent_bert.errors import InputError
 from recurrent_bert.tasks import squad
-from tests import forkserver
-from tests import mutations
 from tests.data.conftest import RESERVED
 from tests.data.conftest import write_vocab
+from tests.support import forkserver
+from tests.support import mutations
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONTEXTS = [
@@ -316,6 +316,7 @@ def test_mutated_squad_files_are_refused_or_read_right(tmp_path_factory, data):
 # --- The command. --------------------------------------------------------------------------
 
 
+@pytest.mark.slow(seconds=10)
 def test_finetune_squad_refuses_a_bad_file_in_one_line_before_building_a_model(tmp_path):
   document = valid_document()
   answer = qa_of(document, "q3")["answers"][0]

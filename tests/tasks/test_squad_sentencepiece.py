@@ -54,6 +54,7 @@ def reference_spans(processor, context):
   return spans
 
 
+@pytest.mark.slow(seconds=3)
 def test_context_pieces_are_the_library_pieces_at_their_characters(model):
   tokenizer, processor = model
   lone_marks = 0

@@ -13,7 +13,7 @@ import pytest
 
 from recurrent_bert.errors import InputError
 from recurrent_bert.tasks import superglue
-from tests import mutations
+from tests.support import mutations
 
 
 def write(tmp_path, task, content):

@@ -161,6 +161,7 @@ def test_adapter_scores_accuracy_and_writes_predictions(tmp_path, word_tokenizer
   np.testing.assert_allclose(rows[1]["probabilities"], e / e.sum(), atol=1e-6)
 
 
+@pytest.mark.slow(seconds=7)
 @pytest.mark.parametrize("family", ["bert_tiny", "swishrnn_tiny"])
 def test_multiple_choice_model_compiles_with_xla(family):
   import tensorflow as tf

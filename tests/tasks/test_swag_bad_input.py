@@ -17,6 +17,7 @@ GOOD = "{id},v,1,s,A cat,It,gold,runs.,eats.,sleeps.,sits.,1"
 PREFIX = [HEADER, GOOD.format(id=0), '1,v,1,s,"two\nlines",It,gold,a,b,c,d,0']
 
 
+@pytest.mark.slow(seconds=22)
 @pytest.mark.parametrize(
     "row, expected",
     [

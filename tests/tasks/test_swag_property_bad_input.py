@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from recurrent_bert.tasks import swag
-from tests import mutations
+from tests.support import mutations
 
 HEADER = [
     "",

@@ -17,7 +17,9 @@ from recurrent_bert.tools.bad_input_cases import Case
 from recurrent_bert.tools.bad_input_cases import Flag
 from recurrent_bert.tools.bad_input_cases import bad_values
 from recurrent_bert.tools.bad_input_fixtures import Workspace
-from tests import forkserver
+from tests.support import forkserver
+
+pytestmark = pytest.mark.slow(seconds=40)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -25,6 +25,8 @@ from recurrent_bert.data.dynamic_masking import MaskingConfig
 from recurrent_bert.errors import InputError
 from recurrent_bert.tools import create_pretraining_data
 
+pytestmark = pytest.mark.slow(seconds=30)
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SEQ, PRED, SHARDS = 64, 20, 2
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")

@@ -9,8 +9,8 @@ import pytest
 import sentencepiece
 
 from recurrent_bert.data import vocab as vocab_lib
-from tests import forkserver
-from tests.test_issue16_bad_input import assert_one_line_error
+from tests.end_to_end.test_commands_bad_input import assert_one_line_error
+from tests.support import forkserver
 from tests.tools.test_tools import REPO
 
 RESERVED = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -33,6 +33,7 @@ def text_file(tmp_path_factory, corpus_file):
   return str(path)
 
 
+@pytest.mark.slow(seconds=11)
 @pytest.mark.parametrize("model_type", ["unigram", "bpe"])
 def test_writes_a_model_and_its_listing_deterministically(tmp_path, text_file, model_type):
   outputs = []
@@ -66,6 +67,7 @@ def test_writes_a_model_and_its_listing_deterministically(tmp_path, text_file, m
   assert vocab_lib.read_vocabulary(f"{outputs[0]}.model").folds_case is True
 
 
+@pytest.mark.slow(seconds=3)
 def test_nodo_lower_case_keeps_case(tmp_path, text_file):
   result = run_tool(
       f"--input_files={text_file}",
@@ -81,6 +83,7 @@ def test_nodo_lower_case_keeps_case(tmp_path, text_file):
   assert vocab_lib.read_vocabulary(str(tmp_path / "cased.model")).folds_case is False
 
 
+@pytest.mark.slow(seconds=2)
 def test_a_failed_run_leaves_the_old_outputs_and_says_why_in_one_line(tmp_path, text_file):
   old = {"spm.model": b"old model", "spm.vocab": b"old listing"}
   for name, content in old.items():
@@ -98,6 +101,7 @@ def test_a_failed_run_leaves_the_old_outputs_and_says_why_in_one_line(tmp_path, 
     assert (tmp_path / name).read_bytes() == content
 
 
+@pytest.mark.slow(seconds=11)
 @pytest.mark.parametrize(
     "flags, message",
     [

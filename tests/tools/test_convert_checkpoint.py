@@ -5,14 +5,15 @@ import os
 import sys
 
 import numpy as np
+import pytest
 
 from recurrent_bert.config import get_preset
 from recurrent_bert.models import Encoder
 from recurrent_bert.models import Pretrainer
 from recurrent_bert.training import checkpoints
-from tests import checkpoint_files
-from tests import forkserver
-from tests import references as ref
+from tests.support import checkpoint_files
+from tests.support import forkserver
+from tests.support import references as ref
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 V, P, H, F, L, A = 50, 16, 8, 12, 2, 2
@@ -43,6 +44,7 @@ def _inputs(rng):
   return checkpoint_files.padded_inputs(rng, V)
 
 
+@pytest.mark.slow(seconds=8)
 def test_tf1_release_to_model_dir_on_the_command_line(rng, tmp_path):
   values = checkpoint_files.random_tf1_bert(rng, V, P, H, F, L)
   prefix = _release_dir(str(tmp_path / "release"), values)
@@ -102,6 +104,7 @@ def test_tf1_release_to_model_dir_on_the_command_line(rng, tmp_path):
   np.testing.assert_allclose(got["nsp_logits"], want["nsp_logits"], atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.slow(seconds=4)
 def test_hf_warm_start_of_trans_blstm(rng, tmp_path):
   values = checkpoint_files.random_tf1_bert(rng, V, P, H, F, L)
   checkpoint_files.write_hf_checkpoint(

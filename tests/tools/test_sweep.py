@@ -16,7 +16,7 @@ from recurrent_bert.tasks import sample_tasks as generated_tasks
 from recurrent_bert.tools import sweep
 from recurrent_bert.tools import sweep_grid
 from recurrent_bert.tools import sweep_tables
-from tests import forkserver
+from tests.support import forkserver
 
 pytestmark = pytest.mark.slow(seconds=40)
 

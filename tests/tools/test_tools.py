@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from recurrent_bert.data import tokenization
-from tests import forkserver
+from tests.support import forkserver
 
 pytestmark = pytest.mark.slow(seconds=50)
 

@@ -10,9 +10,9 @@ import sys
 import pytest
 
 from recurrent_bert.config import get_preset
-from tests import forkserver
 from tests.data.conftest import corpus_file
 from tests.data.conftest import vocab_file
+from tests.support import forkserver
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SEQ_LEN = 64

@@ -16,7 +16,7 @@ import pytest
 
 from recurrent_bert import io_utils
 from recurrent_bert.data import tokenization
-from tests import forkserver
+from tests.support import forkserver
 from tests.training.conftest import REPO
 from tests.training.conftest import losses_by_step
 from tests.training.conftest import metrics_rows

@@ -11,7 +11,7 @@ from recurrent_bert.flags import optimization as optimizer_flags
 from recurrent_bert.models import Pretrainer
 from recurrent_bert.models import build_encoder
 from recurrent_bert.training import optimization
-from tests import references
+from tests.support import references
 
 
 def reference_learning_rate(step, peak, warmup, total, end):

@@ -24,6 +24,7 @@ def take(dataset, n):
   return [{k: v.numpy() for k, v in batch.items()} for batch in dataset.take(n)]
 
 
+@pytest.mark.slow(seconds=6)
 def test_batches_have_static_shapes_and_schema_dtypes(masked_records):
   dataset = pretraining_dataset.make_pretraining_dataset(data_config(masked_records), 4)
   spec = dataset.element_spec
@@ -39,6 +40,7 @@ def test_batches_have_static_shapes_and_schema_dtypes(masked_records):
   assert ((batch["masked_lm_positions"] > 0) == (batch["masked_lm_weights"] > 0)).all()
 
 
+@pytest.mark.slow(seconds=4)
 def test_same_seed_same_batches_and_skip_is_an_offset(masked_records):
   config = data_config(masked_records, seed=7)
   first = take(pretraining_dataset.make_pretraining_dataset(config, 4), 6)
@@ -58,6 +60,7 @@ def _all_records(files):
   return {bytes(r.numpy()) for r in tf.data.TFRecordDataset(files)}
 
 
+@pytest.mark.slow(seconds=4)
 def test_file_level_sharding_splits_files_between_pipelines(masked_records):
   config = data_config(masked_records, shuffle_buffer_size=1)
   assert len(config.input_files) == 2
@@ -80,6 +83,7 @@ def test_file_level_sharding_splits_files_between_pipelines(masked_records):
     assert ids <= file_ids
 
 
+@pytest.mark.slow(seconds=4)
 def test_dynamic_masking_masks_unmasked_records(unmasked_records, vocab_file):
   masker = dynamic_masking.DynamicMasker(
       dynamic_masking.MaskingConfig(max_predictions_per_seq=MAX_PREDICTIONS),

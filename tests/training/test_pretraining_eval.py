@@ -24,7 +24,7 @@ from recurrent_bert.models import Pretrainer
 from recurrent_bert.models import build_encoder
 from recurrent_bert.training.pretraining_eval import PretrainingEvaluator
 from recurrent_bert.training.pretraining_eval import record_eval_results
-from tests import forkserver
+from tests.support import forkserver
 from tests.training.conftest import MAX_PREDICTIONS
 from tests.training.conftest import REPO
 from tests.training.conftest import SEQ_LEN

@@ -23,8 +23,8 @@ from recurrent_bert.data.pretraining_dataset import PretrainingDataConfig
 from recurrent_bert.models import Pretrainer
 from recurrent_bert.models import build_encoder
 from recurrent_bert.training.pretraining_eval import PretrainingEvaluator
-from tests import forkserver
 from tests.data import sentencepiece_models
+from tests.support import forkserver
 from tests.training.conftest import MAX_PREDICTIONS
 from tests.training.conftest import REPO
 from tests.training.conftest import SEQ_LEN
@@ -67,6 +67,7 @@ def vocab_and_records(request, tmp_path_factory, corpus_file, vocab_file):
   return vocab_file, records
 
 
+@pytest.mark.slow(seconds=14)
 def test_loss_per_word_equals_numpy(vocab_and_records):
   vocab_file, pattern = vocab_and_records
   records = read_records(pattern)
@@ -126,6 +127,7 @@ def test_evaluator_without_word_starts_reports_per_piece_only(vocab_and_records)
   assert "mlm_loss_per_word" not in results and "mlm_words" not in results
 
 
+@pytest.mark.slow(seconds=26)
 def test_pretrain_reports_it_and_mirrored_eval_repeats_it(
     tmp_path, vocab_and_records, small_config
 ):

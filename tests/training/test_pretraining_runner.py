@@ -21,7 +21,7 @@ from recurrent_bert.training import distribution
 from recurrent_bert.training.finetuning import FinetuneSettings
 from recurrent_bert.training.pretraining_runner import PretrainSettings
 from recurrent_bert.training.pretraining_runner import run_pretraining
-from tests import forkserver
+from tests.support import forkserver
 from tests.training.conftest import MAX_PREDICTIONS
 from tests.training.conftest import REPO
 from tests.training.conftest import SEQ_LEN
@@ -34,6 +34,7 @@ from tests.training.conftest import subprocess_env
 from tests.training.conftest import vocab_file  # noqa: F401
 
 
+@pytest.mark.slow(seconds=23)
 def test_the_runner_from_python_trains_as_the_command_does(
     tmp_path, masked_records, vocab_file, small_config
 ):

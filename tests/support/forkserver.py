@@ -32,7 +32,7 @@ _START_UP_ENV = ("TF_CPP_MIN_LOG_LEVEL", "TF_ENABLE_ONEDNN_OPTS")
 # test that checks which modules loading a SavedModel imports sees the same set as before.
 _PRELOADED = ("tensorflow", "tensorflow_text")
 _SERVERS = {}
-_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _LOCK = threading.Lock()
 
 
@@ -56,7 +56,7 @@ class _Server:
     self.log = os.path.join(self.folder, "server.log")
     with open(self.log, "wb") as log:
       self.process = subprocess.Popen(
-          [sys.executable, "-c", "from tests import forkserver; forkserver.serve()"],
+          [sys.executable, "-c", "from tests.support import forkserver; forkserver.serve()"],
           cwd=_REPO,
           env=env,
           stdin=subprocess.PIPE,

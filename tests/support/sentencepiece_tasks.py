@@ -8,8 +8,8 @@ import sys
 
 from recurrent_bert.data import sentencepiece_vocab
 from recurrent_bert.tasks import sample_tasks
-from tests import export_checks
-from tests import forkserver
+from tests.support import export_checks
+from tests.support import forkserver
 
 
 def task_lines():

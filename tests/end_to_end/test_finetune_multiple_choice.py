@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 
 from recurrent_bert.tasks import sample_tasks
-from tests import export_checks
-from tests import forkserver
-from tests.test_finetune import REPO
-from tests.test_finetune import read_json
-from tests.test_finetune import run_entry
+from tests.end_to_end.test_finetune import REPO
+from tests.end_to_end.test_finetune import read_json
+from tests.end_to_end.test_finetune import run_entry
+from tests.support import export_checks
+from tests.support import forkserver
 
 pytestmark = pytest.mark.slow(seconds=90)
 

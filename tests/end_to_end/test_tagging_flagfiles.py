@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIGS = os.path.join(REPO, "configs", "finetune")
 # Appendix A.3: batch {16, 32}, Adam lr {5e-5, 3e-5, 2e-5}, epochs {2, 3, 4}, dropout 0.1;
 # §5.3: NER as one tagging run per sentence with document context, 128-piece windows.

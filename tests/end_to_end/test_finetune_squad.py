@@ -13,9 +13,9 @@ import pytest
 
 from recurrent_bert import serving
 from recurrent_bert.tasks import sample_tasks as generated_tasks
-from tests import forkserver
-from tests.test_finetune import read_json
-from tests.test_finetune import run_entry
+from tests.end_to_end.test_finetune import read_json
+from tests.end_to_end.test_finetune import run_entry
+from tests.support import forkserver
 
 pytestmark = pytest.mark.slow(seconds=130)
 

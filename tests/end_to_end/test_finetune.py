@@ -18,12 +18,12 @@ import numpy as np
 import pytest
 
 from recurrent_bert.tasks import sample_tasks as generated_tasks
-from tests import export_checks
-from tests import forkserver
+from tests.support import export_checks
+from tests.support import forkserver
 
 pytestmark = pytest.mark.slow(seconds=220)
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SEQ_LEN = 32
 GLUE_FLAGS = [
     "--model_config=bert_tiny",

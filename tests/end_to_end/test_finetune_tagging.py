@@ -17,14 +17,14 @@ import numpy as np
 import pytest
 
 from recurrent_bert.tasks import sample_tasks as generated_tasks
-from tests import export_checks
-from tests.readme_text import finish
-from tests.readme_text import run_module
-from tests.readme_text import start_module
+from tests.support import export_checks
+from tests.support.readme_text import finish
+from tests.support.readme_text import run_module
+from tests.support.readme_text import start_module
 
 pytestmark = pytest.mark.slow(seconds=90)
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SEQ_LEN = 32
 COMMAND = "recurrent_bert.finetune_tagging"
 TRAIN_FLAGS = [

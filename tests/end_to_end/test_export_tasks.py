@@ -2,7 +2,7 @@
 and TF Text: bert_tiny's encoder, classifier and span extractor exported together from
 memory, and a SQuAD v2.0 fine-tuning model_dir with its recorded no-answer threshold;
 a regressor's signatures in-process. Model dirs of pretraining, the command line and
-pair tasks are in test_export.py; tests/export_checks.py has what both share.
+pair tasks are in test_export.py; tests/support/export_checks.py has what both share.
 """
 
 import numpy as np
@@ -17,23 +17,23 @@ from recurrent_bert.models import SpanExtractor
 from recurrent_bert.tasks import squad
 from recurrent_bert.tasks import squad_postprocessing
 from recurrent_bert.tasks import squad_windows
-from tests.export_checks import LABELS
-from tests.export_checks import LONG_TEXT
-from tests.export_checks import MAX_LEN
-from tests.export_checks import PAIRS
-from tests.export_checks import TEXTS
-from tests.export_checks import answers
-from tests.export_checks import ask
-from tests.export_checks import ask_encoder
-from tests.export_checks import check_encode
-from tests.export_checks import check_encode_ids
-from tests.export_checks import check_packing
-from tests.export_checks import classifier_probabilities
-from tests.export_checks import encoder
-from tests.export_checks import reference_inputs
-from tests.export_checks import serve
-from tests.export_checks import write_finetuning_dir
-from tests.export_checks import write_vocab
+from tests.support.export_checks import LABELS
+from tests.support.export_checks import LONG_TEXT
+from tests.support.export_checks import MAX_LEN
+from tests.support.export_checks import PAIRS
+from tests.support.export_checks import TEXTS
+from tests.support.export_checks import answers
+from tests.support.export_checks import ask
+from tests.support.export_checks import ask_encoder
+from tests.support.export_checks import check_encode
+from tests.support.export_checks import check_encode_ids
+from tests.support.export_checks import check_packing
+from tests.support.export_checks import classifier_probabilities
+from tests.support.export_checks import encoder
+from tests.support.export_checks import reference_inputs
+from tests.support.export_checks import serve
+from tests.support.export_checks import write_finetuning_dir
+from tests.support.export_checks import write_vocab
 
 pytestmark = pytest.mark.slow(seconds=70)
 

@@ -1,23 +1,23 @@
 """encode_layers / encode_layers_pair of a text-in SavedModel, served in a fresh process
 that imports only TF and TF Text, against the in-process Keras encoder's `encoder_outputs`
-on inputs packed by the numpy feature pipeline (tests/export_checks.py)."""
+on inputs packed by the numpy feature pipeline (tests/support/export_checks.py)."""
 
 import numpy as np
 import pytest
 
 from recurrent_bert import serving
 from recurrent_bert.data.tokenization import BertWordpieceTokenizer
-from tests.export_checks import MAX_LEN
-from tests.export_checks import PAIRS
-from tests.export_checks import TEXTS
-from tests.export_checks import answers
-from tests.export_checks import ask
-from tests.export_checks import check_packing
-from tests.export_checks import encoder
-from tests.export_checks import reference_inputs
-from tests.export_checks import serve
-from tests.export_checks import write_model_dir
-from tests.export_checks import write_vocab
+from tests.support.export_checks import MAX_LEN
+from tests.support.export_checks import PAIRS
+from tests.support.export_checks import TEXTS
+from tests.support.export_checks import answers
+from tests.support.export_checks import ask
+from tests.support.export_checks import check_packing
+from tests.support.export_checks import encoder
+from tests.support.export_checks import reference_inputs
+from tests.support.export_checks import serve
+from tests.support.export_checks import write_model_dir
+from tests.support.export_checks import write_vocab
 
 pytestmark = pytest.mark.slow(seconds=50)
 

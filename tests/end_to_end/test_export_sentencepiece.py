@@ -17,9 +17,11 @@ from recurrent_bert.models import build_encoder
 from tests.data.conftest import corpus_file  # noqa: F401
 from tests.data.sentencepiece_models import NON_ASCII
 from tests.data.sentencepiece_models import build_model
-from tests.export_checks import ask
-from tests.export_checks import serve
-from tests.export_checks import write_model_dir
+from tests.support.export_checks import ask
+from tests.support.export_checks import serve
+from tests.support.export_checks import write_model_dir
+
+pytestmark = pytest.mark.slow(seconds=45)
 
 MAX_LEN = 24
 TEXTS = [

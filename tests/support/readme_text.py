@@ -8,9 +8,9 @@ import re
 import subprocess
 import sys
 
-from tests import forkserver
+from tests.support import forkserver
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 README = os.path.join(REPO, "README.md")
 DOCS = os.path.join(REPO, "docs")
 # docs/ pages that are not the manual: the specification is checked by test_docs.py.
@@ -105,7 +105,7 @@ def commands(block: str) -> list:
 
 def start_module(*args, **extra_env) -> subprocess.Popen:
   """`python -m args...` started from the repository root, its output captured as text
-  (a child of tests/forkserver.py, where TensorFlow is imported once)."""
+  (a child of tests/support/forkserver.py, where TensorFlow is imported once)."""
   return forkserver.start([sys.executable, "-m", *args], REPO, env(**extra_env))
 
 

@@ -6,11 +6,11 @@ import sys
 
 import pytest
 
-from tests import forkserver
+from tests.support import forkserver
 
 pytestmark = pytest.mark.slow(seconds=30)
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _run(*args):

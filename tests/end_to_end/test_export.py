@@ -1,7 +1,7 @@
 """Text-in SavedModels of model dirs, served in a fresh process that imports only TF and
 TF Text: pretraining model dirs (through `serving.export_model_dir` and the command line)
 and a pair classifier's fine-tuning model_dir. The in-memory export of every head and
-SQuAD v2.0 are in test_export_tasks.py; tests/export_checks.py has what both share.
+SQuAD v2.0 are in test_export_tasks.py; tests/support/export_checks.py has what both share.
 """
 
 import json
@@ -16,26 +16,26 @@ from recurrent_bert import serving
 from recurrent_bert.data.tokenization import BertWordpieceTokenizer
 from recurrent_bert.models import Classifier
 from recurrent_bert.training import checkpoints
-from tests import forkserver
-from tests.export_checks import LABELS
-from tests.export_checks import MAX_LEN
-from tests.export_checks import PAIRS
-from tests.export_checks import REPO
-from tests.export_checks import TEXTS
-from tests.export_checks import VOCAB
-from tests.export_checks import answers
-from tests.export_checks import ask
-from tests.export_checks import ask_encoder
-from tests.export_checks import check_encode
-from tests.export_checks import check_encode_ids
-from tests.export_checks import check_packing
-from tests.export_checks import classifier_probabilities
-from tests.export_checks import encoder
-from tests.export_checks import reference_inputs
-from tests.export_checks import serve
-from tests.export_checks import write_finetuning_dir
-from tests.export_checks import write_model_dir
-from tests.export_checks import write_vocab
+from tests.support import forkserver
+from tests.support.export_checks import LABELS
+from tests.support.export_checks import MAX_LEN
+from tests.support.export_checks import PAIRS
+from tests.support.export_checks import REPO
+from tests.support.export_checks import TEXTS
+from tests.support.export_checks import VOCAB
+from tests.support.export_checks import answers
+from tests.support.export_checks import ask
+from tests.support.export_checks import ask_encoder
+from tests.support.export_checks import check_encode
+from tests.support.export_checks import check_encode_ids
+from tests.support.export_checks import check_packing
+from tests.support.export_checks import classifier_probabilities
+from tests.support.export_checks import encoder
+from tests.support.export_checks import reference_inputs
+from tests.support.export_checks import serve
+from tests.support.export_checks import write_finetuning_dir
+from tests.support.export_checks import write_model_dir
+from tests.support.export_checks import write_vocab
 
 pytestmark = pytest.mark.slow(seconds=60)
 

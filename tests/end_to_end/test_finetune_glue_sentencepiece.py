@@ -9,10 +9,10 @@ import sentencepiece
 
 from recurrent_bert import serving
 from recurrent_bert.tasks import sample_tasks as generated_tasks
-from tests.sentencepiece_tasks import check_recorded
-from tests.sentencepiece_tasks import serve_exports
-from tests.sentencepiece_tasks import train
-from tests.sentencepiece_tasks import write_task_model
+from tests.support.sentencepiece_tasks import check_recorded
+from tests.support.sentencepiece_tasks import serve_exports
+from tests.support.sentencepiece_tasks import train
+from tests.support.sentencepiece_tasks import write_task_model
 
 pytestmark = pytest.mark.slow(seconds=40)
 

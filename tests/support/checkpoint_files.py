@@ -11,7 +11,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from tests.references import random_tf1_bert  # noqa: F401  (re-exported)
+from tests.support.references import random_tf1_bert  # noqa: F401  (re-exported)
 
 
 def bert_config_json(

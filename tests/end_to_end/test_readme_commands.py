@@ -10,16 +10,16 @@ import re
 import pytest
 
 from recurrent_bert.commands import COMMANDS
-from tests.readme_text import REPO
-from tests.readme_text import anchors
-from tests.readme_text import commands
-from tests.readme_text import doc_section
-from tests.readme_text import finish
-from tests.readme_text import manual_pages
-from tests.readme_text import read_page
-from tests.readme_text import run_module
-from tests.readme_text import shell_blocks
-from tests.readme_text import start_module
+from tests.support.readme_text import REPO
+from tests.support.readme_text import anchors
+from tests.support.readme_text import commands
+from tests.support.readme_text import doc_section
+from tests.support.readme_text import finish
+from tests.support.readme_text import manual_pages
+from tests.support.readme_text import read_page
+from tests.support.readme_text import run_module
+from tests.support.readme_text import shell_blocks
+from tests.support.readme_text import start_module
 
 pytestmark = pytest.mark.slow(seconds=40)
 

@@ -1,4 +1,4 @@
-"""What the bad-input campaign (rbert-bad-input-campaign) found in issue 16's commands
+"""What the bad-input campaign (rbert-bad-input-campaign) found in the commands of issue 16
 (finetune_tagging, finetune_multiple_choice, extract_features): each bad value now ends
 in one stderr line "error: ..." naming the flag or file, exit status 2, no traceback.
 
@@ -11,7 +11,7 @@ import os
 import pytest
 
 from recurrent_bert.tasks import sample_tasks
-from tests import readme_text
+from tests.support import readme_text
 
 
 def error_lines(stderr):
@@ -80,6 +80,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow(seconds=9)
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_bad_value_is_one_line_naming_the_flag(files, name):
   command, flags, names = CASES[name]

@@ -21,15 +21,15 @@ import textwrap
 import numpy as np
 import pytest
 
-from tests import forkserver
-from tests.readme_text import REPO
-from tests.readme_text import TINY_FLAGS
-from tests.readme_text import check_walkthrough
-from tests.readme_text import doc_section
-from tests.readme_text import env
-from tests.readme_text import run_module
-from tests.readme_text import run_walkthrough
-from tests.readme_text import shell_blocks
+from tests.support import forkserver
+from tests.support.readme_text import REPO
+from tests.support.readme_text import TINY_FLAGS
+from tests.support.readme_text import check_walkthrough
+from tests.support.readme_text import doc_section
+from tests.support.readme_text import env
+from tests.support.readme_text import run_module
+from tests.support.readme_text import run_walkthrough
+from tests.support.readme_text import shell_blocks
 
 pytestmark = pytest.mark.slow(seconds=230)
 

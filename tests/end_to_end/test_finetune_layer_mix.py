@@ -3,7 +3,7 @@ of test_finetune.py (a marker word hidden in sentence 2; chance is 0.5).
 
 References: the in-process Keras model of the written checkpoint (for the served
 SavedModel, exported by the export command's library side and served in a fresh process
-importing only TF and TF Text: tests/export_checks.py),
+importing only TF and TF Text: tests/support/export_checks.py),
 and the --init_checkpoint encoder's own weights (for the frozen encoder). The two
 fine-tuning runs start together in one fixture.
 """
@@ -24,16 +24,16 @@ from recurrent_bert.tasks.pair_features import PairExample
 from recurrent_bert.tasks.pair_features import convert_pair_examples
 from recurrent_bert.training import checkpoints
 from recurrent_bert.training import finetuning
-from tests.export_checks import answers
-from tests.export_checks import ask
-from tests.export_checks import serve
-from tests.export_checks import write_model_dir
-from tests.readme_text import finish
-from tests.readme_text import start_module
-from tests.test_finetune import GLUE_FLAGS
-from tests.test_finetune import SEQ_LEN
-from tests.test_finetune import read_json
-from tests.test_finetune import run_entry
+from tests.end_to_end.test_finetune import GLUE_FLAGS
+from tests.end_to_end.test_finetune import SEQ_LEN
+from tests.end_to_end.test_finetune import read_json
+from tests.end_to_end.test_finetune import run_entry
+from tests.support.export_checks import answers
+from tests.support.export_checks import ask
+from tests.support.export_checks import serve
+from tests.support.export_checks import write_model_dir
+from tests.support.readme_text import finish
+from tests.support.readme_text import start_module
 
 pytestmark = pytest.mark.slow(seconds=80)
 

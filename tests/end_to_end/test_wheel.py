@@ -18,10 +18,10 @@ import tarfile
 
 import pytest
 
-from tests.readme_text import REPO
-from tests.readme_text import check_walkthrough
-from tests.readme_text import env
-from tests.readme_text import run_walkthrough
+from tests.support.readme_text import REPO
+from tests.support.readme_text import check_walkthrough
+from tests.support.readme_text import env
+from tests.support.readme_text import run_walkthrough
 
 pytestmark = pytest.mark.slow(seconds=240)
 

@@ -13,7 +13,7 @@ import pytest
 
 from recurrent_bert import commands
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
+REPO = pathlib.Path(__file__).resolve().parent.parent.parent
 BIN = pathlib.Path(sys.executable).parent
 
 

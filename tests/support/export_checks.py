@@ -22,9 +22,9 @@ from recurrent_bert.models import build_encoder
 from recurrent_bert.tasks.pair_features import PairExample
 from recurrent_bert.tasks.pair_features import convert_pair_examples
 from recurrent_bert.training import checkpoints
-from tests import forkserver
+from tests.support import forkserver
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MAX_LEN = 32
 LABELS = ["contradiction", "entailment", "neutral"]
 WORDS = (

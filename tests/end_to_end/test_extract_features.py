@@ -17,12 +17,12 @@ from recurrent_bert.data.tokenization import BertWordpieceTokenizer
 from recurrent_bert.tasks import feature_extraction
 from recurrent_bert.tasks.pair_features import PairExample
 from recurrent_bert.tasks.pair_features import convert_pair_examples
-from tests.export_checks import LONG_TEXT
-from tests.export_checks import encoder
-from tests.export_checks import write_model_dir
-from tests.export_checks import write_vocab
-from tests.readme_text import finish
-from tests.readme_text import start_module
+from tests.support.export_checks import LONG_TEXT
+from tests.support.export_checks import encoder
+from tests.support.export_checks import write_model_dir
+from tests.support.export_checks import write_vocab
+from tests.support.readme_text import finish
+from tests.support.readme_text import start_module
 
 pytestmark = pytest.mark.slow(seconds=45)
 

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from recurrent_bert.data import tokenization
 from recurrent_bert.training import checkpoints
-from tests import forkserver
+from tests.support import forkserver
 from tests.training.conftest import REPO
 from tests.training.conftest import SMALL_MODEL
 from tests.training.conftest import corpus_file  # noqa: F401
