@@ -7,7 +7,7 @@ finetune_multiple_choice: the task's classify / regress / answer_question / tag 
 signatures plus encode and encode_layers, from its best/ checkpoint),
 or anything `training.checkpoints.load_encoder` accepts (encode signatures): a pretraining
 model_dir, its `encoder/` export, or a dir written by `recurrent_bert/tools/convert_checkpoint.py`.
-The SavedModel (signatures: see `recurrent_bert/serving.py`) loads with only
+The SavedModel (signatures: see `recurrent_bert/serving/module.py`) loads with only
 `tensorflow` and `tensorflow_text` imported; it is written to a temp dir beside
 `--export_dir` and renamed when complete. The signatures written are printed, and which
 of them is `serving_default` (a pair task's takes both texts; a SQuAD v2.0 model's decides

@@ -4,7 +4,11 @@ What lives here, one concern per module:
   __main__.py           the command: its flags, the settings from them, the wiring
   settings.py           Settings (the flags, resolved) and the work dir's settings check
   stages.py             the stage engine: markers, reuse, --redo, progress and ETA
-  pipeline.py           the demo's stages (Demo): plan, commands, results
+  pipeline.py           the plan (Demo): which stages, in which order, for the settings
+  work_paths.py         every path under the work dir (WorkPaths, which Demo builds on)
+  stage_estimates.py    each stage's time estimate, for the ETA
+  data_stages.py        corpus, vocabulary, records and task: commands and results
+  model_stages.py       pretraining, the sweep, export, query and report: the same
   origin_task.py        the corpus as documents with their source, and the fine-tuning task
                         "which library (or file) is this passage from?"
   report.py             the report folder (python -m recurrent_bert.demo.report, a stage)

@@ -59,6 +59,7 @@ from recurrent_bert import config as config_lib
 from recurrent_bert.demo import pipeline
 from recurrent_bert.demo import settings as settings_lib
 from recurrent_bert.demo import stages
+from recurrent_bert.demo import work_paths
 
 FLAGS = flags.FLAGS
 
@@ -304,12 +305,13 @@ def settings_from_flags() -> settings_lib.Settings:
     config_lib.PRESETS[preset].check_sequence_length(FLAGS.seq_length, "--seq_length", preset)
   queries = list(FLAGS.query) if FLAGS.query else None
   tokenizers = list(dict.fromkeys(t.strip().lower() for t in FLAGS.tokenizers if t.strip()))
-  unknown = [t for t in tokenizers if t not in pipeline.TOKENIZERS]
+  unknown = [t for t in tokenizers if t not in work_paths.TOKENIZERS]
   if unknown:
     raise ValueError(
-        f"--tokenizers: unknown {', '.join(unknown)}; give any of {', '.join(pipeline.TOKENIZERS)}"
+        f"--tokenizers: unknown {', '.join(unknown)}; give any of "
+        f"{', '.join(work_paths.TOKENIZERS)}"
     )
-  if tokenizers and FLAGS.vocabulary != pipeline.WORDPIECE:
+  if tokenizers and FLAGS.vocabulary != work_paths.WORDPIECE:
     raise ValueError(
         "--tokenizers compares against a WordPiece main vocabulary: drop "
         f"--vocabulary={FLAGS.vocabulary} or --tokenizers"

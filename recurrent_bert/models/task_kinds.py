@@ -3,7 +3,7 @@
 A kind (`TaskInfo.kind` in task_info.json: "classifier", "regressor", "span", "tagger",
 "multiple_choice") names one `TaskKind` here. The Finetuner builds its model from it
 (`build_model`), the fine-tuning commands ask it whether `--feature_based` applies, and
-export (`serving.export_task_model`) asks which `ServingModule` argument takes the model
+export (`serving.export_model_dir`) asks which `ServingModule` argument takes the model
 and what else the signatures need. Code elsewhere looks a kind up (`get`) instead of
 comparing its name (tests/test_architecture.py checks that), so a new kind is one entry.
 

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from recurrent_bert.demo import model_stages
 from recurrent_bert.demo import origin_task
 from recurrent_bert.demo import pipeline
 from recurrent_bert.demo import settings as settings_lib
@@ -275,7 +276,7 @@ def test_saved_model_answers_raw_text_with_tf_and_tf_text_only(demo_run):
       for line in (work_dir / "logs" / "query.log").read_text().splitlines()
       if line.startswith("=== ")
   )
-  assert f" -P {pipeline.QUERY_PROGRAM} " in command and " -m " not in command
+  assert f" -P {model_stages.QUERY_PROGRAM} " in command and " -m " not in command
   assert "answer:" in result.stdout
   assert "(SavedModel loaded in a fresh process with tensorflow + tensorflow_text only)" in (
       result.stdout

@@ -7,11 +7,11 @@ its imports are read from its source, function-local ones included.
 import ast
 import sys
 
-from recurrent_bert.demo import pipeline
+from recurrent_bert.demo import model_stages
 
 
 def test_imports_only_the_standard_library_tensorflow_and_tensorflow_text():
-  with open(pipeline.QUERY_PROGRAM, encoding="utf-8") as f:
+  with open(model_stages.QUERY_PROGRAM, encoding="utf-8") as f:
     tree = ast.parse(f.read())
   imported = set()
   for node in ast.walk(tree):
