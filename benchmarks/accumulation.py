@@ -31,13 +31,13 @@ def build_loop(preset, accumulation_steps, args, model_dir):
   from recurrent_bert.models import Pretrainer
   from recurrent_bert.models import build_encoder
   from recurrent_bert.training import loop
-  from recurrent_bert.training import optimization
+  from recurrent_bert.training import optimizers
 
   config = get_preset(preset)
   keras.utils.set_random_seed(0)
   model = Pretrainer(build_encoder(config), use_nsp=True)
   total = 10**6
-  optimizer = optimization.create_optimizer(
+  optimizer = optimizers.create_optimizer(
       model.trainable_variables, learning_rate=1e-4, num_train_steps=total, warmup_steps=1
   )
   micro = synthetic_batch(

@@ -132,7 +132,7 @@ def measure(preset: str, model_dir: str) -> dict:
   from recurrent_bert.models import Pretrainer
   from recurrent_bert.models import build_encoder
   from recurrent_bert.training import loop
-  from recurrent_bert.training import optimization
+  from recurrent_bert.training import optimizers
 
   config = get_preset(preset)
   keras.config.set_dtype_policy(FLAGS.mixed_precision)
@@ -140,7 +140,7 @@ def measure(preset: str, model_dir: str) -> dict:
   strategy = tf.distribute.get_strategy()
   total_steps = FLAGS.warmup_steps + FLAGS.steps + 1
   model = Pretrainer(build_encoder(config), use_nsp=True)
-  optimizer = optimization.create_optimizer(
+  optimizer = optimizers.create_optimizer(
       model.trainable_variables,
       learning_rate=1e-4,
       num_train_steps=total_steps + 1,

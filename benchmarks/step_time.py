@@ -200,7 +200,7 @@ class Trial:
     from recurrent_bert.models import build_encoder
     from recurrent_bert.training.keras_training import ObjectiveModel
     from recurrent_bert.training.objectives import PretrainingObjective
-    from recurrent_bert.training.optimization import create_optimizer
+    from recurrent_bert.training.optimizers import create_optimizer
 
     self.keras = keras
     use_nsp = not args.no_nsp

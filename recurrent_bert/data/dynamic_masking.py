@@ -1,7 +1,7 @@
 """BERT's masked-LM masking rules, as one in-graph function.
 
 This function masks at read time in tf.data (fresh masks every epoch);
-`masking.mask_batch` is its numpy twin for the offline tool (rbert-create-pretraining-data,
+`mlm_masking.mask_batch` is its numpy twin for the offline tool (rbert-create-pretraining-data,
 whose workers run without TensorFlow). Both follow one set of rules, and
 tests/data/test_masking.py checks both against them:
 
@@ -30,8 +30,8 @@ from typing import Dict, Optional, Sequence, Union
 
 import tensorflow as tf
 
-from recurrent_bert.data.masking import MaskingConfig
-from recurrent_bert.data.masking import num_to_predict  # noqa: F401  (re-exported)
+from recurrent_bert.data.mlm_masking import MaskingConfig
+from recurrent_bert.data.mlm_masking import num_to_predict  # noqa: F401  (re-exported)
 from recurrent_bert.data.vocab import Vocabulary
 
 

@@ -10,7 +10,7 @@ import dataclasses
 import os
 from typing import List, Optional
 
-from recurrent_bert.data.masking import MaskingConfig
+from recurrent_bert.data.mlm_masking import MaskingConfig
 from recurrent_bert.data.pretraining_output import STATS_FILE
 from recurrent_bert.data.pretraining_output import shard_names
 

@@ -7,7 +7,7 @@ tokenizer over the whole chunk (WordPiece, or a SentencePiece `.model` through t
 filling, masking and serialisation by numpy over batches (`ChunkProcessor`). A chunk's
 records depend only on its text, the seed and its index, so the output does not depend on
 how many workers process the chunks. The Beam pipeline runs the same `ChunkProcessor`.
-Masking is `masking.mask_batch`, the numpy twin of the read-time `dynamic_masking`
+Masking is `mlm_masking.mask_batch`, the numpy twin of the read-time `dynamic_masking`
 function (same rules, checked by the same tests).
 
 Imports stay light (numpy, the standard library; the tokenizer, masking and codec modules
@@ -36,7 +36,7 @@ class ChunkProcessor:
   """Turns a chunk of raw documents into framed TFRecords (one process, no TensorFlow).
 
   Tokenization is the native tokenizer over the whole chunk, instances are spans, and
-  filling, masking (`masking.mask_batch`) and serialisation (`example_codec`) are numpy
+  filling, masking (`mlm_masking.mask_batch`) and serialisation (`example_codec`) are numpy
   over batches of instances.
   """
 
@@ -140,7 +140,7 @@ class ChunkProcessor:
       frame: bool,
   ) -> Tuple[bytes, np.ndarray]:
     from recurrent_bert.data import example_codec
-    from recurrent_bert.data import masking
+    from recurrent_bert.data import mlm_masking
 
     options = self.options
     clock = time.perf_counter()
@@ -168,7 +168,7 @@ class ChunkProcessor:
       chunk_index, batch_index = seed_parts
       # Seeded by (seed, chunk, batch): independent of the number of workers.
       rng = np.random.default_rng([options.random_seed % 2**64, chunk_index, batch_index])
-      masked = masking.mask_batch(
+      masked = mlm_masking.mask_batch(
           rows["input_ids"],
           rows["input_mask"],
           rows["word_starts"],

@@ -14,7 +14,7 @@ without decoding or masking them and then reads exactly what the uninterrupted r
 
 With one file and a shuffle buffer of 1 the records come in file order, as they do from
 `tf.data` with the same settings; otherwise the two readers' orders and masks differ
-(their random streams do), while the rules (`masking.mask_batch`, the
+(their random streams do), while the rules (`mlm_masking.mask_batch`, the
 `dynamic_masking` rules) are the same.
 
 Batches are the dicts of `pretraining_records.batches` (masked features included).
@@ -26,7 +26,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
-from recurrent_bert.data import masking
+from recurrent_bert.data import mlm_masking
 from recurrent_bert.data import pretraining_records
 from recurrent_bert.data import tfrecord_frames
 from recurrent_bert.data.pretraining_records import PretrainingDataConfig
@@ -36,7 +36,7 @@ from recurrent_bert.errors import InputError
 
 @dataclasses.dataclass(frozen=True)
 class BatchMasker:
-  """BERT's masking of a batch of unmasked records in numpy (`masking.mask_batch`),
+  """BERT's masking of a batch of unmasked records in numpy (`mlm_masking.mask_batch`),
   the TF-free twin of `dynamic_masking.DynamicMasker` (same recipe, same vocabulary ids).
 
   Attributes:
@@ -45,7 +45,7 @@ class BatchMasker:
     word_starts: bool [vocab_size], False for pieces that continue a word.
   """
 
-  config: masking.MaskingConfig
+  config: mlm_masking.MaskingConfig
   vocab_size: int
   mask_id: int
   cls_id: int
@@ -53,7 +53,7 @@ class BatchMasker:
   word_starts: np.ndarray
 
   @classmethod
-  def from_vocabulary(cls, config: masking.MaskingConfig, vocab: Vocabulary) -> "BatchMasker":
+  def from_vocabulary(cls, config: mlm_masking.MaskingConfig, vocab: Vocabulary) -> "BatchMasker":
     return cls(
         config,
         vocab.vocab_size,
@@ -71,7 +71,7 @@ class BatchMasker:
     starts = np.ones(ids.shape, bool)
     known = ids < len(self.word_starts)
     starts[known] = self.word_starts[ids[known]]
-    masked = masking.mask_batch(
+    masked = mlm_masking.mask_batch(
         ids,
         batch["input_mask"],
         starts,

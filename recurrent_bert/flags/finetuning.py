@@ -19,7 +19,7 @@ from recurrent_bert import cli
 from recurrent_bert import model_dir as layout
 from recurrent_bert.config import LAYER_MIXES
 from recurrent_bert.flags import execution as run_flags
-from recurrent_bert.flags import optimization as optimizer_flags
+from recurrent_bert.flags import optimization as optimization_flags
 from recurrent_bert.flags import vocabulary as vocabulary_flags
 
 FLAGS = flags.FLAGS
@@ -41,7 +41,7 @@ def define_flags(
       "model_dir",
       None,
       "Checkpoints, best/, eval_results.json, "
-      "predictions/, TensorBoard logs (see training/finetuning.py).",
+      "predictions/, TensorBoard logs (see training/finetuning_runner.py).",
   )
   flags.DEFINE_string(
       "init_checkpoint",
@@ -96,7 +96,7 @@ def define_flags(
   flags.DEFINE_integer("eval_batch_size", 32, "Global evaluation batch.")
   flags.DEFINE_float("num_train_epochs", num_train_epochs, "Epochs (unless max steps).")
   flags.DEFINE_integer("max_train_steps", None, "Training steps; overrides epochs.")
-  optimizer_flags.define_flags(
+  optimization_flags.define_flags(
       learning_rate=learning_rate, warmup_steps=None, warmup_proportion=0.1
   )
   flags.DEFINE_integer("seed", 0, "Seeds the head's weights, dropout and data order.")
@@ -167,7 +167,7 @@ def help_groups(task_flags):
           "keep_checkpoint_max",
           "log_steps",
       ),
-      "optimisation": optimizer_flags.OPTIMIZATION_HELP + ("seed",),
+      "optimisation": optimization_flags.OPTIMIZATION_HELP + ("seed",),
       "execution": run_flags.EXECUTION_HELP + ("steps_per_loop",),
   }
 
@@ -297,14 +297,14 @@ def resolve_run(worker_id: int = 0, path_flags: Sequence[str] = ()) -> RunParts:
 
 
 def settings_from_flags():
-  from recurrent_bert.training.finetuning import FinetuneSettings
+  from recurrent_bert.training.finetuning_runner import FinetuneSettings
 
   names = [f.name for f in dataclasses.fields(FinetuneSettings)]
   return FinetuneSettings(**{name: FLAGS[name].value for name in names})
 
 
 def run_task(strategy, adapter, parts: RunParts, is_chief: bool, worker_id: int):
-  """Builds the Finetuner of `adapter` (a training/finetuning.py `TaskAdapter`) and runs
+  """Builds the Finetuner of `adapter` (a training/finetuning_runner.py `TaskAdapter`) and runs
   --mode; a non-finite loss exits with status 1, Ctrl-C with 130 (`cli.run`: the loop has
   saved the last completed step).
 
@@ -312,11 +312,11 @@ def run_task(strategy, adapter, parts: RunParts, is_chief: bool, worker_id: int)
     The evaluation results ({} for train / predict).
   """
 
-  from recurrent_bert.training import finetuning
+  from recurrent_bert.training import finetuning_runner
   from recurrent_bert.training import loop
 
   if FLAGS.mode in ("train", "train_and_eval"):
-    optimizer_flags.check_optimizer_flags(strategy.num_replicas_in_sync)
+    optimization_flags.check_optimizer_flags(strategy.num_replicas_in_sync)
   from recurrent_bert.models import task_kinds
 
   if FLAGS.feature_based and not task_kinds.get(adapter.info.kind).allows_feature_based:
@@ -331,7 +331,7 @@ def run_task(strategy, adapter, parts: RunParts, is_chief: bool, worker_id: int)
   adapter.info = dataclasses.replace(
       adapter.info, layer_mix=FLAGS.layer_mix, feature_based=FLAGS.feature_based
   )
-  finetuner = finetuning.Finetuner(
+  finetuner = finetuning_runner.Finetuner(
       strategy,
       adapter,
       settings_from_flags(),

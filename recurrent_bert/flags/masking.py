@@ -101,7 +101,7 @@ def masking_config():
   Raises:
     ValueError: a recipe MaskingConfig refuses (e.g. --masked_lm_prob=0).
   """
-  from recurrent_bert.data.masking import MaskingConfig
+  from recurrent_bert.data.mlm_masking import MaskingConfig
 
   return MaskingConfig(
       max_predictions_per_seq=FLAGS.max_predictions_per_seq,

@@ -1,7 +1,7 @@
 """The optimisation flags pretraining and fine-tuning share, and their checks.
 
 One definition for both entry points; each passes its own defaults (its paper's
-protocol). What the flags mean is in training/optimization.py (optimizers, schedules,
+protocol). What the flags mean is in training/optimizers.py (optimizers, schedules,
 exclusions) and training/loop.py (clipping, gradient accumulation).
 
 Only absl is imported here: defining flags must not load TensorFlow (`--help` stays fast).

@@ -161,13 +161,13 @@ def export_model_dir(
     ExportError, CheckpointNotFoundError: naming the flag or path at fault.
   """
   from recurrent_bert.models import task_kinds
-  from recurrent_bert.training import finetuning
+  from recurrent_bert.training import finetuning_runner
 
   task_model = info = None
   source = checkpoints.resolve_model(model_dir)
   config_dir = source.config_dir
   if layout.is_finetuning_dir(model_dir):
-    task_model, info, config_dir, _ = finetuning.load_task_model(model_dir)
+    task_model, info, config_dir, _ = finetuning_runner.load_task_model(model_dir)
     encoder = task_model.encoder
     if max_seq_length is None:
       max_seq_length = info.max_seq_length

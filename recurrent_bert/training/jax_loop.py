@@ -55,7 +55,7 @@ class JaxTrainingLoop(TrainingDriver):
     model: a built Keras model (e.g. `Pretrainer`); its variables are read before and
       written after every loop call, so evaluation and saving see the trained weights.
     optimizer: a built Keras optimizer over `model.trainable_variables`
-      (`optimization.create_optimizer`, without clip_norm: the step clips).
+      (`optimizers.create_optimizer`, without clip_norm: the step clips).
     batches_fn: `batches_fn(skip_batches)` -> iterator of micro-batches (dicts of numpy
       arrays of global_batch_size / gradient_accumulation_steps examples), positioned
       after `skip_batches` of them.

@@ -34,7 +34,7 @@ from recurrent_bert.models import build_encoder
 from recurrent_bert.training import events
 from recurrent_bert.training import metric_sums
 from recurrent_bert.training import objectives
-from recurrent_bert.training import optimization
+from recurrent_bert.training import optimizers
 from recurrent_bert.training import portable_checkpoints
 from recurrent_bert.training import portable_state
 from recurrent_bert.training import pretraining_results
@@ -172,7 +172,7 @@ def run_jax_pretraining(
     portable_checkpoints.write_tokenizer_files(s.model_dir, s.vocab_file, s.do_lower_case)
 
   model = Pretrainer(build_encoder(model_config), use_nsp=s.use_nsp)
-  optimizer = optimization.optimizer_from_settings(
+  optimizer = optimizers.optimizer_from_settings(
       model.trainable_variables, s, s.num_train_steps, s.warmup_steps
   )
   evaluate = None

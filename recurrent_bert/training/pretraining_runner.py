@@ -26,7 +26,7 @@ from recurrent_bert.models import Pretrainer
 from recurrent_bert.models import build_encoder
 from recurrent_bert.training import checkpoints
 from recurrent_bert.training import loop
-from recurrent_bert.training import optimization
+from recurrent_bert.training import optimizers
 from recurrent_bert.training import pretraining_eval
 from recurrent_bert.training import pretraining_results
 from recurrent_bert.training.pretraining_results import eval_word_starts
@@ -91,7 +91,7 @@ def run_pretraining(
     return results
 
   with strategy.scope():
-    optimizer = optimization.optimizer_from_settings(
+    optimizer = optimizers.optimizer_from_settings(
         model.trainable_variables, s, s.num_train_steps, s.warmup_steps
     )
   # The dataset yields micro-batches: N of them per replica make one update.

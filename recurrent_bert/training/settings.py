@@ -3,7 +3,7 @@
 `TrainingSettings` holds the optimizer's settings and the loop's bookkeeping under the
 names of the flags that set them (flags/optimization.py, flags/execution.py and the
 commands' own), with the defaults both commands have. `pretraining_runner.PretrainSettings`
-and `finetuning.FinetuneSettings` extend it with what only their runs read, and set the
+and `finetuning_runner.FinetuneSettings` extend it with what only their runs read, and set the
 defaults that differ (the learning rate, checkpoints kept). Keyword-only, so each
 subclass may add required fields (model_dir) after these defaults.
 """

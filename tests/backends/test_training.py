@@ -16,7 +16,7 @@ from recurrent_bert.models import Pretrainer
 from recurrent_bert.models import build_encoder
 from recurrent_bert.training import metric_sums
 from recurrent_bert.training import objectives
-from recurrent_bert.training import optimization
+from recurrent_bert.training import optimizers
 from recurrent_bert.training.keras_training import ObjectiveModel
 from tests.backends.support import BACKEND
 from tests.backends.support import run_python
@@ -169,9 +169,9 @@ def _schedule_formula(step, kind, peak=2e-3, warmup=10, total=110, end=1e-4, pow
   return end + (peak - end) * decayed
 
 
-@pytest.mark.parametrize("kind", optimization.DECAY_SCHEDULES)
+@pytest.mark.parametrize("kind", optimizers.DECAY_SCHEDULES)
 def test_schedules_match_their_formulas(kind):
-  schedule = optimization.WarmupDecay(2e-3, 10, 110, 1e-4, decay_schedule=kind, decay_power=2.0)
+  schedule = optimizers.WarmupDecay(2e-3, 10, 110, 1e-4, decay_schedule=kind, decay_power=2.0)
   steps = [0, 1, 5, 9, 10, 11, 35, 60, 85, 109, 110, 111, 500]
   # As Keras' optimizers call it, on an int tensor (their step counter); and on an int.
   got = [to_numpy(schedule(keras.ops.convert_to_tensor(s, "int32"))) for s in steps]
@@ -191,7 +191,7 @@ def test_lamb_matches_numpy_algorithm_2(rng):
   variables = model.trainable_variables
   paths = [v.path for v in variables]
   lr, wd, b1, b2, eps = 0.01, 0.3, 0.8, 0.95, 1e-6
-  optimizer = optimization.create_optimizer(
+  optimizer = optimizers.create_optimizer(
       variables,
       learning_rate=lr,
       num_train_steps=1000,
@@ -292,7 +292,7 @@ for name in COMPARED:
     variable.assign(inputs["weight:" + variable.path])
   settings = dict(RUNS[name][1])
   clip_norm = settings.pop("clip_norm")  # the loop clips, not the optimizer
-  optimizer = optimization.create_optimizer(model.trainable_variables, **settings)
+  optimizer = optimizers.create_optimizer(model.trainable_variables, **settings)
   with tempfile.TemporaryDirectory() as model_dir:
     training = loop.PretrainingLoop(
         tf.distribute.get_strategy(),
@@ -350,7 +350,7 @@ def fitted(initial_weights, tensorflow_updates):
     for variable in pretrainer.trainable_variables:
       variable.assign(initial_weights[variable.path])
     trainer = ObjectiveModel(pretrainer, objectives.PretrainingObjective(use_nsp=True))
-    optimizer = optimization.create_optimizer(pretrainer.trainable_variables, **settings)
+    optimizer = optimizers.create_optimizer(pretrainer.trainable_variables, **settings)
     trainer.compile(optimizer=optimizer, jit_compile=JIT)
     losses = _fit(trainer, batch, 0, 3)
     after_3 = {v.path: to_numpy(v) for v in pretrainer.trainable_variables}

@@ -19,7 +19,7 @@ from recurrent_bert.data import builtin_corpus
 from recurrent_bert.data import pretraining_corpus
 from recurrent_bert.data import pretraining_data
 from recurrent_bert.data import pretraining_options
-from recurrent_bert.data.masking import MaskingConfig
+from recurrent_bert.data.mlm_masking import MaskingConfig
 from recurrent_bert.errors import InputError
 from tests.support import mutations
 from tests.support.readme_text import run_module

@@ -16,7 +16,7 @@ import sentencepiece
 import tensorflow as tf
 
 from recurrent_bert import model_dir as layout
-from recurrent_bert.data import masking
+from recurrent_bert.data import mlm_masking
 from recurrent_bert.data import native_tokenizer
 from recurrent_bert.data import sentencepiece_vocab
 from recurrent_bert.data import tokenization
@@ -218,7 +218,7 @@ def test_whole_word_masking_never_masks_part_of_a_word(tokenizer, reference, tex
       lengths.append(len(row))
   ids = np.array(rows, np.int64)
   input_mask = (np.arange(length)[None, :] < np.array(lengths)[:, None]).astype(np.int64)
-  config = masking.MaskingConfig(
+  config = mlm_masking.MaskingConfig(
       max_predictions_per_seq=12, masked_lm_prob=0.25, whole_word_mask=True
   )
   vocab = list(vocabulary.tokens)
@@ -238,7 +238,7 @@ def test_whole_word_masking_never_masks_part_of_a_word(tokenizer, reference, tex
   # The record writer's numpy twin, with the native tokenizer's word starts.
   native = native_tokenizer.make_native_tokenizer(tokenizer.vocab_file)
   for seed in range(3):
-    out = masking.mask_batch(
+    out = mlm_masking.mask_batch(
         ids,
         input_mask,
         native.is_word_start[ids],

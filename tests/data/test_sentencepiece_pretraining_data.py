@@ -18,7 +18,7 @@ from recurrent_bert.data import pretraining_options
 from recurrent_bert.data import sentencepiece_vocab
 from recurrent_bert.data import vocab as vocab_lib
 from recurrent_bert.data.dynamic_masking import DynamicMasker
-from recurrent_bert.data.masking import MaskingConfig
+from recurrent_bert.data.mlm_masking import MaskingConfig
 from recurrent_bert.training import checkpoints
 from tests.data.sentencepiece_models import build_model
 from tests.data.sentencepiece_models import check_whole_words

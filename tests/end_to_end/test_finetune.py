@@ -102,7 +102,7 @@ def test_eval_mode_matches_the_keras_model_on_numpy_packed_features(rte_run, tas
   from recurrent_bert.data.tokenization import BertWordpieceTokenizer
   from recurrent_bert.tasks import glue
   from recurrent_bert.tasks.pair_features import convert_pair_examples
-  from recurrent_bert.training import finetuning
+  from recurrent_bert.training import finetuning_runner
 
   model_dir, _ = rte_run
   os.remove(os.path.join(model_dir, "eval_results.json"))
@@ -116,7 +116,7 @@ def test_eval_mode_matches_the_keras_model_on_numpy_packed_features(rte_run, tas
   )  # 70 rows: 3 batches, the last padded with 26 rows
   results = read_json(os.path.join(model_dir, "eval_results.json"))
 
-  model, info, directory, _ = finetuning.load_task_model(model_dir)
+  model, info, directory, _ = finetuning_runner.load_task_model(model_dir)
   assert info.kind == "classifier" and info.label_names == ("entailment", "not_entailment")
   examples = glue.read_glue(task_files["rte"], "rte", "dev").examples
   tokenizer = BertWordpieceTokenizer(os.path.join(directory, "vocab.txt"))
@@ -156,7 +156,7 @@ def test_export_of_a_finetuned_classifier_serves_raw_text(rte_run, tmp_path):
   from recurrent_bert.data.tokenization import BertWordpieceTokenizer
   from recurrent_bert.tasks.pair_features import PairExample
   from recurrent_bert.tasks.pair_features import convert_pair_examples
-  from recurrent_bert.training import finetuning
+  from recurrent_bert.training import finetuning_runner
 
   model_dir, _ = rte_run
   export_dir = str(tmp_path / "export")
@@ -178,7 +178,7 @@ print(json.dumps({"probabilities": out["probabilities"].numpy().tolist(),
 """
   served = export_checks.run_fresh_python(script, export_dir, json.dumps(pairs))
 
-  model, info, directory, _ = finetuning.load_task_model(model_dir)
+  model, info, directory, _ = finetuning_runner.load_task_model(model_dir)
   tokenizer = BertWordpieceTokenizer(os.path.join(directory, "vocab.txt"))
   features = convert_pair_examples(
       [PairExample(str(i), a, b, None) for i, (a, b) in enumerate(pairs)],

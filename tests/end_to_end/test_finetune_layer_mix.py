@@ -23,7 +23,7 @@ from recurrent_bert.tasks import sample_tasks as generated_tasks
 from recurrent_bert.tasks.pair_features import PairExample
 from recurrent_bert.tasks.pair_features import convert_pair_examples
 from recurrent_bert.training import checkpoints
-from recurrent_bert.training import finetuning
+from recurrent_bert.training import finetuning_runner
 from tests.end_to_end.test_finetune import GLUE_FLAGS
 from tests.end_to_end.test_finetune import SEQ_LEN
 from tests.end_to_end.test_finetune import read_json
@@ -91,7 +91,7 @@ def test_mix_all_records_and_trains(runs):
   assert (info.layer_mix, info.feature_based) == ("mix_all", False)
   results = read_json(os.path.join(runs["mix_all"], "eval_results.json"))
   assert results["dev"]["num_examples"] == 40 and results["num_train_steps"] == 10
-  model, _, _, _ = finetuning.load_task_model(runs["mix_all"])
+  model, _, _, _ = finetuning_runner.load_task_model(runs["mix_all"])
   assert model.layer_mix == "mix_all"
   # The scalar mix was trained: its weights left their start (all 0, gamma 1).
   mix = model.layer_combination.scalar_mix
@@ -126,7 +126,7 @@ def test_mix_all_export_serves_the_models_logits(runs, tmp_path):
   served = ({}, None, requests, serve(tmp_path, requests))
   [(_, outputs)] = answers(served, "export", "classify_pair")
 
-  model, info, directory, _ = finetuning.load_task_model(runs["mix_all"])
+  model, info, directory, _ = finetuning_runner.load_task_model(runs["mix_all"])
   tokenizer = BertWordpieceTokenizer(os.path.join(directory, layout.VOCAB_FILE))
   features = convert_pair_examples(
       [PairExample(str(i), a, b, None) for i, (a, b) in enumerate(PAIRS)],
@@ -147,8 +147,10 @@ def test_feature_based_leaves_the_encoder_as_initialised_and_learns(runs):
   init = {v.path: np.asarray(v) for v in checkpoints.load_encoder(runs["init"]).weights}
   final = tf.train.latest_checkpoint(model_dir)
   assert final.endswith("-30")
-  model = finetuning.build_task_model(build_encoder(checkpoints.read_model_config(model_dir)), info)
-  finetuning.restore_model_weights(model, final)
+  model = finetuning_runner.build_task_model(
+      build_encoder(checkpoints.read_model_config(model_dir)), info
+  )
+  finetuning_runner.restore_model_weights(model, final)
   weights = {v.path: np.asarray(v) for v in model.encoder.weights}
   assert set(weights) == set(init)
   for path, value in init.items():

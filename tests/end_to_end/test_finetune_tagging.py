@@ -272,7 +272,7 @@ def test_export_serves_the_same_tags_as_the_keras_model(runs):
   from recurrent_bert.tasks.conll import TaggedSentence
   from recurrent_bert.tasks.tagging_features import gather_word_predictions
   from recurrent_bert.tasks.tagging_features import tagging_features
-  from recurrent_bert.training import finetuning
+  from recurrent_bert.training import finetuning_runner
 
   model_dir, export_dir = runs["dirs"]["bert"], runs["export_dir"]
   assert "tag(" in runs["export"].stdout and "tag_words(" in runs["export"].stdout
@@ -283,7 +283,7 @@ def test_export_serves_the_same_tags_as_the_keras_model(runs):
   ]
   served = export_checks.run_fresh_python(SERVE_SCRIPT, export_dir, json.dumps(sentences))
 
-  model, info, directory, _ = finetuning.load_task_model(model_dir)
+  model, info, directory, _ = finetuning_runner.load_task_model(model_dir)
   tokenizer = BertWordpieceTokenizer(os.path.join(directory, "vocab.txt"), info.do_lower_case)
   # One window per sentence, no document context: what serving reads (the long one is
   # cut: only its words in the first window are compared).

@@ -56,7 +56,7 @@ def test_model_dirs_of_every_kind_resolve_to_the_same_model(walkthrough):
   import tensorflow as tf
 
   from recurrent_bert.training import checkpoints
-  from recurrent_bert.training import finetuning
+  from recurrent_bert.training import finetuning_runner
 
   run_dir, _ = walkthrough
   pretraining = str(run_dir / "models" / "tiny_bert")
@@ -82,7 +82,7 @@ def test_model_dirs_of_every_kind_resolve_to_the_same_model(walkthrough):
   source = checkpoints.resolve_model(rte)
   assert source.kind == "fine-tuning model_dir"
   assert os.path.dirname(source.prefix).endswith("best")
-  model, _, _, _ = finetuning.load_task_model(rte)
+  model, _, _, _ = finetuning_runner.load_task_model(rte)
   np.testing.assert_array_equal(
       checkpoints.load_encoder(rte)(inputs)["pooled_output"], model.encoder(inputs)["pooled_output"]
   )

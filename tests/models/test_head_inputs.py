@@ -19,7 +19,7 @@ from recurrent_bert.models import build_encoder
 from recurrent_bert.models.encoder import encoder_inputs
 from recurrent_bert.models.heads import ClassificationHead
 from recurrent_bert.training import checkpoints
-from recurrent_bert.training import finetuning
+from recurrent_bert.training import finetuning_runner
 
 VOCAB = 40
 
@@ -104,7 +104,7 @@ def test_default_classifier_loads_an_old_checkpoint(encoder_batch, tmp_path):
   tf.train.Checkpoint(model=checkpoints.variables_by_path(old)).write(str(tmp_path / "ckpt"))
   new = Classifier(_encoder(), 3)
   assert not np.allclose(new(inputs, training=False), want)
-  finetuning.restore_model_weights(new, str(tmp_path / "ckpt"))
+  finetuning_runner.restore_model_weights(new, str(tmp_path / "ckpt"))
   np.testing.assert_array_equal(new(inputs, training=False), want)
 
 

@@ -18,7 +18,7 @@ from recurrent_bert.data import vocab as vocab_lib
 from recurrent_bert.data.pretraining_records import PretrainingDataConfig
 from recurrent_bert.errors import InputError
 from recurrent_bert.training import distribution
-from recurrent_bert.training.finetuning import FinetuneSettings
+from recurrent_bert.training.finetuning_runner import FinetuneSettings
 from recurrent_bert.training.pretraining_runner import PretrainSettings
 from recurrent_bert.training.pretraining_runner import run_pretraining
 from tests.support import forkserver

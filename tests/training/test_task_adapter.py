@@ -1,4 +1,4 @@
-"""`TaskAdapter.splits_read_by`: what each Finetuner mode reads (training/finetuning.py
+"""`TaskAdapter.splits_read_by`: what each Finetuner mode reads (training/finetuning_runner.py
 `Finetuner.run`: train fits on "train"; eval scores eval_splits; predict writes
 predict_splits; train_and_eval does all three), written out per mode."""
 

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from recurrent_bert.flags import optimization as optimizer_flags
+from recurrent_bert.flags import optimization as optimization_flags
 from recurrent_bert.models import Pretrainer
 from recurrent_bert.models import build_encoder
-from recurrent_bert.training import optimization
+from recurrent_bert.training import optimizers
 from tests.support import references
 
 
@@ -26,7 +26,7 @@ def reference_learning_rate(step, peak, warmup, total, end):
 
 @pytest.mark.parametrize("warmup,total,end", [(10, 100, 0.0), (0, 50, 1e-5), (30, 40, 2e-6)])
 def test_schedule_matches_closed_form(warmup, total, end):
-  schedule = optimization.WarmupLinearDecay(3e-4, warmup, total, end)
+  schedule = optimizers.WarmupLinearDecay(3e-4, warmup, total, end)
   for step in [
       0,
       1,
@@ -47,7 +47,7 @@ def test_schedule_matches_closed_form(warmup, total, end):
 
 def test_schedule_rejects_warmup_not_below_total():
   with pytest.raises(ValueError, match="warmup_steps"):
-    optimization.WarmupLinearDecay(1e-4, 100, 100)
+    optimizers.WarmupLinearDecay(1e-4, 100, 100)
 
 
 def _expected_no_decay(path):
@@ -64,7 +64,7 @@ def _expected_no_decay(path):
 def test_weight_decay_exclusions_by_name(preset):
   model = Pretrainer(build_encoder(preset), use_nsp=True)
   paths = [v.path for v in model.trainable_variables]
-  excluded = {p for p in paths if optimization.excluded_from_weight_decay(p)}
+  excluded = {p for p in paths if optimizers.excluded_from_weight_decay(p)}
   assert excluded == {p for p in paths if _expected_no_decay(p)}
   # Spot checks against hand-written names.
   for path in (
@@ -92,7 +92,7 @@ def test_adamw_decays_only_included_variables():
   model = Pretrainer(build_encoder("swishrnn_tiny"), use_nsp=False)
   variables = model.trainable_variables
   lr, wd = 0.1, 0.5
-  optimizer = optimization.create_optimizer(
+  optimizer = optimizers.create_optimizer(
       variables, learning_rate=lr, num_train_steps=10, warmup_steps=0, weight_decay=wd
   )
   before = [v.numpy().copy() for v in variables]
@@ -144,7 +144,7 @@ CLOSED_FORMS = {
 
 @pytest.mark.parametrize("name", sorted(CLOSED_FORMS))
 def test_each_schedule_matches_its_closed_form(name):
-  schedule = optimization.WarmupDecay(
+  schedule = optimizers.WarmupDecay(
       _PEAK, _WARMUP, _TOTAL, _END, decay_schedule=name, decay_power=2.0
   )
   for step, expected in CLOSED_FORMS[name].items():
@@ -155,16 +155,16 @@ def test_each_schedule_matches_its_closed_form(name):
 
 
 def test_polynomial_power_one_is_linear_and_schedules_round_trip():
-  linear = optimization.WarmupDecay(1e-3, 5, 50, 1e-5)
-  polynomial = optimization.WarmupDecay(1e-3, 5, 50, 1e-5, "polynomial", 1.0)
+  linear = optimizers.WarmupDecay(1e-3, 5, 50, 1e-5)
+  polynomial = optimizers.WarmupDecay(1e-3, 5, 50, 1e-5, "polynomial", 1.0)
   for step in range(0, 60, 3):
     assert float(polynomial(step)) == pytest.approx(float(linear(step)), rel=1e-6)
-  schedule = optimization.WarmupDecay(1e-3, 5, 50, 1e-5, "cosine", 0.5)
+  schedule = optimizers.WarmupDecay(1e-3, 5, 50, 1e-5, "cosine", 0.5)
   restored = keras.optimizers.schedules.deserialize(keras.optimizers.schedules.serialize(schedule))
-  assert isinstance(restored, optimization.WarmupDecay)
+  assert isinstance(restored, optimizers.WarmupDecay)
   assert restored.get_config() == schedule.get_config()
   with pytest.raises(ValueError, match="decay_schedule"):
-    optimization.WarmupDecay(1e-3, 5, 50, decay_schedule="exponential")
+    optimizers.WarmupDecay(1e-3, 5, 50, decay_schedule="exponential")
 
 
 # -- LAMB ------------------------------------------------------------------------------
@@ -194,7 +194,7 @@ def test_lamb_matches_numpy_algorithm_2(rng, loss_scaling):
       "out_layer_norm/beta",
   }
   lr, wd, b1, b2, eps = 0.01, 0.3, 0.8, 0.95, 1e-6
-  optimizer = optimization.create_optimizer(
+  optimizer = optimizers.create_optimizer(
       variables,
       learning_rate=lr,
       num_train_steps=1000,
@@ -240,7 +240,7 @@ def test_lamb_slots_checkpoint_and_restore(tmp_path, rng):
   def build():
     keras.utils.set_random_seed(7)
     model = _lamb_test_model()
-    return model, optimization.create_optimizer(
+    return model, optimizers.create_optimizer(
         model.trainable_variables,
         learning_rate=0.01,
         num_train_steps=100,
@@ -273,10 +273,10 @@ def test_lamb_slots_checkpoint_and_restore(tmp_path, rng):
   for a, b in zip(model.trainable_variables, resumed_model.trainable_variables):
     np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
   config = optimizer.get_config()
-  assert isinstance(optimization.Lamb.from_config(config), optimization.Lamb)
+  assert isinstance(optimizers.Lamb.from_config(config), optimizers.Lamb)
 
 
 def test_flag_choices_are_the_optimizers_and_schedules():
   """The flags module names them without importing TensorFlow: the lists must agree."""
-  assert optimizer_flags.OPTIMIZERS == optimization.OPTIMIZERS
-  assert optimizer_flags.DECAY_SCHEDULES == optimization.DECAY_SCHEDULES
+  assert optimization_flags.OPTIMIZERS == optimizers.OPTIMIZERS
+  assert optimization_flags.DECAY_SCHEDULES == optimizers.DECAY_SCHEDULES

@@ -41,7 +41,7 @@ from recurrent_bert.training import checkpoints
 from recurrent_bert.training import evaluation
 from recurrent_bert.training import events
 from recurrent_bert.training import loop as loop_lib
-from recurrent_bert.training import optimization
+from recurrent_bert.training import optimizers
 from recurrent_bert.training import portable_checkpoints
 from recurrent_bert.training import portable_state
 from recurrent_bert.training.settings import TrainingSettings
@@ -336,7 +336,7 @@ class Finetuner:
         warmup,
     )
     with self.strategy.scope():
-      optimizer = optimization.optimizer_from_settings(
+      optimizer = optimizers.optimizer_from_settings(
           self.model.trainable_variables, s, num_steps, warmup
       )
     trainer = self._trainer(optimizer, num_steps)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from recurrent_bert.data import masking
+from recurrent_bert.data import mlm_masking
 from recurrent_bert.data import record_batches
 from recurrent_bert.data import schema
 from recurrent_bert.data.dynamic_masking import DynamicMasker
@@ -44,7 +44,7 @@ def run(config, ids, mask, seed=(1, 2), implementation="graph"):
     out = masker(batch, np.random.default_rng(seed))
     return {k: v for k, v in out.items() if k != "input_mask"}
   if implementation == "numpy":
-    return masking.mask_batch(
+    return mlm_masking.mask_batch(
         ids,
         mask,
         starts,
