@@ -8,7 +8,7 @@ Data: the official task folder (--data_dir: GLUE TSVs, SuperGLUE JSONL), TFDS
 (--tfds; prepared data only unless --tfds_download), or --task=custom with TSV files of
 your own (recurrent_bert/tasks/custom_task.py). The task adapter:
 recurrent_bert/tasks/classification.py. Modes, outputs and the model_dir layout:
-recurrent_bert/training/finetuning.py. Metrics carry the official names (SPEC §9) in
+recurrent_bert/training/finetuning_runner.py. Metrics carry the official names (SPEC §9) in
 eval_results.json; test-split predictions are written as leaderboard submission files.
 Re-running the same command resumes training from the latest checkpoint.
 

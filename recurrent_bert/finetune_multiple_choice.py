@@ -11,7 +11,7 @@ as --train_file, --eval_file (scored as dev) and --predict_file (predicted). Eac
 choice is packed as [CLS] context [SEP] ending [SEP] and scored by one vector on its
 pooled [CLS]; the scores of an example's choices are softmaxed together. The task adapter:
 recurrent_bert/tasks/multiple_choice.py; modes, outputs and the model_dir layout:
-recurrent_bert/training/finetuning.py. eval_results.json holds dev accuracy;
+recurrent_bert/training/finetuning_runner.py. eval_results.json holds dev accuracy;
 predictions/<split>_predictions.jsonl the chosen ending and the probabilities per example.
 
 Bad task data (a label out of range, a row with another number of endings, a repeated id,

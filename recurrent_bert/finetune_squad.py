@@ -10,7 +10,7 @@ Evaluation scores the predict file with the official definitions (exact_match an
 percent; v2.0 adds HasAns_/NoAns_ and the best no-answer threshold) and writes
 predictions.json, nbest_predictions.json (and null_odds.json for v2.0) under
 model_dir/predictions. The task adapter: recurrent_bert/tasks/span_extraction.py. Modes
-and model_dir layout: recurrent_bert/training/finetuning.py.
+and model_dir layout: recurrent_bert/training/finetuning_runner.py.
 """
 
 import dataclasses

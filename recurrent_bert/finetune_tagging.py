@@ -19,7 +19,7 @@ predict files are written back as CoNLL ("word gold predicted") to
 model_dir/predictions/{dev,test}_predictions.txt. Bad input (a line with the wrong number
 of columns, an unknown tag, text that is not UTF-8 ...) stops the command before any model
 is built with one line naming file:line (exit status 2); --skip_bad_rows skips such
-sentences. Modes and the model_dir layout: recurrent_bert/training/finetuning.py.
+sentences. Modes and the model_dir layout: recurrent_bert/training/finetuning_runner.py.
 """
 
 from absl import flags

@@ -260,7 +260,7 @@ def _pool_context():
     import tokenizers  # noqa: F401
 
     from recurrent_bert.data import example_codec  # noqa: F401
-    from recurrent_bert.data import masking  # noqa: F401
+    from recurrent_bert.data import mlm_masking  # noqa: F401
     from recurrent_bert.data import native_tokenizer  # noqa: F401
 
     return multiprocessing.get_context("fork")

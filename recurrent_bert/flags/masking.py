@@ -6,7 +6,7 @@ them itself under --dynamic_masking). The two must agree on the sequence length,
 masked positions per sequence and NSP, so both take these flags, with the same names,
 defaults and checks, from here; only the help says which end the command is (what
 --use_nsp and --dynamic_masking do there; in pretrain the recipe applies under
---dynamic_masking only). The recipe's meaning is in recurrent_bert/data/masking.py.
+--dynamic_masking only). The recipe's meaning is in recurrent_bert/data/mlm_masking.py.
 """
 
 from absl import flags
@@ -96,7 +96,7 @@ def masking_config():
   """The masked-LM recipe the flags give.
 
   Returns:
-    A `data.masking.MaskingConfig`.
+    A `data.mlm_masking.MaskingConfig`.
 
   Raises:
     ValueError: a recipe MaskingConfig refuses (e.g. --masked_lm_prob=0).

@@ -3,7 +3,7 @@
 `run_pretraining(strategy, model_config, settings, data_config, ...)` is what
 `python -m recurrent_bert.pretrain` runs once its flags are turned into a
 `PretrainSettings` (`flags.pretraining.settings_from_flags`); it is the pretraining
-twin of `training.finetuning.Finetuner`. It writes the model_dir contract of
+twin of `training.finetuning_runner.Finetuner`. It writes the model_dir contract of
 `recurrent_bert/model_dir.py`: model_config.json and the tokenizer files from the first
 step, training checkpoints (a rerun resumes from the latest), metrics.jsonl, TensorBoard
 events, held-out evaluation (`mode="train_and_eval"` / "eval") and the encoder/ export.

@@ -21,7 +21,7 @@ class TrainingSettings:
   Attributes:
     learning_rate: peak learning rate (each run kind sets its default).
     optimizer, decay_schedule, decay_power, end_learning_rate, weight_decay, adam_beta1,
-      adam_beta2, adam_epsilon: `optimization.optimizer_from_settings`.
+      adam_beta2, adam_epsilon: `optimizers.optimizer_from_settings`.
     clip_norm: global-norm gradient clipping (0: none).
     gradient_accumulation_steps: micro-batches per update.
     seed: the weights', dropout's and input order's seed.

@@ -43,7 +43,7 @@ def test_importing_the_training_pieces_loads_no_tensorflow():
       """
       import sys
       import keras
-      from recurrent_bert.training import keras_training, metric_sums, objectives, optimization
+      from recurrent_bert.training import keras_training, metric_sums, objectives, optimizers
       if keras.backend.backend() == "jax":  # the JAX commands' modules, pretraining's whole
         from recurrent_bert.training import driver, events, jax_loop, jax_pretraining
         from recurrent_bert.training import portable_state, pretraining_results
@@ -183,7 +183,7 @@ def test_schedules_match_their_formulas(kind):
 def test_lamb_matches_numpy_algorithm_2(rng):
   """Four updates with random gradients equal references.lamb (decay, trust ratio and the
   LayerNorm/bias exclusions included). The loss-scale wrapper is Keras' (float16 `fit`
-  below; tests/training/test_optimization.py checks its numbers on TensorFlow)."""
+  below; tests/training/test_optimizers.py checks its numbers on TensorFlow)."""
   inputs = keras.Input((3,))
   hidden = keras.layers.Dense(4, name="dense")(inputs)
   hidden = keras.layers.Dense(4, name="zero", kernel_initializer="zeros", use_bias=False)(hidden)
@@ -283,7 +283,7 @@ COMPARED = ("adamw_linear", "lamb_cosine")
 _TF_LOOP_STEPS = """
 import tempfile
 import tensorflow as tf
-from recurrent_bert.training import loop, optimization
+from recurrent_bert.training import loop, optimizers
 from tests.backends.test_training import COMPARED, RUNS, _tiny_pretrainer
 batch = {k[len("batch:"):]: v for k, v in inputs.items() if k.startswith("batch:")}
 for name in COMPARED:

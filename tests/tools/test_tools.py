@@ -260,3 +260,33 @@ def test_kill_mid_write_keeps_the_old_folder_and_next_start_cleans_up(
   assert all(n in result.stderr for n in leftovers)  # said what it removed
   assert os.listdir(tmp_path) == ["out"]
   assert _folder_state(out)[1] and len(os.listdir(out)) == 4
+
+
+def test_worker_pool_in_a_process_without_tensorflow(tmp_path, corpus_file, vocab_file):
+  """The tool as a user starts it: a fresh interpreter, no TensorFlow loaded, so the pool is
+  forked after warming the workers' modules (`pretraining_workers`), unlike under the fork
+  server, which has TensorFlow loaded. Its records are those of one in-process worker."""
+  args = [
+      f"--input_files={corpus_file}",
+      f"--vocab_file={vocab_file}",
+      "--max_seq_length=32",
+      "--max_predictions_per_seq=5",
+      "--dupe_factor=1",
+      "--noprogress",
+  ]
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+  pooled = subprocess.run(
+      [sys.executable, "-m", "recurrent_bert.tools.create_pretraining_data", *args]
+      + [f"--output_dir={tmp_path / 'pooled'}", "--num_workers=2"],
+      cwd=REPO,
+      env=env,
+      capture_output=True,
+      text=True,
+      timeout=300,
+  )
+  assert pooled.returncode == 0, pooled.stderr[-3000:]
+  _generate_into(tmp_path / "single", corpus_file, vocab_file, "--num_workers=1")
+  shards = sorted(p.name for p in (tmp_path / "single").glob("*.tfrecord*"))
+  assert shards and shards == sorted(p.name for p in (tmp_path / "pooled").glob("*.tfrecord*"))
+  for name in shards:
+    assert (tmp_path / "pooled" / name).read_bytes() == (tmp_path / "single" / name).read_bytes()
