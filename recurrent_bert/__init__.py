@@ -10,7 +10,7 @@ _KERAS_BACKENDS = ("tensorflow", "jax", "torch", "numpy", "openvino")
 # Packages whose modules are commands (`python -m recurrent_bert.pretrain`; `tools` holds
 # the old `python -m tools.x` paths, kept for one release).
 _COMMAND_PACKAGES = ("recurrent_bert", "tools")
-# The console scripts' prefix (commands.PREFIX, repeated: this runs before any import).
+# The prefix of every console script in commands.COMMANDS (a test checks it).
 _CONSOLE_PREFIX = "rbert-"
 
 

@@ -11,10 +11,6 @@ import os
 import runpy
 import sys
 
-# The prefix of every console script (recurrent_bert/__init__.py reads it too: a process
-# started as one of them is a command, whose bad KERAS_BACKEND exits with status 2).
-PREFIX = "rbert-"
-
 # Console script -> the module it runs.
 COMMANDS = {
     "rbert-demo": "recurrent_bert.demo",

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+import recurrent_bert
 from recurrent_bert import commands
 
 REPO = pathlib.Path(__file__).resolve().parent.parent.parent
@@ -44,6 +45,8 @@ def _run(args, cwd, env=None):
 
 def test_setup_cfg_installs_every_command_and_every_command_has_one():
   assert _entry_points() == {name: "recurrent_bert.commands:main" for name in commands.COMMANDS}
+  # A process started as one of them counts as a command (a bad KERAS_BACKEND: exit 2).
+  assert all(name.startswith(recurrent_bert._CONSOLE_PREFIX) for name in commands.COMMANDS)
   # Read from the sources, not from the table: a new command without a script fails here.
   assert set(commands.COMMANDS.values()) == _runnable_modules()
 
