@@ -6,8 +6,8 @@ r"""Fine-tunes and evaluates a classifier/regressor: GLUE, SuperGLUE BoolQ/Multi
 
 Data: the official task folder (--data_dir: GLUE TSVs, SuperGLUE JSONL), TFDS
 (--tfds; prepared data only unless --tfds_download), or --task=custom with TSV files of
-your own (recurrent_bert/tasks/custom_task.py). The task adapter:
-recurrent_bert/tasks/classification.py. Modes, outputs and the model_dir layout:
+your own (recurrent_bert/tasks/classification/custom_task.py). The task adapter:
+recurrent_bert/tasks/classification/adapter.py. Modes, outputs and the model_dir layout:
 recurrent_bert/training/finetuning_runner.py. Metrics carry the official names (SPEC §9) in
 eval_results.json; test-split predictions are written as leaderboard submission files.
 Re-running the same command resumes training from the latest checkpoint.
@@ -72,7 +72,7 @@ def _trained_label_list():
 def main(argv):
   # TensorFlow loads here, after the flags are checked: a bad flag or --help costs no import.
   from recurrent_bert.data import tokenization
-  from recurrent_bert.tasks import classification
+  from recurrent_bert.tasks.classification import adapter as classification
 
   if len(argv) > 1:
     cli.fail(f"unexpected arguments: {argv[1:]}")

@@ -6,11 +6,12 @@ r"""Fine-tunes and evaluates a multiple-choice model: SWAG (BERT §4.4), or your
 Data: --task=swag reads the official folder (--data_dir: train.csv, val.csv scored as dev,
 test.csv predicted); --task=hellaswag --tfds reads HellaSwag, SWAG's successor, from
 tensorflow-datasets (which has no SWAG builder); --task=jsonl reads files of the generic
-format ({"id", "context", "choices", "label"} a line: recurrent_bert/tasks/swag.py) given
+format ({"id", "context", "choices", "label"} a line:
+recurrent_bert/tasks/multiple_choice/swag.py) given
 as --train_file, --eval_file (scored as dev) and --predict_file (predicted). Each
 choice is packed as [CLS] context [SEP] ending [SEP] and scored by one vector on its
 pooled [CLS]; the scores of an example's choices are softmaxed together. The task adapter:
-recurrent_bert/tasks/multiple_choice.py; modes, outputs and the model_dir layout:
+recurrent_bert/tasks/multiple_choice/adapter.py; modes, outputs and the model_dir layout:
 recurrent_bert/training/finetuning_runner.py. eval_results.json holds dev accuracy;
 predictions/<split>_predictions.jsonl the chosen ending and the probabilities per example.
 
@@ -63,7 +64,7 @@ _FILE_FLAGS = (("train", "train_file"), ("dev", "eval_file"), ("test", "predict_
 def main(argv):
   # TensorFlow loads here, after the flags are checked: a bad flag or --help costs no import.
   from recurrent_bert.data import tokenization
-  from recurrent_bert.tasks import multiple_choice
+  from recurrent_bert.tasks.multiple_choice import adapter as multiple_choice
 
   if len(argv) > 1:
     cli.fail(f"unexpected arguments: {argv[1:]}")

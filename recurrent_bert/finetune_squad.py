@@ -9,7 +9,7 @@ r"""Fine-tunes and evaluates a span extractor on SQuAD v1.1 / v2.0.
 Evaluation scores the predict file with the official definitions (exact_match and f1 in
 percent; v2.0 adds HasAns_/NoAns_ and the best no-answer threshold) and writes
 predictions.json, nbest_predictions.json (and null_odds.json for v2.0) under
-model_dir/predictions. The task adapter: recurrent_bert/tasks/span_extraction.py. Modes
+model_dir/predictions. The task adapter: recurrent_bert/tasks/span/adapter.py. Modes
 and model_dir layout: recurrent_bert/training/finetuning_runner.py.
 """
 
@@ -57,7 +57,7 @@ flags.register_validator(
 def main(argv):
   # TensorFlow loads here, after the flags are checked: a bad flag or --help costs no import.
   from recurrent_bert.data import tokenization
-  from recurrent_bert.tasks import span_extraction
+  from recurrent_bert.tasks.span import adapter as span_extraction
 
   if len(argv) > 1:
     cli.fail(f"unexpected arguments: {argv[1:]}")

@@ -11,7 +11,7 @@ per line (--file_format=word_tag); --tfds reads conll2003 from tensorflow-datase
 word's tag is predicted at its first word piece, with as much of the surrounding document
 as fits in --max_seq_length as context (--nodocument_context: the sentence alone); long
 sentences are cut into windows --doc_stride pieces apart. The task adapter:
-recurrent_bert/tasks/token_tagging.py (windows: tasks/tagging_features.py).
+recurrent_bert/tasks/tagging/adapter.py (windows: tasks/tagging/tagging_features.py).
 
 The dev file (--eval_file) is scored with conlleval's definitions (chunk precision, recall,
 F1 in percent, per entity type, token accuracy; the best checkpoint by F1); dev and
@@ -74,7 +74,7 @@ flags.register_validator(
 
 def _label_list(read_split):
   """--label_list, else the trained model's, else CoNLL-2003's or the train file's tags."""
-  from recurrent_bert.tasks import conll
+  from recurrent_bert.tasks.tagging import conll
 
   trained = None
   if layout.is_finetuning_dir(FLAGS.model_dir):
@@ -98,7 +98,7 @@ def _label_list(read_split):
 def main(argv):
   # TensorFlow loads here, after the flags are checked: a bad flag or --help costs no import.
   from recurrent_bert.data import tokenization
-  from recurrent_bert.tasks import token_tagging
+  from recurrent_bert.tasks.tagging import adapter as token_tagging
 
   if len(argv) > 1:
     cli.fail(f"unexpected arguments: {argv[1:]}")

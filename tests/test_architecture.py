@@ -8,6 +8,8 @@ not drifted into.
 """
 
 import ast
+import importlib
+import inspect
 import pathlib
 from typing import Dict, List, Set
 
@@ -21,7 +23,12 @@ LAYERS = [
     ("recurrent_bert.data", 1, "data"),
     ("recurrent_bert.models", 2, "models"),
     ("recurrent_bert.training", 3, "training"),
-    ("recurrent_bert.tasks", 4, "tasks"),
+    ("recurrent_bert.tasks", 4, "tasks"),  # the pieces every kind shares
+    # One subpackage per task kind, on the shared pieces; no kind imports another.
+    ("recurrent_bert.tasks.classification", 4.5, "tasks.classification"),
+    ("recurrent_bert.tasks.span", 4.5, "tasks.span"),
+    ("recurrent_bert.tasks.tagging", 4.5, "tasks.tagging"),
+    ("recurrent_bert.tasks.multiple_choice", 4.5, "tasks.multiple_choice"),
     ("recurrent_bert.convert", 4, "convert"),
     ("recurrent_bert.serving", 5, "serving"),
     ("recurrent_bert.jobs", 5, "jobs"),
@@ -207,11 +214,39 @@ def test_only_the_registry_compares_a_task_kinds_name():
   assert not _kind_comparisons(ast.parse('if source.kind == "converted": pass'), names)
 
 
+def test_each_task_kind_is_one_subpackage_that_imports_only_downward():
+  from recurrent_bert.models import task_kinds
+  from recurrent_bert.training.task_adapter import TaskAdapter
+
+  kind_packages = {group for _, _, group in LAYERS if group.startswith("tasks.")}
+  tasks_dir = REPO / "recurrent_bert" / "tasks"
+  on_disk = {f"tasks.{p.name}" for p in tasks_dir.iterdir() if (p / "__init__.py").exists()}
+  assert on_disk == kind_packages, "every subpackage of tasks/ is a kind with its LAYERS row"
+  # Each kind the models know names the subpackage that trains it, and each subpackage
+  # trains one or more of them through its adapter.
+  named = {f"tasks.{kind.tasks_package}" for kind in task_kinds.KINDS.values()}
+  assert named == kind_packages
+  for group in kind_packages:
+    adapter = importlib.import_module(f"recurrent_bert.{group}.adapter")
+    assert any(
+        inspect.isclass(value) and issubclass(value, TaskAdapter) and value is not TaskAdapter
+        for value in vars(adapter).values()
+    ), f"{group}.adapter defines no TaskAdapter"
+  # The reference cases: a shared piece importing a kind, and one kind importing another,
+  # are both what test_every_import_goes_down_or_stays_in_its_folder reports.
+  for module, target in [
+      ("recurrent_bert.tasks.metrics", "recurrent_bert.tasks.span.squad"),
+      ("recurrent_bert.tasks.tagging.adapter", "recurrent_bert.tasks.span.squad_windows"),
+  ]:
+    (layer, group), (target_layer, target_group) = _layer(module), _layer(target)
+    assert target_group != group and target_layer >= layer
+
+
 def test_the_checks_see_an_upward_import_and_a_cycle():
   # The reference cases: a planted upward edge and a planted circle are reported.
   assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
   assert _layer("recurrent_bert.training.loop")[0] > _layer("recurrent_bert.models.encoder")[0]
-  assert _layer("recurrent_bert.tasks.glue")[1] != _layer("recurrent_bert.training.loop")[1]
+  assert _layer("recurrent_bert.tasks.span.squad")[1] != _layer("recurrent_bert.training.loop")[1]
   graph = _graph()
   # pretrain imports its runner inside main(): function-local imports are seen too.
   assert "recurrent_bert.training.pretraining_runner" in graph["recurrent_bert.pretrain"]

@@ -7,7 +7,9 @@ export (`serving.export_model_dir`) asks which `ServingModule` argument takes th
 and what else the signatures need. Code elsewhere looks a kind up (`get`) instead of
 comparing its name (tests/test_architecture.py checks that), so a new kind is one entry.
 
-The tasks of each kind (readers, features, objectives, metrics) are in recurrent_bert/tasks/.
+The tasks that train each kind (readers, features, objectives, metrics, the splits each
+mode reads: a `TaskAdapter`) are the subpackage of recurrent_bert/tasks/ that `tasks_package`
+names; models/ sits below tasks/, so the link is that name.
 """
 
 import dataclasses
@@ -32,6 +34,7 @@ class TaskKind:
       BiLSTM (BERT Table 7: classification and tagging).
     serving_role: the `serving.ServingModule` argument that takes the task model.
     serving_arguments: info -> the other `ServingModule` arguments its signatures need.
+    tasks_package: the subpackage of recurrent_bert/tasks/ whose `adapter` trains it.
   """
 
   name: str
@@ -39,6 +42,7 @@ class TaskKind:
   allows_feature_based: bool
   serving_role: str
   serving_arguments: Callable[[TaskInfo], Dict[str, Any]]
+  tasks_package: str
 
 
 def _head_options(info: TaskInfo) -> Dict[str, Any]:
@@ -57,6 +61,7 @@ def _classifier_kind(name: str, num_classes: Callable[[TaskInfo], int]) -> TaskK
       serving_arguments=lambda info: dict(
           label_names=list(info.label_names) or None, text_pair=info.text_pair
       ),
+      tasks_package="classification",
   )
 
 
@@ -75,6 +80,7 @@ KINDS: Dict[str, TaskKind] = {
             serving_arguments=lambda info: dict(
                 max_query_length=info.max_query_length, max_answer_length=info.max_answer_length
             ),
+            tasks_package="span",
         ),
         TaskKind(
             name="tagger",
@@ -84,6 +90,7 @@ KINDS: Dict[str, TaskKind] = {
             allows_feature_based=True,
             serving_role="token_tagger",
             serving_arguments=lambda info: dict(tag_names=list(info.label_names)),
+            tasks_package="tagging",
         ),
         TaskKind(
             name="multiple_choice",
@@ -91,6 +98,7 @@ KINDS: Dict[str, TaskKind] = {
             allows_feature_based=False,
             serving_role="multiple_choice",
             serving_arguments=lambda info: {},
+            tasks_package="multiple_choice",
         ),
     )
 }

@@ -4,11 +4,11 @@ SQuAD limitation: `answer_question` reads ONE window per question,
 `[CLS] question [SEP] context [SEP]` with the question cut to `max_query_length` pieces and
 the context cut to what is left of `max_seq_length`; answers past the cut cannot be found
 (`context_truncated` flags those rows). For long contexts, use the windowed numpy
-pipeline (`tasks/squad_windows.py`: doc_stride windows, `tasks/squad_postprocessing.py`).
+pipeline (`tasks/span/squad_windows.py`: doc_stride windows, `tasks/span/squad_postprocessing.py`).
 The span is the best `start_logit + end_logit` with start <= end < start +
 max_answer_length over the context pieces; a piece maps to the characters of the
 basic-tokenizer word it came from, so answers are exact substrings of the original
-context (as in `tasks/squad_alignment.py`). With a SentencePiece model a piece maps to
+context (as in `tasks/span/squad_alignment.py`). With a SentencePiece model a piece maps to
 its own characters (`tokenization.pieces_with_offsets`), and a lone "▁" piece (no
 character) neither starts nor ends the span.
 

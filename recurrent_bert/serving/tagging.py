@@ -3,7 +3,7 @@
 Tagging (`token_tagger`): `tag` splits text into the basic tokenizer's words
 (`tokenization.split_words_with_offsets`, as SQuAD contexts); `tag_words` takes words as
 given. Either way each word is tokenized on its own, a word of no piece stands as [UNK],
-and its tag is read at its first piece (as `tasks/tagging_features.py` trains). Serving
+and its tag is read at its first piece (as `tasks/tagging/tagging_features.py` trains). Serving
 reads ONE window per row, [CLS] words [SEP] cut to `max_seq_length`, with NO document
 context (training, by default, fills windows with the neighbouring sentences, and cuts a
 long sentence into several windows): words whose first piece falls past the cut get the

@@ -10,7 +10,7 @@ reads numpy features, so two pieces exist twice. The numpy side is the spec and 
 side is held to it on the same inputs: `truncate_pair` and the packing here against
 `tasks/pair_features.py` (`truncate_longest_first`, `pack_pair`; tests/support/export_checks.py
 serves exported models on rows that pipeline packed), `best_spans` (serving/spans.py) against
-`tasks/squad_postprocessing.py` (`postprocess_squad`; tests/end_to_end/test_export_tasks.py).
+`tasks/span/squad_postprocessing.py` (`postprocess_squad`; tests/end_to_end/test_export_tasks.py).
 Change the spec first, then its twin here.
 """
 

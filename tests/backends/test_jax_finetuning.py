@@ -16,9 +16,9 @@ from recurrent_bert.tasks import sample_tasks as generated_tasks
 from tests.backends.support import BACKEND
 from tests.backends.support import REPO
 from tests.backends.support import backend_env
-from tests.end_to_end.test_finetune import GLUE_FLAGS
-from tests.end_to_end.test_finetune import read_json
 from tests.end_to_end.test_finetune_squad import SQUAD_FLAGS
+from tests.support.finetune_runs import GLUE_FLAGS
+from tests.support.finetune_runs import read_json
 
 pytestmark = pytest.mark.skipif(BACKEND != "jax", reason="the JAX loop (KERAS_BACKEND=jax)")
 

@@ -19,10 +19,10 @@ import pytest
 import tensorflow as tf
 
 from recurrent_bert.data import tokenization
-from recurrent_bert.tasks import squad
-from recurrent_bert.tasks import squad_alignment
-from recurrent_bert.tasks import squad_postprocessing
-from recurrent_bert.tasks import squad_windows
+from recurrent_bert.tasks.span import squad
+from recurrent_bert.tasks.span import squad_alignment
+from recurrent_bert.tasks.span import squad_postprocessing
+from recurrent_bert.tasks.span import squad_windows
 from tests.data.conftest import RESERVED
 from tests.data.conftest import write_vocab
 from tests.support import mutations

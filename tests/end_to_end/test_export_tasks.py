@@ -14,9 +14,9 @@ from recurrent_bert import serving
 from recurrent_bert.data.tokenization import BertWordpieceTokenizer
 from recurrent_bert.models import Classifier
 from recurrent_bert.models import SpanExtractor
-from recurrent_bert.tasks import squad
-from recurrent_bert.tasks import squad_postprocessing
-from recurrent_bert.tasks import squad_windows
+from recurrent_bert.tasks.span import squad
+from recurrent_bert.tasks.span import squad_postprocessing
+from recurrent_bert.tasks.span import squad_windows
 from tests.support.export_checks import LABELS
 from tests.support.export_checks import LONG_TEXT
 from tests.support.export_checks import MAX_LEN

@@ -20,36 +20,13 @@ import pytest
 from recurrent_bert.tasks import sample_tasks as generated_tasks
 from tests.support import export_checks
 from tests.support import forkserver
+from tests.support.finetune_runs import GLUE_FLAGS
+from tests.support.finetune_runs import REPO
+from tests.support.finetune_runs import SEQ_LEN
+from tests.support.finetune_runs import read_json
+from tests.support.finetune_runs import run_entry
 
 pytestmark = pytest.mark.slow(seconds=220)
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SEQ_LEN = 32
-GLUE_FLAGS = [
-    "--model_config=bert_tiny",
-    f"--max_seq_length={SEQ_LEN}",
-    "--train_batch_size=16",
-    "--learning_rate=1e-3",
-    "--max_train_steps=60",
-    "--warmup_steps=6",
-    "--log_steps=20",
-    "--eval_every_steps=30",
-    "--eval_batch_size=24",
-]
-
-
-def run_entry(module, *flags, check=True, timeout=300):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
-  env.pop("TF_CONFIG", None)
-  result = forkserver.run([sys.executable, "-m", module, *flags], REPO, env, timeout=timeout)
-  if check:
-    assert result.returncode == 0, result.stderr[-4000:]
-  return result
-
-
-def read_json(path):
-  with open(path, encoding="utf-8") as f:
-    return json.load(f)
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +77,7 @@ def test_glue_learns_a_generated_pair_task(rte_run, task_files):
 def test_eval_mode_matches_the_keras_model_on_numpy_packed_features(rte_run, task_files):
   """--mode=eval (distributed prediction, padded batches) vs the model called directly."""
   from recurrent_bert.data.tokenization import BertWordpieceTokenizer
-  from recurrent_bert.tasks import glue
+  from recurrent_bert.tasks.classification import glue
   from recurrent_bert.tasks.pair_features import convert_pair_examples
   from recurrent_bert.training import finetuning_runner
 

@@ -24,14 +24,14 @@ from recurrent_bert.tasks.pair_features import PairExample
 from recurrent_bert.tasks.pair_features import convert_pair_examples
 from recurrent_bert.training import checkpoints
 from recurrent_bert.training import finetuning_runner
-from tests.end_to_end.test_finetune import GLUE_FLAGS
-from tests.end_to_end.test_finetune import SEQ_LEN
-from tests.end_to_end.test_finetune import read_json
-from tests.end_to_end.test_finetune import run_entry
 from tests.support.export_checks import answers
 from tests.support.export_checks import ask
 from tests.support.export_checks import serve
 from tests.support.export_checks import write_model_dir
+from tests.support.finetune_runs import GLUE_FLAGS
+from tests.support.finetune_runs import SEQ_LEN
+from tests.support.finetune_runs import read_json
+from tests.support.finetune_runs import run_entry
 from tests.support.readme_text import finish
 from tests.support.readme_text import start_module
 

@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 
 from recurrent_bert.tasks import sample_tasks
-from tests.end_to_end.test_finetune import REPO
-from tests.end_to_end.test_finetune import read_json
-from tests.end_to_end.test_finetune import run_entry
 from tests.support import export_checks
 from tests.support import forkserver
+from tests.support.finetune_runs import REPO
+from tests.support.finetune_runs import read_json
+from tests.support.finetune_runs import run_entry
 
 pytestmark = pytest.mark.slow(seconds=90)
 
@@ -158,8 +158,8 @@ print(json.dumps(out))
 
 def test_export_serves_choices_in_a_tf_only_process(runs, tmp_path):
   from recurrent_bert.data.tokenization import BertWordpieceTokenizer
-  from recurrent_bert.tasks import multiple_choice
-  from recurrent_bert.tasks.swag import ChoiceExample
+  from recurrent_bert.tasks.multiple_choice import adapter as multiple_choice
+  from recurrent_bert.tasks.multiple_choice.swag import ChoiceExample
   from recurrent_bert.training import finetuning_runner
 
   model_dir = runs["bert_tiny"]

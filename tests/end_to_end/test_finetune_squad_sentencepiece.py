@@ -12,9 +12,9 @@ import pytest
 
 from recurrent_bert import serving
 from recurrent_bert.tasks import sample_tasks as generated_tasks
-from tests.end_to_end.test_finetune import read_json
-from tests.end_to_end.test_finetune import run_entry
 from tests.support import export_checks
+from tests.support.finetune_runs import read_json
+from tests.support.finetune_runs import run_entry
 from tests.support.sentencepiece_tasks import write_task_model
 
 pytestmark = pytest.mark.slow(seconds=50)

@@ -18,6 +18,7 @@ import pytest
 
 from recurrent_bert.tasks import sample_tasks as generated_tasks
 from tests.support import export_checks
+from tests.support.finetune_runs import read_json
 from tests.support.readme_text import finish
 from tests.support.readme_text import run_module
 from tests.support.readme_text import start_module
@@ -35,11 +36,6 @@ TRAIN_FLAGS = [
     "--log_steps=50",
     "--eval_batch_size=32",
 ]
-
-
-def read_json(path):
-  with open(path, encoding="utf-8") as f:
-    return json.load(f)
 
 
 def read_prediction_file(path):
@@ -187,7 +183,7 @@ def test_bert_learns_the_generated_task_and_writes_conll_predictions(bert_run, t
 
 
 def test_eval_f1_is_conlleval_of_the_written_predictions(bert_run):
-  from recurrent_bert.tasks.conlleval import conlleval_scores
+  from recurrent_bert.tasks.tagging.conlleval import conlleval_scores
 
   model_dir, _ = bert_run
   results = read_json(os.path.join(model_dir, "eval_results.json"))
@@ -269,9 +265,9 @@ print(json.dumps({
 
 def test_export_serves_the_same_tags_as_the_keras_model(runs):
   from recurrent_bert.data.tokenization import BertWordpieceTokenizer
-  from recurrent_bert.tasks.conll import TaggedSentence
-  from recurrent_bert.tasks.tagging_features import gather_word_predictions
-  from recurrent_bert.tasks.tagging_features import tagging_features
+  from recurrent_bert.tasks.tagging.conll import TaggedSentence
+  from recurrent_bert.tasks.tagging.tagging_features import gather_word_predictions
+  from recurrent_bert.tasks.tagging.tagging_features import tagging_features
   from recurrent_bert.training import finetuning_runner
 
   model_dir, export_dir = runs["dirs"]["bert"], runs["export_dir"]

@@ -11,7 +11,7 @@ import sentencepiece
 
 from recurrent_bert import serving
 from recurrent_bert.tasks import sample_tasks as generated_tasks
-from tests.end_to_end.test_finetune import run_entry
+from tests.support.finetune_runs import run_entry
 from tests.support.sentencepiece_tasks import check_recorded
 from tests.support.sentencepiece_tasks import serve_exports
 from tests.support.sentencepiece_tasks import train

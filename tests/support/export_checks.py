@@ -3,7 +3,7 @@
 Each of those files exports its SavedModels once, then serves every request in one fresh
 process that imports only TF and TF Text, and compares each output with the in-process
 Keras model on inputs packed by the numpy feature pipeline (`tasks/pair_features.py`,
-`tasks/squad_windows.py`), not by the exporter. The SavedModels are split over two files so
+`tasks/span/squad_windows.py`), not by the exporter. The SavedModels are split over two files so
 that the two test workers (`--dist loadfile`) export them side by side.
 """
 
