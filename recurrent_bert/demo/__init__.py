@@ -12,6 +12,8 @@ What lives here, one concern per module:
   origin_task.py        the corpus as documents with their source, and the fine-tuning task
                         "which library (or file) is this passage from?"
   report.py             the report folder (python -m recurrent_bert.demo.report, a stage)
+  run_results.py        a run's results as the report reads them (losses, step times,
+                        parameter counts, display names)
   query_saved_model.py  the SavedModel queried with raw text in a fresh process (a stage)
 
 A command package: it may import any module of recurrent_bert (the subprocess pool is the

@@ -20,7 +20,7 @@ from recurrent_bert import io_utils
 from recurrent_bert import jobs
 from recurrent_bert import model_dir as layout
 from recurrent_bert.demo import origin_task
-from recurrent_bert.demo import report
+from recurrent_bert.demo import run_results
 from recurrent_bert.demo.settings import Settings
 from recurrent_bert.demo.stages import StageRunner
 from recurrent_bert.demo.stages import say
@@ -100,7 +100,7 @@ class ModelStages(WorkPaths):
     with open(os.path.join(model_dir, layout.EVAL_RESULTS_FILE), encoding="utf-8") as f:
       held_out = json.load(f)
     losses = io_utils.read_metrics_log(model_dir)
-    final = report.final_loss(losses, "mlm_loss")
+    final = run_results.final_loss(losses, "mlm_loss")
     eval_loss = held_out["eval"]["mlm_loss"]
     return {
         "model_dir": model_dir,
@@ -110,7 +110,7 @@ class ModelStages(WorkPaths):
         "eval_step": held_out["global_step"],
         "load_average": os.getloadavg()[1],
         "summary": f"MLM loss {final:.3f} (mean of the last "
-        f"{report.last_n(len(losses))} steps), held-out {eval_loss:.3f}",
+        f"{run_results.last_n(len(losses))} steps), held-out {eval_loss:.3f}",
     }
 
   def sweep_command(self, tokenizer: Optional[str] = None) -> List[str]:
@@ -214,7 +214,7 @@ class ModelStages(WorkPaths):
         "export_dir": export_dir,
         **{k: best[k] for k in ("preset", "learning_rate", "seed")},
         **{k: best[k] for k in ("dev_accuracy", "test_accuracy")},
-        "summary": f"{export_dir} ({report.display_name(best['preset'])}, learning rate "
+        "summary": f"{export_dir} ({run_results.display_name(best['preset'])}, learning rate "
         f"{best['learning_rate']:g}, seed {best['seed']}, dev accuracy "
         f"{best['dev_accuracy']:.3f})",
     }

@@ -19,7 +19,7 @@ pretraining, fine-tuning, export, query, report). Here are only the plan and its
 
 from typing import List
 
-from recurrent_bert.demo import report
+from recurrent_bert.demo import run_results
 from recurrent_bert.demo.data_stages import ECHO_DATA
 from recurrent_bert.demo.data_stages import ECHO_VOCAB
 from recurrent_bert.demo.data_stages import DataStages
@@ -91,7 +91,7 @@ class Demo(ModelStages, DataStages, StageEstimates):
         stages.append(
             Stage(
                 f"pretrain:{preset}:seed{seed}",
-                f"pretrain {report.display_name(preset)} ({preset}), seed {seed}: "
+                f"pretrain {run_results.display_name(preset)} ({preset}), seed {seed}: "
                 f"{s.pretrain_steps} steps x {s.batch_size} x {s.seq_length} tokens, "
                 f"{evaluations} held-out evaluations",
                 self.pretrain_estimate(preset) / side_by_side_gain,
@@ -202,7 +202,7 @@ class Demo(ModelStages, DataStages, StageEstimates):
         ),
         Stage(
             f"tokenizer_pretrain:{tokenizer}",
-            f"tokenizers: pretrain {report.display_name(preset)} ({preset}) with {tokenizer}, "
+            f"tokenizers: pretrain {run_results.display_name(preset)} ({preset}) with {tokenizer}, "
             f"seed {seed}: {s.pretrain_steps} steps x {s.batch_size} x {s.seq_length} tokens",
             self.pretrain_estimate(preset),
             key={"preset": preset, "seed": seed},

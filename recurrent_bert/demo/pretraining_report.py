@@ -22,7 +22,7 @@ from typing import Dict, List
 from recurrent_bert import io_utils
 from recurrent_bert.demo import claims
 from recurrent_bert.demo import figures
-from recurrent_bert.demo import report
+from recurrent_bert.demo import run_results
 
 
 def _device(backend: str) -> str:
@@ -65,7 +65,7 @@ def write_pretraining_report(inputs: Dict) -> Dict:
   s = inputs["settings"]
   out_dir = inputs["out_dir"]
   os.makedirs(out_dir, exist_ok=True)
-  rows = [report.pretraining_row(inputs, preset) for preset in s["presets"]]
+  rows = [run_results.pretraining_row(inputs, preset) for preset in s["presets"]]
   png = figures.plot_mlm_figure(rows, s, out_dir)
   checked = claims.mlm_claims(rows, {r["preset"]: r["pretrain_seconds"] for r in rows})
   device = _device(s.get("backend", "tensorflow"))

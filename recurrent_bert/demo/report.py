@@ -8,126 +8,25 @@ which the demo's driver never does). Reads only what the entry points wrote:
 metrics.jsonl (per-step and held-out losses), the TensorBoard event files (the training
 loop's own step timer), the pretraining runs' eval_results.json, the fine-tuning sweep's
 runs (through the demo's stage results), model_config.json (parameter
-counts). Also the models' display names, which the demo's
-progress lines use too.
+counts), through run_results.py.
 """
 
 import datetime
-import glob
 import json
-import math
 import os
 import platform
 import shutil
 import statistics
 import sys
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Sequence
 
-from recurrent_bert import config
 from recurrent_bert import io_utils
-from recurrent_bert import model_dir as layout
 from recurrent_bert import progress
 from recurrent_bert.demo import claims
 from recurrent_bert.demo import figures
+from recurrent_bert.demo import run_results
 from recurrent_bert.demo import tokenizer_report
-
-DISPLAY_NAMES = {
-    "bert": "BERT-orig",
-    "bert_rab": "BERT-rab",
-    "trans_blstm_1": "TRANS-BLSTM-1",
-    "trans_blstm_2": "TRANS-BLSTM-2",
-    "trans_blstm_small_1": "TRANS-BLSTM-SMALL-1",
-    "trans_blstm_small_2": "TRANS-BLSTM-SMALL-2",
-    "swishrnn": "SwishRNN-BERT",
-    "blstm": "BLSTM-only",
-}
-
-
-def family_of(preset: str) -> str:
-  """bert_rab_mini -> bert_rab."""
-  return preset.rsplit("_", 1)[0]
-
-
-def display_name(preset: str) -> str:
-  return DISPLAY_NAMES.get(family_of(preset), preset)
-
-
-def last_n(num_steps: int) -> int:
-  """How many final steps the 'final loss' averages: 10% of the run, 1 to 50."""
-  return max(1, min(50, num_steps // 10))
-
-
-def final_loss(records: Dict[int, Dict], key: str = "mlm_loss") -> float:
-  steps = sorted(records)
-  if not steps:
-    return float("nan")
-  tail = steps[-last_n(len(steps)) :]
-  return sum(float(records[s][key]) for s in tail) / len(tail)
-
-
-def step_time(train_dir: str) -> Tuple[float, int, bool]:
-  """Seconds per training step from the loop's `steps_per_second` TensorBoard scalars.
-
-  Each log interval records steps/second of its own steps (wall time of the training
-  calls; logging and checkpoints outside). The first interval of every process (events
-  file) includes tf.function tracing and is left out, unless nothing else is there. The
-  median over the intervals is returned: a burst of other work on the machine moves it
-  less than the mean.
-
-  Returns:
-    (seconds per step, steps measured, whether tracing had to be included).
-  """
-  # TensorFlow only here: the demo's driver imports this module for its names.
-  try:
-    import tensorflow as tf
-    from tensorflow.core.util import event_pb2
-  except ImportError:  # a JAX run on a machine without TensorFlow wrote no events
-    return float("nan"), 0, True
-
-  measured: List[float] = []
-  first_intervals: List[float] = []
-  steps_measured = 0
-  for path in sorted(glob.glob(os.path.join(train_dir, "events.out.tfevents.*"))):
-    points = []
-    for record in tf.data.TFRecordDataset(path):
-      event = event_pb2.Event.FromString(record.numpy())
-      for value in event.summary.value:
-        if value.tag == "steps_per_second":
-          points.append((event.step, float(tf.make_ndarray(value.tensor))))
-    points = [(step, rate) for step, rate in sorted(points) if rate > 0]
-    if points:
-      first_intervals.append(1.0 / points[0][1])
-    for (previous, _), (step, rate) in zip(points, points[1:]):
-      measured.append(1.0 / rate)
-      steps_measured += step - previous
-  if measured:
-    return statistics.median(measured), steps_measured, False
-  if first_intervals:
-    return statistics.median(first_intervals), 0, True
-  return float("nan"), 0, True
-
-
-def count_parameters(model_config_file: str) -> int:
-  """The encoder's parameters (embeddings, blocks, pooler) of a model_config.json."""
-  # The models (hence TensorFlow) only here: the driver imports this module too.
-  from recurrent_bert.models import count_parameters as count
-
-  total, _ = count(config.ModelConfig.from_file(model_config_file))
-  return int(total)
-
-
-def mean_std(values: Sequence[float]) -> Tuple[float, float]:
-  values = [v for v in values if v is not None]
-  if not values:
-    return float("nan"), float("nan")
-  return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
-
-
-def _pm(values: Sequence[float]) -> str:
-  mean, std = mean_std(values)
-  if not math.isfinite(mean):
-    return "n/a"
-  return f"{mean:.3f} ± {std:.3f}" if len(values) > 1 else f"{mean:.3f}"
+from recurrent_bert.demo.run_results import plus_minus
 
 
 def copy_tensorboard(source: str, target: str) -> bool:
@@ -137,78 +36,6 @@ def copy_tensorboard(source: str, target: str) -> bool:
     shutil.rmtree(target)
   shutil.copytree(source, target)
   return True
-
-
-def pretraining_row(inputs: Dict, preset: str) -> Dict:
-  """One model's pretraining numbers over its seeds (what --pretraining_only reports)."""
-  s, results, timings = inputs["settings"], inputs["results"], inputs["timings"]
-  seeds = s["pretrain_seeds"]
-  dirs = [inputs["pretrain_dirs"][preset][str(seed)] for seed in seeds]
-  records = [io_utils.read_metrics_log(d) for d in dirs]
-  held_out = [_eval_results(d) for d in dirs]
-  timed = [step_time(os.path.join(d, "train")) for d in dirs]
-  stages = [f"pretrain:{preset}:seed{seed}" for seed in seeds]
-  cores = [_cores_used(timings, stage) for stage in stages]
-  cores = [c for c in cores if c]
-  return {
-      "preset": preset,
-      "model": display_name(preset),
-      "family": family_of(preset),
-      "parameters": count_parameters(os.path.join(dirs[0], layout.MODEL_CONFIG_FILE)),
-      "pretrain_seeds": list(seeds),
-      # The median over seeds of each run's median interval.
-      "pretrain_seconds_per_step": statistics.median(t[0] for t in timed),
-      "pretrain_steps_timed": sum(t[1] for t in timed),
-      "step_time_includes_tracing": any(t[2] for t in timed),
-      "pretrain_steps": max(records[0]) if records[0] else 0,
-      "pretrain_seconds": statistics.fmean(_stage_seconds(timings, st) for st in stages),
-      "final_mlm_loss": [final_loss(r, "mlm_loss") for r in records],
-      "eval_mlm_loss": [h["eval"]["mlm_loss"] for h in held_out],
-      "eval_mlm_accuracy": [h["eval"]["mlm_accuracy"] for h in held_out],
-      "eval_step": held_out[0]["global_step"],
-      "train_curves": {
-          seed: {step: float(r["mlm_loss"]) for step, r in rec.items() if "mlm_loss" in r}
-          for seed, rec in zip(seeds, records)
-      },
-      "eval_curves": {
-          seed: {step: float(r["eval/mlm_loss"]) for step, r in rec.items() if "eval/mlm_loss" in r}
-          for seed, rec in zip(seeds, records)
-      },
-      "load_average": statistics.fmean(results[st].get("load_average") or 0.0 for st in stages),
-      "pretrain_cores_used": min(cores) if cores else None,
-  }
-
-
-def _model_row(inputs: Dict, preset: str) -> Dict:
-  """One model's numbers: pretraining over its seeds, fine-tuning over lr x seed."""
-  runs = [r for r in inputs["results"]["finetune"]["runs"] if r["preset"] == preset]
-  by_lr = {}
-  for run in runs:
-    entry = by_lr.setdefault(run["learning_rate"], {"dev": [], "test": [], "seeds": []})
-    entry["dev"].append(run["dev_accuracy"])
-    entry["test"].append(run["test_accuracy"])
-    entry["seeds"].append(run["seed"])
-  best_lr = max(by_lr, key=lambda lr: statistics.fmean(by_lr[lr]["dev"]))
-  ft_steps = [r["seconds_per_train_step"] for r in runs]
-  ft_steps = [v for v in ft_steps if v is not None and math.isfinite(v)]
-  return {
-      **pretraining_row(inputs, preset),
-      "by_learning_rate": by_lr,
-      "best_learning_rate": best_lr,
-      "dev_accuracy": by_lr[best_lr]["dev"],
-      "test_accuracy": by_lr[best_lr]["test"],
-      "seeds": by_lr[best_lr]["seeds"],
-      "finetune_seconds_per_step": statistics.fmean(ft_steps) if ft_steps else None,
-  }
-
-
-def _eval_results(model_dir: str) -> Dict:
-  with open(os.path.join(model_dir, layout.EVAL_RESULTS_FILE), encoding="utf-8") as f:
-    return json.load(f)
-
-
-def _stage_seconds(timings: List[Dict], stage: str) -> float:
-  return next((t["seconds"] for t in timings if t["stage"] == stage), float("nan"))
 
 
 def task_title(inputs: Dict) -> str:
@@ -235,7 +62,7 @@ def write_report(inputs: Dict) -> Dict:
   results = inputs["results"]
   out_dir = inputs["out_dir"]
   os.makedirs(out_dir, exist_ok=True)
-  rows = [_model_row(inputs, preset) for preset in s["presets"]]
+  rows = [run_results.model_row(inputs, preset) for preset in s["presets"]]
   reference = next((r for r in rows if r["family"] == "bert"), rows[0])
   for row in rows:
     row["step_time_ratio"] = (
@@ -285,7 +112,8 @@ def write_report(inputs: Dict) -> Dict:
   if inputs.get("tokenizers"):
     # --tokenizers: the comparison's section, after the main runs' tables.
     seconds = [
-        _stage_seconds(inputs["timings"], f"tokenizer_finetune:{t}") / max(1, len(e["runs"]))
+        run_results.stage_seconds(inputs["timings"], f"tokenizer_finetune:{t}")
+        / max(1, len(e["runs"]))
         for t, e in inputs["tokenizers"].items()
     ]
     tokenizers = tokenizer_report.write_section(inputs, statistics.fmean(seconds))
@@ -343,7 +171,7 @@ def _report_lines(
   task = results.get("task", {})
   classes = task.get("classes", [])
   vocab = results.get("vocab", {})
-  n_last = last_n(s["pretrain_steps"])
+  n_last = run_results.last_n(s["pretrain_steps"])
   log_steps = max(1, s["pretrain_steps"] // 15)
   splits = corpus.get("splits", {})
   pretrain_seeds, seeds, lrs = (
@@ -468,7 +296,8 @@ def _report_lines(
     for lr, entry in sorted(row["by_learning_rate"].items()):
       mark = " (best)" if lr == row["best_learning_rate"] else ""
       lines.append(
-          f"| {row['model']} | {lr:g}{mark} | {_pm(entry['dev'])} | {_pm(entry['test'])} |"
+          f"| {row['model']} | {lr:g}{mark} | {plus_minus(entry['dev'])} "
+          f"| {plus_minus(entry['test'])} |"
       )
   lines += [
       "",
@@ -485,7 +314,7 @@ def _report_lines(
   lines += ["", "## Exported model and query", ""]
   if export:
     lines.append(
-        f"Best run by dev accuracy: {display_name(export['preset'])} "
+        f"Best run by dev accuracy: {run_results.display_name(export['preset'])} "
         f"(`{export['preset']}`), learning rate {export['learning_rate']:g}, seed "
         f"{export['seed']}: dev {export['dev_accuracy']:.3f}, test "
         f"{export['test_accuracy']:.3f}. SavedModel: `{export['export_dir']}` (raw text in; "
@@ -544,14 +373,6 @@ def _report_lines(
   return lines
 
 
-def _cores_used(timings: List[Dict], stage: str) -> Optional[float]:
-  """CPU seconds / wall seconds of a stage's process: how much CPU it actually got."""
-  for t in timings:
-    if t["stage"] == stage and t.get("cpu_seconds") and t.get("seconds"):
-      return t["cpu_seconds"] / t["seconds"]
-  return None
-
-
 def contended(rows: List[Dict]) -> List[str]:
   """Presets whose pretraining got clearly less CPU than the others (a busy machine)."""
   used = {r["preset"]: r.get("pretrain_cores_used") for r in rows}
@@ -602,10 +423,9 @@ def results_table(rows: List[Dict]) -> str:
         f"| {r['model']} | `{r['preset']}` | {r['parameters'] / 1e6:.2f}M | "
         f"{step:.3f}{mark} | {r['step_time_ratio']:.2f}x | "
         + (f"{cores:.2f}" if cores else "n/a")
-        + f" | {_pm(r['final_mlm_loss'])} | {_pm(r['eval_mlm_loss'])} | "
-        f"{r['best_learning_rate']:g} | {_pm(r['dev_accuracy'])} | {_pm(r['test_accuracy'])} | "
-        + (f"{ft:.3f}" if ft else "n/a")
-        + " |"
+        + f" | {plus_minus(r['final_mlm_loss'])} | {plus_minus(r['eval_mlm_loss'])} | "
+        f"{r['best_learning_rate']:g} | {plus_minus(r['dev_accuracy'])} | "
+        f"{plus_minus(r['test_accuracy'])} | " + (f"{ft:.3f}" if ft else "n/a") + " |"
     )
   if any(r["step_time_includes_tracing"] for r in rows):
     lines += ["", "\\* too few log intervals to leave out the first: includes tracing."]

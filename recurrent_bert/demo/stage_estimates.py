@@ -7,7 +7,7 @@ pretraining estimates by when the runs go side by side.
 
 from typing import List, Tuple
 
-from recurrent_bert.demo import report
+from recurrent_bert.demo import run_results
 from recurrent_bert.demo.work_paths import WorkPaths
 
 
@@ -37,7 +37,7 @@ class StageEstimates(WorkPaths):
 
   def step_cost(self, preset: str, tokens: int) -> float:
     """Expected seconds of one training step of `tokens` token positions, idle 2 cores."""
-    family, size = report.family_of(preset), preset.rsplit("_", 1)[1]
+    family, size = run_results.family_of(preset), preset.rsplit("_", 1)[1]
     return (
         self.BERT_MINI_STEP
         * self.STEP_COST.get(family, 2.0)
