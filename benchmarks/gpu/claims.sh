@@ -8,8 +8,8 @@
 # CUDA, but no keras, no TensorFlow and no package index:
 #
 # 1. Here, where pip reaches an index (once): benchmarks/gpu/fetch_wheels.sh
-# 2. The device call, within 9 minutes of an H100 or H200:
-#      run(command="bash benchmarks/gpu/claims.sh", carry=[".whl"], timeout_s=540)
+# 2. On the GPU machine, in a copy of the checkout with .whl/ beside it, within 9 minutes
+#    of an H100 or H200: `bash benchmarks/gpu/claims.sh`
 #    On an H200 (2026-11-27) that call ended at its 420 s budget with 7 of the 12 runs
 #    done (corpus 60 s, vocabulary 17 s, each wave of 4 runs ~2.5 min of which ~1 min is
 #    compilation): call again within 30 s, while the machine is warm, and the rest runs

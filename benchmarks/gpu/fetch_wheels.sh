@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Downloads into .whl/ (git-ignored) the wheels benchmarks/gpu/run.sh installs on a GPU
 # machine that has jax, torch, numpy, absl-py, h5py, ml-dtypes, packaging and rich but no
-# keras and no package index (/work/.library/device/KINDS.md lists what is there).
+# keras and no package index.
 #
 # keras 3.15.1's Requires-Dist is absl-py, numpy, rich, namex, h5py, optree, ml-dtypes,
 # packaging: of these only namex and optree are missing there. optree is compiled, so the

@@ -6,8 +6,8 @@
 #
 # 1. Here, where pip reaches an index (once; .whl/ is git-ignored, about 2.8 MiB):
 #      benchmarks/gpu/fetch_wheels.sh          # keras 3.15.1, namex 0.1.0, optree 0.20.0
-# 2. The device call (this workplace's `run` tool), about 8 minutes:
-#      run(command="bash benchmarks/gpu/run.sh", carry=[".whl"], timeout_s=560)
+# 2. On the GPU machine, in a copy of the checkout with .whl/ beside it, about 8 minutes:
+#      bash benchmarks/gpu/run.sh
 #
 # Stages, failing loudly and early: versions and devices (a missing GPU stops the run),
 # bert_tiny under JAX then PyTorch (a failure stops the run), then the six base presets at

@@ -5,7 +5,7 @@
 # BLSTM, so its outputs and gradients meet the numpy references there.
 #
 #   benchmarks/gpu/fetch_wheels.sh     # here, once: keras, namex, optree into .whl/
-#   run(command="bash benchmarks/gpu/tests.sh", carry=[".whl"], timeout_s=300)
+#   bash benchmarks/gpu/tests.sh       # there, in a copy of the checkout with .whl/ beside it
 #
 # JAX matmuls in full float32 (its GPU default is TF32), no preallocation (4 workers share
 # the card); PyTorch's cuDNN TF32 is turned off by the tests themselves.
