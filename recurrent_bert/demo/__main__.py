@@ -133,10 +133,13 @@ def define_flags() -> None:
   )
   flags.DEFINE_list(
       "finetune_seeds",
-      ["1", "2"],
-      "Fine-tuning runs per model and learning rate, one per seed.",
+      [str(seed) for seed in settings_lib.DEFAULT_FINETUNE_SEEDS],
+      "Fine-tuning runs per model and learning rate, one per seed (a range such as 1-8 "
+      "counts every seed in it).",
   )
-  flags.DEFINE_integer("finetune_steps", 100, "Fine-tuning steps per run.")
+  flags.DEFINE_integer(
+      "finetune_steps", settings_lib.DEFAULT_FINETUNE_STEPS, "Fine-tuning steps per run."
+  )
   flags.DEFINE_integer("finetune_batch_size", 16, "Fine-tuning batch.")
   flags.DEFINE_list(
       "finetune_learning_rates",
@@ -259,14 +262,15 @@ def preset_name(model: str, size: str) -> str:
 
 
 def _numbers(name: str, kind, what: str) -> list:
-  """A list flag's distinct values, sorted; at least one.
+  """A list flag's distinct values, sorted; at least one. Integers may be given as
+  ranges: "1-4,7" is 1, 2, 3, 4, 7.
 
   Raises:
     ValueError: a value is not a `kind`, or there is none (the message names the flag).
   """
   values = [v.strip() for v in FLAGS[name].value if v.strip()]
   try:
-    numbers = sorted({kind(v) for v in values})
+    numbers = sorted({n for v in values for n in settings_lib.expand_number(v, kind)})
   except ValueError:
     raise ValueError(f"--{name}: {what} expected, got {values}") from None
   if not numbers:

@@ -25,6 +25,7 @@ seeds, so it is itself noisy: the report says so.
 """
 
 import dataclasses
+import functools
 import math
 import statistics
 from typing import Mapping, Optional, Sequence, Tuple
@@ -66,8 +67,10 @@ class Comparison:
   design: str = WELCH
 
 
+@functools.lru_cache(maxsize=4096)
 def t_quantile(probability: float, degrees_of_freedom: float) -> float:
-  """Student's t quantile; the normal one for infinite degrees of freedom."""
+  """Student's t quantile; the normal one for infinite degrees of freedom (cached: the
+  seed simulations ask the same few quantiles thousands of times)."""
   if math.isinf(degrees_of_freedom):
     return statistics.NormalDist().inv_cdf(probability)
   # SciPy here only: the demo's driver imports this module's names without it.
@@ -203,6 +206,8 @@ class Claim:
     baseline: the preset the claim compares against (its paper's baseline, when the run
       has it).
     stage: PRETRAINING (an MLM claim) or FINE_TUNING.
+    flagged: the pretraining runs behind the claim that `plateau` flags, in words
+      ("BERT-orig seeds 1, 2 still falling"); empty when none is.
   """
 
   source: str
@@ -214,6 +219,7 @@ class Claim:
   unit: str
   baseline: str = ""
   stage: str = "pretraining"
+  flagged: str = ""
 
   @property
   def verdict(self) -> str:
@@ -255,6 +261,7 @@ RECURRENT_FAMILIES = (
     "swishrnn",
 )
 _MLM_SOURCE = {"swishrnn": "SwishRNN Fig. 4"}
+STABILITY_SOURCE = "SwishRNN Fig. 3"
 _TABLES_SOURCE = {"swishrnn": "SwishRNN Table 1"}
 # Each paper's baseline: SwishRNN-BERT is compared with BERT-rab (the same T5 relative
 # attention bias, an FFN where SwishRNN has its recurrence), TRANS-BLSTM with BERT-orig.
@@ -320,6 +327,28 @@ def _against(row: dict, base: dict) -> str:
   return f"{base['model']} (not its paper's baseline: add {wanted} to --models)"
 
 
+def flagged_runs(models: Sequence[dict], first_seed_only: bool = False) -> str:
+  """The flagged pretraining runs of `models` in words, e.g. "BERT-orig seeds 1, 2 still
+  falling; SwishRNN-BERT seed 3 on the unigram plateau" (rows' "plateau_flags", one label
+  per pretraining seed, "" for a settled run; rows without them flag nothing).
+
+  Args:
+    models: the rows a claim compares.
+    first_seed_only: only the first pretraining seed's run (the encoder fine-tuning starts
+      from).
+  """
+  parts = []
+  for row in models:
+    by_label = {}
+    runs = list(zip(row["pretrain_seeds"], row.get("plateau_flags") or []))
+    for seed, label in runs[:1] if first_seed_only else runs:
+      if label:
+        by_label.setdefault(label, []).append(str(seed))
+    for label, seeds in by_label.items():
+      parts.append(f"{row['model']} seed{'s' * (len(seeds) > 1)} {', '.join(seeds)} {label}")
+  return "; ".join(parts)
+
+
 def mlm_claims(rows: Sequence[dict], pretrain_seconds: dict) -> list:
   """The held-out MLM claims alone (rows need "preset", "model", "family",
   "pretrain_seeds" and "eval_mlm_loss"), each recurrent model against its paper's
@@ -343,6 +372,7 @@ def _mlm_claim(row: dict, base: dict, pretrain_seconds: dict) -> Claim:
       unit="pretraining seeds per model",
       baseline=base["preset"],
       stage=PRETRAINING,
+      flagged=flagged_runs((row, base)),
   )
 
 
@@ -374,7 +404,7 @@ def _stability_claim(row: dict, base: dict, run_seconds: float) -> Claim:
     )
   runs = len(row["by_learning_rate"]) + len(base["by_learning_rate"])
   return Claim(
-      source="SwishRNN Fig. 3",
+      source=STABILITY_SOURCE,
       statement=f"{row['model']}'s fine-tuning accuracy varies less across learning rates "
       f"than that of {_against(row, base)} (best minus worst learning rate, mean dev "
       "accuracy)",
@@ -385,6 +415,7 @@ def _stability_claim(row: dict, base: dict, run_seconds: float) -> Claim:
       unit="fine-tuning seeds per learning rate",
       baseline=base["preset"],
       stage=FINE_TUNING,
+      flagged=flagged_runs((row, base), first_seed_only=True),
   )
 
 
@@ -403,88 +434,5 @@ def _downstream_claim(row: dict, base: dict, run_seconds: float) -> Claim:
       unit="fine-tuning seeds per model",
       baseline=base["preset"],
       stage=FINE_TUNING,
+      flagged=flagged_runs((row, base), first_seed_only=True),
   )
-
-
-def claims_table(items: Sequence[Claim]) -> str:
-  """The report's claims table (markdown)."""
-  lines = [
-      "| paper | claim, for these models | measured (mean ± std over seeds) | difference "
-      "[95% interval] | verdict | what would settle it |",
-      "|---|---|---|---|---|---|",
-  ]
-  for claim in items:
-    c = claim.comparison
-    interval = (
-        "no interval (1 seed)"
-        if math.isnan(c.low)
-        else f"[{c.low:+.3f}, {c.high:+.3f}] {c.design}, {c.seeds} seeds"
-    )
-    lines.append(
-        f"| {claim.source} | {claim.statement} | {claim.evidence} | {c.estimate:+.3f} "
-        f"{interval} | **{claim.verdict}** | {claim.budget() or '—'} |"
-    )
-  return "\n".join(lines)
-
-
-def _tally(items: Sequence[Claim]) -> str:
-  verdicts = [c.verdict for c in items]
-  return ", ".join(f"{verdicts.count(v)} {v}" for v in (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE))
-
-
-def claims_section(items: Sequence[Claim], settings: dict) -> list:
-  """The report's claims, as markdown lines: the MLM claims with their verdicts, then
-  the fine-tuning claims with what would settle them.
-
-  Args:
-    items: the claims (`paper_claims`).
-    settings: the demo's settings as a dict ("pretrain_seeds", "finetune_seeds").
-  """
-  mlm = [c for c in items if c.stage == PRETRAINING]
-  tuning = [c for c in items if c.stage == FINE_TUNING]
-  lines = [
-      f"**Held-out MLM loss** ({len(mlm)} claims: {_tally(mlm)}). Each recurrent model "
-      "against its paper's baseline: TRANS-BLSTM against BERT-orig, SwishRNN-BERT against "
-      "BERT-rab (the same relative attention bias, an FFN where SwishRNN has its "
-      "recurrence). The difference is ours minus the baseline's at the last step. "
-      f"Design: *paired* by pretraining seed ({len(settings['pretrain_seeds'])} seeds): "
-      "seed k gives every model the same record order and masks, so seed k's difference "
-      "is the unit and the interval is the t interval of those differences (n - 1 "
-      "degrees of freedom); *Welch* where the models' seeds differ. The verdict reads the "
-      "95% interval against the direction the paper claims.",
-      "",
-      claims_table(mlm) if mlm else "No recurrent model with a baseline among --models.",
-  ]
-  if tuning:
-    lines += [
-        "",
-        f"**Fine-tuning** ({len(tuning)} claims: {_tally(tuning)}): stability across "
-        "learning rates (SwishRNN Fig. 3) and downstream accuracy (the papers' tables), "
-        "against the same baselines, paired by fine-tuning seed. The default is not sized "
-        "to settle these on a CPU: short fine-tuning runs differ from seed to seed by as "
-        f"much as the models do, and {len(settings['finetune_seeds'])} seeds leave "
-        f"{len(settings['finetune_seeds']) - 1} degree(s) of freedom, so a verdict that "
-        "comes out anyway rests on very few runs. *What would settle it* is the "
-        "seeds per group at which the interval would exclude 0 with 80% power if the "
-        "measured difference and spread were the true ones (an estimate from a few seeds, "
-        "itself rough), at this machine's speed. On a GPU the same demo runs under JAX "
-        "(`--backend=jax`, several runs at a time with `--jobs`); "
-        "`benchmarks/gpu/claims.sh` is the GPU comparison of the pretraining claims.",
-        "",
-        claims_table(tuning),
-    ]
-  return lines
-
-
-def as_dict(claim: Claim) -> dict:
-  """A claim for results.json."""
-  return {
-      **{
-          k: getattr(claim, k)
-          for k in ("source", "statement", "evidence", "predicted_sign", "baseline", "stage")
-      },
-      **dataclasses.asdict(claim.comparison),
-      "verdict": claim.verdict,
-      "budget": claim.budget(),
-      "seeds_needed": seeds_needed(claim.comparison),
-  }

@@ -285,7 +285,7 @@ class ModelStages(WorkPaths):
 
   def report_inputs(self) -> Dict:
     """What the reports read: settings, stage results and timings, the pretraining dirs,
-    how often pretraining evaluated."""
+    how often pretraining evaluated, the records and the task folder."""
     s = self.s
     settings = dataclasses.asdict(s)
     if not s.tokenizers:
@@ -306,6 +306,9 @@ class ModelStages(WorkPaths):
         },
         "out_dir": s.path("report"),
         "eval_every_steps": self.eval_every_steps,
+        "train_data": os.path.join(self.data_dir("train"), "*.tfrecord"),
+        "eval_data": os.path.join(self.data_dir("dev"), "*.tfrecord"),
+        "task_dir": s.path("task"),
     }
     if s.tokenizers:
       inputs["tokenizers"] = self.tokenizer_inputs()

@@ -21,7 +21,9 @@ from typing import Dict, List
 
 from recurrent_bert import io_utils
 from recurrent_bert.demo import claims
+from recurrent_bert.demo import claims_report
 from recurrent_bert.demo import figures
+from recurrent_bert.demo import plateau
 from recurrent_bert.demo import run_results
 
 
@@ -40,8 +42,9 @@ def _device(backend: str) -> str:
 
 def _table(rows: List[Dict]) -> List[str]:
   lines = [
-      "| model | preset | parameters | held-out MLM loss | held-out MLM accuracy | s/step |",
-      "|---|---|---:|---|---|---:|",
+      "| model | preset | parameters | held-out MLM loss | held-out MLM accuracy | s/step | "
+      "flagged runs |",
+      "|---|---|---:|---|---|---:|---|",
   ]
   for r in rows:
     step = r["pretrain_seconds_per_step"]
@@ -50,7 +53,7 @@ def _table(rows: List[Dict]) -> List[str]:
         f"{claims.mean_and_spread(r['eval_mlm_loss'])} | "
         f"{claims.mean_and_spread(r['eval_mlm_accuracy'])} | "
         + (f"{step:.4f}" if math.isfinite(step) else "n/a")
-        + " |"
+        + f" | {claims.flagged_runs([r]) or '—'} |"
     )
   return lines
 
@@ -66,6 +69,8 @@ def write_pretraining_report(inputs: Dict) -> Dict:
   out_dir = inputs["out_dir"]
   os.makedirs(out_dir, exist_ok=True)
   rows = [run_results.pretraining_row(inputs, preset) for preset in s["presets"]]
+  unigram = plateau.held_out_unigram(inputs)
+  plateau.flag_rows(rows, unigram[0])
   png = figures.plot_mlm_figure(rows, s, out_dir)
   checked = claims.mlm_claims(rows, {r["preset"]: r["pretrain_seconds"] for r in rows})
   device = _device(s.get("backend", "tensorflow"))
@@ -81,7 +86,9 @@ def write_pretraining_report(inputs: Dict) -> Dict:
       "",
       "## Claims",
       "",
-      *claims.claims_section(checked, s),
+      *claims_report.claims_section(checked, s),
+      "",
+      plateau.describe_rule(*unigram),
       "",
       f"![MLM loss]({os.path.basename(png)})",
       "",
@@ -96,7 +103,8 @@ def write_pretraining_report(inputs: Dict) -> Dict:
           "models": [
               {k: v for k, v in r.items() if k not in ("train_curves", "eval_curves")} for r in rows
           ],
-          "claims": [claims.as_dict(c) for c in checked],
+          "claims": [claims_report.as_dict(c) for c in checked],
+          "unigram_plateau_loss": unigram[0],
           "settings": s,
           "stage_timings": inputs["timings"],
       },

@@ -18,15 +18,20 @@ import platform
 import shutil
 import statistics
 import sys
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from recurrent_bert import io_utils
 from recurrent_bert import progress
 from recurrent_bert.demo import claims
+from recurrent_bert.demo import claims_report
 from recurrent_bert.demo import figures
+from recurrent_bert.demo import plateau
 from recurrent_bert.demo import run_results
+from recurrent_bert.demo import task_floor
 from recurrent_bert.demo import tokenizer_report
 from recurrent_bert.demo.run_results import plus_minus
+
+FLOOR_NAMES = {"majority": "majority class", "bag_of_words": "bag-of-words logistic regression"}
 
 
 def copy_tensorboard(source: str, target: str) -> bool:
@@ -56,7 +61,9 @@ def write_report(inputs: Dict) -> Dict:
   `inputs` (written by the demo as report/inputs.json): "settings" (the demo's Settings
   as a dict), "results" ({stage name: result}; "finetune" holds every fine-tuning run),
   "timings" ([{stage, status, seconds, cpu_seconds}]), "pretrain_dirs" ({preset: {seed:
-  dir}}), "out_dir", "eval_every_steps" (of the held-out evaluations).
+  dir}}), "out_dir", "eval_every_steps" (of the held-out evaluations), "train_data" and
+  "eval_data" (the training and held-out records, glob patterns), "task_dir" (the
+  fine-tuning task's folder).
   """
   s = inputs["settings"]
   results = inputs["results"]
@@ -74,6 +81,10 @@ def write_report(inputs: Dict) -> Dict:
         if ft_ref and row["finetune_seconds_per_step"]
         else None
     )
+
+  unigram = plateau.held_out_unigram(inputs)
+  plateau.flag_rows(rows, unigram[0])
+  floors = task_floor.task_floors(inputs["task_dir"])
 
   png = figures.plot_mlm_figure(rows, s, out_dir)
   stability_png = os.path.join(out_dir, "stability.png")
@@ -106,8 +117,8 @@ def write_report(inputs: Dict) -> Dict:
           ),
       )
 
-  table = results_table(rows)
-  lines = _report_lines(inputs, rows, reference, table, checked, tensorboard_dir)
+  table = results_table(rows, floors)
+  lines = _report_lines(inputs, rows, reference, table, checked, tensorboard_dir, unigram)
   tokenizers = None
   if inputs.get("tokenizers"):
     # --tokenizers: the comparison's section, after the main runs' tables.
@@ -130,7 +141,9 @@ def write_report(inputs: Dict) -> Dict:
               | {"by_learning_rate": {f"{lr:g}": v for lr, v in r["by_learning_rate"].items()}}
               for r in rows
           ],
-          "claims": [claims.as_dict(c) for c in checked],
+          "claims": [claims_report.as_dict(c) for c in checked],
+          "unigram_plateau_loss": unigram[0],
+          "floors": floors,
           "reference": reference["preset"],
           "finetune_runs": finetune_runs,
           "export": results.get("export", {}),
@@ -159,6 +172,7 @@ def _report_lines(
     table: str,
     checked: Sequence,
     tensorboard_dir: str,
+    unigram: Tuple[float, int],
 ) -> List[str]:
   s = inputs["settings"]
   results = inputs["results"]
@@ -195,7 +209,9 @@ def _report_lines(
       "",
       "## The papers' claims at this budget",
       "",
-      *claims.claims_section(checked, s),
+      *claims_report.claims_section(checked, s),
+      "",
+      plateau.describe_rule(*unigram),
       "",
       "Small models on a small corpus for a few hundred steps are not the papers' setting "
       "(base and large models, Wikipedia + BookCorpus, hundreds of thousands of steps, "
@@ -303,14 +319,26 @@ def _report_lines(
       "",
       "## Pretraining seeds",
       "",
-      "| model | seed | training MLM loss | held-out MLM loss | held-out MLM accuracy |",
-      "|---|---:|---:|---:|---:|",
+      "| model | seed | training MLM loss | held-out MLM loss | held-out MLM accuracy | flag |",
+      "|---|---:|---:|---:|---:|---|",
   ]
   for row in rows:
-    for seed, train, held, accuracy in zip(
-        row["pretrain_seeds"], row["final_mlm_loss"], row["eval_mlm_loss"], row["eval_mlm_accuracy"]
+    for seed, train, held, accuracy, flag in zip(
+        row["pretrain_seeds"],
+        row["final_mlm_loss"],
+        row["eval_mlm_loss"],
+        row["eval_mlm_accuracy"],
+        row["plateau_flags"],
     ):
-      lines.append(f"| {row['model']} | {seed} | {train:.3f} | {held:.3f} | {accuracy:.3f} |")
+      lines.append(
+          f"| {row['model']} | {seed} | {train:.3f} | {held:.3f} | {accuracy:.3f} | "
+          f"{flag or '—'} |"
+      )
+  lines += [
+      "",
+      f"*flag*: where the run ended against the unigram plateau, U = {unigram[0]:.3f} nats "
+      "(the rule is under the claims above).",
+  ]
   lines += ["", "## Exported model and query", ""]
   if export:
     lines.append(
@@ -406,7 +434,8 @@ def _load_note(rows: List[Dict]) -> str:
   )
 
 
-def results_table(rows: List[Dict]) -> str:
+def results_table(rows: List[Dict], floors: Optional[Dict] = None) -> str:
+  """The results table, one row per model, then the task's floors (`task_floor`)."""
   busy = contended(rows)
   lines = [
       "| model | preset | parameters | pretrain s/step | vs BERT | CPU cores used | "
@@ -427,6 +456,18 @@ def results_table(rows: List[Dict]) -> str:
         f"{r['best_learning_rate']:g} | {plus_minus(r['dev_accuracy'])} | "
         f"{plus_minus(r['test_accuracy'])} | " + (f"{ft:.3f}" if ft else "n/a") + " |"
     )
+  for name, floor in (floors or {}).items():
+    lines.append(
+        f"| *floor: {FLOOR_NAMES[name]}* | — | — | — | — | — | — | — | — | "
+        f"{floor['dev']:.3f} | {floor['test']:.3f} | — |"
+    )
+  if floors:
+    lines += [
+        "",
+        "*floor*: the same task without a pretrained encoder, on the same train / dev / "
+        f"test passages: {task_floor.describe(floors)}. A model that does not beat the "
+        "bag of words has not shown that its pretraining helps this task.",
+    ]
   if any(r["step_time_includes_tracing"] for r in rows):
     lines += ["", "\\* too few log intervals to leave out the first: includes tracing."]
   if busy:

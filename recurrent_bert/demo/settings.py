@@ -21,6 +21,27 @@ DEFAULT_FAMILIES = ("bert", "bert_rab", "trans_blstm_small_2", "swishrnn")
 # Enough paired seeds for a verdict on both MLM claims at the default steps and batch
 # (README, "Why these defaults"; tests/demo/test_claims.py simulates both).
 DEFAULT_PRETRAIN_SEEDS = (1, 2, 3)
+# Fine-tuning long enough to pass the chance-level start of every model (100 steps left
+# them at 0.39-0.48 accuracy, and no two models' difference measurable), with enough paired
+# seeds for a verdict on both accuracy claims (docs/demo.md, "Why these defaults";
+# tests/demo/test_claims.py simulates both from the measured runs).
+DEFAULT_FINETUNE_STEPS = 300
+DEFAULT_FINETUNE_SEEDS = (1, 2, 3, 4)
+
+
+def expand_number(value: str, kind) -> list:
+  """One item of a list flag: a number, or for integers a range "A-B" (both included).
+
+  Raises:
+    ValueError: not a `kind`, or a range that falls.
+  """
+  first, dash, last = value.partition("-")
+  if kind is int and dash and first:
+    low, high = int(first), int(last)
+    if low > high:
+      raise ValueError(f"{value}: a range must rise")
+    return list(range(low, high + 1))
+  return [kind(value)]
 
 
 class SettingsMismatch(Exception):

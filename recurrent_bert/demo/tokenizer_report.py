@@ -25,6 +25,7 @@ from typing import Dict, List, Optional, Sequence
 
 from recurrent_bert.data import vocab as vocab_lib
 from recurrent_bert.demo import claims
+from recurrent_bert.demo import claims_report
 
 SECTION_TITLE = "## Tokenizers (the lecture's comparison)"
 DISPLAY = {"wordpiece": "WordPiece", "unigram": "unigram LM", "bpe": "BPE"}
@@ -161,7 +162,7 @@ def section_lines(
         "",
         "The lecture reports the unigram LM up to 1% better than BPE downstream:",
         "",
-        claims.claims_table([claim]),
+        claims_report.claims_table([claim]),
     ]
   lines.append("")
   return lines
@@ -182,7 +183,7 @@ def write_section(inputs: Dict, run_seconds: float) -> Dict:
       "lines": section_lines(rows, claim, inputs["settings"], entry),
       "results": {
           "rows": rows,
-          "claims": [claims.as_dict(claim)] if claim else [],
+          "claims": [claims_report.as_dict(claim)] if claim else [],
           "preset": entry["preset"],
           "learning_rate": entry["learning_rate"],
       },

@@ -239,24 +239,25 @@ def _measured(ours, base):
   ]
 
 
-def _simulated_verdicts(terms, num_seeds, trials=2000):
+def _decided_fraction(differences, num_seeds, predicted_sign, trials=2000):
   """The fraction of demo runs of `num_seeds` paired seeds that end in a verdict, if the
-  truth is the measured one: per-seed differences with the measured mean and spread, on
-  baseline losses with the baseline's measured spread."""
-  (_, _, ours), (_, _, base) = terms
-  differences = np.subtract(ours, base)
+  truth is the measured one: per-seed differences drawn with the measured mean and spread,
+  judged by the demo's own paired interval and verdict."""
   rng = np.random.default_rng(5)
   seeds = list(range(1, num_seeds + 1))
   decided = 0
   for _ in range(trials):
-    base_losses = rng.normal(np.mean(base), np.std(base, ddof=1), num_seeds)
-    our_losses = base_losses + rng.normal(differences.mean(), differences.std(ddof=1), num_seeds)
-    result = claims.compare_seeds(
-        [(1.0, seeds, list(our_losses)), (-1.0, seeds, list(base_losses))]
-    )
+    drawn = rng.normal(np.mean(differences), np.std(differences, ddof=1), num_seeds)
+    result = claims.compare_seeds([(1.0, seeds, list(drawn)), (-1.0, seeds, [0.0] * num_seeds)])
     assert result.design == claims.PAIRED
-    decided += claims.verdict(result, -1) != claims.INCONCLUSIVE
+    decided += claims.verdict(result, predicted_sign) != claims.INCONCLUSIVE
   return decided / trials
+
+
+def _simulated_verdicts(terms, num_seeds):
+  """`_decided_fraction` of an MLM claim's measured terms (lower loss predicted)."""
+  (_, _, ours), (_, _, base) = terms
+  return _decided_fraction(np.subtract(ours, base), num_seeds, predicted_sign=-1)
 
 
 @pytest.mark.parametrize(
@@ -266,3 +267,84 @@ def _simulated_verdicts(terms, num_seeds, trials=2000):
 def test_the_default_seeds_settle_each_mlm_claim_at_the_measured_difference(ours, base):
   terms = _measured(ours, base)
   assert _simulated_verdicts(terms, len(settings.DEFAULT_PRETRAIN_SEEDS)) >= 0.8
+
+
+# The dev and test accuracy of `make demo`'s fine-tuning runs, per preset, learning rate and
+# fine-tuning seed, measured with 8 seeds at each fine-tuning length tried (docs/demo.md,
+# "Why these defaults"; 2 idle cores, built-in corpus, each model's seed-1 encoder).
+MEASURED_FINETUNE_FILE = os.path.join(os.path.dirname(__file__), "measured_finetune_accuracy.json")
+
+
+def _finetune_runs(steps):
+  with open(MEASURED_FINETUNE_FILE, encoding="utf-8") as f:
+    return json.load(f)["runs"][str(steps)]
+
+
+def _by_dev(runs):
+  """A preset's learning rates, best mean dev accuracy first."""
+  return sorted(runs, key=lambda lr: -np.mean([r["dev"] for r in runs[lr].values()]))
+
+
+def finetune_differences(steps, ours, base):
+  """Per fine-tuning seed: (downstream, stability) differences, ours minus the baseline's.
+
+  Downstream: test accuracy, each model at its best learning rate by mean dev accuracy.
+  Stability: (best - worst learning rate's dev accuracy), ours minus the baseline's.
+  """
+  measured = _finetune_runs(steps)
+  downstream, stability = [], []
+  seeds = sorted(set(measured[ours][_by_dev(measured[ours])[0]]), key=int)
+  for k in seeds:
+    best_o, *_, worst_o = (measured[ours][lr][k] for lr in _by_dev(measured[ours]))
+    best_b, *_, worst_b = (measured[base][lr][k] for lr in _by_dev(measured[base]))
+    downstream.append(best_o["test"] - best_b["test"])
+    stability.append((best_o["dev"] - worst_o["dev"]) - (best_b["dev"] - worst_b["dev"]))
+  return downstream, stability
+
+
+PAIRS = [("trans_blstm_small_2_tiny", "bert_tiny"), ("swishrnn_tiny", "bert_rab_tiny")]
+# docs/demo.md: the fine-tuning seeds (300 steps, both learning rates) at which every one of
+# the four fine-tuning claims is decided in at least 80% of simulated runs.
+SEEDS_TO_SETTLE_ALL = 15
+
+
+def test_the_default_finetune_seeds_settle_trans_blstms_accuracy_claim():
+  downstream, _ = finetune_differences(settings.DEFAULT_FINETUNE_STEPS, *PAIRS[0])
+  seeds = len(settings.DEFAULT_FINETUNE_SEEDS)
+  assert _decided_fraction(downstream, seeds, predicted_sign=+1) >= 0.9
+
+
+@pytest.mark.parametrize("ours, base", PAIRS)
+def test_the_documented_seeds_settle_every_finetuning_claim(ours, base):
+  downstream, stability = finetune_differences(settings.DEFAULT_FINETUNE_STEPS, ours, base)
+  assert _decided_fraction(downstream, SEEDS_TO_SETTLE_ALL, +1) >= 0.8
+  assert _decided_fraction(stability, SEEDS_TO_SETTLE_ALL, -1) >= 0.8
+
+
+def test_at_the_old_fine_tuning_length_no_seed_count_settles_swishrnns_accuracy_claim():
+  # 100 steps: SwishRNN-BERT and BERT-rab fine-tuned to the same accuracy within 0.001, so
+  # more seeds would not have decided it; TRANS-BLSTM's was decided with 3.
+  swish, _ = finetune_differences(100, "swishrnn_tiny", "bert_rab_tiny")
+  trans, _ = finetune_differences(100, "trans_blstm_small_2_tiny", "bert_tiny")
+  assert abs(np.mean(swish)) < 0.005 and _decided_fraction(swish, 16, +1) < 0.2
+  assert _decided_fraction(trans, 3, +1) >= 0.8
+
+
+def test_inconclusive_stability_claims_get_the_gpu_command_that_would_settle_them():
+  from recurrent_bert.demo import claims_report
+
+  comparison = claims.compare_seeds(
+      [(1.0, [1, 2, 3], [0.1, -0.05, 0.02]), (-1.0, [1, 2, 3], [0] * 3)]
+  )
+  claim = claims.Claim(claims.STABILITY_SOURCE, "s", "e", comparison, -1, 60.0, "seeds")
+  assert claim.verdict == claims.INCONCLUSIVE
+  needed = claims.seeds_needed(comparison)
+  settings = {"presets": ["a", "b"], "finetune_learning_rates": [1e-3, 3e-3]}
+  line = claims_report.gpu_command([claim], settings)
+  assert f'--backend=jax --jobs=4 --finetune_seeds=1-{needed}"' in line
+  assert f"({2 * 2 * needed:,} fine-tuning runs" in line
+  decided = claims.compare_seeds(
+      [(1.0, [1, 2, 3], [-0.3, -0.31, -0.32]), (-1.0, [1, 2, 3], [0] * 3)]
+  )
+  settled = claims.Claim(claims.STABILITY_SOURCE, "s", "e", decided, -1, 60.0, "seeds")
+  assert claims_report.gpu_command([settled], settings) == ""

@@ -309,6 +309,37 @@ def test_report_lists_every_model_with_finite_numbers(demo_run):
   )
 
 
+FLOOR_KEYS = {"majority class": "majority", "bag-of-words logistic regression": "bag_of_words"}
+
+
+def test_report_names_the_tasks_floors_and_flags_every_pretraining_run(demo_run):
+  work_dir = demo_run[0]
+  report = (work_dir / "report" / "report.md").read_text()
+  with open(work_dir / "report" / "results.json") as f:
+    results = json.load(f)
+  floors = results["floors"]
+  # 3 balanced classes: the majority class is right on a third of dev and test.
+  assert floors["majority"]["dev"] == floors["majority"]["test"] == pytest.approx(1 / 3)
+  assert 0 <= floors["bag_of_words"]["test"] <= 1
+  for name in ("majority class", "bag-of-words logistic regression"):
+    (row,) = [line for line in report.splitlines() if line.startswith(f"| *floor: {name}*")]
+    # Only the dev and test accuracy: the other 9 of the 12 columns are a model's.
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert len(cells) == 12 and cells[1:9] + cells[11:] == ["—"] * 9
+    assert [float(c) for c in cells[9:11]] == pytest.approx(
+        [floors[key][split] for key in [FLOOR_KEYS[name]] for split in ("dev", "test")], abs=5e-4
+    )
+  # Six steps leave every run near its start, at about ln(1000): not below the unigram
+  # plateau, whose loss U is the held-out one of the training records' piece frequencies.
+  unigram = results["unigram_plateau_loss"]
+  assert 0 < unigram < math.log(1000)
+  for model in results["models"]:
+    assert len(model["plateau_flags"]) == len(PRETRAIN_SEEDS)
+    assert set(model["plateau_flags"]) <= {"on the unigram plateau", "above the unigram plateau"}
+  assert f"The unigram plateau is U = {unigram:.3f} nats" in report
+  assert "(flagged runs: " in report
+
+
 def test_claims_are_stated_with_a_verdict(demo_run):
   work_dir = demo_run[0]
   report = (work_dir / "report" / "report.md").read_text()
