@@ -35,10 +35,17 @@ def relative_position_bucket(relative_position, num_buckets=32, max_distance=128
 
 @keras.saving.register_keras_serializable(package="recurrent_bert")
 class RelativePositionBias(keras.layers.Layer):
-  """One learned scalar per (bucket, head), gathered into an attention-logit bias.
+  """One learned scalar per (bucket, head), looked up into an attention-logit bias.
 
   Input: any tensor [B, T, ...] (only T is read). Output: [1, A, T, T] float, added to
   the [B, A, T, T] attention logits (query index on axis 2, key index on axis 3).
+
+  The lookup is a matmul of the constant one-hot buckets [T·T, NB] with the float32 table
+  [NB, A], not a gather: a gather's gradient is a scatter-add of T·T updates into NB·A
+  values, which serialises on a GPU (and in bfloat16 becomes a compare-and-swap loop),
+  where the matmul's is one small GEMM. The table is read in float32 whatever the policy
+  (a variable that is never autocast), so its gradient sums in float32 too; the bias is
+  cast to the compute dtype once, at the end.
   """
 
   def __init__(self, num_heads, num_buckets=32, max_distance=128, initializer_range=0.02, **kwargs):
@@ -53,6 +60,7 @@ class RelativePositionBias(keras.layers.Layer):
         name="bias_table",
         shape=(self.num_buckets, self.num_heads),
         initializer=keras.initializers.TruncatedNormal(stddev=self.initializer_range),
+        autocast=False,  # read in float32 under a mixed policy (see the class docstring)
     )
     self.built = True
 
@@ -61,7 +69,9 @@ class RelativePositionBias(keras.layers.Layer):
     positions = ops.arange(seq_length, dtype="int32")
     relative = positions[None, :] - positions[:, None]  # [Tq, Tk]: key - query
     buckets = relative_position_bucket(relative, self.num_buckets, self.max_distance)
-    bias = ops.take(self.bias_table, buckets, axis=0)  # [Tq, Tk, A]
+    one_hot = ops.one_hot(ops.reshape(buckets, (-1,)), self.num_buckets, dtype="float32")
+    table = ops.cast(self.bias_table, "float32")  # [NB, A]
+    bias = ops.reshape(ops.matmul(one_hot, table), (seq_length, seq_length, self.num_heads))
     return ops.cast(ops.transpose(bias, (2, 0, 1))[None], self.compute_dtype)
 
   def get_config(self):

@@ -230,3 +230,35 @@ def test_models_run_where_tensorflow_cannot_be_imported():
   )
   assert result.returncode == 0, result.stderr[-3000:]
   assert "ran 3" in result.stdout
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="reads JAX's lowered program")
+def test_relative_bias_gradient_has_no_scatter_in_its_compiled_program(rng):
+  import jax
+  import jax.numpy as jnp
+
+  from recurrent_bert.layers import RelativePositionBias
+
+  layer = RelativePositionBias(num_heads=2, dtype="mixed_bfloat16")
+  x = np.zeros((1, 16, 4), "float32")
+  layer.build(x.shape)
+  upstream = jnp.asarray(rng.normal(size=(1, 2, 16, 16)), "float32")
+
+  def loss(table, gather):
+    if gather:  # the form it replaced: a gather, whose gradient is a scatter-add
+      buckets = np.array([[ref.t5_bucket(k - q) for k in range(16)] for q in range(16)])
+      bias = jnp.take(table, buckets, axis=0).transpose(2, 0, 1)[None].astype("bfloat16")
+    else:
+      bias, _ = layer.stateless_call([table], [], x)
+    return jnp.sum(bias.astype("float32") * upstream)
+
+  table = jnp.asarray(rng.normal(size=(32, 2)), "float32")
+  programs = {
+      gather: jax.jit(jax.grad(loss), static_argnums=1).lower(table, gather).as_text()
+      for gather in (False, True)
+  }
+  assert "scatter" in programs[True] and "scatter" not in programs[False]
+  # The same gradient: both sum the bfloat16 upstream values into a float32 table.
+  np.testing.assert_allclose(
+      jax.grad(loss)(table, False), jax.grad(loss)(table, True), rtol=1e-5, atol=1e-5
+  )

@@ -48,3 +48,57 @@ def test_bias_gathers_table_by_bucket(rng):
   for q in range(20):
     for k in range(20):
       np.testing.assert_array_equal(bias[0, :, q, k], table[ref.t5_bucket(k - q)])
+
+
+def _gather_reference(table, length):
+  """The bias by gather (numpy): [A, T, T] with bias[:, q, k] = table[bucket(k - q)]."""
+  buckets = np.array([[ref.t5_bucket(k - q) for k in range(length)] for q in range(length)])
+  return table[buckets].transpose(2, 0, 1), buckets
+
+
+def test_bias_gradient_is_the_scatter_add_of_the_gather(rng):
+  import tensorflow as tf
+
+  layer = RelativePositionBias(num_heads=2)
+  x = np.zeros((1, 9, 4), "float32")
+  layer.build(x.shape)
+  table = rng.normal(size=(32, 2)).astype("float32")
+  layer.bias_table.assign(table)
+  upstream = rng.normal(size=(1, 2, 9, 9)).astype("float32")
+  with tf.GradientTape() as tape:
+    bias = layer(x)
+    loss = tf.reduce_sum(bias * upstream)
+  (grad,) = tape.gradient(loss, [layer.bias_table])
+  want_bias, buckets = _gather_reference(table, 9)
+  np.testing.assert_allclose(bias.numpy()[0], want_bias, atol=1e-6)
+  # d loss / d table[b, a] = Σ over (q, k) in bucket b of upstream[a, q, k]: np.add.at.
+  want = np.zeros_like(table)
+  np.add.at(want, buckets.reshape(-1), upstream[0].transpose(1, 2, 0).reshape(-1, 2))
+  np.testing.assert_allclose(tf.convert_to_tensor(grad).numpy(), want, atol=1e-5)
+
+
+def test_table_is_read_and_its_gradient_summed_in_float32_under_mixed_precision(rng):
+  import tensorflow as tf
+
+  layer = RelativePositionBias(num_heads=2, dtype="mixed_bfloat16")
+  x = np.zeros((1, 64, 4), "float32")
+  layer.build(x.shape)
+  table = rng.normal(size=(32, 2)).astype("float32")
+  layer.bias_table.assign(table)
+  upstream = tf.cast(rng.normal(size=(1, 2, 64, 64)), "bfloat16")
+  with tf.GradientTape() as tape:
+    bias = layer(x)
+    loss = tf.reduce_sum(tf.cast(bias, "float32") * tf.cast(upstream, "float32"))
+  (grad,) = tape.gradient(loss, [layer.bias_table])
+  assert bias.dtype == tf.bfloat16 and grad.dtype == tf.float32
+  # The bias is the float32 table rounded once to bfloat16 ...
+  want_bias, buckets = _gather_reference(table, 64)
+  np.testing.assert_array_equal(
+      tf.cast(bias[0], "float32").numpy(), tf.cast(tf.cast(want_bias, "bfloat16"), "float32")
+  )
+  # ... and each table entry's gradient sums up to 1,000 bfloat16 upstream values in
+  # float32 (a bfloat16 sum, as with autocast on, is off by ~1e-2 of the total).
+  want = np.zeros(table.shape, "float64")
+  values = tf.cast(upstream[0], "float64").numpy().transpose(1, 2, 0).reshape(-1, 2)
+  np.add.at(want, buckets.reshape(-1), values)
+  np.testing.assert_allclose(grad.numpy(), want, rtol=1e-5, atol=1e-4)
