@@ -37,12 +37,19 @@ def test_bucket_landmarks():
   assert dict(zip(cases, got.tolist())) == cases
 
 
-def test_bias_gathers_table_by_bucket(rng):
-  layer = RelativePositionBias(num_heads=3)
-  x = np.zeros((2, 20, 4), "float32")
+def _layer_with_random_table(rng, num_heads, length, batch=1, **kwargs):
+  """(a built RelativePositionBias with a random [32, A] table, the table, an input
+  [batch, length, 4])."""
+  layer = RelativePositionBias(num_heads=num_heads, **kwargs)
+  x = np.zeros((batch, length, 4), "float32")
   layer.build(x.shape)
-  table = rng.normal(size=(32, 3)).astype("float32")
+  table = rng.normal(size=(32, num_heads)).astype("float32")
   layer.bias_table.assign(table)
+  return layer, table, x
+
+
+def test_bias_gathers_table_by_bucket(rng):
+  layer, table, x = _layer_with_random_table(rng, num_heads=3, length=20, batch=2)
   bias = layer(x).numpy()
   assert bias.shape == (1, 3, 20, 20)
   for q in range(20):
@@ -59,11 +66,7 @@ def _gather_reference(table, length):
 def test_bias_gradient_is_the_scatter_add_of_the_gather(rng):
   import tensorflow as tf
 
-  layer = RelativePositionBias(num_heads=2)
-  x = np.zeros((1, 9, 4), "float32")
-  layer.build(x.shape)
-  table = rng.normal(size=(32, 2)).astype("float32")
-  layer.bias_table.assign(table)
+  layer, table, x = _layer_with_random_table(rng, num_heads=2, length=9)
   upstream = rng.normal(size=(1, 2, 9, 9)).astype("float32")
   with tf.GradientTape() as tape:
     bias = layer(x)
@@ -80,11 +83,7 @@ def test_bias_gradient_is_the_scatter_add_of_the_gather(rng):
 def test_table_is_read_and_its_gradient_summed_in_float32_under_mixed_precision(rng):
   import tensorflow as tf
 
-  layer = RelativePositionBias(num_heads=2, dtype="mixed_bfloat16")
-  x = np.zeros((1, 64, 4), "float32")
-  layer.build(x.shape)
-  table = rng.normal(size=(32, 2)).astype("float32")
-  layer.bias_table.assign(table)
+  layer, table, x = _layer_with_random_table(rng, 2, 64, dtype="mixed_bfloat16")
   upstream = tf.cast(rng.normal(size=(1, 2, 64, 64)), "bfloat16")
   with tf.GradientTape() as tape:
     bias = layer(x)
