@@ -228,9 +228,7 @@ class ModelStages(WorkPaths):
     passages = {
         r["index"]: r["sentence"] for r in origin_task.read_tsv(self.s.path("task", "test.tsv"))
     }
-    labels = {
-        r["index"]: r["label"] for r in origin_task.read_tsv(self.s.path("task", "test_labels.tsv"))
-    }
+    labels = origin_task.read_labels(self.s.path("task", "test_labels.tsv"))
     predictions = origin_task.read_tsv(
         os.path.join(self.best_run()["model_dir"], layout.PREDICTIONS_DIR, "test_predictions.tsv")
     )

@@ -353,6 +353,11 @@ def read_tsv(path: str) -> List[Dict[str, str]]:
     return [dict(zip(header, line.rstrip("\n").split("\t"))) for line in f if line.strip()]
 
 
+def read_labels(labels_file: str) -> Dict[str, str]:
+  """{index: label} of a labels TSV (the task's test_labels.tsv)."""
+  return {row["index"]: row["label"] for row in read_tsv(labels_file)}
+
+
 def accuracy_on_test(predictions_file: str, labels_file: str) -> Tuple[float, int]:
   """Accuracy of finetune_glue's test predictions against the held-out labels.
 
@@ -366,7 +371,7 @@ def accuracy_on_test(predictions_file: str, labels_file: str) -> Tuple[float, in
   Raises:
     InputError: the predictions miss examples.
   """
-  truth = {row["index"]: row["label"] for row in read_tsv(labels_file)}
+  truth = read_labels(labels_file)
   predicted = {row["index"]: row["prediction"] for row in read_tsv(predictions_file)}
   missing = set(truth) - set(predicted)
   if missing:

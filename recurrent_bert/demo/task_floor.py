@@ -22,10 +22,7 @@ def _split(task_dir: str, split: str) -> Tuple[List[str], List[str]]:
   """(passages, labels) of a split of the task folder (test labels from their own file)."""
   rows = origin_task.read_tsv(os.path.join(task_dir, f"{split}.tsv"))
   if split == "test":
-    truth = {
-        r["index"]: r["label"]
-        for r in origin_task.read_tsv(os.path.join(task_dir, "test_labels.tsv"))
-    }
+    truth = origin_task.read_labels(os.path.join(task_dir, "test_labels.tsv"))
     return [r["sentence"] for r in rows], [truth[r["index"]] for r in rows]
   return [r["sentence"] for r in rows], [r["label"] for r in rows]
 
