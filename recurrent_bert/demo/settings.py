@@ -21,10 +21,11 @@ DEFAULT_FAMILIES = ("bert", "bert_rab", "trans_blstm_small_2", "swishrnn")
 # Enough paired seeds for a verdict on both MLM claims at the default steps and batch
 # (README, "Why these defaults"; tests/demo/test_claims.py simulates both).
 DEFAULT_PRETRAIN_SEEDS = (1, 2, 3)
-# Fine-tuning long enough to pass the chance-level start of every model (100 steps left
-# them at 0.39-0.48 accuracy, and no two models' difference measurable), with enough paired
-# seeds for a verdict on both accuracy claims (docs/demo.md, "Why these defaults";
-# tests/demo/test_claims.py simulates both from the measured runs).
+# Fine-tuning long enough to separate the models (100 steps left them at 0.39-0.48 test
+# accuracy, SwishRNN-BERT and BERT-rab equal), with as many paired seeds as a 30-minute
+# demo affords: a verdict on the TRANS-BLSTM accuracy claim in 96% of simulated runs; the
+# SwishRNN one needs about 15 (docs/demo.md, "Why these defaults"; tests/demo/test_claims.py
+# simulates both from the measured runs).
 DEFAULT_FINETUNE_STEPS = 300
 DEFAULT_FINETUNE_SEEDS = (1, 2, 3, 4)
 
