@@ -5,7 +5,7 @@ r"""Exports a model dir as a SavedModel that takes raw text.
 `--model_dir` is a fine-tuning model_dir (finetune_glue, finetune_squad, finetune_tagging,
 finetune_multiple_choice: the task's classify / regress / answer_question / tag / choose
 signatures plus encode and encode_layers, from its best/ checkpoint),
-or anything `training.checkpoints.load_encoder` accepts (encode signatures): a pretraining
+or anything else `saving.open_model` opens (encode signatures): a pretraining
 model_dir, its `encoder/` export, or a dir written by `recurrent_bert/tools/convert_checkpoint.py`.
 The SavedModel (signatures: see `recurrent_bert/serving/module.py`) loads with only
 `tensorflow` and `tensorflow_text` imported; it is written to a temp dir beside
@@ -57,7 +57,6 @@ def main(argv):
   from recurrent_bert.errors import InputError
   from recurrent_bert.serving import ExportError
   from recurrent_bert.serving import export_model_dir
-  from recurrent_bert.training.checkpoints import CheckpointNotFoundError
 
   try:
     signatures = export_model_dir(
@@ -67,7 +66,7 @@ def main(argv):
         FLAGS.vocab_file,
         FLAGS.do_lower_case,
     )
-  except (ExportError, InputError, CheckpointNotFoundError) as e:
+  except (ExportError, InputError) as e:
     cli.fail(str(e))  # one line naming the culprit, no traceback
   where = FLAGS.export_dir if "://" in FLAGS.export_dir else os.path.abspath(FLAGS.export_dir)
   print(f"SavedModel written to {where} with signatures:")

@@ -102,15 +102,15 @@ def main(argv):
   # TensorFlow and Keras load here, after the flags are checked.
   import keras
 
+  from recurrent_bert import saving
   from recurrent_bert.data import tokenization
   from recurrent_bert.data import vocab as vocab_lib
   from recurrent_bert.tasks import feature_extraction
-  from recurrent_bert.training import checkpoints
 
   keras.config.set_dtype_policy(FLAGS.mixed_precision)
   try:
     examples = feature_extraction.read_inputs(FLAGS.input_file)  # bad input fails first
-    source = checkpoints.resolve_model(FLAGS.init_checkpoint)
+    source = saving.open_model(FLAGS.init_checkpoint)
     vocab_file = FLAGS.vocab_file or source.vocab_file
     if vocab_file is None:
       cli.fail(
@@ -121,7 +121,7 @@ def main(argv):
     )
     tokenizer = tokenization.make_tokenizer(vocab_file, do_lower_case=do_lower_case)
     with strategy.scope():
-      encoder = checkpoints.load_encoder(FLAGS.init_checkpoint)
+      encoder = source.load_encoder()
     if tokenizer.vocab_size > encoder.config.vocab_size:
       cli.fail(
           f"vocab file {vocab_file} has {tokenizer.vocab_size} tokens, the model only "
@@ -142,7 +142,7 @@ def main(argv):
         log_steps=FLAGS.log_steps,
         is_chief=is_chief,
     )
-  except (ValueError, checkpoints.CheckpointNotFoundError) as e:
+  except ValueError as e:
     logging.debug("bad input", exc_info=True)
     cli.fail(str(e).replace("\n", " "))
   if files:

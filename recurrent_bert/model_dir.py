@@ -11,7 +11,7 @@ A pretraining model_dir (`python -m recurrent_bert.pretrain`):
   tokenizer.json          {"type", "vocab_file", "do_lower_case"}   written at start
   checkpoint, ckpt-N.*    training checkpoints (model by variable path, optimizer, step);
                           a run under JAX writes ckpt-N.state/ folders instead
-                          (model.weights.h5 + state.npz: `training/portable_state.py`)
+                          (model.weights.h5 + state.npz: `saving/training_state.py`)
   train/                  TensorBoard events
   metrics.jsonl           one JSON line per step: {"step", "loss", ...}; with held-out
                           evaluation also {"step", "eval/mlm_loss", ...} after the
@@ -24,8 +24,9 @@ A pretraining model_dir (`python -m recurrent_bert.pretrain`):
                           tokenizer.json, export_info.json
 
 A converted model dir (`rbert-convert-checkpoint`): model_config.json, vocab.txt,
-tokenizer.json, pretrainer.index / .data-* (encoder + MLM/NSP heads), encoder/ (as above),
-conversion_report.json.
+tokenizer.json, pretrainer.index / .data-* (encoder + MLM/NSP heads), pretrainer.weights.h5
+(the same weights for every backend), encoder/ (as above), conversion_report.json (its
+"new" lists what the import initialised: such a head is never exported as trained).
 
 A fine-tuning model_dir (`finetune_glue`, `finetune_squad`): model_config.json,
 task_info.json, vocab.txt (or sentencepiece.model), tokenizer.json, training checkpoints,
@@ -42,10 +43,10 @@ A sweep dir (`rbert-sweep`): results.csv, summary.md, summary.csv, lr_sweep.png 
 runs/<model>/<task>/lr<rate>_seed<seed>/ (fine-tuning model_dirs).
 
 Every directory above except the SavedModel is accepted wherever a model is expected
-(`--init_checkpoint`, `export --model_dir`, sweeps); `training/checkpoints.resolve_model`
-says how each is read. Under Keras' JAX or PyTorch backend (no TensorFlow), the
-.weights.h5 files are what is read (`training/portable_checkpoints.load_encoder_portable`):
-training checkpoints (ckpt-N) have none.
+(`--init_checkpoint`, `export --model_dir`, sweeps), on every backend: `saving.open_model`
+is the one reader (`saving/locate.py` says how each is read). A .weights.h5 file is read
+wherever one holds the weights (no TensorFlow needed); TensorFlow's training checkpoints
+(ckpt-N) have none, so their heads need TensorFlow.
 """
 
 import dataclasses
@@ -58,10 +59,13 @@ MODEL_CONFIG_FILE = "model_config.json"
 VOCAB_FILE = "vocab.txt"
 TOKENIZER_FILE = "tokenizer.json"
 CHECKPOINT_STATE_FILE = "checkpoint"
-# The JAX loop's training checkpoints (`training/portable_state.py`), beside or instead of
+# The JAX loop's training checkpoints (`saving/training_state.py`), beside or instead of
 # TensorFlow's ckpt-N files.
 PORTABLE_CHECKPOINT_FORMAT = "ckpt-{step}.state"
 PORTABLE_CHECKPOINT_NAME = re.compile(r"^ckpt-(\d+)\.state$")  # group 1: the step
+# In each: the step, the optimizer's and the dropout generators' state (model.weights.h5
+# beside it holds the weights); a folder without it is incomplete.
+PORTABLE_STATE_FILE = "state.npz"
 METRICS_LOG_FILE = "metrics.jsonl"
 # Keys of evaluation rows in metrics.jsonl start with this.
 EVAL_METRICS_PREFIX = "eval/"

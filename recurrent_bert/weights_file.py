@@ -10,7 +10,7 @@ Layout (HDF5, h5py):
   /weights/<variable path>   one float dataset per variable, keyed by its Keras path
                              ("embeddings/token_embedding/embeddings", "block_0/...",
                              "classification_head/dense/kernel"): the keys of the
-                             TensorFlow checkpoints (`training.checkpoints.variables_by_path`);
+                             TensorFlow checkpoints (`variables_by_path`, `saving.stores`);
                              its attribute `encoder` says whether it is the encoder's
   attributes of /:
     format                   FORMAT, the layout's version
@@ -29,7 +29,7 @@ This module imports no TensorFlow (gs:// and other paths with a scheme go throug
 import os
 import shutil
 import tempfile
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, Iterable, Optional, Tuple
 
 import h5py
 import keras
@@ -183,38 +183,70 @@ def _attributes(f: h5py.File) -> Dict[str, str]:
   return {k: v.decode() if isinstance(v, bytes) else str(v) for k, v in f.attrs.items()}
 
 
-def variable_paths(path: str) -> List[str]:
-  """The variable paths the file holds, sorted."""
-  with _OpenWeights(path) as f:
-    return sorted(_datasets(f[WEIGHTS_GROUP]))
-
-
 def read_attributes(path: str) -> Dict[str, str]:
   """The file's attributes: {"format", "model", "model_config"} (those it has)."""
   with _OpenWeights(path) as f:
     return _attributes(f)
 
 
-def load_weights(
+Shape = Tuple[int, ...]
+
+
+class WeightsFile:
+  """A weights file as a store of `assign`: what it holds, and the values.
+
+  Attributes:
+    path: the .weights.h5 file.
+    format: the store's kind, in words.
+  """
+
+  format = "weights file"
+
+  def __init__(self, path: str):
+    self.path = path
+
+  def shapes(self) -> Dict[str, Shape]:
+    """{variable path: shape} of every variable in the file."""
+    with _OpenWeights(self.path) as f:
+      return {name: tuple(d.shape) for name, d in _datasets(f[WEIGHTS_GROUP]).items()}
+
+  def encoder_paths(self) -> Optional[set]:
+    """The paths marked as the encoder's (files without the marks: all of them)."""
+    with _OpenWeights(self.path) as f:
+      stored = _datasets(f[WEIGHTS_GROUP])
+      return {name for name, d in stored.items() if d.attrs.get(ENCODER_ATTRIBUTE, True)}
+
+  def read(self, paths: Iterable[str]) -> Dict[str, np.ndarray]:
+    with _OpenWeights(self.path) as f:
+      stored = _datasets(f[WEIGHTS_GROUP])
+      return {name: stored[name][()] for name in paths}
+
+
+def assign(
     model,
-    path: str,
+    store,
+    *,
     encoder_only: bool = False,
     include: Optional[Callable[[str], bool]] = None,
     allow_unused: bool = False,
-) -> None:
-  """Assigns every weight of `model` from the file at `path`, by variable path.
+) -> int:
+  """Assigns every weight of `model` from `store`, by variable path; returns how many.
 
-  The file's variables (or its encoder's) and the model's must be the same paths with the
-  same shapes. Nothing is assigned unless all match (the model is left as it was).
+  The store's variables (or its encoder's) and the model's must be the same paths with
+  the same shapes. Nothing is assigned unless all match (the model is left as it was).
+  Any store answers `shapes()`, `encoder_paths()` and `read(paths)`: a `WeightsFile`, or a
+  TensorFlow checkpoint read by path (`recurrent_bert.saving`), so a mismatch is found,
+  and worded, the same way in both.
 
   Args:
     model: a built Keras model or layer.
-    path: a file written by `save_weights`.
-    encoder_only: `model` is an encoder, matched against the file's encoder variables
-      alone (an encoder loaded from a task model's or a Pretrainer's file).
-    include: only the model's variables whose path it accepts are matched and assigned
-      (a file written with the same `include`); default: every weight.
-    allow_unused: the file may hold variables the model does not (a phase 1 Pretrainer's
+    store: where the values are (its `path` names it in errors).
+    encoder_only: `model` is an encoder, matched against the store's encoder variables
+      alone (an encoder loaded from a task model's or a Pretrainer's file); a store that
+      does not mark them (None) may hold other variables besides.
+    include: only the model's variables whose path it accepts are matched and assigned;
+      default: every weight.
+    allow_unused: the store may hold variables the model does not (a phase 1 Pretrainer's
       NSP head, loaded into one without it).
 
   Raises:
@@ -224,29 +256,35 @@ def load_weights(
   """
   variables = _selected(model, include)
   model_name = type(model).__name__
-  with _OpenWeights(path) as f:
-    stored = _datasets(f[WEIGHTS_GROUP])
-    if encoder_only:
-      stored = {k: v for k, v in stored.items() if v.attrs.get(ENCODER_ATTRIBUTE, True)}
-    what = "a " + _attributes(f).get("model", "model")
-    for name, variable in variables.items():
-      if name not in stored:
-        raise InputError(
-            f"{path}: variable {name!r} {tuple(variable.shape)} of the {model_name} is not in "
-            f"the file (it holds {what} of another architecture or size)"
-        )
-      if tuple(stored[name].shape) != tuple(variable.shape):
-        raise InputError(
-            f"{path}: variable {name!r} has shape {tuple(stored[name].shape)} in the file but "
-            f"{tuple(variable.shape)} in the {model_name} (a model of another size?)"
-        )
-    unused = sorted(set(stored) - set(variables))
-    if unused and not allow_unused:
+  stored = store.shapes()
+  if encoder_only:
+    marked = store.encoder_paths()
+    allow_unused = allow_unused or marked is None
+    stored = {k: v for k, v in stored.items() if marked is None or k in marked}
+  for name, variable in variables.items():
+    if name not in stored:
       raise InputError(
-          f"{path}: variable {unused[0]!r} {tuple(stored[unused[0]].shape)} of the file is "
-          f"not in the {model_name} ({len(unused)} such; the file holds {what} of another "
-          "architecture or size)"
+          f"{store.path}: variable {name!r} {tuple(variable.shape)} of the {model_name} is "
+          "not in the file (it holds a model of another architecture or size)"
       )
-    values = {name: stored[name][()] for name in variables}
+    if stored[name] != tuple(variable.shape):
+      raise InputError(
+          f"{store.path}: variable {name!r} has shape {stored[name]} in the file but "
+          f"{tuple(variable.shape)} in the {model_name} (a model of another size?)"
+      )
+  unused = sorted(k for k in stored if k not in variables and (include is None or include(k)))
+  if unused and not allow_unused:
+    raise InputError(
+        f"{store.path}: variable {unused[0]!r} {stored[unused[0]]} of the file is not in the "
+        f"{model_name} ({len(unused)} such; the file holds a model of another architecture "
+        "or size)"
+    )
+  values = store.read(variables)
   for name, variable in variables.items():
     variable.assign(values[name])
+  return len(variables)
+
+
+def load_weights(model, path: str, **options) -> int:
+  """`assign(model, WeightsFile(path), **options)`: a weights file's values into `model`."""
+  return assign(model, WeightsFile(path), **options)

@@ -22,6 +22,8 @@ LAYERS = [
     ("recurrent_bert.layers", 1, "layers"),
     ("recurrent_bert.data", 1, "data"),
     ("recurrent_bert.models", 2, "models"),
+    # Every model file is opened and written here, below everything that uses a model.
+    ("recurrent_bert.saving", 2.5, "saving"),
     ("recurrent_bert.training", 3, "training"),
     ("recurrent_bert.tasks", 4, "tasks"),  # the pieces every kind shares
     # One subpackage per task kind, on the shared pieces; no kind imports another.
@@ -254,3 +256,58 @@ def test_the_checks_see_an_upward_import_and_a_cycle():
   graph = _graph()
   # pretrain imports its runner inside main(): function-local imports are seen too.
   assert "recurrent_bert.training.pretraining_runner" in graph["recurrent_bert.pretrain"]
+
+
+# What reads a checkpoint or weights file: TensorFlow's readers and Checkpoint objects,
+# the weights file's readers, HDF5 itself. Only saving/ (and weights_file.py, the format)
+# may use them; everything else opens a model with `saving.open_model`. The importers read
+# other projects' checkpoints (google-research/bert's TF1 release), not model dirs.
+_FILE_READERS = {
+    "tf.train": {"load_checkpoint", "latest_checkpoint", "list_variables", "Checkpoint"},
+    "weights_file": {"load_weights", "assign", "WeightsFile", "read_attributes"},
+}
+_READER_MODULES = {"h5py"}
+
+
+def _file_reads(tree: ast.AST) -> List[int]:
+  """Lines that read a model file without `saving` (the names in _FILE_READERS)."""
+  found = []
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Attribute):
+      owner = ast.unparse(node.value)
+      if any(owner.endswith(o) and node.attr in names for o, names in _FILE_READERS.items()):
+        found.append(node.lineno)
+    elif isinstance(node, ast.ImportFrom) and node.module:
+      owner = node.module.rpartition(".")[2] if "weights_file" in node.module else node.module
+      names = _FILE_READERS.get(owner, set())
+      if any(alias.name in names for alias in node.names):
+        found.append(node.lineno)
+    elif isinstance(node, ast.Import):
+      if any(alias.name.split(".")[0] in _READER_MODULES for alias in node.names):
+        found.append(node.lineno)
+  return found
+
+
+def test_only_saving_reads_checkpoint_and_weights_files():
+  allowed = (
+      "recurrent_bert.saving",
+      "recurrent_bert.weights_file",
+      "recurrent_bert.convert.importers",
+  )
+  found = [
+      f"{path.relative_to(REPO)}:{line}"
+      for module, path in _modules().items()
+      if not module.startswith(allowed)
+      for line in _file_reads(ast.parse(path.read_text(encoding="utf-8")))
+  ]
+  assert not found, "open models with recurrent_bert.saving instead: " + ", ".join(found)
+  # The reference cases: each way of reading a file directly is seen; writing is not.
+  planted = (
+      "tf.train.Checkpoint(model=v).read(p)\n"
+      "r = tf.train.load_checkpoint(p)\n"
+      "weights_file.load_weights(m, p)\n"
+      "from recurrent_bert.weights_file import assign\n"
+      "import h5py\n"
+      "weights_file.save_weights(m, p)\n"
+  )
+  assert sorted(_file_reads(ast.parse(planted))) == [1, 2, 3, 4, 5]

@@ -14,11 +14,11 @@ import tensorflow as tf
 
 from recurrent_bert import model_dir as layout
 from recurrent_bert import models
+from recurrent_bert import saving
 from recurrent_bert import weights_file
 from recurrent_bert.config import get_preset
 from recurrent_bert.errors import InputError
-from recurrent_bert.training import checkpoints
-from recurrent_bert.training import portable_checkpoints
+from recurrent_bert.saving.stores import CheckpointStore
 
 SMALL = dict(
     vocab_size=60,
@@ -81,7 +81,7 @@ def h5_values(path):
 
 def test_the_export_writes_the_tf_checkpoints_values_by_path(tmp_path):
   encoder = small_encoder("bert_rab")
-  export = checkpoints.export_encoder(encoder, str(tmp_path))
+  export = saving.export_encoder(encoder, str(tmp_path), with_tf_checkpoint=True)
   expected = tf_checkpoint_values(os.path.join(export, layout.EXPORT_PREFIX), "encoder")
   stored = h5_values(os.path.join(export, layout.EXPORT_WEIGHTS_FILE))
   assert sorted(stored) == sorted(expected) and len(stored) == len(encoder.weights)
@@ -92,14 +92,17 @@ def test_the_export_writes_the_tf_checkpoints_values_by_path(tmp_path):
   assert attributes["model_config"] == encoder.config.to_json()
 
 
-def test_every_form_of_a_model_dir_loads_the_encoder_the_tf_loader_loads(tmp_path, rng):
+def test_every_form_of_a_model_dir_loads_the_encoder_the_tf_checkpoint_holds(tmp_path, rng):
   encoder = small_encoder()
-  checkpoints.export_encoder(encoder, str(tmp_path))
+  saving.export_encoder(encoder, str(tmp_path), with_tf_checkpoint=True)
   batch = padded_batch(rng)
-  want = encode(checkpoints.load_encoder(str(tmp_path)), batch)
   export = tmp_path / layout.EXPORT_DIR
+  # The reference: the TensorFlow checkpoint beside the weights file, read by path.
+  from_checkpoint = small_encoder()
+  weights_file.assign(from_checkpoint, CheckpointStore(str(export / layout.EXPORT_PREFIX)))
+  want = encode(from_checkpoint, batch)
   for path in (tmp_path, export, export / layout.EXPORT_WEIGHTS_FILE):
-    got = encode(portable_checkpoints.load_encoder_portable(str(path)), batch)
+    got = encode(saving.open_model(str(path)).load_encoder(), batch)
     for name in want:
       np.testing.assert_array_equal(got[name], want[name], err_msg=f"{path}: {name}")
 
@@ -108,8 +111,11 @@ def test_a_task_models_file_loads_whole_and_gives_its_encoder(tmp_path, rng):
   """best/model.weights.h5: the whole Classifier (heads included) and its encoder alone."""
   classifier = models.Classifier(small_encoder(num_layers=2), num_classes=3, layer_mix="mix_all")
   best = tmp_path / layout.BEST_DIR
-  checkpoints.write_portable_weights(classifier, str(best))
-  checkpoints.write_model_config(str(best), classifier.encoder.config)
+  saving.write_model_weights(classifier, str(best))
+  saving.write_model_config(str(best), classifier.encoder.config)
+  task = layout.TaskInfo(task="custom", kind="classifier", label_names=("a", "b", "c"))
+  for directory in (tmp_path, best):  # a fine-tuning run writes it to both
+    (directory / layout.TASK_INFO_FILE).write_text(task.to_json(), encoding="utf-8")
   batch = padded_batch(rng)
 
   fresh = models.Classifier(small_encoder(num_layers=2), num_classes=3, layer_mix="mix_all")
@@ -118,7 +124,7 @@ def test_a_task_models_file_loads_whole_and_gives_its_encoder(tmp_path, rng):
       np.asarray(fresh(batch, training=False)), np.asarray(classifier(batch, training=False))
   )
   for path in (tmp_path, best):  # a fine-tuning model_dir and its best/
-    encoder = portable_checkpoints.load_encoder_portable(str(path))
+    encoder = saving.open_model(str(path)).load_encoder()
     want = encode(classifier.encoder, batch)
     got = encode(encoder, batch)
     for name in want:
@@ -159,9 +165,7 @@ def test_a_file_of_another_model_names_the_first_mismatched_variable(tmp_path):
 
   deeper = str(tmp_path / "deeper.weights.h5")
   weights_file.save_weights(small_encoder(num_layers=2), deeper)
-  message = one_line_error(
-      portable_checkpoints.load_encoder_portable, deeper, small_encoder().config
-  )
+  message = one_line_error(saving.open_model(deeper).load_encoder, small_encoder().config)
   assert message.startswith(deeper + ": variable 'block_1/") and "not in the Encoder" in message
 
 
@@ -174,16 +178,16 @@ def test_a_file_that_is_not_a_weights_file_is_named(tmp_path):
   other = tmp_path / "other.h5"
   with h5py.File(other, "w") as f:
     f.create_dataset("x", data=np.zeros(3))
-  message = one_line_error(portable_checkpoints.load_encoder_portable, str(other))
+  message = one_line_error(lambda: saving.open_model(str(other)).load_encoder())
   assert message.startswith(f"{other}: an HDF5 file without a 'weights' group")
 
   empty = tmp_path / "empty"
   empty.mkdir()
-  message = one_line_error(portable_checkpoints.load_encoder_portable, str(empty))
-  assert message.startswith(f"{empty}: no portable weights file")
+  message = one_line_error(saving.open_model, str(empty))
+  assert message.startswith(f"{str(empty)!r} is a directory without checkpoints; a model is")
   missing = tmp_path / "nowhere"
-  message = one_line_error(portable_checkpoints.load_encoder_portable, str(missing))
-  assert message == f"{missing}: no such file or directory"
+  message = one_line_error(saving.open_model, str(missing))
+  assert message.startswith(f"{str(missing)!r} is not a file or directory; a model is")
 
 
 def test_a_failed_write_leaves_the_previous_file_and_no_leftovers(tmp_path, rng):

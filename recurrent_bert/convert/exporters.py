@@ -1,6 +1,9 @@
 """Exporters: a model dir out to the formats the importers read in.
 
-  keras_hub  a keras-hub preset directory, every family (`convert.keras_hub_preset`)
+  keras_hub  a keras-hub preset directory: keras-hub's own BertBackbone (+ BertMaskedLM
+             with a trained MLM head) for a BERT it can express
+             (`convert.keras_hub_bert`), else our RecurrentBertBackbone, every family
+             (`convert.keras_hub_preset`)
   hf         Hugging Face: model.safetensors under `transformers`' BertForPreTraining
              names (BertForMaskedLM without an NSP head, BertModel without heads),
              config.json, vocab.txt, tokenizer_config.json, special_tokens_map.json
@@ -25,6 +28,7 @@ from recurrent_bert import io_utils
 from recurrent_bert import model_dir as layout
 from recurrent_bert.convert.importers import BERT_JSON_FIELDS
 from recurrent_bert.convert.mapping import CheckpointMappingError
+from recurrent_bert.convert.mapping import is_keras_hub_bert
 from recurrent_bert.convert.mapping import require_bert_orig
 from recurrent_bert.convert.mapping import tf1_bert_values
 from recurrent_bert.convert.mapping import tf1_to_hf_names
@@ -128,7 +132,13 @@ def write_tf1(
     exported: ModelForExport, directory: str, allow_gelu_approximation: bool
 ) -> List[str]:
   """google-research/bert's release layout in `directory` (see the module docstring)."""
-  import tensorflow as tf
+  try:
+    import tensorflow as tf
+  except ImportError:
+    raise CheckpointMappingError(
+        f"{exported.path}: --target=tf1 writes a TensorFlow checkpoint and TensorFlow is not "
+        "installed; install tensorflow, or export with --target=hf or --target=keras_hub"
+    ) from None
 
   target = "google-research/bert (TF1)"
   activations = dict(_TF1_ACTIVATIONS)
@@ -165,13 +175,26 @@ def write_tf1(
   return sorted(os.listdir(directory))
 
 
+def writes_keras_hub_bert(exported: ModelForExport) -> bool:
+  """Whether --target=keras_hub writes keras-hub's own BERT classes: a model its
+  BertBackbone reproduces, with a WordPiece vocabulary (or none)."""
+  wordpiece = exported.vocab_file is None or (
+      vocab_lib.vocab_kind(exported.vocab_file) == layout.WORDPIECE
+  )
+  return wordpiece and is_keras_hub_bert(exported.config)
+
+
 def write_keras_hub(
     exported: ModelForExport, directory: str, allow_gelu_approximation: bool
 ) -> List[str]:
-  """A keras-hub preset in `directory` (`convert.keras_hub_preset`)."""
+  """A keras-hub preset in `directory`: keras-hub's BERT where it can express the model
+  (`convert.keras_hub_bert`), else ours (`convert.keras_hub_preset`)."""
   del allow_gelu_approximation  # the preset keeps the model's own activation
+  from recurrent_bert.convert.keras_hub_bert import write_keras_hub_bert_preset
   from recurrent_bert.convert.keras_hub_preset import write_keras_hub_preset
 
+  if writes_keras_hub_bert(exported):
+    return sorted(write_keras_hub_bert_preset(exported, directory))
   return sorted(write_keras_hub_preset(exported, directory))
 
 
@@ -199,7 +222,8 @@ def export_model_dir(
 
   Returns:
     The export report: target, source, source_kind, model_config, heads (the
-    pretraining heads written: "mlm", "nsp"), files.
+    pretraining heads written: "mlm", "nsp"), heads_left_out (heads the dir holds only
+    initialised, as an import without them records), files.
   Raises:
     InputError (CheckpointMappingError): one line naming what the target cannot hold,
       a model dir without weights, or an existing non-empty `output_dir`.
@@ -216,14 +240,15 @@ def export_model_dir(
   exported = read_model_dir(model_dir)
   with io_utils.atomic_directory(output_dir) as tmp_dir:
     files = WRITERS[target](exported, tmp_dir, allow_gelu_approximation)
-  heads = [
-      name for name, present in (("mlm", exported.has_mlm), ("nsp", exported.has_nsp)) if present
-  ]
+  # keras-hub's BERT has no next-sentence task to hold an NSP head.
+  has_nsp = exported.has_nsp and not (target == "keras_hub" and writes_keras_hub_bert(exported))
+  heads = [name for name, present in (("mlm", exported.has_mlm), ("nsp", has_nsp)) if present]
   return {
       "target": target,
       "source": os.path.abspath(model_dir),
       "source_kind": exported.kind,
       "model_config": exported.config.to_dict(),
       "heads": heads,
+      "heads_left_out": [head.removesuffix("_head") for head in exported.untrained_heads],
       "files": files,
   }

@@ -27,7 +27,9 @@ from recurrent_bert.convert.mapping import CheckpointMappingError
 from recurrent_bert.convert.mapping import DictReader
 from recurrent_bert.convert.mapping import assign_pairs
 from recurrent_bert.convert.mapping import hf_to_tf1_names
+from recurrent_bert.convert.mapping import keras_hub_mlm_head_pairs
 from recurrent_bert.convert.mapping import load_from_keras_hub_bert
+from recurrent_bert.convert.mapping import load_from_keras_hub_mlm_head
 from recurrent_bert.convert.mapping import tf1_bert_pairs
 from recurrent_bert.errors import at
 from recurrent_bert.errors import first_line
@@ -304,13 +306,33 @@ def load_hf_bert(
 
 # config.json's `registered_name` of keras-hub's BERT backbone.
 _KERAS_HUB_BERT = "keras_hub>BertBackbone"
+# task.json's `registered_name` of keras-hub's BERT with its MLM head, and the head's file.
+_KERAS_HUB_BERT_MASKED_LM = "keras_hub>BertMaskedLM"
+_KERAS_HUB_TASK_FILES = ("task.json", "task.weights.h5")
+
+
+def _keras_hub_masked_lm(preset_dir: str):
+  """The preset's `BertMaskedLM` with its weights (no preprocessor), or None when the
+  preset holds no such task."""
+  import keras_hub
+
+  task_json, task_weights = (os.path.join(preset_dir, name) for name in _KERAS_HUB_TASK_FILES)
+  if not (os.path.isfile(task_json) and os.path.isfile(task_weights)):
+    return None
+  if _read_json(task_json, "keras-hub task config").get("registered_name") != (
+      _KERAS_HUB_BERT_MASKED_LM
+  ):
+    return None
+  return keras_hub.models.BertMaskedLM.from_preset(preset_dir, preprocessor=None)
 
 
 def load_keras_hub_preset(preset_dir: str, vocab_file: Optional[str] = None) -> ImportedBert:
   """Imports a local keras-hub preset: a BertBackbone (from `backbone.save_to_preset(dir)`)
   or our RecurrentBertBackbone (`keras_hub_preset.write_keras_hub_preset`).
 
-  A BertBackbone has no MLM/NSP heads: ours stay freshly initialised (listed in `new`).
+  A BertBackbone brings the MLM head when the preset also holds a `BertMaskedLM` task
+  (`keras_hub_bert.write_keras_hub_bert_preset` writes one), never an NSP head: heads it
+  lacks stay freshly initialised (listed in `new`).
   Ours brings its heads when the preset holds them (`keras_hub_preset.read_keras_hub_preset`).
   The vocabulary and casing come from the preset's tokenizer when it has one.
 
@@ -347,7 +369,11 @@ def load_keras_hub_preset(preset_dir: str, vocab_file: Optional[str] = None) -> 
   weights = os.path.join(preset_dir, keras_hub_preset.WEIGHTS_FILE)
   if not os.path.isfile(weights):
     raise CheckpointMappingError(f"{weights}: no such file; the preset is incomplete")
-  hub = keras_hub.models.BertBackbone.from_preset(preset_dir)
+  hub_task = _keras_hub_masked_lm(preset_dir)
+  if hub_task is None:
+    hub = keras_hub.models.BertBackbone.from_preset(preset_dir)
+  else:
+    hub = hub_task.backbone
   # keras-hub's BERT uses the tanh GELU and LayerNorm epsilon 1e-12.
   config = get_preset("bert_base").replace(
       vocab_size=hub.vocabulary_size,
@@ -361,7 +387,10 @@ def load_keras_hub_preset(preset_dir: str, vocab_file: Optional[str] = None) -> 
   )
   model = Pretrainer(Encoder(config), use_nsp=True)
   load_from_keras_hub_bert(model.encoder, hub)
-  encoder_ids = {id(v) for v in model.encoder.weights}
+  copied_ids = {id(v) for v in model.encoder.weights}
+  if hub_task is not None:
+    copied_ids |= {id(ours) for ours, _ in keras_hub_mlm_head_pairs(model, hub_task)}
+    load_from_keras_hub_mlm_head(model, hub_task)
   do_lower_case = None
   tokenizer_json = os.path.join(preset_dir, "tokenizer.json")
   if os.path.isfile(tokenizer_json):
@@ -379,8 +408,8 @@ def load_keras_hub_preset(preset_dir: str, vocab_file: Optional[str] = None) -> 
       model=model,
       vocab_file=vocab_file or _existing(preset_vocab),
       do_lower_case=do_lower_case,
-      copied=[v.path for v in model.weights if id(v) in encoder_ids],
-      new=[v.path for v in model.weights if id(v) not in encoder_ids],
+      copied=[v.path for v in model.weights if id(v) in copied_ids],
+      new=[v.path for v in model.weights if id(v) not in copied_ids],
       source=preset_dir,
   )
 

@@ -33,13 +33,13 @@ import keras_hub
 from keras_hub.src.utils.tensor_utils import preprocessing_function
 
 from recurrent_bert import model_dir as layout
+from recurrent_bert import saving
 from recurrent_bert import weights_file
 from recurrent_bert.config import ConfigError
 from recurrent_bert.config import ModelConfig
 from recurrent_bert.convert.mapping import CheckpointMappingError
 from recurrent_bert.convert.model_dir_source import ModelForExport
 from recurrent_bert.data import vocab as vocab_lib
-from recurrent_bert.data.tokenization import basic_tokenize
 from recurrent_bert.errors import InputError
 from recurrent_bert.errors import first_line
 from recurrent_bert.models import Encoder
@@ -165,6 +165,9 @@ class RecurrentBertWordPieceTokenizer(keras_hub.tokenizers.WordPieceTokenizer):
     self._maybe_initialized_tf()
     inputs = tf.convert_to_tensor(inputs, tf.string)
     unbatched = inputs.shape.rank == 0
+    # In-graph (TensorFlow) text: imported here, so writing a preset needs no TensorFlow.
+    from recurrent_bert.data.tokenization import basic_tokenize
+
     words = basic_tokenize(inputs[None] if unbatched else inputs, self.lowercase)
     tokens = _words_to_ids(self, words, self._fast_word_piece.tokenize(words.flat_values))
     return tokens[0] if unbatched else tokens
@@ -324,13 +327,10 @@ def read_keras_hub_preset(preset_dir: str) -> PresetContents:
   heads_path = os.path.join(preset_dir, HEADS_FILE)
   has_heads = os.path.isfile(heads_path)
   try:
-    stored = weights_file.variable_paths(heads_path) if has_heads else []
-    model = Pretrainer(
-        backbone.encoder,
-        use_nsp=not has_heads or any(path.startswith("nsp_head/") for path in stored),
-    )
-    if has_heads:
-      weights_file.load_weights(model, heads_path, include=_is_head)
+    stored = saving.open_model(heads_path) if has_heads else None
+    model = Pretrainer(backbone.encoder, use_nsp=stored is None or "nsp_head" in stored.heads)
+    if stored is not None:
+      stored.restore_heads(model)
   except InputError as e:
     raise CheckpointMappingError(str(e)) from None
   fresh = (

@@ -1,7 +1,10 @@
 """Name and layout mappings from other BERT implementations onto our variables.
 
 Contract: everything here works on tensors already in memory, never on files.
-  - `keras_hub_bert_pairs`: our encoder's variables against a keras-hub `BertBackbone`;
+  - `keras_hub_bert_pairs`: our encoder's variables against a keras-hub `BertBackbone`,
+    read by `load_from_keras_hub_bert` (import) and `store_to_keras_hub_bert` (export);
+    `keras_hub_mlm_head_pairs` likewise pairs our MLM head with `BertMaskedLM`'s;
+  - `is_keras_hub_bert`: whether keras-hub's BertBackbone reproduces a config's encoder;
   - `tf1_bert_layout`: the table of our variables against google-research/bert's TF1
     names (`bert/...`, `cls/...`) and layouts; `tf1_bert_pairs` reads a checkpoint
     through it (anything with `get_tensor(name)`), `tf1_bert_values` exports by it;
@@ -9,7 +12,8 @@ Contract: everything here works on tensors already in memory, never on files.
     linear layouts) into the TF1 names and layouts, so one mapping serves both formats;
     `tf1_to_hf_names` runs its rules backwards for export;
   - `require_bert_orig`: the family check of every BERT-only format;
-  - `assign_pairs`: copies (our variable, source) pairs after checking every shape.
+  - `assign_pairs`: copies (our variable, source) pairs after checking every shape;
+    `store_pairs` copies the other way, into the paired variables.
 
 Every error names the source variable and our variable involved.
 """
@@ -21,6 +25,7 @@ import numpy as np
 
 from recurrent_bert.errors import InputError
 from recurrent_bert.models.encoder import Encoder
+from recurrent_bert.weights_file import variables_by_path
 
 
 class CheckpointMappingError(InputError):
@@ -104,15 +109,21 @@ def _tensor_getter(reader, source: str):
   return get
 
 
+def is_bert_orig(config) -> bool:
+  """Whether `config` is BERT-orig: attention with no bias term, absolute positions, the
+  feed-forward mixer (the `bert` family, whatever its sizes and activation)."""
+  return (
+      config.mixer == "ffn"
+      and config.attention_bias == "none"
+      and config.use_attention
+      and config.position_embedding == "absolute"
+  )
+
+
 def require_bert_orig(config, target: str) -> None:
   """Raises CheckpointMappingError unless `config` is BERT-orig, the one family that
   google-research/bert and Hugging Face's BertModel can hold (`target` names them)."""
-  if (
-      config.mixer != "ffn"
-      or config.attention_bias != "none"
-      or not config.use_attention
-      or config.position_embedding != "absolute"
-  ):
+  if not is_bert_orig(config):
     raise CheckpointMappingError(
         f"{target} holds only the `bert` (BERT-orig) family; this model has "
         f"mixer={config.mixer}, attention_bias={config.attention_bias}, "
@@ -120,6 +131,43 @@ def require_bert_orig(config, target: str) -> None:
         f"position_embedding={config.position_embedding}: export it as a keras-hub preset "
         "(--target=keras_hub), which holds every family"
     )
+
+
+# What keras-hub's BertBackbone hard-codes (keras_hub/src/models/bert/bert_backbone.py):
+# the tanh GELU in every feed-forward layer and LayerNorm epsilon 1e-12 everywhere. Its
+# sizes, vocabulary, positions and segment count are constructor arguments; its one
+# dropout rate serves attention and hidden layers alike, which changes training, not the
+# outputs, so the dropout rates are not compared.
+_KERAS_HUB_BERT_ACTIVATION = "gelu_approximate"
+_KERAS_HUB_BERT_LAYER_NORM_EPSILON = 1e-12
+
+
+def keras_hub_bert_mismatch(config) -> Optional[str]:
+  """Why keras-hub's BertBackbone cannot reproduce the encoder of `config`, in words;
+  None when it can (`is_keras_hub_bert`)."""
+  if not is_bert_orig(config):
+    return (
+        f"only the `bert` (BERT-orig) family is a keras-hub BertBackbone; this model has "
+        f"mixer={config.mixer}, attention_bias={config.attention_bias}, "
+        f"use_attention={config.use_attention}, position_embedding={config.position_embedding}"
+    )
+  if config.hidden_act != _KERAS_HUB_BERT_ACTIVATION:
+    return (
+        f"keras-hub's BertBackbone computes the tanh GELU (hidden_act="
+        f"{_KERAS_HUB_BERT_ACTIVATION}); this model has hidden_act={config.hidden_act}"
+    )
+  if config.layer_norm_epsilon != _KERAS_HUB_BERT_LAYER_NORM_EPSILON:
+    return (
+        f"keras-hub's BertBackbone fixes layer_norm_epsilon="
+        f"{_KERAS_HUB_BERT_LAYER_NORM_EPSILON:g}; this model has {config.layer_norm_epsilon:g}"
+    )
+  return None
+
+
+def is_keras_hub_bert(config) -> bool:
+  """True exactly when keras-hub's `BertBackbone` computes the same outputs as our encoder
+  of `config` (`keras_hub_bert_mismatch` says why not)."""
+  return keras_hub_bert_mismatch(config) is None
 
 
 class Tf1Tensor(NamedTuple):
@@ -279,14 +327,103 @@ def assign_pairs(pairs) -> int:
   return sum(value.size for _, value in checked)
 
 
+def _uncovered(variables, covered) -> List[str]:
+  """The paths of `variables` not among `covered` (variables, compared by identity)."""
+  ids = {id(v) for v in covered}
+  return [v.path for v in variables if id(v) not in ids]
+
+
+def store_pairs(pairs) -> int:
+  """`assign_pairs` the other way: copies each of our variables into its paired variable
+  of the other model; returns the number of values copied.
+
+  Every shape is checked before anything is assigned.
+
+  Raises:
+    CheckpointMappingError: naming both variables.
+  """
+  for ours, theirs in pairs:
+    if tuple(ours.shape) != tuple(theirs.shape):
+      raise CheckpointMappingError(
+          f"shape mismatch: our {ours.path} is {tuple(ours.shape)}, its target "
+          f"{_source_name(theirs)} is {tuple(theirs.shape)}"
+      )
+  for ours, theirs in pairs:
+    theirs.assign(np.asarray(ours))
+  return sum(int(np.prod(ours.shape)) for ours, _ in pairs)
+
+
 def load_from_keras_hub_bert(encoder: Encoder, hub_backbone) -> int:
   """Copies every weight of a keras-hub BertBackbone into `encoder`; returns the count."""
   pairs = keras_hub_bert_pairs(encoder, hub_backbone)
-  ours = {id(v) for v, _ in pairs}
-  missing = [v.path for v in encoder.weights if id(v) not in ours]
+  missing = _uncovered(encoder.weights, [ours for ours, _ in pairs])
   if missing:
     raise ValueError(f"no keras-hub source for: {missing}")
   return assign_pairs(pairs)
+
+
+def store_to_keras_hub_bert(encoder: Encoder, hub_backbone) -> int:
+  """Copies every weight of `encoder` into a keras-hub BertBackbone of the same sizes
+  (`keras_hub_bert_pairs` read the other way); returns the count."""
+  pairs = keras_hub_bert_pairs(encoder, hub_backbone)
+  missing = _uncovered(hub_backbone.weights, [theirs for _, theirs in pairs])
+  if missing:
+    raise ValueError(f"no weight of ours for keras-hub's: {missing}")
+  return store_pairs(pairs)
+
+
+# Our Pretrainer's MLM head against keras-hub's MaskedLMHead (of `BertMaskedLM`): (our
+# variable path, its path under keras-hub's head layer). Both project onto the vocabulary
+# through the token embedding, which is the encoder's / backbone's and mapped with them.
+_KERAS_HUB_MLM_HEAD_NAMES = (
+    ("mlm_head/transform/kernel", "intermediate_dense/kernel"),
+    ("mlm_head/transform/bias", "intermediate_dense/bias"),
+    ("mlm_head/layer_norm/gamma", "intermediate_layer_norm/gamma"),
+    ("mlm_head/layer_norm/beta", "intermediate_layer_norm/beta"),
+    ("mlm_head/output_bias", "output_bias"),
+)
+
+
+def keras_hub_mlm_head_pairs(pretrainer, hub_masked_lm) -> List[Tuple[object, object]]:
+  """Pairs (our variable, keras-hub variable) of the MLM heads.
+
+  keras-hub's BertMaskedLM head computes the exact GELU and LayerNorm epsilon 1e-5
+  whatever the backbone; ours the config's `hidden_act` and `layer_norm_epsilon` (tanh
+  GELU and 1e-12 for a keras-hub BERT), so the same weights give logits that differ
+  slightly (of the order of 1e-3).
+
+  Args:
+    pretrainer: our `Pretrainer`.
+    hub_masked_lm: a `keras_hub.models.BertMaskedLM` over a backbone of the same sizes.
+  Raises:
+    CheckpointMappingError: a variable of the table is missing on either side.
+  """
+  ours = variables_by_path(pretrainer)
+  head = hub_masked_lm.masked_lm_head
+  prefix = head.name + "/"
+  theirs = {v.path[len(prefix) :]: v for v in head.weights if v.path.startswith(prefix)}
+  pairs = []
+  for our_path, their_path in _KERAS_HUB_MLM_HEAD_NAMES:
+    if our_path not in ours or their_path not in theirs:
+      side = "our Pretrainer" if our_path not in ours else "keras-hub's MaskedLMHead"
+      raise CheckpointMappingError(
+          f"the MLM head mapping {our_path} <-> {prefix}{their_path}: {side} has no such variable"
+      )
+    pairs.append((ours[our_path], theirs[their_path]))
+  return pairs
+
+
+def load_from_keras_hub_mlm_head(pretrainer, hub_masked_lm) -> int:
+  """Copies keras-hub BertMaskedLM's MLM head weights into `pretrainer`'s; returns the count."""
+  return assign_pairs(keras_hub_mlm_head_pairs(pretrainer, hub_masked_lm))
+
+
+def store_to_keras_hub_mlm_head(pretrainer, hub_masked_lm) -> int:
+  """Copies `pretrainer`'s MLM head weights into keras-hub BertMaskedLM's; returns the count.
+
+  The tied token embedding is the backbone's: `store_to_keras_hub_bert` copies it.
+  """
+  return store_pairs(keras_hub_mlm_head_pairs(pretrainer, hub_masked_lm))
 
 
 # ---------------------------------------------------------------- Hugging Face names

@@ -1,38 +1,25 @@
-"""A model dir read whole for export: its encoder and whichever pretraining heads it holds.
+"""A model dir read whole for export: its encoder and the pretraining heads it trained.
 
-Every exporter (`convert.exporters`, `convert.keras_hub_preset`) starts from a
-`ModelForExport`, so what counts as a model dir is decided once, here, through
-`training.checkpoints.resolve_model`:
+Every exporter (`convert.exporters`, `convert.keras_hub_preset`, `convert.keras_hub_bert`)
+starts from a `ModelForExport`, opened through `saving.open_model`, so any model the
+package accepts exports, on any backend:
 
-  pretraining model_dir   the latest training checkpoint: encoder, MLM head, NSP head
-                          when the run used one
-  converted model dir     its `pretrainer` checkpoint: encoder and the heads imported
-  fine-tuning model_dir   best/ (else the latest checkpoint): the encoder only; the task
-                          head is not a pretraining head and is not exported
+  pretraining model_dir   encoder, MLM head, NSP head when the run used one (trained)
+  converted model dir     encoder, and the heads the import brought: a head it had to
+                          initialise (conversion_report.json's "new") is not exported
+  fine-tuning model_dir   the encoder only; the task head is not a pretraining head
   encoder/ export         the encoder only
 
-A model dir written under JAX or PyTorch is read the same way: its TensorFlow
-checkpoints are what every backend writes.
+Heads travel only when trained: an exporter writes what `has_mlm` / `has_nsp` say.
 """
 
 import dataclasses
-import os
 from typing import Optional
 
-import tensorflow as tf
-
-from recurrent_bert import model_dir as layout
+from recurrent_bert import saving
 from recurrent_bert.config import ModelConfig
-from recurrent_bert.errors import InputError
 from recurrent_bert.models import Encoder
 from recurrent_bert.models import Pretrainer
-from recurrent_bert.training import checkpoints
-from recurrent_bert.weights_file import variables_by_path
-
-# Training checkpoints key a Pretrainer's variables "model/<path>"; the heads' paths
-# start with the head's name.
-_MLM_KEY = "model/mlm_head"
-_NSP_KEY = "model/nsp_head"
 
 
 @dataclasses.dataclass
@@ -43,11 +30,13 @@ class ModelForExport:
     model: a `Pretrainer`; its MLM head holds trained weights only when `has_mlm`, and it
       has an NSP head only when `has_nsp`.
     has_mlm: the model dir holds a trained MLM head.
-    has_nsp: the model dir holds a trained NSP head.
+    has_nsp: the model dir holds a trained NSP head (and a trained MLM head: no target
+      has a model of the NSP head alone).
     vocab_file: the recorded vocabulary (vocab.txt or a SentencePiece model), or None.
     do_lower_case: the recorded casing, or None.
     kind: what the path is, in words ("pretraining model_dir", ...).
     path: the model dir given.
+    untrained_heads: heads the dir holds only initialised (left out of every export).
   """
 
   model: Pretrainer
@@ -57,6 +46,7 @@ class ModelForExport:
   do_lower_case: Optional[bool]
   kind: str
   path: str
+  untrained_heads: tuple = ()
 
   @property
   def encoder(self) -> Encoder:
@@ -68,42 +58,22 @@ class ModelForExport:
 
 
 def read_model_dir(path: str) -> ModelForExport:
-  """Builds the model saved at `path` (see the module docstring) and loads its weights.
+  """Opens the model saved at `path` (see the module docstring) with its trained heads.
 
   Raises:
     InputError: `path` holds no model (naming it and what would serve), or its weights do
-      not fit its model_config.json.
+      not fit its model_config.json (the first variable that does not, named).
   """
-  try:
-    source = checkpoints.resolve_model(path)
-  except checkpoints.CheckpointNotFoundError as e:
-    raise InputError(str(e)) from None
-  prefix, is_export = source.prefix, source.is_export
-  converted = os.path.join(path.rstrip("/"), layout.PRETRAINER_PREFIX)
-  if source.kind == "converted model dir" and tf.io.gfile.exists(converted + ".index"):
-    prefix, is_export = converted, False
-  config = checkpoints.read_model_config(source.config_dir)
-  names = () if is_export else tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
-  has_mlm = any(name.startswith(_MLM_KEY) for name in names)
-  has_nsp = any(name.startswith(_NSP_KEY) for name in names)
-  model = Pretrainer(Encoder(config), use_nsp=has_nsp)
-  try:
-    if has_mlm:  # one read of the whole Pretrainer: encoder and heads
-      status = tf.train.Checkpoint(model=variables_by_path(model)).read(prefix).expect_partial()
-      status.assert_existing_objects_matched()
-    else:
-      checkpoints.restore_encoder_weights(model.encoder, prefix)
-  except (AssertionError, ValueError, tf.errors.OpError) as e:
-    raise InputError(
-        f"{path}: its weights do not fit its {layout.MODEL_CONFIG_FILE} ({source.kind}, "
-        f"checkpoint {prefix}): {str(e).splitlines()[0]}"
-    ) from None
+  stored = saving.open_model(path)
+  model = stored.load_pretrainer(trained_heads_only=True)
+  has_mlm = stored.trained("mlm_head")
   return ModelForExport(
       model=model,
       has_mlm=has_mlm,
-      has_nsp=has_nsp,
-      vocab_file=source.vocab_file,
-      do_lower_case=source.do_lower_case,
-      kind=source.kind,
+      has_nsp=has_mlm and stored.trained("nsp_head"),
+      vocab_file=stored.vocab_file,
+      do_lower_case=stored.do_lower_case,
+      kind=stored.kind,
       path=path,
+      untrained_heads=tuple(head for head, trained in stored.heads.items() if not trained),
   )

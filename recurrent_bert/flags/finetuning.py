@@ -2,7 +2,7 @@
 
 Where the encoder comes from, in order: the model_dir itself (a resumed run, or
 --mode=eval/predict), else --init_checkpoint (any model dir the package writes, resolved by
-`training/checkpoints.resolve_model`, with its model_config.json, vocabulary and recorded
+`saving.open_model`, with its model_config.json, vocabulary and recorded
 casing), else --model_config (random initialisation: tests, ablations). A model_dir that
 already holds a fine-tuned model fixes the settings it was trained with (sequence length,
 casing, vocabulary, SQuAD window settings): they are read back, and a flag that
@@ -217,10 +217,10 @@ def resolve_run(worker_id: int = 0, path_flags: Sequence[str] = ()) -> RunParts:
   (worker 0 into --cache_dir), so no worker reads a cache another is rewriting.
   """
 
+  from recurrent_bert import saving
   from recurrent_bert.config import ConfigError
   from recurrent_bert.config import resolve_config
   from recurrent_bert.data import vocab as vocab_lib
-  from recurrent_bert.training import checkpoints
 
   run_flags.apply_run_dir(PATH_FLAGS + tuple(path_flags))
   run_flags.check_output_path("model_dir")
@@ -231,7 +231,7 @@ def resolve_run(worker_id: int = 0, path_flags: Sequence[str] = ()) -> RunParts:
   recorded_vocab = recorded_casing = None
   try:
     if resumed:
-      config = checkpoints.read_model_config(model_dir)
+      config = saving.read_model_config(model_dir)
       if layout.is_finetuning_dir(model_dir):
         _use_recorded_settings(layout.TaskInfo.read(model_dir), model_dir)
       tokenizer_info = layout.read_tokenizer_info(model_dir)
@@ -241,14 +241,14 @@ def resolve_run(worker_id: int = 0, path_flags: Sequence[str] = ()) -> RunParts:
       if layout.exists(os.path.join(model_dir, vocab_name)):
         recorded_vocab = os.path.join(model_dir, vocab_name)
     elif init:
-      source = checkpoints.resolve_model(init)
-      config = checkpoints.read_model_config(source.config_dir)
+      source = saving.open_model(init)
+      config = source.config
       recorded_vocab, recorded_casing = source.vocab_file, source.do_lower_case
     elif FLAGS.model_config:
       config = resolve_config(FLAGS.model_config)
     else:
       cli.fail("give --init_checkpoint (a pretrained encoder) or --model_config")
-  except (ConfigError, checkpoints.CheckpointNotFoundError, ValueError) as e:
+  except (ConfigError, ValueError) as e:
     cli.fail(f"--init_checkpoint: {e}" if init and not resumed else str(e))
   if FLAGS.mode in ("eval", "predict") and not resumed and not FLAGS.checkpoint:
     cli.fail(f"--mode={FLAGS.mode} needs a trained --model_dir or --checkpoint")

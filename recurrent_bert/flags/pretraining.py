@@ -321,7 +321,7 @@ def data_config(model_config, backend: str = "tensorflow"):
     )
     pretraining_records.check_record_layout(files[0], config, dynamic_masking=FLAGS.dynamic_masking)
     if flag_name == "input_files" and FLAGS.init_checkpoint:
-      _check_init_checkpoint(on_tensorflow)
+      _check_init_checkpoint()
     return config
 
   train_config = cli.run_checked(build) if mode() != "eval" else None
@@ -331,19 +331,12 @@ def data_config(model_config, backend: str = "tensorflow"):
   return train_config, eval_config, masker
 
 
-def _check_init_checkpoint(on_tensorflow: bool) -> None:
-  """--init_checkpoint names weights this backend reads (InputError naming it if not)."""
-  if on_tensorflow:
-    from recurrent_bert.training import checkpoints
+def _check_init_checkpoint() -> None:
+  """--init_checkpoint names a model (InputError naming it if not); every backend opens
+  every model dir."""
+  from recurrent_bert import saving
 
-    try:
-      checkpoints.resolve_checkpoint(FLAGS.init_checkpoint)
-    except checkpoints.CheckpointNotFoundError as e:
-      raise InputError(f"--init_checkpoint: {e}") from None
-  else:
-    from recurrent_bert.training import portable_checkpoints
-
-    try:
-      portable_checkpoints.find_weights_file(FLAGS.init_checkpoint)
-    except InputError as e:
-      raise InputError(f"--init_checkpoint: {e}") from None
+  try:
+    saving.open_model(FLAGS.init_checkpoint)
+  except InputError as e:
+    raise InputError(f"--init_checkpoint: {e}") from None

@@ -109,3 +109,15 @@ def get(name: str) -> TaskKind:
   if name not in KINDS:
     raise ValueError(f"unknown task kind {name!r} (known: {', '.join(KINDS)})")
   return KINDS[name]
+
+
+def build_task_model(encoder, info: TaskInfo):
+  """The task model of `info` (its kind's `build_model`) around `encoder`.
+
+  Raises:
+    ValueError: `info` asks for the feature-based mode of a kind that has none.
+  """
+  kind = get(info.kind)
+  if info.feature_based and not kind.allows_feature_based:
+    raise ValueError(f"the feature-based mode is for classification and tagging, not {info.kind}")
+  return kind.build_model(encoder, info)

@@ -15,9 +15,9 @@ import tensorflow as tf
 
 from recurrent_bert import io_utils
 from recurrent_bert import model_dir as layout
+from recurrent_bert import saving
 from recurrent_bert.data import tokenization
 from recurrent_bert.serving.module import ServingModule
-from recurrent_bert.training import checkpoints
 
 # The no-answer threshold when training recorded none: google-research/bert's default.
 DEFAULT_NULL_SCORE_DIFF_THRESHOLD = 0.0
@@ -150,29 +150,28 @@ def export_model_dir(
 
   A fine-tuning model_dir (finetune_glue / finetune_squad: it has task_info.json) gives
   the task's signatures (classify / regress / answer_question / choose / tag, from best/
-  when present)
-  plus encode; anything else `checkpoints.load_encoder` reads gives encode signatures.
+  when present) plus encode; anything else `saving.open_model` opens gives encode
+  signatures.
   Defaults: vocab.txt of the model dir; casing as recorded there; max_seq_length the
   fine-tuning length, else the model's maximum.
 
   Returns:
     {signature name: "inputs -> outputs"} of what was written.
   Raises:
-    ExportError, CheckpointNotFoundError: naming the flag or path at fault.
+    ExportError, InputError: naming the flag or path at fault.
   """
   from recurrent_bert.models import task_kinds
-  from recurrent_bert.training import finetuning_runner
 
   task_model = info = None
-  source = checkpoints.resolve_model(model_dir)
+  source = saving.open_model(model_dir)
   config_dir = source.config_dir
-  if layout.is_finetuning_dir(model_dir):
-    task_model, info, config_dir, _ = finetuning_runner.load_task_model(model_dir)
+  if source.holds == saving.TASK_MODEL:
+    task_model, info = source.load_task_model()
     encoder = task_model.encoder
     if max_seq_length is None:
       max_seq_length = info.max_seq_length
   else:
-    encoder = checkpoints.load_encoder(model_dir)
+    encoder = source.load_encoder()
   max_seq_length = resolve_max_seq_length(encoder.config, max_seq_length)
   vocab_file = vocab_file or source.vocab_file
   if vocab_file is None:

@@ -38,7 +38,7 @@ Targets (recurrent_bert/convert/exporters.py):
              vocab.txt. Its code has only the tanh GELU: a model with the exact GELU is
              refused unless --allow_gelu_approximation.
 
-The import output dir has the layout pretraining writes (recurrent_bert/training/checkpoints.py),
+The import output dir has the layout pretraining writes (recurrent_bert/model_dir.py),
 so `recurrent_bert.export` and `--init_checkpoint` accept it:
 
   output_dir/
@@ -48,8 +48,11 @@ so `recurrent_bert.export` and `--init_checkpoint` accept it:
     pretrainer.index, .data  the whole Pretrainer (encoder + MLM/NSP heads), keyed like a
                              training checkpoint: --init_checkpoint=output_dir/pretrainer
                              restores the heads too
+    pretrainer.weights.h5    the same weights, for every Keras backend
     vocab.txt                (if the source has one)
-    conversion_report.json   which weights were copied, new, or unused
+    conversion_report.json   which weights were copied, new (freshly initialised: a head
+                             listed here is not exported, `saving.StoredModel.heads`), or
+                             unused
 
 Every output dir is written to a temp dir beside it and renamed when complete. An import
 prints the weights copied, left new (freshly initialised) and unused; an export the files
@@ -143,28 +146,6 @@ def _warm_start_target(imported, target_config: str):
   return target, copied, new, report.unused
 
 
-def write_model_dir(
-    pretrainer, output_dir: str, vocab_file: Optional[str], info: dict, overwrite: bool = False
-) -> None:
-  """Writes the model dir of the module docstring atomically (temp dir, then rename)."""
-  import tensorflow as tf
-
-  from recurrent_bert import io_utils
-  from recurrent_bert.training import checkpoints
-
-  output_dir = os.path.abspath(output_dir)
-  io_utils.check_replaceable_dir(output_dir, overwrite)
-  with io_utils.atomic_directory(output_dir) as tmp_dir:
-    checkpoints.write_model_config(tmp_dir, pretrainer.encoder.config)
-    tf.train.Checkpoint(model=checkpoints.variables_by_path(pretrainer)).write(
-        os.path.join(tmp_dir, PRETRAINER_PREFIX)
-    )
-    export_info = {key: info[key] for key in ("source", "source_kind", "do_lower_case")}
-    checkpoints.export_encoder(pretrainer.encoder, tmp_dir, vocab_file=vocab_file, info=export_info)
-    checkpoints.write_tokenizer_files(tmp_dir, vocab_file, info["do_lower_case"])
-    io_utils.atomic_write_json(os.path.join(tmp_dir, REPORT_FILE), info)
-
-
 def convert_checkpoint(
     source: str,
     input_path: str,
@@ -202,7 +183,9 @@ def convert_checkpoint(
       "new": new,
       "unused": unused,
   }
-  write_model_dir(model, output_dir, imported.vocab_file, info, overwrite)
+  from recurrent_bert import saving
+
+  saving.write_converted_dir(model, output_dir, imported.vocab_file, info, overwrite)
   return info
 
 
@@ -248,7 +231,9 @@ def export_main() -> None:
       FLAGS.overwrite,
       FLAGS.allow_gelu_approximation,
   )
-  heads = ", ".join(report["heads"]) or "none (the model dir has no pretraining heads)"
+  heads = ", ".join(report["heads"]) or "none (the model dir has no trained pretraining heads)"
+  if report["heads_left_out"]:
+    heads += f"; left out, never trained: {', '.join(report['heads_left_out'])}"
   print(
       f"wrote {report['target']} {os.path.abspath(FLAGS.output_dir)} from "
       f"{report['source_kind']} {report['source']}"

@@ -8,7 +8,7 @@ computes, and how state is saved and restored, belongs to the backend's subclass
   training/loop.py        `TrainingLoop`: TensorFlow, tf.distribute strategies, tf.function
                           loop calls, tf.train.Checkpoint
   training/jax_loop.py    `JaxTrainingLoop`: JAX, keras.distribution (DataParallel), jitted
-                          steps, portable checkpoints (training/portable_state.py)
+                          steps, portable checkpoints (saving/training_state.py)
 
 A subclass provides `current_step()`, `restore()`, `_save()`, `latest_checkpoint()`,
 `_start_input(step)`, `train_steps(num_steps)` and `_write_scalars(scalars, step)`; the

@@ -21,7 +21,7 @@ SavedModel with the task's signature (classify / regress / answer_question) and 
 import dataclasses
 import math
 import os
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from absl import logging
 import numpy as np
@@ -29,82 +29,34 @@ import tensorflow as tf
 
 from recurrent_bert import io_utils
 from recurrent_bert import model_dir as layout
-from recurrent_bert import weights_file
+from recurrent_bert import saving
 from recurrent_bert.config import ModelConfig
 from recurrent_bert.data import feature_cache
 
 # TaskInfo and the file names are also named through this module by its callers.
 from recurrent_bert.model_dir import BEST_DIR
 from recurrent_bert.model_dir import EVAL_RESULTS_FILE
-from recurrent_bert.model_dir import TaskInfo
-from recurrent_bert.training import checkpoints
 from recurrent_bert.training import evaluation
 from recurrent_bert.training import events
 from recurrent_bert.training import loop as loop_lib
 from recurrent_bert.training import optimizers
-from recurrent_bert.training import portable_checkpoints
-from recurrent_bert.training import portable_state
 from recurrent_bert.training.settings import TrainingSettings
 
 MODES = ("train", "eval", "predict", "train_and_eval")
-
-
-def build_task_model(encoder, info: TaskInfo):
-  """The task model of `info` around `encoder` (its kind's entry in `models.task_kinds`)."""
-  from recurrent_bert.models import task_kinds
-
-  kind = task_kinds.get(info.kind)
-  if info.feature_based and not kind.allows_feature_based:
-    raise ValueError(f"the feature-based mode is for classification and tagging, not {info.kind}")
-  return kind.build_model(encoder, info)
-
-
-def restore_model_weights(model, path: str) -> str:
-  """Loads every weight of a task model from a fine-tuning checkpoint; returns the prefix.
-
-  `path`: a checkpoint prefix, a directory with checkpoints (model_dir or best/).
-  """
-  prefix = path if tf.io.gfile.exists(path + ".index") else tf.train.latest_checkpoint(path)
-  if prefix is None and (
-      path.endswith(".weights.h5") or portable_state.latest_state(path) or _has_weights_file(path)
-  ):
-    # A run under JAX: best/'s model.weights.h5, or its latest ckpt-N.state/.
-    weights = portable_checkpoints.find_weights_file(path)
-    weights_file.load_weights(model, weights)
-    return weights
-  if prefix is None:
-    raise checkpoints.CheckpointNotFoundError(f"no checkpoint at {path!r}")
-  status = tf.train.Checkpoint(model=checkpoints.variables_by_path(model)).read(prefix)
-  status.expect_partial().assert_existing_objects_matched()
-  return prefix
-
-
-def task_model_dir(model_dir: str) -> str:
-  """The directory whose checkpoint a finished fine-tuning run serves: best/ if any."""
-  best = os.path.join(model_dir, BEST_DIR)
-  return best if tf.train.latest_checkpoint(best) or _has_weights_file(best) else model_dir
-
-
-def _has_weights_file(directory: str) -> bool:
-  return layout.isfile(os.path.join(directory, layout.MODEL_WEIGHTS_FILE))
-
-
-is_finetuning_dir = layout.is_finetuning_dir
 
 
 def load_task_model(model_dir: str, checkpoint: Optional[str] = None):
   """Rebuilds a fine-tuned model from its model_dir (best/ if present).
 
   Returns:
-    (model, TaskInfo, the directory holding its model_config / vocab, checkpoint prefix).
+    (model, TaskInfo, the directory holding its model_config / vocab, the weights read).
   """
-  from recurrent_bert.models import build_encoder
-
-  directory = task_model_dir(model_dir)
-  info = TaskInfo.read(directory)
-  model = build_task_model(build_encoder(checkpoints.read_model_config(directory)), info)
-  prefix = restore_model_weights(model, checkpoint or directory)
-  return model, info, directory, prefix
+  stored = saving.open_model(model_dir)
+  model, info = stored.load_task_model()
+  weights = stored.weights
+  if checkpoint:
+    weights = saving.open_model(checkpoint).restore(model)
+  return model, info, stored.config_dir, weights
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -152,6 +104,7 @@ class Finetuner:
     import keras
 
     from recurrent_bert.models import build_encoder
+    from recurrent_bert.models.task_kinds import build_task_model
 
     self.strategy = strategy
     self.adapter = adapter
@@ -181,11 +134,11 @@ class Finetuner:
   # -- files ---------------------------------------------------------------------
 
   def _write_model_files(self, directory: str) -> None:
-    checkpoints.write_model_config(directory, self.model_config)
+    saving.write_model_config(directory, self.model_config)
     io_utils.atomic_write_text(
         os.path.join(directory, layout.TASK_INFO_FILE), self.adapter.info.to_json()
     )
-    checkpoints.write_tokenizer_files(directory, self.vocab_file, self.adapter.info.do_lower_case)
+    saving.write_tokenizer_files(directory, self.vocab_file, self.adapter.info.do_lower_case)
 
   def _best_value(self) -> float:
     best = layout.read_best_metrics(self.model_dir)
@@ -343,12 +296,7 @@ class Finetuner:
     if self.is_chief:
       self._write_model_files(self.model_dir)
     if self.init_checkpoint and trainer.latest_checkpoint() is None:
-      if self.on_jax:  # TensorFlow checkpoints hold TensorFlow variables: the weights file
-        source = portable_checkpoints.restore_encoder_portable(
-            self.model.encoder, self.init_checkpoint
-        )
-      else:
-        source = checkpoints.restore_encoder_weights(self.model.encoder, self.init_checkpoint)
+      source = saving.open_model(self.init_checkpoint).restore_encoder(self.model.encoder)
       logging.info("encoder initialised from %s", source)
     best_dir = os.path.join(self.model_dir, BEST_DIR)
     # A save is collective, so every worker saves the best weights: the chief to best/,
@@ -365,7 +313,7 @@ class Finetuner:
     best_manager = None
     if not self.on_jax:
       best_manager = tf.train.CheckpointManager(
-          tf.train.Checkpoint(model=checkpoints.variables_by_path(self.model)),
+          saving.tf_checkpoint(self.model),
           own_best_dir,
           max_to_keep=1,
       )
@@ -389,7 +337,7 @@ class Finetuner:
           return
         self._write_model_files(best_dir)
         # The same weights for Keras on JAX and PyTorch (no TensorFlow needed to read).
-        checkpoints.write_portable_weights(self.model, best_dir)
+        saving.write_model_weights(self.model, best_dir)
         io_utils.atomic_write_json(
             os.path.join(best_dir, layout.BEST_METRICS_FILE),
             {"main_metric_value": value, **results},
@@ -410,22 +358,26 @@ class Finetuner:
       return {}
     # The reported result is the best checkpoint's, evaluated again from its files.
     if best["step"] is not None:  # found by this run, in this worker's own copy
-      prefix = restore_model_weights(self.model, own_best_dir)
+      prefix = saving.open_model(own_best_dir).restore(self.model)
       best_step = best["step"]
     else:  # kept from an earlier run: the chief's files are complete
-      prefix = restore_model_weights(self.model, best_dir)
+      prefix = saving.open_model(best_dir).restore(self.model)
       best_step = layout.read_best_metrics(self.model_dir)["global_step"]
     results = self.evaluate(best_step, prefix, extra=timing)
     if not self.is_chief:
       io_utils.remove_tree(own_best_dir)
     return results
 
-  def restore_for_inference(self, checkpoint: Optional[str]) -> str:
-    """Weights for eval/predict: --checkpoint, else model_dir's best/, else its latest."""
-    path = checkpoint or task_model_dir(self.model_dir)
-    prefix = restore_model_weights(self.model, path)
+  def restore_for_inference(self, checkpoint: Optional[str]) -> Tuple[str, int]:
+    """Weights for eval/predict: --checkpoint, else model_dir's best/, else its latest.
+
+    Returns:
+      (the file read, its training step: 0 when nothing records it).
+    """
+    stored = saving.open_model(checkpoint or self.model_dir)
+    prefix = stored.restore(self.model)
     logging.info("restored %s", prefix)
-    return prefix
+    return prefix, stored.step() or 0
 
   def run(self, mode: str, checkpoint: Optional[str] = None) -> Dict:
     """Runs `mode`; returns the evaluation results ({} for train / predict)."""
@@ -437,9 +389,8 @@ class Finetuner:
       if mode == "train_and_eval":
         self.write_predictions()
       return results
-    prefix = self.restore_for_inference(checkpoint)
+    prefix, step = self.restore_for_inference(checkpoint)
     if mode == "eval":
-      step = int(prefix.rsplit("-", 1)[-1]) if prefix.rsplit("-", 1)[-1].isdigit() else 0
       return self.evaluate(step, prefix)
     self.write_predictions()
     return results

@@ -10,7 +10,7 @@ files, through these pieces and the shared driver (`jax_loop.JaxTrainingLoop`):
                  last batch padded to the static batch shape, the padding dropped)
   row_batches    the training rows, in a new seeded order each epoch, resumable
 
-Checkpoints are `portable_state`'s ckpt-N.state/ folders; best/ holds model.weights.h5.
+Checkpoints are `saving.training_state`'s ckpt-N.state/ folders; best/ holds model.weights.h5.
 The feature caches are still written and read with TensorFlow (`data.feature_cache`),
 so fine-tuning under JAX needs TensorFlow installed; pretraining does not.
 """

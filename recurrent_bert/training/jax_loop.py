@@ -24,7 +24,7 @@ cross-device reductions. No all-reduce is written here. Several hosts are JAX's
 (`jax.distributed.initialize()` before Keras' `DataParallel`), each reading its share of
 the records (`record_batches.training_batches(shard=...)`).
 
-Checkpoints are `portable_state`'s ckpt-N.state/ folders; the input position of step N is
+Checkpoints are `saving.training_state`'s ckpt-N.state/ folders; the input position of step N is
 N x gradient_accumulation_steps micro-batches, which a resumed run skips.
 """
 
@@ -36,8 +36,9 @@ import jax.numpy as jnp
 import keras
 import numpy as np
 
+from recurrent_bert import saving
+from recurrent_bert.saving import training_state
 from recurrent_bert.training import events
-from recurrent_bert.training import portable_state
 from recurrent_bert.training.driver import TrainingDriver
 
 
@@ -181,9 +182,9 @@ class JaxTrainingLoop(TrainingDriver):
     return sums, values
 
   def restore(self) -> Optional[str]:
-    latest = portable_state.latest_state(self.model_dir)
+    latest = saving.latest_state(self.model_dir)
     if latest:
-      step = portable_state.restore_state(latest, self.model, self.optimizer)
+      step = training_state.restore_state(latest, self.model, self.optimizer)
       logging.info("resumed from %s at step %d", latest, step)
     self._saved_step = self.current_step() if latest else None
     return latest
@@ -191,13 +192,13 @@ class JaxTrainingLoop(TrainingDriver):
   def _save(self) -> None:
     step = self.current_step()
     if self.is_chief:
-      portable_state.save_state(
+      training_state.save_state(
           self.model_dir, step, self.model, self.optimizer, self.keep_checkpoint_max
       )
     self._saved_step = step
 
   def latest_checkpoint(self) -> Optional[str]:
-    return portable_state.latest_state(self.model_dir)
+    return saving.latest_state(self.model_dir)
 
   def _write_scalars(self, scalars: Dict[str, float], step: int) -> None:
     events.write_scalars(self.model_dir, scalars, step, is_chief=self.is_chief)

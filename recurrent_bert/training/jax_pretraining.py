@@ -7,7 +7,7 @@ objective, optimizer, schedules and metric sums, and the same model_dir contract
 (`recurrent_bert/model_dir.py`): model_config.json and the tokenizer files from the first
 step, metrics.jsonl with the same rows, eval_results.json, events where TensorFlow is
 installed, and the encoder/ export (its weights file; `export` and every command read it).
-Its training checkpoints are ckpt-N.state/ folders (`portable_state`).
+Its training checkpoints are ckpt-N.state/ folders (`saving.training_state`).
 
 Devices: one (`devices=1`), or every local one (`devices=None`) through
 `keras.distribution.DataParallel`: each micro-batch is split over them, the update is
@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import keras
 import numpy as np
 
+from recurrent_bert import saving
 from recurrent_bert.config import ModelConfig
 from recurrent_bert.data import pretraining_records
 from recurrent_bert.data import record_batches
@@ -31,12 +32,11 @@ from recurrent_bert.data.pretraining_records import PretrainingDataConfig
 from recurrent_bert.errors import InputError
 from recurrent_bert.models import Pretrainer
 from recurrent_bert.models import build_encoder
+from recurrent_bert.saving import training_state
 from recurrent_bert.training import events
 from recurrent_bert.training import metric_sums
 from recurrent_bert.training import objectives
 from recurrent_bert.training import optimizers
-from recurrent_bert.training import portable_checkpoints
-from recurrent_bert.training import portable_state
 from recurrent_bert.training import pretraining_results
 from recurrent_bert.training.jax_loop import JaxTrainingLoop
 from recurrent_bert.training.settings import PretrainSettings
@@ -163,13 +163,13 @@ def run_jax_pretraining(
   num_devices = set_up_devices(devices, micro_batch)
   keras.utils.set_random_seed(s.seed)
   keras.config.set_dtype_policy(s.mixed_precision)
-  latest = portable_state.latest_state(s.model_dir)
+  latest = saving.latest_state(s.model_dir)
   if s.mode == "eval" and latest is None:
     raise InputError(f"--mode=eval: no checkpoint in --model_dir={s.model_dir}")
   if s.mode != "eval":
     # What fine-tuning and export read from this dir, there from the first step on.
-    portable_checkpoints.write_model_config(s.model_dir, model_config)
-    portable_checkpoints.write_tokenizer_files(s.model_dir, s.vocab_file, s.do_lower_case)
+    saving.write_model_config(s.model_dir, model_config)
+    saving.write_tokenizer_files(s.model_dir, s.vocab_file, s.do_lower_case)
 
   model = Pretrainer(build_encoder(model_config), use_nsp=s.use_nsp)
   optimizer = optimizers.optimizer_from_settings(
@@ -179,7 +179,7 @@ def run_jax_pretraining(
   if eval_data_config is not None:
     evaluate = _evaluator(model, model_config, s, eval_data_config, num_devices, masker)
   if s.mode == "eval":
-    step = portable_state.restore_state(latest, model, optimizer)
+    step = training_state.restore_state(latest, model, optimizer)
     results = {"global_step": step, "eval": evaluate(step)}
     pretraining_results.report_skipped(eval_data_config.skipped)
     return results
@@ -206,7 +206,7 @@ def run_jax_pretraining(
   )
 
   def export(info):
-    return portable_checkpoints.export_encoder(
+    return saving.export_encoder(
         model.encoder,
         s.model_dir,
         vocab_file=s.vocab_file,
@@ -220,7 +220,7 @@ def run_jax_pretraining(
       evaluate,
       skipped,
       latest is None,
-      lambda path: portable_checkpoints.restore_pretrainer_portable(model, path),
+      lambda path: saving.open_model(path).restore_pretrainer(model),
       export if process == 0 else None,
   )
 
@@ -254,7 +254,7 @@ def _evaluator(
       pretraining_results.record_eval_results(
           s.model_dir,
           step,
-          portable_state.latest_state(s.model_dir) or "",
+          saving.latest_state(s.model_dir) or "",
           results,
           lambda scalars: events.write_scalars(
               s.model_dir, scalars, step, events_dir=pretraining_results.EVAL_SPLIT

@@ -55,8 +55,8 @@ from absl import logging
 import tensorflow as tf
 
 from recurrent_bert import model_dir as layout
+from recurrent_bert import saving
 from recurrent_bert.data import record_errors
-from recurrent_bert.training import checkpoints
 from recurrent_bert.training import objectives
 from recurrent_bert.training.driver import NonFiniteLossError  # noqa: F401  (re-exported)
 from recurrent_bert.training.driver import Throughput  # noqa: F401  (re-exported)
@@ -129,15 +129,11 @@ class TrainingLoop(TrainingDriver):
     # An iterator over Python code (--skip_bad_records' reader) cannot be saved either.
     self.iterator_in_checkpoint = checkpoint_iterator and isinstance(iter(probe), tf.data.Iterator)
     self._iterator = None
-    state = dict(
-        model=checkpoints.variables_by_path(model, include_rng_state=True),
-        optimizer=optimizer,
-        global_step=self.global_step,
-    )
+    state = dict(optimizer=optimizer, global_step=self.global_step)
     if self.iterator_in_checkpoint:
       self._iterator = self._make_iterator(skip_steps=0)
       state["iterator"] = self._iterator
-    self.checkpoint = tf.train.Checkpoint(**state)
+    self.checkpoint = saving.tf_checkpoint(model, include_rng_state=True, **state)
     # Every MultiWorkerMirrored worker must take part in saving; only the chief's copy
     # is kept, the others write to a scratch directory they delete.
     self._checkpoint_dir = (
@@ -282,7 +278,7 @@ class TrainingLoop(TrainingDriver):
 
   def restore(self) -> Optional[str]:
     """Restores the latest checkpoint of model_dir (all workers read the chief's)."""
-    latest = tf.train.latest_checkpoint(self.model_dir)
+    latest = saving.latest_checkpoint(self.model_dir)
     if latest:
       self.checkpoint.read(latest).assert_existing_objects_matched()
       logging.info("resumed from %s at step %d", latest, int(self.global_step.numpy()))
@@ -300,7 +296,7 @@ class TrainingLoop(TrainingDriver):
     return int(self.global_step.numpy())
 
   def latest_checkpoint(self) -> Optional[str]:
-    return tf.train.latest_checkpoint(self.model_dir)
+    return saving.latest_checkpoint(self.model_dir)
 
   def _start_input(self, step: int) -> None:
     if self._iterator is None:

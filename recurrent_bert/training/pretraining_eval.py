@@ -28,11 +28,11 @@ from typing import Dict, Optional, Sequence
 import tensorflow as tf
 
 from recurrent_bert import model_dir as layout
+from recurrent_bert import saving
 from recurrent_bert.data import pretraining_dataset
 from recurrent_bert.data import record_errors
 from recurrent_bert.data.pretraining_dataset import PretrainingDataConfig
 from recurrent_bert.errors import InputError
-from recurrent_bert.training import checkpoints
 from recurrent_bert.training import loop
 from recurrent_bert.training import metric_sums
 from recurrent_bert.training import objectives
@@ -140,12 +140,9 @@ class PretrainingEvaluator:
 
 def restore_for_eval(model, checkpoint: str) -> int:
   """Loads a training checkpoint's model weights (not the optimizer); returns its step."""
-  global_step = tf.Variable(0, dtype=tf.int64, name="global_step")
-  status = tf.train.Checkpoint(
-      model=checkpoints.variables_by_path(model), global_step=global_step
-  ).read(checkpoint)
-  status.assert_existing_objects_matched().expect_partial()
-  return int(global_step.numpy())
+  stored = saving.open_model(checkpoint)
+  stored.restore(model)
+  return stored.step()
 
 
 def open_eval_writer(model_dir: str) -> tf.summary.SummaryWriter:

@@ -18,13 +18,13 @@ from absl import logging
 import keras
 import tensorflow as tf
 
+from recurrent_bert import saving
 from recurrent_bert.config import ModelConfig
 from recurrent_bert.data import pretraining_dataset
 from recurrent_bert.data.pretraining_records import PretrainingDataConfig
 from recurrent_bert.errors import InputError
 from recurrent_bert.models import Pretrainer
 from recurrent_bert.models import build_encoder
-from recurrent_bert.training import checkpoints
 from recurrent_bert.training import loop
 from recurrent_bert.training import optimizers
 from recurrent_bert.training import pretraining_eval
@@ -69,14 +69,14 @@ def run_pretraining(
     raise InputError(f"mode={s.mode} needs {'held-out' if data_config else 'training'} records")
   keras.utils.set_random_seed(s.seed)
   keras.config.set_dtype_policy(s.mixed_precision)
-  latest = tf.train.latest_checkpoint(s.model_dir)
+  latest = saving.latest_checkpoint(s.model_dir)
   if s.mode == "eval" and latest is None:
     raise InputError(f"--mode=eval: no checkpoint in --model_dir={s.model_dir}")
   tf.io.gfile.makedirs(s.model_dir)
   if is_chief and s.mode != "eval":
     # What fine-tuning and export read from this dir, there from the first step on.
-    checkpoints.write_model_config(s.model_dir, model_config)
-    checkpoints.write_tokenizer_files(s.model_dir, s.vocab_file, s.do_lower_case)
+    saving.write_model_config(s.model_dir, model_config)
+    saving.write_tokenizer_files(s.model_dir, s.vocab_file, s.do_lower_case)
 
   with strategy.scope():
     encoder = build_encoder(model_config)
@@ -124,8 +124,13 @@ def run_pretraining(
   )
 
   def export(info):
-    return checkpoints.export_encoder(
-        encoder, s.model_dir, vocab_file=s.vocab_file, do_lower_case=s.do_lower_case, info=info
+    return saving.export_encoder(
+        encoder,
+        s.model_dir,
+        vocab_file=s.vocab_file,
+        do_lower_case=s.do_lower_case,
+        info=info,
+        with_tf_checkpoint=True,
     )
 
   return pretraining_results.train_and_export(
@@ -134,7 +139,7 @@ def run_pretraining(
       evaluate,
       skipped,
       latest is None,
-      lambda path: checkpoints.restore_pretrainer_weights(model, path),
+      lambda path: saving.open_model(path).restore_pretrainer(model),
       export if is_chief else None,
   )
 
@@ -164,7 +169,7 @@ def _evaluator(strategy, model, model_config, s: PretrainSettings, eval_data_con
     logging.info("eval step %d: %s", step, " ".join(f"{k}={v:.4f}" for k, v in results.items()))
     if is_chief:
       pretraining_eval.record_eval_results(
-          s.model_dir, step, tf.train.latest_checkpoint(s.model_dir) or "", results, writer
+          s.model_dir, step, saving.latest_checkpoint(s.model_dir) or "", results, writer
       )
     return results
 

@@ -310,7 +310,7 @@ def test_a_backend_that_is_not_installed_is_one_line_and_exit_2(
 def test_tensorflows_export_serves_the_jax_runs_encoder(runs, tmp_path):
   """`recurrent_bert.export` (TensorFlow) of the JAX run's model_dir: the SavedModel's
   encode_ids gives the JAX encoder's outputs on the same ids."""
-  from recurrent_bert.training.portable_checkpoints import load_encoder_portable
+  from recurrent_bert import saving
 
   export_dir = str(tmp_path / "export")
   command = [
@@ -340,7 +340,7 @@ def test_tensorflows_export_serves_the_jax_runs_encoder(runs, tmp_path):
       mask=mask,
       segments=segments,
   )
-  encoder = load_encoder_portable(runs["jax_adamw"])
+  encoder = saving.open_model(runs["jax_adamw"]).load_encoder()
   ours = encoder({"input_ids": ids, "input_mask": mask, "segment_ids": segments}, training=False)
   np.testing.assert_allclose(served["pooled_output"], to_numpy(ours["pooled_output"]), atol=1e-4)
   real = mask.astype(bool)

@@ -46,7 +46,8 @@ def test_importing_the_training_pieces_loads_no_tensorflow():
       from recurrent_bert.training import keras_training, metric_sums, objectives, optimizers
       if keras.backend.backend() == "jax":  # the JAX commands' modules, pretraining's whole
         from recurrent_bert.training import driver, events, jax_loop, jax_pretraining
-        from recurrent_bert.training import portable_state, pretraining_results
+        from recurrent_bert.training import pretraining_results
+        from recurrent_bert.saving import training_state
         from recurrent_bert.data import example_decoder, record_batches
       print("tensorflow" in sys.modules)
       """,

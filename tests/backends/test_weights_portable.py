@@ -2,7 +2,7 @@
 
 The real commands run in TensorFlow processes (the data tool, then `recurrent_bert.pretrain`
 for two steps, which exports encoder/); a third TensorFlow process reads the encoder back
-through the TensorFlow checkpoint (`checkpoints.load_encoder`) and encodes a padded batch.
+through its TensorFlow training checkpoint and encodes a padded batch.
 A process of this session's backend that cannot import TensorFlow reads the same dir through
 its encoder.weights.h5 alone, and must encode the batch to the same outputs.
 """
@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from recurrent_bert import model_dir as layout
+from recurrent_bert import saving
 from recurrent_bert.config import get_preset
 from recurrent_bert.data import builtin_corpus
 from recurrent_bert.errors import InputError
-from recurrent_bert.training import portable_checkpoints
 from tests.backends.support import BACKEND
 from tests.backends.support import REPO
 from tests.backends.support import backend_env
@@ -100,8 +100,13 @@ def padded_batch():
 
 ENCODE = """
 from keras.ops import convert_to_numpy
-from recurrent_bert.training import {module}
-encoder = {module}.{loader}({model_dir!r})
+from recurrent_bert import saving
+from recurrent_bert.saving.stores import CheckpointStore
+from recurrent_bert.weights_file import assign
+stored = saving.open_model({model_dir!r})
+encoder = stored.load_encoder()
+if {from_checkpoint}:  # the TensorFlow checkpoint itself, not the export of its step
+  assign(encoder, CheckpointStore(stored.weights), encoder_only=True)
 out = encoder({{k: inputs[k] for k in ("input_ids", "input_mask", "segment_ids")}}, training=False)
 outputs["sequence"] = convert_to_numpy(out["sequence_output"])
 outputs["pooled"] = convert_to_numpy(out["pooled_output"])
@@ -113,15 +118,11 @@ def test_a_tensorflow_pretrained_dir_encodes_alike_without_tensorflow(pretrained
   assert os.path.isfile(os.path.join(pretrained_dir, layout.EXPORT_DIR, layout.EXPORT_WEIGHTS_FILE))
   batch = padded_batch()
   # TensorFlow's own reader of the dir: the TensorFlow checkpoint, not the weights file.
-  want = run_under_backend(
-      ENCODE.format(module="checkpoints", loader="load_encoder", model_dir=pretrained_dir), **batch
-  )
+  want = run_under_backend(ENCODE.format(from_checkpoint=True, model_dir=pretrained_dir), **batch)
   # This backend, in a process where importing TensorFlow fails.
   got = run_under_backend(
       "import sys\nsys.modules['tensorflow'] = None\n"
-      + ENCODE.format(
-          module="portable_checkpoints", loader="load_encoder_portable", model_dir=pretrained_dir
-      ),
+      + ENCODE.format(from_checkpoint=False, model_dir=pretrained_dir),
       backend=BACKEND,
       **batch,
   )
@@ -136,7 +137,7 @@ def test_a_tensorflow_pretrained_dir_encodes_alike_without_tensorflow(pretrained
 def test_an_encoder_of_another_size_is_refused_naming_the_variable(pretrained_dir):
   wider = CONFIG.replace(hidden_size=48, intermediate_size=96)
   with pytest.raises(InputError) as caught:
-    portable_checkpoints.load_encoder_portable(pretrained_dir, config=wider)
+    saving.open_model(pretrained_dir).load_encoder(wider)
   weights = os.path.join(pretrained_dir, layout.EXPORT_DIR, layout.EXPORT_WEIGHTS_FILE)
   assert str(caught.value) == (
       f"{weights}: variable 'embeddings/position_embeddings' has shape (64, 32) in the file "
@@ -173,9 +174,7 @@ def test_a_keras_hub_preset_exported_under_tensorflow_loads_under_this_backend(
       f"--output_dir={preset}",
   )
   batch = padded_batch()
-  want = run_under_backend(
-      ENCODE.format(module="checkpoints", loader="load_encoder", model_dir=pretrained_dir), **batch
-  )
+  want = run_under_backend(ENCODE.format(from_checkpoint=True, model_dir=pretrained_dir), **batch)
   got = run_under_backend(PRESET_ENCODE.format(preset=str(preset)), BACKEND, **batch)
   assert str(got["backbone"]) == "RecurrentBertBackbone"
   real = batch["input_mask"].astype(bool)

@@ -16,6 +16,7 @@ import pytest
 import tensorflow as tf
 
 from recurrent_bert import model_dir as layout
+from recurrent_bert import saving
 from recurrent_bert.config import get_preset
 from recurrent_bert.convert.exporters import export_model_dir
 from recurrent_bert.convert.importers import import_bert
@@ -23,7 +24,6 @@ from recurrent_bert.convert.mapping import CheckpointMappingError
 from recurrent_bert.models import Classifier
 from recurrent_bert.models import Encoder
 from recurrent_bert.models import Pretrainer
-from recurrent_bert.training import checkpoints
 from recurrent_bert.weights_file import variables_by_path
 from tests.end_to_end.test_commands_bad_input import error_lines
 from tests.support import checkpoint_files
@@ -151,8 +151,8 @@ def _vocab_file(directory):
 def _pretraining_dir(directory, model, vocab_file):
   """A pretraining model_dir as a run leaves it mid-way: config, tokenizer, ckpt-1."""
   directory.mkdir()
-  checkpoints.write_model_config(str(directory), model.encoder.config)
-  checkpoints.write_tokenizer_files(str(directory), vocab_file, True)
+  saving.write_model_config(str(directory), model.encoder.config)
+  saving.write_tokenizer_files(str(directory), vocab_file, True)
   tf.train.CheckpointManager(
       tf.train.Checkpoint(model=variables_by_path(model)), str(directory), max_to_keep=1
   ).save(checkpoint_number=1)
@@ -249,8 +249,8 @@ def test_a_fine_tuning_dir_exports_its_encoder_under_bert_model_names(rng, tmp_p
   model_dir = tmp_path / "glue"
   best = model_dir / layout.BEST_DIR
   best.mkdir(parents=True)
-  checkpoints.write_model_config(str(best), classifier.encoder.config)
-  checkpoints.write_tokenizer_files(str(best), _vocab_file(tmp_path), False)
+  saving.write_model_config(str(best), classifier.encoder.config)
+  saving.write_tokenizer_files(str(best), _vocab_file(tmp_path), False)
   (model_dir / layout.TASK_INFO_FILE).write_text("{}", encoding="utf-8")
   tf.train.CheckpointManager(
       tf.train.Checkpoint(model=variables_by_path(classifier)), str(best), max_to_keep=1
@@ -336,9 +336,23 @@ TEXT_PIECES = ["cafe", "naive", "resume", "東", "京", "日", "本", "the", "ca
 TEXTS = ["Café naïve résumé!", "東京 日本, the cats", "I ❤️ 🍕 the cat"]
 
 
+def _run_transformers(hf_model, inputs, **options):
+  """A transformers model's outputs on our encoder inputs, in eval mode."""
+  import torch
+
+  hf_model.eval()
+  with torch.no_grad():
+    return hf_model(
+        input_ids=torch.tensor(inputs["input_ids"], dtype=torch.long),
+        token_type_ids=torch.tensor(inputs["segment_ids"], dtype=torch.long),
+        attention_mask=torch.tensor(inputs["input_mask"], dtype=torch.long),
+        **options,
+    )
+
+
 def test_transformers_loads_the_hf_export_and_computes_the_same_logits_and_ids(rng, tmp_path):
   """transformers' own BertForPreTraining and tokenizer, from the exported folder."""
-  torch = pytest.importorskip("torch")
+  pytest.importorskip("torch")
   transformers = pytest.importorskip("transformers")
 
   vocab = VOCAB[:5] + TEXT_PIECES + [f"w{i}" for i in range(V - 5 - len(TEXT_PIECES))]
@@ -350,15 +364,8 @@ def test_transformers_loads_the_hf_export_and_computes_the_same_logits_and_ids(r
   export_model_dir(source, "hf", str(out))
 
   hf_model = transformers.BertForPreTraining.from_pretrained(str(out), local_files_only=True)
-  hf_model.eval()
   inputs = _inputs(rng)
-  with torch.no_grad():
-    hf_out = hf_model(
-        input_ids=torch.tensor(inputs["input_ids"], dtype=torch.long),
-        token_type_ids=torch.tensor(inputs["segment_ids"], dtype=torch.long),
-        attention_mask=torch.tensor(inputs["input_mask"], dtype=torch.long),
-        output_hidden_states=True,
-    )
+  hf_out = _run_transformers(hf_model, inputs, output_hidden_states=True)
   want = _outputs(model, inputs)
   got = {
       "sequence_output": hf_out.hidden_states[-1].numpy(),
@@ -377,3 +384,46 @@ def test_transformers_loads_the_hf_export_and_computes_the_same_logits_and_ids(r
   assert theirs == ours
   assert any(vocab.index("cafe") in ids for ids in ours)  # the accent was stripped
   assert any(vocab.index("[UNK]") in ids for ids in ours)  # the emoji is unknown
+
+
+@pytest.mark.parametrize("hidden_act", ["gelu", "gelu_approximate"])
+def test_an_import_without_heads_exports_without_heads_to_every_target(hidden_act, rng, tmp_path):
+  """A bare Hugging Face BertModel imported: the import initialises an MLM head
+  (conversion_report.json's "new"); no export ships it, and the metadata says so."""
+  transformers = pytest.importorskip("transformers")
+  encoder = _randomized(Encoder(_config(hidden_act=hidden_act)), rng)
+  bare = tmp_path / "bare"  # a BertModel: the encoder's export has no heads
+  saving.export_encoder(encoder, str(tmp_path / "enc"), vocab_file=_vocab_file(tmp_path))
+  export_model_dir(str(tmp_path / "enc" / layout.EXPORT_DIR), "hf", str(bare))
+  imported = tmp_path / "imported"
+  bert = import_bert("hf", str(bare))
+  assert {p.split("/")[0] for p in bert.new} == {"mlm_head"}
+  report = {"source": str(bare), "source_kind": "hf", "do_lower_case": True, "new": bert.new}
+  saving.write_converted_dir(bert.model, str(imported), bert.vocab_file, report)
+  stored = saving.open_model(str(imported))
+  assert stored.kind == "converted model dir"
+  assert stored.heads == {"mlm_head": False}
+
+  for target in ("hf", "tf1", "keras_hub"):
+    out = tmp_path / f"out_{target}"
+    options = {"allow_gelu_approximation": True} if target == "tf1" else {}
+    exported = export_model_dir(str(imported), target, str(out), **options)
+    assert exported["heads"] == [] and exported["heads_left_out"] == ["mlm"], target
+  hf_config = json.loads((tmp_path / "out_hf" / "config.json").read_text(encoding="utf-8"))
+  assert hf_config["architectures"] == ["BertModel"]
+  from safetensors.numpy import load_file
+
+  assert not [n for n in load_file(str(tmp_path / "out_hf" / "model.safetensors")) if "cls." in n]
+  names = tf.train.load_checkpoint(str(tmp_path / "out_tf1" / "bert_model.ckpt"))
+  assert not [n for n in names.get_variable_to_shape_map() if n.startswith("cls/")]
+  hub = tmp_path / "out_keras_hub"
+  metadata = json.loads((hub / "metadata.json").read_text(encoding="utf-8"))
+  assert metadata["recurrent_bert"]["has_mlm"] is False
+  assert not [n for n in os.listdir(hub) if n.startswith(("task", "pretraining_heads"))]
+  # transformers reads a bare encoder: a BertModel with the encoder's outputs.
+  hf_model = transformers.AutoModel.from_pretrained(str(tmp_path / "out_hf"), local_files_only=True)
+  assert type(hf_model).__name__ == "BertModel"
+  inputs = _inputs(rng)
+  hidden = _run_transformers(hf_model, inputs).last_hidden_state.numpy()
+  want = {"sequence_output": np.asarray(encoder(inputs, training=False)["sequence_output"])}
+  _assert_close({"sequence_output": hidden}, want, ("sequence_output",), atol=1e-5)

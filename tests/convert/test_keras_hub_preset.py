@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from recurrent_bert import saving
 from recurrent_bert.config import get_preset
 from recurrent_bert.convert.importers import import_bert
 from recurrent_bert.convert.keras_hub_preset import HEADS_FILE
@@ -21,7 +22,6 @@ from recurrent_bert.convert.model_dir_source import read_model_dir
 from recurrent_bert.data.tokenization import make_tokenizer
 from recurrent_bert.models import Encoder
 from recurrent_bert.models import Pretrainer
-from recurrent_bert.training import checkpoints
 from tests.data.sentencepiece_models import build_model
 from tests.support import forkserver
 
@@ -89,9 +89,9 @@ def _tiny_config(family, vocab_size):
 def _write_pretraining_dir(model_dir, model, vocab_file, do_lower_case):
   """A pretraining model_dir: model_config.json, tokenizer files, a training checkpoint."""
   os.makedirs(model_dir)
-  checkpoints.write_model_config(model_dir, model.encoder.config)
-  checkpoints.write_tokenizer_files(model_dir, vocab_file, do_lower_case)
-  checkpoint = tf.train.Checkpoint(model=checkpoints.variables_by_path(model))
+  saving.write_model_config(model_dir, model.encoder.config)
+  saving.write_tokenizer_files(model_dir, vocab_file, do_lower_case)
+  checkpoint = saving.tf_checkpoint(model)
   tf.train.CheckpointManager(checkpoint, model_dir, max_to_keep=1).save(checkpoint_number=1)
 
 

@@ -12,6 +12,7 @@ import sentencepiece
 import tensorflow as tf
 
 from recurrent_bert import model_dir as layout
+from recurrent_bert import saving
 from recurrent_bert.data import pretraining_corpus
 from recurrent_bert.data import pretraining_data
 from recurrent_bert.data import pretraining_options
@@ -19,7 +20,6 @@ from recurrent_bert.data import sentencepiece_vocab
 from recurrent_bert.data import vocab as vocab_lib
 from recurrent_bert.data.dynamic_masking import DynamicMasker
 from recurrent_bert.data.mlm_masking import MaskingConfig
-from recurrent_bert.training import checkpoints
 from tests.data.sentencepiece_models import build_model
 from tests.data.sentencepiece_models import check_whole_words
 from tests.end_to_end.test_commands_bad_input import assert_one_line_error
@@ -156,14 +156,14 @@ def test_whole_word_masking_in_the_records_and_at_read_time(tmp_path, small_corp
 
 
 def test_model_dir_records_the_sentencepiece_model_and_its_kind(tmp_path, model_file, vocab_file):
-  checkpoints.write_tokenizer_files(str(tmp_path / "sp"), model_file, do_lower_case=False)
+  saving.write_tokenizer_files(str(tmp_path / "sp"), model_file, do_lower_case=False)
   info = layout.read_tokenizer_info(str(tmp_path / "sp"))
   # The model folds case whatever the flag said: its own casing is recorded.
   assert info == layout.TokenizerInfo("sentencepiece", True, "sentencepiece.model")
   with open(model_file, "rb") as a, open(tmp_path / "sp" / "sentencepiece.model", "rb") as b:
     assert a.read() == b.read()
   assert not os.path.exists(tmp_path / "sp" / "vocab.txt")
-  checkpoints.write_tokenizer_files(str(tmp_path / "wp"), vocab_file, do_lower_case=False)
+  saving.write_tokenizer_files(str(tmp_path / "wp"), vocab_file, do_lower_case=False)
   assert layout.read_tokenizer_info(str(tmp_path / "wp")) == layout.TokenizerInfo(
       "wordpiece", False, "vocab.txt"
   )
@@ -203,7 +203,7 @@ def test_tools_and_pretrain_with_dynamic_masking_take_a_model(
     info = layout.read_tokenizer_info(str(directory))
     assert info is not None and info.type == "sentencepiece", directory
     assert os.path.isfile(directory / info.vocab_file)
-  source = checkpoints.resolve_model(str(tmp_path / "run"))
+  source = saving.open_model(str(tmp_path / "run"))
   assert source.vocab_file.endswith("sentencepiece.model")
 
 

@@ -171,7 +171,7 @@ def test_task_files_are_balanced_and_test_labels_apart(demo_run):
 
 def test_pretraining_checkpoints_restore(demo_run):
   from recurrent_bert import io_utils
-  from recurrent_bert.training import checkpoints
+  from recurrent_bert import saving
 
   work_dir = demo_run[0]
   for preset in MODELS:
@@ -179,7 +179,7 @@ def test_pretraining_checkpoints_restore(demo_run):
     records = io_utils.read_metrics_log(model_dir)
     assert sorted(records) == list(range(1, 7))
     assert all(math.isfinite(r["mlm_loss"]) for r in records.values())
-    encoder = checkpoints.load_encoder(model_dir)
+    encoder = saving.open_model(model_dir).load_encoder()
     ids = np.array([[2, 10, 11, 12, 3, 0]], "int32")
     out = encoder(
         {

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from recurrent_bert import model_dir as layout
+from recurrent_bert import saving
 from recurrent_bert import serving
 from recurrent_bert.data.tokenization import BertWordpieceTokenizer
 from recurrent_bert.models import Classifier
-from recurrent_bert.training import checkpoints
 from tests.support import forkserver
 from tests.support.export_checks import LABELS
 from tests.support.export_checks import MAX_LEN
@@ -142,7 +142,7 @@ def test_pair_task_default_signature_takes_both_texts(served):
 
 def test_max_seq_length_beyond_positions_fails_before_loading(tmp_path):
   model_encoder = encoder("bert_tiny")
-  checkpoints.export_encoder(model_encoder, str(tmp_path))
+  saving.export_encoder(model_encoder, str(tmp_path))
   (tmp_path / "vocab.txt").write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
   with pytest.raises(serving.ExportError, match="--max_seq_length=65 exceeds"):
     serving.export_model_dir(str(tmp_path), str(tmp_path / "out"), max_seq_length=65)

@@ -15,14 +15,15 @@ import pytest
 import tensorflow as tf
 
 from recurrent_bert import model_dir as layout
+from recurrent_bert import saving
 from recurrent_bert import serving
 from recurrent_bert.config import get_preset
 from recurrent_bert.data.tokenization import BertWordpieceTokenizer
 from recurrent_bert.models import build_encoder
+from recurrent_bert.models import task_kinds
 from recurrent_bert.tasks import sample_tasks as generated_tasks
 from recurrent_bert.tasks.pair_features import PairExample
 from recurrent_bert.tasks.pair_features import convert_pair_examples
-from recurrent_bert.training import checkpoints
 from recurrent_bert.training import finetuning_runner
 from tests.support.export_checks import answers
 from tests.support.export_checks import ask
@@ -144,13 +145,11 @@ def test_feature_based_leaves_the_encoder_as_initialised_and_learns(runs):
   model_dir = runs["feature_based"]
   info = layout.TaskInfo.read(model_dir)
   assert (info.layer_mix, info.feature_based) == ("concat_last_four", True)
-  init = {v.path: np.asarray(v) for v in checkpoints.load_encoder(runs["init"]).weights}
+  init = {v.path: np.asarray(v) for v in saving.open_model(runs["init"]).load_encoder().weights}
   final = tf.train.latest_checkpoint(model_dir)
   assert final.endswith("-30")
-  model = finetuning_runner.build_task_model(
-      build_encoder(checkpoints.read_model_config(model_dir)), info
-  )
-  finetuning_runner.restore_model_weights(model, final)
+  model = task_kinds.build_task_model(build_encoder(saving.read_model_config(model_dir)), info)
+  saving.open_model(final).restore(model)
   weights = {v.path: np.asarray(v) for v in model.encoder.weights}
   assert set(weights) == set(init)
   for path, value in init.items():

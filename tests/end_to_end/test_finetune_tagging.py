@@ -16,6 +16,7 @@ import shutil
 import numpy as np
 import pytest
 
+from recurrent_bert import weights_file
 from recurrent_bert.tasks import sample_tasks as generated_tasks
 from tests.support import export_checks
 from tests.support.finetune_runs import read_json
@@ -220,18 +221,18 @@ def test_a_recurrent_family_learns_it_too(runs):
 def test_feature_based_training_moves_no_encoder_weight(runs):
   import tensorflow as tf
 
+  from recurrent_bert import saving
   from recurrent_bert.models import build_encoder
-  from recurrent_bert.training import checkpoints
 
   init_dir, model_dir = runs["dirs"]["bert"], runs["dirs"]["feature_based"]
   info = read_json(os.path.join(model_dir, "task_info.json"))
   assert info["feature_based"] and info["layer_mix"] == "concat_last_four"
-  encoder = build_encoder(checkpoints.read_model_config(init_dir))
+  encoder = build_encoder(saving.read_model_config(init_dir))
   init = tf.train.load_checkpoint(os.path.join(init_dir, "best"))
   final = tf.train.load_checkpoint(model_dir)
   keys = {
       path: "model/" + path.replace("/", ".S") + "/.ATTRIBUTES/VARIABLE_VALUE"
-      for path in checkpoints.variables_by_path(encoder)
+      for path in weights_file.variables_by_path(encoder)
   }
   assert len(keys) > 10
   for path, key in keys.items():

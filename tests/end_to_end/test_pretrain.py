@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from recurrent_bert import saving
 from recurrent_bert.data import tokenization
-from recurrent_bert.training import checkpoints
 from tests.support import forkserver
 from tests.training.conftest import REPO
 from tests.training.conftest import SMALL_MODEL
@@ -264,7 +264,7 @@ def test_load_encoder_from_export_model_dir_and_checkpoint(phase1_dir, vocab_fil
   raw = tf.train.load_checkpoint(os.path.join(phase1_dir, "ckpt-4"))
   token_key = "model/embeddings.Stoken_embedding.Sembeddings/.ATTRIBUTES/VARIABLE_VALUE"
   for path in (str(phase1_dir), export_dir, os.path.join(phase1_dir, "ckpt-4")):
-    encoder = checkpoints.load_encoder(path)
+    encoder = saving.open_model(path).load_encoder()
     assert encoder.config.vocab_size == vocab_size
     np.testing.assert_array_equal(encoder.token_embeddings.numpy(), raw.get_tensor(token_key))
   outputs = encoder(
@@ -272,10 +272,10 @@ def test_load_encoder_from_export_model_dir_and_checkpoint(phase1_dir, vocab_fil
   )
   assert outputs["sequence_output"].shape == (2, 16, SMALL_MODEL["hidden_size"])
   # An older checkpoint is a different encoder.
-  older = checkpoints.load_encoder(os.path.join(phase1_dir, "ckpt-2"))
+  older = saving.open_model(os.path.join(phase1_dir, "ckpt-2")).load_encoder()
   assert not np.array_equal(older.token_embeddings.numpy(), raw.get_tensor(token_key))
-  with pytest.raises(checkpoints.CheckpointNotFoundError):
-    checkpoints.load_encoder(os.path.join(phase1_dir, "train"))
+  with pytest.raises(saving.ModelNotFoundError):
+    saving.open_model(os.path.join(phase1_dir, "train")).load_encoder()
 
 
 def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(

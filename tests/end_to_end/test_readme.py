@@ -55,7 +55,7 @@ def test_model_dirs_of_every_kind_resolve_to_the_same_model(walkthrough):
   weights, vocabulary and casing; a fine-tuning dir gives its best/ checkpoint's."""
   import tensorflow as tf
 
-  from recurrent_bert.training import checkpoints
+  from recurrent_bert import saving
   from recurrent_bert.training import finetuning_runner
 
   run_dir, _ = walkthrough
@@ -68,10 +68,10 @@ def test_model_dirs_of_every_kind_resolve_to_the_same_model(walkthrough):
   }
   outputs, vocabularies = [], []
   for path in (pretraining, os.path.join(pretraining, "encoder"), prefix):
-    source = checkpoints.resolve_model(path)
+    source = saving.open_model(path)
     with open(source.vocab_file, encoding="utf-8") as f:
       vocabularies.append((f.read(), source.do_lower_case))
-    outputs.append(checkpoints.load_encoder(path)(inputs)["pooled_output"].numpy())
+    outputs.append(saving.open_model(path).load_encoder()(inputs)["pooled_output"].numpy())
   assert vocabularies[0] == vocabularies[1] == vocabularies[2]
   assert vocabularies[0][1] is True
   # The run ends with the export of the last checkpoint's weights: all three agree.
@@ -79,12 +79,13 @@ def test_model_dirs_of_every_kind_resolve_to_the_same_model(walkthrough):
   np.testing.assert_array_equal(outputs[0], outputs[2])
 
   rte = str(run_dir / "finetune" / "rte")
-  source = checkpoints.resolve_model(rte)
+  source = saving.open_model(rte)
   assert source.kind == "fine-tuning model_dir"
-  assert os.path.dirname(source.prefix).endswith("best")
+  assert os.path.dirname(source.weights).endswith("best")
   model, _, _, _ = finetuning_runner.load_task_model(rte)
   np.testing.assert_array_equal(
-      checkpoints.load_encoder(rte)(inputs)["pooled_output"], model.encoder(inputs)["pooled_output"]
+      saving.open_model(rte).load_encoder()(inputs)["pooled_output"],
+      model.encoder(inputs)["pooled_output"],
   )
 
 
@@ -142,11 +143,11 @@ def test_sharing_block_exports_the_pretrained_model_and_reads_it_back(walkthroug
     ],
 )
 def test_a_path_that_is_no_model_says_what_it_is(walkthrough, path, says):
-  from recurrent_bert.training import checkpoints
+  from recurrent_bert import saving
 
   run_dir, _ = walkthrough
-  with pytest.raises(checkpoints.CheckpointNotFoundError, match=says):
-    checkpoints.resolve_model(str(run_dir / path))
+  with pytest.raises(saving.ModelNotFoundError, match=says):
+    saving.open_model(str(run_dir / path))
 
 
 def test_eval_reads_back_the_training_settings(walkthrough):

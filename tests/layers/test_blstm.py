@@ -4,7 +4,7 @@ import tensorflow as tf
 
 from recurrent_bert.layers import BidirectionalLSTM
 from recurrent_bert.layers import kernels
-from recurrent_bert.training.checkpoints import variables_by_path
+from recurrent_bert.weights_file import variables_by_path
 from tests.support import references as ref
 
 # Every implementation TensorFlow runs (the portable ones: tests/backends).

@@ -6,7 +6,7 @@ import tensorflow as tf
 from recurrent_bert.config import FAMILIES
 from recurrent_bert.models import Encoder
 from recurrent_bert.models import build_encoder
-from recurrent_bert.training.checkpoints import variables_by_path
+from recurrent_bert.weights_file import variables_by_path
 
 FAMILY_NAMES = sorted(FAMILIES)
 

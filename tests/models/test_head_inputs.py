@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from recurrent_bert import saving
+from recurrent_bert import weights_file
 from recurrent_bert.config import get_preset
 from recurrent_bert.models import Classifier
 from recurrent_bert.models import MultipleChoice
@@ -18,8 +20,6 @@ from recurrent_bert.models import TokenTagger
 from recurrent_bert.models import build_encoder
 from recurrent_bert.models.encoder import encoder_inputs
 from recurrent_bert.models.heads import ClassificationHead
-from recurrent_bert.training import checkpoints
-from recurrent_bert.training import finetuning_runner
 
 VOCAB = 40
 
@@ -85,7 +85,7 @@ ENCODER_PATHS = BLOCK_PATHS + [
 )
 def test_default_models_keep_their_variable_paths(make_model, head_paths):
   model = make_model(_encoder(num_layers=1))
-  assert sorted(checkpoints.variables_by_path(model)) == sorted(ENCODER_PATHS + head_paths)
+  assert sorted(weights_file.variables_by_path(model)) == sorted(ENCODER_PATHS + head_paths)
 
 
 def _plain_classifier(encoder, num_classes):
@@ -101,10 +101,10 @@ def test_default_classifier_loads_an_old_checkpoint(encoder_batch, tmp_path):
   old = _plain_classifier(_encoder(), 3)
   inputs = encoder_batch(VOCAB)
   want = old(inputs, training=False).numpy()
-  tf.train.Checkpoint(model=checkpoints.variables_by_path(old)).write(str(tmp_path / "ckpt"))
+  saving.tf_checkpoint(old).write(str(tmp_path / "ckpt"))
   new = Classifier(_encoder(), 3)
   assert not np.allclose(new(inputs, training=False), want)
-  finetuning_runner.restore_model_weights(new, str(tmp_path / "ckpt"))
+  saving.open_model(str(tmp_path / "ckpt")).restore(new)
   np.testing.assert_array_equal(new(inputs, training=False), want)
 
 
@@ -136,9 +136,9 @@ def test_feature_based_training_step_moves_the_head_only(encoder_batch):
       optimizer=keras.optimizers.Adam(1e-2),
       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
   )
-  before = {path: np.array(v) for path, v in checkpoints.variables_by_path(model).items()}
+  before = {path: np.array(v) for path, v in weights_file.variables_by_path(model).items()}
   model.fit(inputs, labels, batch_size=2, epochs=1, verbose=0)
-  after = {path: np.array(v) for path, v in checkpoints.variables_by_path(model).items()}
+  after = {path: np.array(v) for path, v in weights_file.variables_by_path(model).items()}
   moved = {path for path in before if not np.array_equal(before[path], after[path])}
   encoder_paths = set(_encoder_variables(model))
   assert not moved & encoder_paths
@@ -149,8 +149,8 @@ def test_feature_based_training_step_moves_the_head_only(encoder_batch):
 def test_mix_all_one_hot_on_the_last_layer_is_the_default_classifier(encoder_batch):
   default = Classifier(_encoder(num_layers=3), 3)
   mixed = Classifier(_encoder(num_layers=3), 3, layer_mix="mix_all")
-  source = checkpoints.variables_by_path(default)
-  target = checkpoints.variables_by_path(mixed)
+  source = weights_file.variables_by_path(default)
+  target = weights_file.variables_by_path(mixed)
   assert set(target) - set(source) == {
       "layer_combination/scalar_mix/layer_weights",
       "layer_combination/scalar_mix/scale",

@@ -17,11 +17,11 @@ import numpy as np
 import tensorflow as tf
 
 from recurrent_bert import model_dir as layout
+from recurrent_bert import saving
 from recurrent_bert.config import get_preset
 from recurrent_bert.models import build_encoder
 from recurrent_bert.tasks.pair_features import PairExample
 from recurrent_bert.tasks.pair_features import convert_pair_examples
-from recurrent_bert.training import checkpoints
 from tests.support import forkserver
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -104,8 +104,8 @@ def reference_inputs(tokenizer, texts, pairs=None):
 def write_model_dir(model_dir, model_encoder, vocab_file):
   """A model dir as pretraining leaves it: model_config.json + encoder/ export."""
   model_dir.mkdir()
-  checkpoints.write_model_config(str(model_dir), model_encoder.config)
-  checkpoints.export_encoder(
+  saving.write_model_config(str(model_dir), model_encoder.config)
+  saving.export_encoder(
       model_encoder, str(model_dir), vocab_file=vocab_file, info={"do_lower_case": True}
   )
 
@@ -117,12 +117,12 @@ def write_finetuning_dir(model_dir, model, info, vocab_file, best_metrics=None):
   best = model_dir / layout.BEST_DIR
   best.mkdir(parents=True)
   for directory in (model_dir, best):
-    checkpoints.write_model_config(str(directory), model.encoder.config)
+    saving.write_model_config(str(directory), model.encoder.config)
     (directory / layout.TASK_INFO_FILE).write_text(info.to_json(), encoding="utf-8")
     shutil.copyfile(vocab_file, directory / layout.VOCAB_FILE)
-  tf.train.CheckpointManager(
-      tf.train.Checkpoint(model=checkpoints.variables_by_path(model)), str(best), max_to_keep=1
-  ).save(checkpoint_number=1)
+  tf.train.CheckpointManager(saving.tf_checkpoint(model), str(best), max_to_keep=1).save(
+      checkpoint_number=1
+  )
   if best_metrics is not None:
     (best / layout.BEST_METRICS_FILE).write_text(json.dumps(best_metrics), encoding="utf-8")
 

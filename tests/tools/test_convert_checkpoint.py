@@ -7,10 +7,10 @@ import sys
 import numpy as np
 import pytest
 
+from recurrent_bert import saving
 from recurrent_bert.config import get_preset
 from recurrent_bert.models import Encoder
 from recurrent_bert.models import Pretrainer
-from recurrent_bert.training import checkpoints
 from tests.support import checkpoint_files
 from tests.support import forkserver
 from tests.support import references as ref
@@ -71,6 +71,7 @@ def test_tf1_release_to_model_dir_on_the_command_line(rng, tmp_path):
           "encoder",
           "pretrainer.index",
           "pretrainer.data-00000-of-00001",
+          "pretrainer.weights.h5",
           "vocab.txt",
           "conversion_report.json",
       ]
@@ -90,7 +91,7 @@ def test_tf1_release_to_model_dir_on_the_command_line(rng, tmp_path):
       approximate_gelu=True,
       masked_positions=positions,
   )
-  encoder = checkpoints.load_encoder(str(out))
+  encoder = saving.open_model(str(out)).load_encoder()
   assert encoder.config.hidden_act == "gelu_approximate"  # TF1's "gelu" is the tanh form
   got = encoder(inputs, training=False)
   real = inputs["input_mask"].astype(bool)
@@ -98,7 +99,7 @@ def test_tf1_release_to_model_dir_on_the_command_line(rng, tmp_path):
       got["sequence_output"].numpy()[real], want["sequence_output"][real], atol=1e-4, rtol=1e-4
   )
   pretrainer = Pretrainer(Encoder(encoder.config), use_nsp=True)
-  checkpoints.restore_pretrainer_weights(pretrainer, str(out / "pretrainer"))
+  saving.open_model(str(out / "pretrainer")).restore_pretrainer(pretrainer)
   got = pretrainer({**inputs, "masked_lm_positions": positions}, training=False)
   np.testing.assert_allclose(got["mlm_logits"], want["mlm_logits"], atol=1e-4, rtol=1e-4)
   np.testing.assert_allclose(got["nsp_logits"], want["nsp_logits"], atol=1e-4, rtol=1e-4)
@@ -141,7 +142,7 @@ def test_hf_warm_start_of_trans_blstm(rng, tmp_path):
   assert all("/ffn/" in p for p in report["unused"]) and len(report["unused"]) == 4 * L
   assert "block_1/output_layer_norm/gamma" in report["copied"]
 
-  encoder = checkpoints.load_encoder(str(out))
+  encoder = saving.open_model(str(out)).load_encoder()
   assert encoder.config.mixer == "blstm" and encoder.config.hidden_act == "gelu"
   np.testing.assert_array_equal(
       encoder.blocks[1].attention.query.kernel.numpy(),

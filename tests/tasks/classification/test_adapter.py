@@ -11,8 +11,8 @@ import tensorflow as tf
 from recurrent_bert.config import get_preset
 from recurrent_bert.errors import InputError
 from recurrent_bert.models import build_encoder
+from recurrent_bert.models import task_kinds
 from recurrent_bert.tasks.classification import adapter as classification
-from recurrent_bert.training import finetuning_runner
 from tests.tasks.conftest import piece_ids
 
 SEQ_LEN = 10
@@ -111,7 +111,7 @@ def test_glue_metrics_and_submission_file(mrpc_dir, word_tokenizer, tmp_path):
 def test_loss_and_accuracy_of_a_tiny_encoder_match_numpy(mrpc_dir, word_tokenizer, tmp_path):
   adapter = _mrpc_adapter(mrpc_dir, word_tokenizer, tmp_path / "cache")
   config = get_preset("bert_tiny").replace(vocab_size=word_tokenizer.vocab_size)
-  model = finetuning_runner.build_task_model(build_encoder(config), adapter.info)
+  model = task_kinds.build_task_model(build_encoder(config), adapter.info)
   batch = {k: tf.constant(v) for k, v in adapter.features("dev").items()}
   logits = model(adapter.objective.model_inputs(batch), training=False)
   loss = adapter.objective.loss(

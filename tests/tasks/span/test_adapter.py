@@ -11,8 +11,8 @@ import tensorflow as tf
 from recurrent_bert.config import get_preset
 from recurrent_bert.errors import InputError
 from recurrent_bert.models import build_encoder
+from recurrent_bert.models import task_kinds
 from recurrent_bert.tasks.span import adapter as span_extraction
-from recurrent_bert.training import finetuning_runner
 from tests.tasks.conftest import piece_ids
 
 QUESTION = "which fruit is it ?"  # 5 pieces
@@ -141,7 +141,7 @@ def test_a_predict_file_without_answers_is_predicted_not_scored(tmp_path, word_t
 def test_span_loss_of_a_tiny_encoder_matches_numpy(tmp_path, word_tokenizer):
   adapter = _adapter(tmp_path, word_tokenizer, [_question("q1", "apple"), _question("q2", "red")])
   config = get_preset("bert_tiny").replace(vocab_size=word_tokenizer.vocab_size)
-  model = finetuning_runner.build_task_model(build_encoder(config), adapter.info)
+  model = task_kinds.build_task_model(build_encoder(config), adapter.info)
   batch = {k: tf.constant(v) for k, v in adapter.features("dev").items()}
   outputs = model(adapter.objective.model_inputs(batch), training=False)
   loss = adapter.objective.loss(

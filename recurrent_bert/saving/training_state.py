@@ -1,7 +1,7 @@
 """Training checkpoints that need no TensorFlow: the JAX loop's `ckpt-N.state/` folders.
 
 TensorFlow's loop keeps tf.train.Checkpoint files (ckpt-N.index, ...). The JAX loop
-(training/jax_loop.py) keeps, for step N, the folder model_dir/ckpt-N.state/ holding
+(`training/jax_loop.py`) keeps, for step N, the folder model_dir/ckpt-N.state/ holding
 
   model.weights.h5   the trained model's weights (`weights_file`: by variable path, the
                      file every backend and every model-dir reader loads)
@@ -17,7 +17,6 @@ This module imports no TensorFlow.
 """
 
 import os
-from typing import List, Optional, Tuple
 
 import keras
 import numpy as np
@@ -26,31 +25,13 @@ from recurrent_bert import io_utils
 from recurrent_bert import model_dir as layout
 from recurrent_bert import weights_file
 from recurrent_bert.errors import InputError
+from recurrent_bert.saving.locate import list_states
 
-STATE_FILE = "state.npz"
+STATE_FILE = layout.PORTABLE_STATE_FILE
 
 
 def state_dir(model_dir: str, step: int) -> str:
   return os.path.join(model_dir, layout.PORTABLE_CHECKPOINT_FORMAT.format(step=step))
-
-
-def list_states(model_dir: str) -> List[Tuple[int, str]]:
-  """(step, folder) of every complete checkpoint in model_dir, oldest first."""
-  if not layout.isdir(model_dir):
-    return []
-  found = []
-  for name in layout.listdir(model_dir):
-    match = layout.PORTABLE_CHECKPOINT_NAME.match(name.rstrip("/"))
-    path = os.path.join(model_dir, name.rstrip("/"))
-    if match and layout.isfile(os.path.join(path, STATE_FILE)):
-      found.append((int(match.group(1)), path))
-  return sorted(found)
-
-
-def latest_state(model_dir: str) -> Optional[str]:
-  """The newest checkpoint folder of model_dir (None: none)."""
-  states = list_states(model_dir)
-  return states[-1][1] if states else None
 
 
 def _rng_states(model) -> list:
