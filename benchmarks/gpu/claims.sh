@@ -14,7 +14,8 @@
 #    done (corpus 60 s, vocabulary 17 s, each wave of 4 runs ~2.5 min of which ~1 min is
 #    compilation): call again within 30 s, while the machine is warm, and the rest runs
 #    (~3.5 min; the rehearsal and finished stages are reused). docs/benchmarks.md has
-#    what it measured.
+#    what it measured. Since then the runs go seed by seed and share JAX's persistent
+#    compilation cache, so only the first wave compiles (not yet timed on a card).
 #
 # Stages, failing early: versions and devices (no GPU: stop); a tiny rehearsal of the whole
 # demo (2 tiny models, 3 steps: any failure stops the run); then the comparison, 4 runs at

@@ -37,10 +37,23 @@ ECHO_QUERY = re.compile(r".")
 ECHO_REPORT = re.compile(r"^wrote|Error|error")
 
 
-def under_backend(backend: str, module: str, *args: str) -> List[str]:
+def under_backend(
+    backend: str, module: str, *args: str, compilation_cache: Optional[str] = None
+) -> List[str]:
   """`python -m module args` with KERAS_BACKEND=backend (through `env`, so the job log
-  shows it)."""
-  return ["env", f"KERAS_BACKEND={backend}", *jobs.python_module(module, *args)]
+  shows it).
+
+  `compilation_cache`: under JAX, the folder of JAX's persistent compilation cache that
+  the demo's JAX jobs share, so the seeds of a model compile its programs once (every
+  program is kept: the small ones add up too).
+  """
+  cache = []
+  if backend == "jax" and compilation_cache:
+    cache = [
+        f"JAX_COMPILATION_CACHE_DIR={compilation_cache}",
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0",
+    ]
+  return ["env", f"KERAS_BACKEND={backend}", *cache, *jobs.python_module(module, *args)]
 
 
 class ModelStages(WorkPaths):
@@ -90,6 +103,7 @@ class ModelStages(WorkPaths):
         "--eval_batch_size=64",
         f"--max_eval_steps={self._eval_batches()}",
         f"--eval_every_steps={self.eval_every_steps}",
+        compilation_cache=self.compilation_cache,
     )
 
   def pretrain_result(self, preset: str, seed: int, tokenizer: Optional[str] = None) -> Dict:
@@ -145,6 +159,7 @@ class ModelStages(WorkPaths):
         f"--output_dir={self.finetune_dir(tokenizer)}",
         f"--parallel={s.jobs}",
         f"--entry_flags={shlex.join(run_flags)}",
+        compilation_cache=self.compilation_cache,
     )
 
   def sweep_result(self, tokenizer: Optional[str] = None) -> Dict:

@@ -86,8 +86,10 @@ class Demo(ModelStages, DataStages, StageEstimates):
     evaluations = self.evaluations
     side_by_side = s.parallel_pretraining and s.jobs > 1
     side_by_side_gain = self.SIDE_BY_SIDE_GAIN if side_by_side else 1.0
-    for preset in s.presets:
-      for seed in s.pretrain_seeds:
+    # Seed by seed: runs side by side are of different models, and under JAX a model's
+    # later seeds read its programs from the compilation cache its first seed filled.
+    for seed in s.pretrain_seeds:
+      for preset in s.presets:
         stages.append(
             Stage(
                 f"pretrain:{preset}:seed{seed}",

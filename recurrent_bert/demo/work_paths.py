@@ -32,6 +32,11 @@ class WorkPaths:
 
   # -- paths -----------------------------------------------------------------------
 
+  @property
+  def compilation_cache(self) -> str:
+    """JAX's persistent compilation cache, shared by the demo's JAX runs."""
+    return self.s.path("jax_compilation_cache")
+
   def pretrain_dir(self, preset: str, seed: int, tokenizer: Optional[str] = None) -> str:
     """The pretraining model dir of a preset and pretraining seed (of the main runs, or of
     the tokenizer comparison's run with `tokenizer`)."""

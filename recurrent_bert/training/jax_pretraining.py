@@ -34,6 +34,7 @@ from recurrent_bert.models import Pretrainer
 from recurrent_bert.models import build_encoder
 from recurrent_bert.saving import training_state
 from recurrent_bert.training import events
+from recurrent_bert.training import jax_compilation
 from recurrent_bert.training import metric_sums
 from recurrent_bert.training import objectives
 from recurrent_bert.training import optimizers
@@ -160,6 +161,7 @@ def run_jax_pretraining(
         "--mixed_precision=mixed_bfloat16"
     )
   micro_batch = s.train_batch_size // s.gradient_accumulation_steps
+  jax_compilation.count()  # from here on
   num_devices = set_up_devices(devices, micro_batch)
   keras.utils.set_random_seed(s.seed)
   keras.config.set_dtype_policy(s.mixed_precision)
@@ -214,7 +216,7 @@ def run_jax_pretraining(
         info=dict(info, backend="jax"),
     )
 
-  return pretraining_results.train_and_export(
+  results = pretraining_results.train_and_export(
       trainer,
       s,
       evaluate,
@@ -223,6 +225,8 @@ def run_jax_pretraining(
       lambda path: saving.open_model(path).restore_pretrainer(model),
       export if process == 0 else None,
   )
+  logging.info("%s", jax_compilation.describe())
+  return results
 
 
 def _evaluator(

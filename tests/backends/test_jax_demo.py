@@ -4,6 +4,7 @@ report (the MLM claims) from the same runs. Run as `KERAS_BACKEND=jax pytest tes
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -26,17 +27,16 @@ OVERRIDES = {
 }
 
 
-def _flags():
-  kept = [f for f in CI_FLAGS if f.split("=")[0] not in OVERRIDES and "tokenizers" not in f]
-  return kept + [f"{name}={value}" for name, value in OVERRIDES.items()]
-
-
-def test_the_demo_under_jax_runs_every_stage(tmp_path):
+def _run_demo(tmp_path, overrides):
+  """The CI-sized demo under --backend=jax, with `overrides` ({flag: value, or "" for a
+  bare flag}) in place of CI_FLAGS' own; returns its work dir."""
   work_dir = tmp_path / "demo"
+  kept = [f for f in CI_FLAGS if f.split("=")[0] not in overrides and "tokenizers" not in f]
   env = dict(backend_env("tensorflow"), RECURRENT_BERT_CACHE=str(tmp_path / "cache"))
   result = subprocess.run(
       [sys.executable, "-m", "recurrent_bert.demo", f"--work_dir={work_dir}", "--backend=jax"]
-      + _flags(),
+      + kept
+      + [f"{name}={value}" if value else name for name, value in overrides.items()],
       cwd=REPO,
       env=env,
       capture_output=True,
@@ -44,6 +44,11 @@ def test_the_demo_under_jax_runs_every_stage(tmp_path):
       timeout=900,
   )
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+  return work_dir
+
+
+def test_the_demo_under_jax_runs_every_stage(tmp_path):
+  work_dir = _run_demo(tmp_path, OVERRIDES)
   # Trained under JAX: its checkpoints are ckpt-N.state/ folders, pretraining and fine-tuning.
   for preset in ("bert_rab_tiny", "swishrnn_tiny"):
     assert any(n.endswith(".state") for n in os.listdir(work_dir / "pretrain" / preset / "seed1"))
@@ -69,3 +74,20 @@ def test_the_demo_under_jax_runs_every_stage(tmp_path):
       "(its paper's baseline) at equal steps (held-out records, last step)"
   ]
   assert os.path.getsize(paths["mlm_loss_png"]) > 10_000
+
+
+def test_a_models_later_seeds_read_its_programs_from_the_compilation_cache(tmp_path):
+  """Three seeds of one model, one after the other: the first compiles the XLA programs,
+  the other two compile none and read every one from the demo's shared cache."""
+  seeds = {"--models": "bert", "--pretrain_seeds": "1,2,3", "--jobs": "1"}
+  work_dir = _run_demo(tmp_path, {**seeds, "--pretraining_only": ""})
+  counts = {}
+  for seed in (1, 2, 3):
+    log = (work_dir / "logs" / f"pretrain_bert_tiny_seed{seed}.log").read_text()
+    found = re.findall(r"XLA: (\d+) programs compiled, (\d+) read from", log)
+    assert len(found) == 1, log[-2000:]
+    counts[seed] = tuple(int(n) for n in found[0])
+  compiled, from_cache = counts[1]
+  assert compiled > 0 and from_cache == 0
+  assert counts[2] == counts[3] == (0, compiled)
+  assert os.listdir(work_dir / "jax_compilation_cache")

@@ -25,9 +25,10 @@ MAIN_STAGES = [
     "pretrain_data",
     "eval_data",
     "task",
+    # Seed by seed: a model's later seeds reuse its first seed's compiled programs.
     "pretrain:bert_tiny:seed1",
-    "pretrain:bert_tiny:seed2",
     "pretrain:swishrnn_tiny:seed1",
+    "pretrain:bert_tiny:seed2",
     "pretrain:swishrnn_tiny:seed2",
     "finetune",
     "export",
