@@ -81,6 +81,7 @@ EXPORT_WEIGHTS_FILE = "encoder.weights.h5"
 MODEL_WEIGHTS_FILE = "model.weights.h5"
 # Converted dirs.
 PRETRAINER_PREFIX = "pretrainer"
+PRETRAINER_WEIGHTS_FILE = "pretrainer.weights.h5"  # the same weights, for every backend
 CONVERSION_REPORT_FILE = "conversion_report.json"
 # Fine-tuning dirs.
 TASK_INFO_FILE = "task_info.json"

@@ -197,24 +197,28 @@ class WeightsFile:
 
   Attributes:
     path: the .weights.h5 file.
-    format: the store's kind, in words.
   """
-
-  format = "weights file"
 
   def __init__(self, path: str):
     self.path = path
+    self._index = None  # {variable path: (shape, is the encoder's)}, read once
+
+  def _indexed(self) -> Dict[str, Tuple[Shape, bool]]:
+    if self._index is None:
+      with _OpenWeights(self.path) as f:
+        self._index = {
+            name: (tuple(d.shape), bool(d.attrs.get(ENCODER_ATTRIBUTE, True)))
+            for name, d in _datasets(f[WEIGHTS_GROUP]).items()
+        }
+    return self._index
 
   def shapes(self) -> Dict[str, Shape]:
     """{variable path: shape} of every variable in the file."""
-    with _OpenWeights(self.path) as f:
-      return {name: tuple(d.shape) for name, d in _datasets(f[WEIGHTS_GROUP]).items()}
+    return {name: shape for name, (shape, _) in self._indexed().items()}
 
   def encoder_paths(self) -> Optional[set]:
     """The paths marked as the encoder's (files without the marks: all of them)."""
-    with _OpenWeights(self.path) as f:
-      stored = _datasets(f[WEIGHTS_GROUP])
-      return {name for name, d in stored.items() if d.attrs.get(ENCODER_ATTRIBUTE, True)}
+    return {name for name, (_, is_encoder) in self._indexed().items() if is_encoder}
 
   def read(self, paths: Iterable[str]) -> Dict[str, np.ndarray]:
     with _OpenWeights(self.path) as f:

@@ -26,7 +26,6 @@ pre-tokenization differs on rare characters (NFKC case folding, U+00A0, control
 characters; see `keras_hub_preset.RecurrentBertWordPieceTokenizer`).
 """
 
-import json
 import os
 from typing import List, Optional
 
@@ -34,8 +33,7 @@ import keras_hub
 
 from recurrent_bert import model_dir as layout
 from recurrent_bert.config import ModelConfig
-from recurrent_bert.convert.keras_hub_preset import METADATA_FILE
-from recurrent_bert.convert.keras_hub_preset import METADATA_KEY
+from recurrent_bert.convert.keras_hub_preset import add_metadata
 from recurrent_bert.convert.mapping import CheckpointMappingError
 from recurrent_bert.convert.mapping import keras_hub_bert_mismatch
 from recurrent_bert.convert.mapping import store_to_keras_hub_bert
@@ -136,20 +134,16 @@ def write_keras_hub_bert_preset(exported, directory: str) -> List[str]:
     backbone.save_to_preset(directory)
     if tokenizer is not None:
       tokenizer.save_to_preset(directory)
-  metadata_path = os.path.join(directory, METADATA_FILE)
-  with open(metadata_path, encoding="utf-8") as f:
-    metadata = json.load(f)
-  metadata[METADATA_KEY] = {
-      "vocabulary_kind": layout.WORDPIECE if tokenizer is not None else None,
-      "do_lower_case": lowercase,
-      "has_mlm": exported.has_mlm,
+  add_metadata(
+      directory,
+      vocabulary_kind=layout.WORDPIECE if tokenizer is not None else None,
+      do_lower_case=lowercase,
+      has_mlm=exported.has_mlm,
       # keras-hub's BERT has no next-sentence task: an NSP head is never written.
-      "has_nsp": False,
-      "source_has_nsp": exported.has_nsp,
-      "source": exported.kind,
-  }
-  with open(metadata_path, "w", encoding="utf-8") as f:
-    json.dump(metadata, f, indent=4)
+      has_nsp=False,
+      source_has_nsp=exported.has_nsp,
+      source=exported.kind,
+  )
   return sorted(
       os.path.relpath(os.path.join(root, name), directory)
       for root, _, names in os.walk(directory)

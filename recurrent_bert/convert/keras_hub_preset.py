@@ -44,6 +44,7 @@ from recurrent_bert.errors import InputError
 from recurrent_bert.errors import first_line
 from recurrent_bert.models import Encoder
 from recurrent_bert.models import Pretrainer
+from recurrent_bert.saving.locate import PRETRAINING_HEADS
 
 PACKAGE = "recurrent_bert"
 CONFIG_FILE = "config.json"
@@ -54,7 +55,6 @@ TOKENIZER_ASSET_DIR = os.path.join("assets", "tokenizer")
 HEADS_FILE = "pretraining_heads.weights.h5"
 # The key of our entry in metadata.json (keras-hub reads only its own keys).
 METADATA_KEY = "recurrent_bert"
-_HEAD_NAMES = ("mlm_head", "nsp_head")
 # The vocabulary file names of keras-hub's WordPiece and SentencePiece tokenizers (their
 # `file_assets`), under TOKENIZER_ASSET_DIR.
 _VOCABULARY_ASSETS = ("vocabulary.txt", "vocabulary.spm")
@@ -212,7 +212,7 @@ def make_preset_tokenizer(vocab_file: str, do_lower_case: Optional[bool]):
 def _is_head(path: str) -> bool:
   """A Pretrainer variable of the MLM or NSP head (the MLM head's tied table is the
   encoder's, not its own)."""
-  return path.split("/", 1)[0] in _HEAD_NAMES
+  return path.split("/", 1)[0] in PRETRAINING_HEADS
 
 
 def write_keras_hub_preset(exported: ModelForExport, directory: str) -> List[str]:
@@ -243,20 +243,27 @@ def write_keras_hub_preset(exported: ModelForExport, directory: str) -> List[str
   if exported.has_mlm:
     weights_file.save_weights(exported.model, os.path.join(directory, HEADS_FILE), _is_head)
     written.append(HEADS_FILE)
+  add_metadata(
+      directory,
+      vocabulary_kind=kind,
+      do_lower_case=do_lower_case,
+      has_mlm=exported.has_mlm,
+      has_nsp=exported.has_nsp,
+      heads_file=HEADS_FILE if exported.has_mlm else None,
+      source=exported.kind,
+  )
+  return written
+
+
+def add_metadata(directory: str, **entry) -> None:
+  """Adds our entry (METADATA_KEY: `entry`) to the metadata.json keras-hub wrote in
+  `directory`; keras-hub reads only its own keys."""
   metadata_path = os.path.join(directory, METADATA_FILE)
   with open(metadata_path, encoding="utf-8") as f:
     metadata = json.load(f)
-  metadata[METADATA_KEY] = {
-      "vocabulary_kind": kind,
-      "do_lower_case": do_lower_case,
-      "has_mlm": exported.has_mlm,
-      "has_nsp": exported.has_nsp,
-      "heads_file": HEADS_FILE if exported.has_mlm else None,
-      "source": exported.kind,
-  }
+  metadata[METADATA_KEY] = entry
   with open(metadata_path, "w", encoding="utf-8") as f:
     json.dump(metadata, f, indent=4)
-  return written
 
 
 class PresetContents(NamedTuple):

@@ -209,8 +209,9 @@ def locate(path: str) -> Location:
     found = _location("pretraining model_dir", path, weights, PRETRAINER, path, (path, export_dir))
     return dataclasses.replace(found, encoder_weights=_export_of_step(export_dir, weights))
   converted = os.path.join(path, layout.PRETRAINER_PREFIX)
-  if is_checkpoint_prefix(converted) or layout.isfile(converted + WEIGHTS_SUFFIX):
-    weights = _beside(converted, layout.PRETRAINER_PREFIX + WEIGHTS_SUFFIX)
+  converted_weights = os.path.join(path, layout.PRETRAINER_WEIGHTS_FILE)
+  if is_checkpoint_prefix(converted) or layout.isfile(converted_weights):
+    weights = _beside(converted, layout.PRETRAINER_WEIGHTS_FILE)
     return _location("converted model dir", path, weights, PRETRAINER, path, (path, export_dir))
   nested_export = _export_weights(export_dir)
   if nested_export:

@@ -35,13 +35,9 @@ _RNG_STATE = re.compile(r"^seed_generator(_\d+)?/")
 _STEP_KEY = "global_step" + _VALUE_SUFFIX
 
 
-def escape(path: str) -> str:
-  """A variable path as TensorFlow's object graph names a dict key."""
-  return path.replace(".", "..").replace("/", ".S")
-
-
 def unescape(name: str) -> str:
-  """The variable path of an escaped name (`escape`'s inverse)."""
+  """The variable path of a name as TensorFlow's object graph escapes a dict key ("/" as
+  ".S", "." as "..")."""
   out, i = [], 0
   while i < len(name):
     if name[i] == "." and i + 1 < len(name):
@@ -58,10 +54,7 @@ class CheckpointStore:
 
   Attributes:
     path: the prefix (…/ckpt-N).
-    format: the store's kind, in words.
   """
-
-  format = "TensorFlow checkpoint"
 
   def __init__(self, prefix: str):
     self.path = prefix

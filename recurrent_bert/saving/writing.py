@@ -96,7 +96,7 @@ def write_converted_dir(
     prefix = os.path.join(tmp_dir, layout.PRETRAINER_PREFIX)
     tf_checkpoint(pretrainer).write(prefix)
     # The same weights for every backend: what `open_model` reads first.
-    write_model_weights(pretrainer, tmp_dir, layout.PRETRAINER_PREFIX + ".weights.h5")
+    write_model_weights(pretrainer, tmp_dir, layout.PRETRAINER_WEIGHTS_FILE)
     export_info = {key: report[key] for key in ("source", "source_kind", "do_lower_case")}
     export_encoder(
         pretrainer.encoder,

@@ -7,7 +7,7 @@ the files.
 
 The fine-tuning `--model_dir` layout is in `recurrent_bert/model_dir.py` (the contract):
 model_config.json, task_info.json, vocab.txt (or sentencepiece.model) and tokenizer.json
-(what `load_task_model` rebuilds from), training checkpoints, best/ (the best checkpoint by
+(what `saving.open_model` rebuilds it from), training checkpoints, best/ (the best checkpoint by
 the task's main metric, with the same files and best_metrics.json), train/ and eval/
 TensorBoard events, metrics.jsonl, eval_results.json ({"global_step", "checkpoint",
 "main_metric", "main_metric_value" (of the first eval split), "eval_splits", "<split>":
@@ -43,20 +43,6 @@ from recurrent_bert.training import optimizers
 from recurrent_bert.training.settings import TrainingSettings
 
 MODES = ("train", "eval", "predict", "train_and_eval")
-
-
-def load_task_model(model_dir: str, checkpoint: Optional[str] = None):
-  """Rebuilds a fine-tuned model from its model_dir (best/ if present).
-
-  Returns:
-    (model, TaskInfo, the directory holding its model_config / vocab, the weights read).
-  """
-  stored = saving.open_model(model_dir)
-  model, info = stored.load_task_model()
-  weights = stored.weights
-  if checkpoint:
-    weights = saving.open_model(checkpoint).restore(model)
-  return model, info, stored.config_dir, weights
 
 
 @dataclasses.dataclass(kw_only=True)

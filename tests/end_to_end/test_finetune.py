@@ -76,10 +76,10 @@ def test_glue_learns_a_generated_pair_task(rte_run, task_files):
 
 def test_eval_mode_matches_the_keras_model_on_numpy_packed_features(rte_run, task_files):
   """--mode=eval (distributed prediction, padded batches) vs the model called directly."""
+  from recurrent_bert import saving
   from recurrent_bert.data.tokenization import BertWordpieceTokenizer
   from recurrent_bert.tasks.classification import glue
   from recurrent_bert.tasks.pair_features import convert_pair_examples
-  from recurrent_bert.training import finetuning_runner
 
   model_dir, _ = rte_run
   os.remove(os.path.join(model_dir, "eval_results.json"))
@@ -93,7 +93,9 @@ def test_eval_mode_matches_the_keras_model_on_numpy_packed_features(rte_run, tas
   )  # 70 rows: 3 batches, the last padded with 26 rows
   results = read_json(os.path.join(model_dir, "eval_results.json"))
 
-  model, info, directory, _ = finetuning_runner.load_task_model(model_dir)
+  stored = saving.open_model(model_dir)
+  model, info = stored.load_task_model()
+  directory = stored.config_dir
   assert info.kind == "classifier" and info.label_names == ("entailment", "not_entailment")
   examples = glue.read_glue(task_files["rte"], "rte", "dev").examples
   tokenizer = BertWordpieceTokenizer(os.path.join(directory, "vocab.txt"))
@@ -130,10 +132,10 @@ def test_mirrored_prediction_equals_single_device(rte_run, task_files):
 
 def test_export_of_a_finetuned_classifier_serves_raw_text(rte_run, tmp_path):
   """classify_pair in a fresh TF-only process = softmax of the Keras model."""
+  from recurrent_bert import saving
   from recurrent_bert.data.tokenization import BertWordpieceTokenizer
   from recurrent_bert.tasks.pair_features import PairExample
   from recurrent_bert.tasks.pair_features import convert_pair_examples
-  from recurrent_bert.training import finetuning_runner
 
   model_dir, _ = rte_run
   export_dir = str(tmp_path / "export")
@@ -155,7 +157,9 @@ print(json.dumps({"probabilities": out["probabilities"].numpy().tolist(),
 """
   served = export_checks.run_fresh_python(script, export_dir, json.dumps(pairs))
 
-  model, info, directory, _ = finetuning_runner.load_task_model(model_dir)
+  stored = saving.open_model(model_dir)
+  model, info = stored.load_task_model()
+  directory = stored.config_dir
   tokenizer = BertWordpieceTokenizer(os.path.join(directory, "vocab.txt"))
   features = convert_pair_examples(
       [PairExample(str(i), a, b, None) for i, (a, b) in enumerate(pairs)],

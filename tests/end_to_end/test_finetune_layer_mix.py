@@ -24,7 +24,6 @@ from recurrent_bert.models import task_kinds
 from recurrent_bert.tasks import sample_tasks as generated_tasks
 from recurrent_bert.tasks.pair_features import PairExample
 from recurrent_bert.tasks.pair_features import convert_pair_examples
-from recurrent_bert.training import finetuning_runner
 from tests.support.export_checks import answers
 from tests.support.export_checks import ask
 from tests.support.export_checks import serve
@@ -92,7 +91,8 @@ def test_mix_all_records_and_trains(runs):
   assert (info.layer_mix, info.feature_based) == ("mix_all", False)
   results = read_json(os.path.join(runs["mix_all"], "eval_results.json"))
   assert results["dev"]["num_examples"] == 40 and results["num_train_steps"] == 10
-  model, _, _, _ = finetuning_runner.load_task_model(runs["mix_all"])
+  stored = saving.open_model(runs["mix_all"])
+  model, _ = stored.load_task_model()
   assert model.layer_mix == "mix_all"
   # The scalar mix was trained: its weights left their start (all 0, gamma 1).
   mix = model.layer_combination.scalar_mix
@@ -127,7 +127,9 @@ def test_mix_all_export_serves_the_models_logits(runs, tmp_path):
   served = ({}, None, requests, serve(tmp_path, requests))
   [(_, outputs)] = answers(served, "export", "classify_pair")
 
-  model, info, directory, _ = finetuning_runner.load_task_model(runs["mix_all"])
+  stored = saving.open_model(runs["mix_all"])
+  model, info = stored.load_task_model()
+  directory = stored.config_dir
   tokenizer = BertWordpieceTokenizer(os.path.join(directory, layout.VOCAB_FILE))
   features = convert_pair_examples(
       [PairExample(str(i), a, b, None) for i, (a, b) in enumerate(PAIRS)],

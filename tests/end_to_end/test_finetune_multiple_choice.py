@@ -157,10 +157,10 @@ print(json.dumps(out))
 
 
 def test_export_serves_choices_in_a_tf_only_process(runs, tmp_path):
+  from recurrent_bert import saving
   from recurrent_bert.data.tokenization import BertWordpieceTokenizer
   from recurrent_bert.tasks.multiple_choice import adapter as multiple_choice
   from recurrent_bert.tasks.multiple_choice.swag import ChoiceExample
-  from recurrent_bert.training import finetuning_runner
 
   model_dir = runs["bert_tiny"]
   export_dir = str(tmp_path / "export")
@@ -179,7 +179,9 @@ def test_export_serves_choices_in_a_tf_only_process(runs, tmp_path):
   }
   served = export_checks.run_fresh_python(SERVE, export_dir, json.dumps(request))
 
-  model, info, directory, _ = finetuning_runner.load_task_model(model_dir)
+  stored = saving.open_model(model_dir)
+  model, info = stored.load_task_model()
+  directory = stored.config_dir
   tokenizer = BertWordpieceTokenizer(os.path.join(directory, "vocab.txt"))
   examples = [
       ChoiceExample(str(i), context, tuple(endings), None)

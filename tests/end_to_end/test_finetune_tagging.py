@@ -265,11 +265,11 @@ print(json.dumps({
 
 
 def test_export_serves_the_same_tags_as_the_keras_model(runs):
+  from recurrent_bert import saving
   from recurrent_bert.data.tokenization import BertWordpieceTokenizer
   from recurrent_bert.tasks.tagging.conll import TaggedSentence
   from recurrent_bert.tasks.tagging.tagging_features import gather_word_predictions
   from recurrent_bert.tasks.tagging.tagging_features import tagging_features
-  from recurrent_bert.training import finetuning_runner
 
   model_dir, export_dir = runs["dirs"]["bert"], runs["export_dir"]
   assert "tag(" in runs["export"].stdout and "tag_words(" in runs["export"].stdout
@@ -280,7 +280,9 @@ def test_export_serves_the_same_tags_as_the_keras_model(runs):
   ]
   served = export_checks.run_fresh_python(SERVE_SCRIPT, export_dir, json.dumps(sentences))
 
-  model, info, directory, _ = finetuning_runner.load_task_model(model_dir)
+  stored = saving.open_model(model_dir)
+  model, info = stored.load_task_model()
+  directory = stored.config_dir
   tokenizer = BertWordpieceTokenizer(os.path.join(directory, "vocab.txt"), info.do_lower_case)
   # One window per sentence, no document context: what serving reads (the long one is
   # cut: only its words in the first window are compared).

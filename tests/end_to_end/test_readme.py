@@ -56,7 +56,6 @@ def test_model_dirs_of_every_kind_resolve_to_the_same_model(walkthrough):
   import tensorflow as tf
 
   from recurrent_bert import saving
-  from recurrent_bert.training import finetuning_runner
 
   run_dir, _ = walkthrough
   pretraining = str(run_dir / "models" / "tiny_bert")
@@ -82,10 +81,9 @@ def test_model_dirs_of_every_kind_resolve_to_the_same_model(walkthrough):
   source = saving.open_model(rte)
   assert source.kind == "fine-tuning model_dir"
   assert os.path.dirname(source.weights).endswith("best")
-  model, _, _, _ = finetuning_runner.load_task_model(rte)
+  model, _ = source.load_task_model()
   np.testing.assert_array_equal(
-      saving.open_model(rte).load_encoder()(inputs)["pooled_output"],
-      model.encoder(inputs)["pooled_output"],
+      source.load_encoder()(inputs)["pooled_output"], model.encoder(inputs)["pooled_output"]
   )
 
 
