@@ -16,7 +16,10 @@ from recurrent_bert.layers.activations import get_activation
 #   "loop" (TensorFlow): plain TF while-loops, `unroll` blocks per iteration.
 #   "scan" (TensorFlow): the original `tf.scan`, autodiff through it.
 #   "portable" (JAX, PyTorch): `keras.ops.scan` with the hand-written reverse gradient.
-# Details of each: kernels/tf_swish_rnn.py, kernels/portable_swish_rnn.py.
+#   "pallas" (JAX on a CUDA GPU): one Pallas kernel walks T for the forward pass and one
+#            for the backward, the gating fused in both; "auto" there.
+# Details of each: kernels/tf_swish_rnn.py, kernels/portable_swish_rnn.py,
+# kernels/pallas_swish_rnn.py.
 DEFAULT_UNROLL = 16  # "loop" only: under XLA unrolling measured slower (duplicated work)
 
 
@@ -58,6 +61,10 @@ def swish_rnn_recurrence(
   if (gate is None) != (state_bias is None):
     raise ValueError("gate and state_bias go together")
   implementation = kernels.resolve(kernels.SWISH_RNN_FIELD, implementation)
+  if implementation == "pallas":
+    from recurrent_bert.layers.kernels import pallas_swish_rnn
+
+    return pallas_swish_rnn.recurrence(x1, residual, alpha, beta, step_size, gate, state_bias)
   if implementation == "portable":
     from recurrent_bert.layers.kernels import portable_swish_rnn
 

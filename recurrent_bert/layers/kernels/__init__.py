@@ -9,14 +9,22 @@ runs them; the implementation only decides how. Per backend (Keras' own layout,
                                      custom-gradient XLA loops, BlockLSTMV2, tf.scan.
   portable_blstm, portable_swish_rnn  `keras.ops` ("portable"): scan over time (SwishRNN with
                                      a hand-written reverse gradient): JAX, PyTorch.
+  pallas_swish_rnn                   one Pallas (Triton) kernel per pass, the gating fused
+                                     ("pallas"): JAX on a CUDA GPU.
   jax_cudnn_lstm, torch_cudnn_lstm   cuDNN's LSTM fed by each row's length ("cudnn"):
                                      jax.experimental.rnn, PyTorch packed sequences.
 
 Only the module of the running backend is ever imported (lazily, by the layers), so a
 JAX or PyTorch process never loads TensorFlow. "auto" resolves as `resolve` says: on a GPU
 the cuDNN LSTM of the backend ("keras" is TensorFlow's: Keras' LSTM picks cuDNN itself
-there) and, for SwishRNN, TensorFlow's "fused" or the portable scan; on a CPU "fused" on
-TensorFlow (the fastest measured there, benchmarks/recurrence.py), "portable" elsewhere.
+there) and, for SwishRNN, TensorFlow's "fused", the Pallas kernel under JAX, or the
+portable scan; on a CPU "fused" on TensorFlow (the fastest measured there,
+benchmarks/recurrence.py), "portable" elsewhere.
+
+A kernel that needs a device the process does not have is refused in one line naming
+the implementation and the device. The Pallas kernels also run in Pallas' interpreter on
+any device when RECURRENT_BERT_PALLAS_INTERPRET=1 (slow: for tests and for rehearsing a
+GPU script on a CPU).
 """
 
 from typing import Tuple
@@ -39,7 +47,7 @@ OFFERED = {
     },
     SWISH_RNN_FIELD: {
         "tensorflow": ("fused", "loop", "scan"),
-        "jax": ("portable",),
+        "jax": ("portable", "pallas"),
         "torch": ("portable",),
     },
 }
@@ -73,14 +81,33 @@ def gated(c, gate, state_bias):
   return c if gate is None else (c + state_bias) * gate
 
 
+def _jax_platform() -> str:
+  import jax
+
+  return jax.devices()[0].platform
+
+
+def pallas_runs() -> bool:
+  """Whether the Pallas kernels run here: JAX on a CUDA GPU, or Pallas' interpreter."""
+  from recurrent_bert.layers.kernels import pallas_swish_rnn
+
+  return backend() == "jax" and (_jax_platform() == "gpu" or pallas_swish_rnn.interpreted())
+
+
 def check(field: str, implementation: str) -> None:
-  """Raises InputError (one line naming the field and the backend's choices) when the
-  running backend cannot run `implementation`."""
+  """Raises InputError (one line naming the field and the backend's choices, or the
+  device) when the running backend or device cannot run `implementation`."""
   choices = offered(field)
   if implementation not in choices:
     raise InputError(
         f"{field}={implementation!r} does not run on Keras' {backend()!r} backend, which "
         f"offers: {', '.join(choices)}"
+    )
+  if implementation == "pallas" and not pallas_runs():
+    raise InputError(
+        f"{field}='pallas' needs a CUDA GPU, and this JAX process runs on "
+        f"{_jax_platform()!r}: choose 'auto' or 'portable' (or set "
+        "RECURRENT_BERT_PALLAS_INTERPRET=1 to run the kernel in Pallas' slow interpreter)"
     )
 
 
@@ -94,4 +121,6 @@ def resolve(field: str, implementation: str) -> str:
     if name == "tensorflow":
       return "keras" if _tensorflow_sees_a_gpu() else "fused"
     return "cudnn" if cudnn_lstm().available() else "portable"
-  return "fused" if name == "tensorflow" else "portable"
+  if name == "tensorflow":
+    return "fused"
+  return "pallas" if name == "jax" and _jax_platform() == "gpu" else "portable"
