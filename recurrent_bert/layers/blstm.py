@@ -27,7 +27,9 @@ class BidirectionalLSTM(keras.layers.Layer):
     "cudnn" (JAX, PyTorch): cuDNN's LSTM fed by each row's length
       (`jax.experimental.rnn`, PyTorch packed sequences).
     "portable" (JAX, PyTorch): `kernels.portable_blstm`, both directions in one
-      `keras.ops.scan`; the CPU choice there.
+      `keras.ops.scan` with a float32 cell state and a hand-written backward (one matmul
+      a step; the recurrent kernel's gradient one matmul after the loop); the CPU
+      choice there.
     TensorFlow's kernels (`kernels.tf_blstm`):
     "fused": `bidirectional_lstm_recurrence`: both directions in one XLA loop (one
       batched [2, B, u] x [2, u, 4u] matmul per step, the backward direction read and

@@ -3,8 +3,19 @@
 Both directions advance in one scan over time, each step one batched [2, B, u] x
 [2, u, 4u] matmul (as TensorFlow's "fused" kernel does); the backward direction reads
 each row reversed within its real prefix, so it starts at the row's last real token and
-padding never reaches a real one. Autodiff through the scan keeps each step's state and
-gates, which is what a hand-written backward would save too (lax.scan on JAX).
+padding never reaches a real one.
+
+The cell state c and the gates are float32 whatever the compute dtype (a 512-step chain
+of bfloat16 roundings drifts); h, which feeds the matmul, is in the compute dtype.
+
+The gradient of the recurrence is written by hand. The forward scan saves h, c and the
+activated gates (i, f, g, o); the reverse scan then needs one matmul a step,
+
+  dz[t] = (di i(1-i), df f(1-f), dg (1-g²), do o(1-o)),  dh[t-1] += dz[t] R^T,
+
+where autodiff through the scan would also accumulate R's gradient inside the loop, a
+second matmul a step and a [2, u, 4u] carry. Here R's gradient is one matmul after the
+loop, dR = sum_t h[t-1]^T dz[t], over all T·B rows at once.
 """
 
 from keras import ops
@@ -39,22 +50,113 @@ def bidirectional_lstm(x, lengths, forward, backward):
       ]
   )
   recurrent_kernels = ops.stack([forward[1], backward[1]])  # [2, u, 4u]
-
-  # The state is h and c stacked, [2, 2, B, u] (h/c, direction, row, unit), and each step
-  # emits all of it: TensorFlow's ops.scan wants outputs shaped like the carry.
-  def step(state, z):  # z: [2, B, 4u]
-    z = z + ops.matmul(state[0], recurrent_kernels)
-    i, f, g, o = ops.split(z, 4, axis=-1)
-    c = ops.sigmoid(f) * state[1] + ops.sigmoid(i) * ops.tanh(g)
-    state = ops.stack([ops.sigmoid(o) * ops.tanh(c), c])
-    return state, state
-
-  initial = ops.zeros((2, 2, batch, units), x.dtype)
-  # A static trip count where T is known: XLA (TensorFlow's jit_compile) needs one.
   steps = ops.transpose(gate_inputs, (2, 0, 1, 3))  # [T, 2, B, 4u]
-  _, states = ops.scan(step, initial, steps, length=x.shape[1])
-  h = states[:, 0]  # [T, 2, B, u]
+  h = recurrence(steps, recurrent_kernels, batch, units, x.shape[1])  # [T, 2, B, u]
   h = ops.transpose(h, (1, 2, 0, 3))  # [2, B, T, u]
   real = ops.cast(ops.arange(length)[None, :] < ops.cast(lengths, "int32")[:, None], x.dtype)
   outputs = ops.concatenate([h[0], ops.take_along_axis(h[1], reverse, axis=1)], axis=-1)
   return outputs * real[:, :, None]
+
+
+def cell(z, c):
+  """One LSTM step from its pre-activations z [..., 4u] (i, f, g, o) and the previous
+  cell state c [..., u]: (h, c, activated gates [..., 4u]). Plain `keras.ops`, so
+  TensorFlow's "fused" kernel (tf_blstm) runs the same step."""
+  i, f, g, o = ops.split(z, 4, axis=-1)
+  i, f, g, o = ops.sigmoid(i), ops.sigmoid(f), ops.tanh(g), ops.sigmoid(o)
+  c = f * c + i * g
+  return o * ops.tanh(c), c, ops.concatenate([i, f, g, o], axis=-1)
+
+
+def cell_gradient(dh, dc_next, gates, c, c_prev):
+  """Reverse of `cell`: from the gradients on its h and (through later steps) its c,
+  the gradient on z, and the part of the gradient on c_prev that flows through c.
+
+    dc = dc_next + dh o tanh'(c),  dz = (dc g i', dc c_prev f', dc i g', dh tanh(c) o')
+  with act' the activations' derivatives written from their outputs.
+  """
+  i, f, g, o = ops.split(gates, 4, axis=-1)
+  tanh_c = ops.tanh(c)
+  dc = dc_next + dh * o * (1 - tanh_c * tanh_c)
+  dz = ops.concatenate(
+      [
+          dc * g * i * (1 - i),
+          dc * c_prev * f * (1 - f),
+          dc * i * (1 - g * g),
+          dh * tanh_c * o * (1 - o),
+      ],
+      axis=-1,
+  )
+  return dz, dc * f
+
+
+def _states(steps, recurrent_kernels, batch, units, length):
+  """The forward scan: h [T, 2, B, u] (steps' dtype), c and the gates [T, 2, B, u | 4u]
+  (float32)."""
+  dtype = steps.dtype
+
+  def step(state, z):  # z: [2, B, 4u]
+    h, c = state
+    h, c, gates = cell(ops.cast(z + ops.matmul(h, recurrent_kernels), "float32"), c)
+    h = ops.cast(h, dtype)
+    return (h, c), (h, c, gates)
+
+  initial = (ops.zeros((2, batch, units), dtype), ops.zeros((2, batch, units), "float32"))
+  # A static trip count where T is known: XLA needs one.
+  _, (h, c, gates) = ops.scan(step, initial, steps, length=length)
+  return h, c, gates
+
+
+def _earlier(t):
+  """[T, ...] -> out[t] = t[t - 1], zeros at t = 0."""
+  return ops.concatenate([ops.zeros_like(t[:1]), t[:-1]], axis=0)
+
+
+def _gradients(dh, h, c, gates, recurrent_kernels):
+  """(d steps [T, 2, B, 4u], d recurrent_kernels [2, u, 4u]) from dh [T, 2, B, u]."""
+  dtype = recurrent_kernels.dtype
+  kernels_t = ops.transpose(recurrent_kernels, (0, 2, 1))  # [2, 4u, u]
+
+  def step(carry, inputs):  # reverse time: the gradients arriving at h[t] and c[t]
+    dh_later, dc_later = carry
+    dh_t, c_t, c_earlier, gates_t = inputs
+    dh_t = ops.cast(dh_t, "float32") + dh_later
+    dz, dc_earlier = cell_gradient(dh_t, dc_later, gates_t, c_t, c_earlier)  # [2, B, 4u]
+    dh_earlier = ops.cast(ops.matmul(ops.cast(dz, dtype), kernels_t), "float32")
+    return (dh_earlier, dc_earlier), dz
+
+  zeros = ops.zeros_like(c[0])
+  _, dz = ops.scan(
+      step, (zeros, zeros), (dh, c, _earlier(c), gates), length=h.shape[0], reverse=True
+  )
+  dz_compute = ops.cast(dz, dtype)
+  # One matmul for all steps: [2, u, T·B] x [2, T·B, 4u].
+  d_kernels = ops.einsum("tdbu,tdbg->dug", _earlier(h), dz_compute)
+  return dz_compute, d_kernels
+
+
+def recurrence(steps, recurrent_kernels, batch, units, length):
+  """Both directions' LSTM recurrence with the hand-written gradient (module docstring).
+
+  Args:
+    steps: [T, 2, B, 4u], x W + b of each direction at each step (gates i, f, g, o).
+    recurrent_kernels: [2, u, 4u] (R), in steps' dtype.
+    batch, units: B and u.
+    length: T, a Python int where it is static.
+  Returns:
+    h: [T, 2, B, u] in steps' dtype.
+  """
+
+  @ops.custom_gradient
+  def run(steps, recurrent_kernels):
+    h, c, gates = _states(steps, recurrent_kernels, batch, units, length)
+
+    def grad(*grad_args, upstream=None):
+      # TensorFlow and JAX pass the output's gradient; PyTorch passes the inputs and
+      # `upstream` (keras.ops.custom_gradient's contract).
+      dh = grad_args[0] if upstream is None else upstream
+      return _gradients(dh, h, c, gates, recurrent_kernels)
+
+    return h, grad
+
+  return run(steps, recurrent_kernels)

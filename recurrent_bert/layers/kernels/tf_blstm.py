@@ -12,6 +12,8 @@ directions of the layer's `keras.layers.Bidirectional(LSTM)` weights:
 from keras import ops
 import tensorflow as tf
 
+from recurrent_bert.layers.kernels.portable_blstm import cell
+from recurrent_bert.layers.kernels.portable_blstm import cell_gradient
 from recurrent_bert.layers.kernels.tf_graph import dense_2d
 from recurrent_bert.layers.kernels.tf_graph import dynamic_update_slice
 
@@ -50,37 +52,6 @@ def _reversed(positions, lengths):
   """Positions (any shape, broadcast with lengths) in a sequence reversed within its
   real prefix, as `tf.reverse_sequence` maps them (its own inverse)."""
   return tf.where(positions < lengths, lengths - 1 - positions, positions)
-
-
-def _cell(z, c):
-  """One LSTM step from its pre-activations z [..., 4u] (i, f, g, o) and the previous
-  cell state c [..., u]: (h, c, activated gates [..., 4u])."""
-  i, f, g, o = tf.split(z, 4, axis=-1)
-  i, f, g, o = tf.sigmoid(i), tf.sigmoid(f), tf.tanh(g), tf.sigmoid(o)
-  c = f * c + i * g
-  return o * tf.tanh(c), c, tf.concat([i, f, g, o], -1)
-
-
-def _cell_gradient(dh, dc_next, gates, c, c_prev):
-  """Reverse of `_cell`: from the gradients on its h and (through later steps) its c,
-  the gradient on z, and the part of the gradient on c_prev that flows through c.
-
-    dc = dc_next + dh o tanh'(c),  dz = (dc g i', dc c_prev f', dc i g', dh tanh(c) o')
-  with act' the activations' derivatives written from their outputs.
-  """
-  i, f, g, o = tf.split(gates, 4, axis=-1)
-  tanh_c = tf.tanh(c)
-  dc = dc_next + dh * o * (1 - tanh_c * tanh_c)
-  dz = tf.concat(
-      [
-          dc * g * i * (1 - i),
-          dc * c_prev * f * (1 - f),
-          dc * i * (1 - g * g),
-          dh * tanh_c * o * (1 - o),
-      ],
-      -1,
-  )
-  return dz, dc * f
 
 
 def _direction_indices(positions):
@@ -130,7 +101,7 @@ def _fused_forward(forward_inputs, backward_inputs, forward_kernel, backward_ker
             tf.gather(backward_inputs, backward_positions, axis=1, batch_dims=1),
         ]
     )
-    h, c, gates = _cell(z + tf.matmul(h, kernels), c)
+    h, c, gates = cell(z + tf.matmul(h, kernels), c)
     at_t = tf.stack([t, 0, 0, 0])
     index = _direction_indices(tf.stack([tf.fill([batch], t), reversed_positions[t]], 1))
     # In both directions, loop step t is a padded position exactly when t >= length.
@@ -192,7 +163,7 @@ def _fused_backward(dh_out, h, c, gates, forward_kernel, backward_kernel, length
     c_prev = tf.where(t > 0, tf.gather(c, tf.maximum(t - 1, 0)), zeros)
     real = tf.cast(t < lengths, dh_next.dtype)[None, :, None]  # padded outputs are 0
     dh = tf.transpose(tf.gather_nd(dh_out, index), [1, 0, 2]) * real + dh_next
-    dz, dc = _cell_gradient(dh, dc_next, tf.gather(gates, t), tf.gather(c, t), c_prev)
+    dz, dc = cell_gradient(dh, dc_next, tf.gather(gates, t), tf.gather(c, t), c_prev)
     dforward = dynamic_update_slice(dforward, dz[0][:, None], tf.stack([0, t, 0]))
     dbackward = tf.tensor_scatter_nd_update(dbackward, index[:, 1, :2], dz[1])
     return s + 1, tf.matmul(dz, kernels, transpose_b=True), dc, dforward, dbackward
