@@ -1,15 +1,168 @@
-"""Multi-head scaled dot-product self-attention with a padding mask (SPEC §2)."""
+"""Multi-head scaled dot-product self-attention with a padding mask (SPEC §2).
+
+The attention itself runs in one of two forms of the same function:
+
+  written-out  the logits einsum, the relative bias, padded keys set to float32's minimum,
+               softmax in float32, dropout on the probabilities, the context einsum, in
+               `keras.ops`: TensorFlow always (its numerics are the ones the references
+               check), and any backend when the fused form declines or is switched off.
+  fused        one call per backend (`_FUSED`, chosen once, when the module loads):
+               JAX `jax.nn.dot_product_attention`, cuDNN's flash attention on a CUDA GPU
+               where it takes the inputs (`_jax_implementation`), XLA elsewhere. JAX's
+               public fused attention has no dropout: with attention dropout active
+               (training and a rate above 0) JAX takes the written-out form.
+               PyTorch `torch.nn.functional.scaled_dot_product_attention`, dropout
+               included: its masks then come from torch's own generator, not the layer's
+               Keras seed generator (as Keras' unseeded Dropout on torch does too).
+
+Both forms compute the softmax in float32 under mixed precision: JAX's XLA form computes
+the logits of 16-bit q and k in float32 and takes their softmax there (then rounds the
+probabilities to q's dtype, as the written-out form does); cuDNN and PyTorch's kernels
+accumulate and normalise in float32.
+
+A row whose keys are all padding (an example of padding only) attends to all its keys
+with equal weight: the written-out form sets all its logits to the same minimum, so its
+softmax is uniform. The fused forms follow one rule to agree: the kernel sees such a row
+unmasked (so no kernel meets a row with nothing to attend to), and its output is replaced
+by the mean of the row's values, which is what uniform weights give; its gradients then
+reach the values only, as in the written-out form. Such a row gets no attention dropout.
+
+`SelfAttention(fused=False)`, or any call (or trace) inside `written_out_attention()`,
+takes the written-out form: the reference for tests and benchmarks. The switch is no part
+of the layer's config, so saved configs are the same either way.
+"""
+
+import contextlib
+import functools
+from typing import Callable, Dict, Optional
 
 import keras
 from keras import ops
 import numpy as np
 
+from recurrent_bert.layers.dropout import Dropout
+
 _FLOAT32_MIN = float(np.finfo(np.float32).min)
+# PyTorch's padded keys: added to their logits, whose exp then underflows to 0 beside any
+# real key's.
+_TORCH_MASK_VALUE = -1e30
+
+_written_out_scopes = 0  # how many `written_out_attention()` blocks are open
+
+
+@contextlib.contextmanager
+def written_out_attention():
+  """Every SelfAttention called (or traced, under `jax.jit`) inside takes the written-out
+  form, whatever its `fused`: the reference for whole models in tests and benchmarks."""
+  global _written_out_scopes
+  _written_out_scopes += 1
+  try:
+    yield
+  finally:
+    _written_out_scopes -= 1
+
+
+@functools.cache
+def _cuda_flash_attention_available() -> bool:
+  """Whether JAX's default device is a CUDA GPU of compute capability 8.0 or above."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.extend.backend  # pylint: disable=g-import-not-at-top
+
+  if jax.default_backend() != "gpu":
+    return False
+  if "cuda" not in jax.extend.backend.get_backend().platform_version.lower():
+    return False
+  major = int(str(getattr(jax.devices()[0], "compute_capability", "0")).split(".")[0])
+  return major >= 8
+
+
+def _jax_implementation(q) -> Optional[str]:
+  """Returns "cudnn" where cuDNN's flash attention takes these inputs, else None (XLA).
+
+  `implementation=None` is XLA's form on every device in this JAX (jax 0.10.2), so cuDNN
+  is asked for by name, and only where it accepts the call: a CUDA GPU, 16-bit q/k/v
+  (bfloat16 under mixed precision; it takes no float32), a head size that is a multiple
+  of 8 up to 128, and an even length (the mask goes in as a bias, whose gradient cuDNN
+  computes only for even lengths).
+
+  Args:
+    q: [B, T, A, d] queries.
+  """
+  _, length, _, head_size = q.shape
+  fits = q.dtype in ("bfloat16", "float16") and head_size % 8 == 0 and head_size <= 128
+  return "cudnn" if fits and length % 2 == 0 and _cuda_flash_attention_available() else None
+
+
+def _jax_attention(q, k, v, key_is_real, bias, scale, dropout_rate):
+  """JAX's fused attention, or None when attention dropout is active (it has none), and
+  for float16 off cuDNN (XLA's form asks for float16 dots accumulated in float32, which
+  XLA:CPU does not compile).
+
+  Args:
+    q, k, v: [B, T, A, d] queries, keys and values, one dtype.
+    key_is_real: [B, T] bool, False for padded keys; every row has a True.
+    bias: None or [1 or B, A, T, T] float, added to the logits.
+    scale: the logits' factor, 1/sqrt(d).
+    dropout_rate: the attention-probability dropout rate, 0 when inactive.
+  Returns:
+    [B, T, A, d] context in q's dtype, or None.
+  """
+  implementation = _jax_implementation(q)
+  if dropout_rate > 0 or (q.dtype == "float16" and implementation is None):
+    return None
+  import jax  # pylint: disable=g-import-not-at-top
+
+  if bias is not None:
+    bias = bias.astype(q.dtype)  # as the written-out form adds it
+  return jax.nn.dot_product_attention(
+      q,
+      k,
+      v,
+      bias=bias,
+      mask=key_is_real[:, None, None, :],
+      scale=scale,
+      implementation=implementation,
+  )
+
+
+def _torch_attention(q, k, v, key_is_real, bias, scale, dropout_rate):
+  """PyTorch's fused attention, its dropout drawn from torch's generator.
+
+  Args: as `_jax_attention`'s. Returns: [B, T, A, d] context in q's dtype.
+  """
+  import torch  # pylint: disable=g-import-not-at-top
+
+  # An additive mask, so that it and the bias go in as one tensor. -1e30, or half the
+  # range in float16: a negative bias added to it, or a kernel's product with log2(e),
+  # stays finite.
+  pad_value = max(_TORCH_MASK_VALUE, torch.finfo(q.dtype).min / 2)
+  mask = torch.where(key_is_real, 0.0, pad_value).to(q.dtype)[:, None, None, :]
+  if bias is not None:
+    mask = bias.to(q.dtype) + mask  # [B, A, T, T]
+  heads_first = lambda t: t.transpose(1, 2)  # [B, T, A, d] <-> [B, A, T, d]
+  context = torch.nn.functional.scaled_dot_product_attention(
+      heads_first(q),
+      heads_first(k),
+      heads_first(v),
+      attn_mask=mask,
+      dropout_p=dropout_rate,
+      scale=scale,
+  )
+  return heads_first(context)
+
+
+# The fused form of each backend that has one; a call returns None where it declines.
+_FUSED: Dict[str, Callable] = {"jax": _jax_attention, "torch": _torch_attention}
+_fused_attention: Optional[Callable] = _FUSED.get(keras.backend.backend())
 
 
 @keras.saving.register_keras_serializable(package="recurrent_bert")
 class SelfAttention(keras.layers.Layer):
   """Multi-head self-attention; the residual add and LayerNorm live in the block.
+
+  Args:
+    fused: whether to take the backend's fused attention where it has one (module doc);
+      False always takes the written-out form. Not saved in the config.
 
   Inputs:
     x: [B, T, H].
@@ -19,7 +172,13 @@ class SelfAttention(keras.layers.Layer):
   """
 
   def __init__(
-      self, hidden_size, num_heads, attention_dropout_rate=0.1, initializer_range=0.02, **kwargs
+      self,
+      hidden_size,
+      num_heads,
+      attention_dropout_rate=0.1,
+      initializer_range=0.02,
+      fused=True,
+      **kwargs,
   ):
     super().__init__(**kwargs)
     self.hidden_size = hidden_size
@@ -27,6 +186,7 @@ class SelfAttention(keras.layers.Layer):
     self.head_size = hidden_size // num_heads
     self.attention_dropout_rate = attention_dropout_rate
     self.initializer_range = initializer_range
+    self.fused = fused
     init = keras.initializers.TruncatedNormal(stddev=initializer_range)
     dense = lambda name: keras.layers.EinsumDense(
         "btd,dnh->btnh",
@@ -45,7 +205,7 @@ class SelfAttention(keras.layers.Layer):
         kernel_initializer=init,
         name="output",
     )
-    self.dropout = keras.layers.Dropout(attention_dropout_rate)
+    self.dropout = Dropout(attention_dropout_rate)
 
   def build(self, input_shape):
     for layer in (self.query, self.key, self.value):
@@ -57,6 +217,36 @@ class SelfAttention(keras.layers.Layer):
     q = self.query(x)  # [B, T, A, d]
     k = self.key(x)
     v = self.value(x)
+    context = None
+    if self.fused and _fused_attention is not None and not _written_out_scopes:
+      context = self._fused(q, k, v, attention_mask, attention_bias, training)
+    if context is None:
+      context = self._written_out(q, k, v, attention_mask, attention_bias, training)
+    return self.output_dense(context)
+
+  def _fused(self, q, k, v, attention_mask, attention_bias, training):
+    """The backend's fused attention (module doc), or None where it declines. q, k, v:
+    [B, T, A, d]; the mask and bias as `call` takes them. Returns: [B, T, A, d] context."""
+    key_is_real = ops.cast(attention_mask, "float32") >= 0.5  # [B, T]
+    has_real_key = ops.any(key_is_real, axis=1, keepdims=True)  # [B, 1]
+    context = _fused_attention(
+        q,
+        k,
+        v,
+        ops.logical_or(key_is_real, ops.logical_not(has_real_key)),
+        attention_bias,
+        scale=1.0 / self.head_size**0.5,
+        dropout_rate=self.attention_dropout_rate if training else 0.0,
+    )
+    if context is None:
+      return None
+    # The written-out form's uniform weights where a row has no real key (module doc).
+    uniform = ops.cast(ops.mean(v, axis=1, keepdims=True), context.dtype)  # [B, 1, A, d]
+    return ops.where(has_real_key[:, :, None, None], context, uniform)
+
+  def _written_out(self, q, k, v, attention_mask, attention_bias, training):
+    """The attention in `keras.ops` (module doc). q, k, v: [B, T, A, d]; the mask and
+    bias as `call` takes them. Returns: [B, T, A, d] context."""
     q = q * ops.cast(1.0 / self.head_size**0.5, q.dtype)
     logits = ops.einsum("bqnh,bknh->bnqk", q, k)  # [B, A, T, T]
     if attention_bias is not None:
@@ -66,10 +256,9 @@ class SelfAttention(keras.layers.Layer):
     logits = ops.cast(logits, "float32")
     key_is_pad = ops.cast(attention_mask, "float32")[:, None, None, :] < 0.5
     logits = ops.where(key_is_pad, _FLOAT32_MIN, logits)
-    probs = ops.cast(ops.softmax(logits, axis=-1), x.dtype)
+    probs = ops.cast(ops.softmax(logits, axis=-1), q.dtype)
     probs = self.dropout(probs, training=training)
-    context = ops.einsum("bnqk,bknh->bqnh", probs, v)  # [B, T, A, d]
-    return self.output_dense(context)
+    return ops.einsum("bnqk,bknh->bqnh", probs, v)  # [B, T, A, d]
 
   def get_config(self):
     return {

@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from recurrent_bert.layers.dropout import Dropout
+
 
 @keras.saving.register_keras_serializable(package="recurrent_bert")
 class Embeddings(keras.layers.Layer):
@@ -41,7 +43,7 @@ class Embeddings(keras.layers.Layer):
         type_vocab_size, hidden_size, embeddings_initializer=init, name="segment_embedding"
     )
     self.layer_norm = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="layer_norm")
-    self.dropout = keras.layers.Dropout(dropout_rate)
+    self.dropout = Dropout(dropout_rate)
 
   def build(self, input_shape):
     self.token_embedding.build((None, None))

@@ -5,6 +5,7 @@ import keras
 from recurrent_bert.config import MIXERS
 from recurrent_bert.layers.attention import SelfAttention
 from recurrent_bert.layers.blstm import BidirectionalLSTM
+from recurrent_bert.layers.dropout import Dropout
 from recurrent_bert.layers.feedforward import FeedForward
 from recurrent_bert.layers.swish_rnn import SwishRNN
 
@@ -130,7 +131,7 @@ class TransformerBlock(keras.layers.Layer):
       ]
     self.branch_layers = [layer for layer, _ in branches]
     self._branch_reads_block_input = [reads for _, reads in branches]
-    self.dropout = keras.layers.Dropout(dropout_rate)
+    self.dropout = Dropout(dropout_rate)
     self.output_layer_norm = keras.layers.LayerNormalization(
         epsilon=layer_norm_epsilon, name="output_layer_norm"
     )

@@ -5,6 +5,7 @@ from keras import ops
 
 from recurrent_bert.layers import BidirectionalLSTM
 from recurrent_bert.layers import get_activation
+from recurrent_bert.layers.dropout import Dropout
 
 _NEG_INF = -1e9  # finite, so an all-padding row gives a uniform softmax, not NaN
 
@@ -87,7 +88,7 @@ class ClassificationHead(keras.layers.Layer):
     self.num_classes = num_classes
     self.dropout_rate = dropout_rate
     self.initializer_range = initializer_range
-    self.dropout = keras.layers.Dropout(dropout_rate)
+    self.dropout = Dropout(dropout_rate)
     self.dense = keras.layers.Dense(
         num_classes, kernel_initializer=_initializer(initializer_range), name="logits"
     )

@@ -3,6 +3,7 @@ import numpy as np
 import tensorflow as tf
 
 from recurrent_bert.layers import SelfAttention
+from recurrent_bert.layers.attention import written_out_attention
 from tests.support import references as ref
 
 
@@ -48,3 +49,18 @@ def test_mixed_float16_masking_stays_finite(rng):
   out = layer(x, mask)
   assert out.dtype == tf.float16
   assert np.all(np.isfinite(out.numpy()))
+
+
+def test_tensorflow_takes_the_written_out_form_and_the_switch_is_not_saved(rng):
+  """No fused form under TensorFlow: `fused` and `written_out_attention()` change nothing
+  (its numerics stay those the references check), and configs do not carry the switch."""
+  layer = _attention_with_random_weights(rng)
+  x = rng.normal(size=(2, 6, 12)).astype("float32")
+  mask = np.array([[1] * 4 + [0] * 2, [0] * 6], "int32")
+  got = layer(x, mask, training=False).numpy()
+  with written_out_attention():
+    np.testing.assert_array_equal(layer(x, mask, training=False).numpy(), got)
+  layer.fused = False
+  np.testing.assert_array_equal(layer(x, mask, training=False).numpy(), got)
+  assert "fused" not in layer.get_config()
+  assert SelfAttention.from_config(layer.get_config()).fused
