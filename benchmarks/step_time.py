@@ -22,7 +22,11 @@ preset, so a run cut short keeps the presets it finished.
 Per row: ms per step, tokens/s (B·T per step), the ratios to the step of `bert_<size>`
 and of `bert_rab_<size>` in the same run (the row's own size), model TFLOPs per step,
 their rate and the model FLOPs utilisation against `--peak_tflops`. `--dtype` is the
-Keras dtype policy: mixed_bfloat16 computes in bfloat16 on float32 weights.
+Keras dtype policy: mixed_bfloat16 computes in bfloat16 on float32 weights. PyTorch runs
+eagerly unless `--jit_compile=true` (Keras' trainer then runs its step through
+`torch.compile`); the first call's time, compilation included, is logged (first_call_s).
+`--profile_top=N` (JAX, PyTorch) traces `--profile_steps` more steps of each preset and
+prints the N longest kernels and the device's busy time (kernel_profile.py).
 
 Model FLOPs are counted from the config, never measured: 6 per multiply-add of the forward
 pass (2 forward, 4 backward: the gradients of the inputs and of the weights). With B
@@ -177,6 +181,8 @@ class Row:
   times: List[float] = dataclasses.field(default_factory=list)
   loss: Optional[float] = None
   error: Optional[str] = None
+  first_call_s: Optional[float] = None  # the first warm-up call: compilation + K steps
+  profile: Optional[dict] = None  # kernel_profile.trace's, with --profile_top
 
   @property
   def step_s(self) -> Optional[float]:
@@ -220,20 +226,35 @@ class Trial:
     self.batch_size, self.k = args.batch_size, args.steps_per_call
     self.repeated = {name: np.concatenate([x] * self.k) for name, x in self.batch.items()}
 
+  def train(self, steps: int) -> float:
+    """Trains `steps` steps as a call does (one fit of them, or train_on_batch each with
+    K = 1) and waits until the device has finished them; their loss."""
+    if self.k == 1:
+      for _ in range(steps):
+        loss = self.keras.tree.flatten(self.trainer.train_on_batch(self.batch))[0]
+    else:
+      data = self.repeated
+      if steps != self.k:
+        data = {name: np.concatenate([x] * steps) for name, x in self.batch.items()}
+      history = self.trainer.fit(
+          data, batch_size=self.batch_size, epochs=1, shuffle=False, verbose=0
+      )
+      loss = history.history["loss"][-1]  # the mean over the steps
+    # The loss is ready once the last step's gradients are; its update may still run.
+    self.keras.ops.convert_to_numpy(self.trainer.trainable_variables[-1])
+    return float(np.asarray(loss))
+
   def call(self):
     """(seconds per step, loss) of K steps, once the device has finished all of them."""
     start = time.perf_counter()
-    if self.k == 1:
-      loss = self.keras.tree.flatten(self.trainer.train_on_batch(self.batch))[0]
-    else:
-      history = self.trainer.fit(
-          self.repeated, batch_size=self.batch_size, epochs=1, shuffle=False, verbose=0
-      )
-      loss = history.history["loss"][-1]  # the mean over the K steps
-    # The loss is ready once the last step's gradients are; its update may still run.
-    self.keras.ops.convert_to_numpy(self.trainer.trainable_variables[-1])
-    loss = float(np.asarray(loss))
+    loss = self.train(self.k)
     return (time.perf_counter() - start) / self.k, loss
+
+  def warm_up(self, calls: int, row: Row) -> None:
+    """`calls` untimed calls; the first one's seconds (it compiles) go to the row."""
+    for _ in range(calls):
+      seconds, _ = self.call()
+      row.first_call_s = row.first_call_s or seconds * self.k
 
 
 def record_failure(row: Row, error: Exception):
@@ -247,6 +268,22 @@ def record_failure(row: Row, error: Exception):
   lines = [line for line in str(error).splitlines() if line.strip()] or [""]
   row.error = f"{type(error).__name__}: {lines[0][:200]}"
   print(f"  {row.name}: FAILED {row.error}", flush=True)
+
+
+def profile_row(row: Row, trial: Trial, args) -> None:
+  """With --profile_top: profiles --profile_steps more steps (kernel_profile.py, beside
+  this file: put on the path, also when run with runpy) and prints where they went."""
+  if not args.profile_top or row.error:
+    return
+  here = os.path.dirname(os.path.abspath(__file__))
+  if here not in sys.path:
+    sys.path.insert(0, here)
+  import kernel_profile
+
+  run = lambda: trial.train(args.profile_steps)
+  row.profile = kernel_profile.trace_and_print(
+      args.backend, run, args.profile_steps, args.profile_top, 1000 * row.step_s
+  )
 
 
 def free_memory():
@@ -263,8 +300,7 @@ def measure(rows: List[Row], args, jit_compile: bool, report):
     for row in rows:
       try:
         trials[row.name] = Trial(row, args, jit_compile)
-        for _ in range(args.warmup):
-          trials[row.name].call()
+        trials[row.name].warm_up(args.warmup, row)
       except Exception as e:  # a failed preset (e.g. out of memory) must not stop the rest
         record_failure(row, e)
     for _ in range(args.steps):
@@ -272,22 +308,27 @@ def measure(rows: List[Row], args, jit_compile: bool, report):
         if row.name in trials and not row.error:
           seconds, row.loss = trials[row.name].call()
           row.times.append(seconds)
+    for row in rows:
+      if row.name in trials and args.profile_top and not row.error:
+        print(f"  {row.name}:", flush=True)
+        profile_row(row, trials[row.name], args)
     report()
     return
   for row in rows:
     started = time.perf_counter()
     try:
       trial = Trial(row, args, jit_compile)
-      for _ in range(args.warmup):
-        trial.call()
+      trial.warm_up(args.warmup, row)
       for _ in range(args.steps):
         seconds, row.loss = trial.call()
         row.times.append(seconds)
+      first = "" if row.first_call_s is None else f", first call {row.first_call_s:.1f} s"
       print(
           f"  {row.name}: {1000 * row.step_s:.1f} ms/step, loss {row.loss:.3f} "
-          f"({time.perf_counter() - started:.0f} s with compilation)",
+          f"({time.perf_counter() - started:.0f} s with compilation{first})",
           flush=True,
       )
+      profile_row(row, trial, args)
     except Exception as e:  # a failed preset (e.g. out of memory) must not stop the rest
       record_failure(row, e)
     trial = None
@@ -302,6 +343,7 @@ def summarize(rows: List[Row], args) -> List[dict]:
   for row in rows:
     size = row.name.split(" ")[0].rsplit("_", 1)[-1]
     entry = {"preset": row.name, "flops_per_step": row.flops, "error": row.error}
+    entry.update(first_call_s=row.first_call_s, profile=row.profile)
     step = row.step_s
     if step is not None:
       entry.update(step_ms=1000 * step, loss=row.loss, tokens_per_s=_tokens(args) / step)
@@ -374,6 +416,8 @@ def parse_args(argv: List[str], backend: str):
   parser.add_argument("--optimizer", default="adamw", help="adamw or lamb")
   parser.add_argument("--round_robin", action="store_true", help="interleave the presets")
   parser.add_argument("--json", default=None, help="write the rows here after each preset")
+  parser.add_argument("--profile_top", type=int, default=0, help="N longest kernels; 0: none")
+  parser.add_argument("--profile_steps", type=int, default=3, help="steps traced per profile")
   parser.add_argument(
       "--blstm_implementations",
       nargs="+",
@@ -402,6 +446,12 @@ def parse_args(argv: List[str], backend: str):
       fail(f"--{flag}={getattr(args, flag)}: must be at least 1")
   if args.warmup < 0:
     fail(f"--warmup={args.warmup}: must be at least 0")
+  if (
+      args.profile_top < 0
+      or args.profile_steps < 1
+      or (args.profile_top and args.backend == "tensorflow")
+  ):
+    fail("--profile_top: at least 0, under JAX or PyTorch only; --profile_steps: at least 1")
   if args.max_predictions >= args.seq_length:
     fail(f"--max_predictions={args.max_predictions}: must be below --seq_length")
   return args

@@ -1,11 +1,21 @@
-"""One table from the `--json` files of benchmarks/step_time.py, one column group per file.
+"""The GPU benchmark's report from the `--json` files of benchmarks/step_time.py: tables,
+the issue's goals checked, and where each preset's step time goes.
 
   python benchmarks/gpu/table.py --presets=bert_base,bert_rab_base step_time_jax.json \
-      step_time_torch.json
+      step_time_jax_256.json step_time_torch.json step_time_torch_eager.json
 
-A preset missing from a file (its process was stopped, or never started) reads "not run";
-a missing file leaves its backend's columns so. Below the table, the issue's targets from
-the papers' accelerator figures, checked on every backend that has both numbers.
+One table per batch shape (batch x tokens), one column group per file of that shape
+("JAX", "PyTorch compiled", "PyTorch eager"): ms per step, the ratios to bert and
+bert_rab of the same size, MFU. A preset missing from a file (its process was stopped, or
+never started) reads "not run"; a missing file leaves its columns so. Then:
+
+  goals     each goal met / NOT met with the measured value, or "not measured": MFU of
+            bert at --batch and --large_batch (against the run's --peak_tflops, 989 on an
+            H100 or H200), the recurrent presets' step time against their baselines
+  first     the first call of every preset (compilation and K steps), seconds
+  profiles  per preset, the longest kernels of its short profile (step_time.py
+            --profile_top; benchmarks/kernel_profile.py prints them)
+
 Standard library only: it runs after the backends' processes, wherever they ran.
 """
 
@@ -13,26 +23,71 @@ import argparse
 import json
 import os
 import sys
+from typing import Dict, List, Optional, Tuple
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import kernel_profile  # beside this folder; the standard library only at import
 
 NAMES = {"jax": "JAX", "torch": "PyTorch", "tensorflow": "TensorFlow"}
-# (preset, reference, column, at most): the issue's targets for the base size.
-TARGETS = (
-    ("swishrnn_base", "bert_rab_base", "x_bert_rab", 1.1),
-    ("trans_blstm_2_base", "bert_base", "x_bert", 2.4),
+# The issue's goals, by family at --size. (family, reference family, the file's ratio
+# column, at most), at --batch on every backend that ran both presets.
+RATIO_GOALS = (
+    ("bert_rab", "bert", "x_bert", 1.05),
+    ("swishrnn", "bert_rab", "x_bert_rab", 1.1),
+    ("trans_blstm_2", "bert", "x_bert", 2.4),
+    ("trans_blstm_small_2", "bert", "x_bert", 1.5),
+    ("blstm", "bert", "x_bert", 1.5),
 )
-MFU_TARGET = ("bert_base", "jax", 0.40)
+# (backend, family, "batch" or "large_batch", at least): model FLOPs utilisation.
+MFU_GOALS = (
+    ("jax", "bert", "batch", 0.35),
+    ("jax", "bert", "large_batch", 0.45),
+    ("torch", "bert", "batch", 0.25),
+)
 
 
-def load(path):
-  """(backend name, {preset: row}, the file's settings) or None for a missing file."""
-  if not os.path.exists(path):
-    return None
-  with open(path) as f:
-    data = json.load(f)
-  return data["backend"], {row["preset"]: row for row in data["rows"]}, data
+class Run:
+  """One step_time.py --json file: its backend, mode, batch shape and rows by preset."""
+
+  def __init__(self, path: str):
+    self.path = path
+    self.meta: Optional[dict] = None
+    self.rows: Dict[str, dict] = {}
+    if os.path.exists(path):
+      with open(path) as f:
+        self.meta = json.load(f)
+      self.rows = {row["preset"]: row for row in self.meta["rows"]}
+
+  @property
+  def shape(self) -> Optional[Tuple[int, int]]:
+    return (self.meta["batch_size"], self.meta["seq_length"]) if self.meta else None
+
+  @property
+  def backend(self) -> Optional[str]:
+    return self.meta["backend"] if self.meta else None
+
+  @property
+  def name(self) -> str:
+    """ "JAX", "PyTorch compiled", "PyTorch eager" (the file's name when it is missing)."""
+    if not self.meta:
+      return os.path.basename(self.path)
+    name = NAMES.get(self.backend, self.backend)
+    if self.backend == "torch":  # JAX and TensorFlow's XLA rows say nothing more
+      name += " compiled" if self.meta.get("jit_compile") else " eager"
+    return name
 
 
-def cell(row):
+def shape_text(shape: Optional[Tuple[int, int]]) -> str:
+  return "?" if shape is None else f"{shape[0]}x{shape[1]}"
+
+
+def parse_shape(text: str) -> Tuple[int, int]:
+  """ "64x128" -> (64, 128)."""
+  batch, length = text.lower().split("x")
+  return int(batch), int(length)
+
+
+def cells(row: Optional[dict]) -> List[str]:
   if row is None:
     return ["not run", "", "", ""]
   if row.get("step_ms") is None:
@@ -40,55 +95,117 @@ def cell(row):
   fmt = lambda v, spec: "-" if v is None else format(v, spec)
   return [
       f"{row['step_ms']:.1f}",
-      fmt(row["x_bert"], ".2f"),
-      fmt(row["x_bert_rab"], ".2f"),
-      fmt(row["mfu"], ".1%"),
+      fmt(row.get("x_bert"), ".2f"),
+      fmt(row.get("x_bert_rab"), ".2f"),
+      fmt(row.get("mfu"), ".1%"),
   ]
 
 
-def main(argv=None):
+def print_tables(runs: List[Run], presets: List[str]) -> None:
+  """One table per batch shape, in the order the shapes first appear (missing files with
+  the first); the first lists every preset, the others those their files ran."""
+  shapes: List[Optional[Tuple[int, int]]] = []
+  for run in runs:
+    if run.shape not in shapes and run.shape is not None:
+      shapes.append(run.shape)
+  for i, shape in enumerate(shapes or [None]):
+    group = [r for r in runs if r.shape == shape or (i == 0 and r.shape is None)]
+    meta = next((r.meta for r in group if r.meta), None)
+    if meta:
+      print(
+          f"\nOne training step (MLM + NSP, AdamW) on {meta['device']}, batch "
+          f"{shape_text(shape)} tokens, {meta['dtype']}, MFU against "
+          f"{meta['peak_tflops']:g} TFLOP/s (keras {meta['keras']})"
+      )
+    rows = presets if i == 0 else [p for p in presets if any(p in r.rows for r in group)]
+    header = ["preset"]
+    for run in group:
+      header += [f"{run.name} ms", "×BERT", "×BERT-rab", "MFU"]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for preset in rows:
+      line = [preset]
+      for run in group:
+        line += cells(run.rows.get(preset))
+      print("| " + " | ".join(line) + " |")
+
+
+def goal_lines(runs: List[Run], size: str, shapes: Dict[str, Tuple[int, int]]) -> List[str]:
+  """One line per goal and run it applies to: met, NOT met or not measured."""
+  lines = []
+  for backend, family, which, limit in MFU_GOALS:
+    preset, shape = f"{family}_{size}", shapes[which]
+    goal = f"{preset} MFU at {shape_text(shape)} (goal >= {limit:.0%})"
+    matching = [r for r in runs if r.backend == backend and r.shape == shape]
+    if not matching:
+      lines.append(f"{NAMES[backend]}: {goal}: not measured (no {NAMES[backend]} run)")
+    for run in matching:
+      row = run.rows.get(preset) or {}
+      mfu, peak = row.get("mfu"), run.meta["peak_tflops"]
+      if mfu is None:
+        why = "no --peak_tflops" if row.get("step_ms") and not peak else "not run or failed"
+        lines.append(f"{run.name}: {goal}: not measured ({why})")
+      else:
+        verdict = "met" if mfu >= limit else "NOT met"
+        lines.append(f"{run.name}: {goal}: {mfu:.1%} of {peak:g} TFLOP/s: {verdict}")
+  for family, reference, column, limit in RATIO_GOALS:
+    preset, ref = f"{family}_{size}", f"{reference}_{size}"
+    goal = f"{preset} <= {limit}x {ref} at {shape_text(shapes['batch'])}"
+    matching = [r for r in runs if r.shape == shapes["batch"]]
+    if not matching:
+      lines.append(f"{goal}: not measured (no run at that batch)")
+    for run in matching:
+      value = (run.rows.get(preset) or {}).get(column)
+      if value is None:
+        lines.append(f"{run.name}: {goal}: not measured (one of them not run or failed)")
+      else:
+        verdict = "met" if value <= limit else "NOT met"
+        lines.append(f"{run.name}: {goal}: {value:.2f}x: {verdict}")
+  return lines
+
+
+def first_call_lines(runs: List[Run], presets: List[str]) -> List[str]:
+  lines = []
+  for run in runs:
+    found = [(p, run.rows[p].get("first_call_s")) for p in presets if p in run.rows]
+    found = [f"{p} {s:.1f}" for p, s in found if s is not None]
+    if found:
+      lines.append(f"{run.name} {shape_text(run.shape)}: " + ", ".join(found))
+  return lines
+
+
+def profile_lines(runs: List[Run], presets: List[str]) -> List[str]:
+  lines = []
+  for run in runs:
+    for preset in presets:
+      row = run.rows.get(preset) or {}
+      if row.get("profile"):
+        lines.append(f"{run.name} {shape_text(run.shape)}, {preset}:")
+        lines += kernel_profile.describe(row["profile"], row.get("step_ms"))
+  return lines
+
+
+def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--presets", required=True, help="the rows, in order")
+  parser.add_argument("--size", default="base", help="the presets' size the goals name")
+  parser.add_argument("--batch", default="64x128", help="batch x tokens of most goals")
+  parser.add_argument("--large_batch", default="256x128", help="of the large-batch MFU goal")
   parser.add_argument("files", nargs="+", help="step_time.py --json files")
   args = parser.parse_args(argv)
   presets = [p for p in args.presets.split(",") if p]
-  loaded = [load(path) for path in args.files]
-  present = [x for x in loaded if x is not None]
-  if present:
-    meta = present[0][2]
-    print(
-        f"\nOne training step (MLM + NSP, AdamW) on {meta['device']}, batch "
-        f"{meta['batch_size']} x {meta['seq_length']} tokens, {meta['dtype']}, MFU against "
-        f"{meta['peak_tflops']:g} TFLOP/s (keras {meta['keras']})"
-    )
-  header, columns = ["preset"], []
-  for path, entry in zip(args.files, loaded):
-    name = NAMES.get(entry[0], entry[0]) if entry else os.path.basename(path)
-    header += [f"{name} ms", "×BERT", "×BERT-rab", "MFU"]
-    columns.append(entry[1] if entry else {})
-  print("| " + " | ".join(header) + " |")
-  print("|" + "---|" * len(header))
-  for preset in presets:
-    cells = [preset]
-    for rows in columns:
-      cells += cell(rows.get(preset))
-    print("| " + " | ".join(cells) + " |")
-  print()
-  for entry in present:
-    backend, rows, _ = entry
-    for preset, reference, column, limit in TARGETS:
-      value = (rows.get(preset) or {}).get(column)
-      if value is not None:
-        verdict = "met" if value <= limit else "NOT met"
-        print(
-            f"{NAMES.get(backend, backend)}: {preset} {value:.2f}x {reference} "
-            f"(target <= {limit}x): {verdict}"
-        )
-    preset, target_backend, limit = MFU_TARGET
-    mfu = (rows.get(preset) or {}).get("mfu")
-    if backend == target_backend and mfu is not None:
-      verdict = "met" if mfu >= limit else "NOT met"
-      print(f"{NAMES[backend]}: {preset} MFU {mfu:.1%} (target >= {limit:.0%}): {verdict}")
+  shapes = {"batch": parse_shape(args.batch), "large_batch": parse_shape(args.large_batch)}
+  runs = [Run(path) for path in args.files]
+  print_tables(runs, presets)
+  present = [r for r in runs if r.meta]
+  for title, lines in (
+      ("Goals", goal_lines(present, args.size, shapes)),
+      ("First call, compilation included (s)", first_call_lines(present, presets)),
+      ("Where the time goes: each preset's longest kernels", profile_lines(present, presets)),
+  ):
+    if lines:
+      print(f"\n{title}:")
+      print("\n".join(lines))
   return 0 if present else 1
 
 

@@ -39,7 +39,12 @@ class FunctionalSubclass(keras.Model):
     pending = self.__dict__.get("_set_after_init")
     if pending is not None and name in pending:
       return pending[name]
-    parent = getattr(super(), "__getattr__", None)  # torch.nn.Module has one
-    if parent is None:
+    if _MODEL_GETATTR is None:
       raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-    return parent(name)
+    return _MODEL_GETATTR(self, name)
+
+
+# torch.nn.Module's, under PyTorch (the other backends' models have none). Looked up once
+# here rather than through `super()` in every call: torch.compile cannot trace a `super()`
+# attribute lookup, and broke the compiled training step into pieces at each one.
+_MODEL_GETATTR = getattr(keras.Model, "__getattr__", None)

@@ -24,6 +24,14 @@ cross-device reductions. No all-reduce is written here. Several hosts are JAX's
 (`jax.distributed.initialize()` before Keras' `DataParallel`), each reading its share of
 the records (`record_batches.training_batches(shard=...)`).
 
+The step donates the state it updates (trainable and non-trainable variables, the
+seed generators' states among them, and the optimizer's variables): XLA writes the new
+values into the old buffers, so a GPU holds the parameters and optimizer slots once, not
+twice. A loop call reads the arrays the Keras variables hold, steps on them and writes the
+step's outputs back before it returns, also when it stops part-way (bad input, a second
+Ctrl-C): the donated arrays are deleted, so the variables must never be left holding them.
+Evaluation and checkpoints read the variables between calls, after that write-back.
+
 Checkpoints are `saving.training_state`'s ckpt-N.state/ folders; the input position of step N is
 N x gradient_accumulation_steps micro-batches, which a resumed run skips.
 """
@@ -88,7 +96,9 @@ class JaxTrainingLoop(TrainingDriver):
     self._batches: Optional[Iterator] = None
     self._distribution = keras.distribution.distribution()
     del jit_compile  # JAX always jits
-    self._jitted_step = jax.jit(self._step)
+    # The three state lists (module docstring); never the micro-batches, which no output
+    # could reuse (JAX would warn that they were not usable).
+    self._jitted_step = jax.jit(self._step, donate_argnums=(0, 1, 2))
 
   # -- one update ---------------------------------------------------------------------
 
@@ -154,26 +164,31 @@ class JaxTrainingLoop(TrainingDriver):
   def current_step(self) -> int:
     return int(keras.ops.convert_to_numpy(self.optimizer.iterations))
 
+  def _state_variables(self):
+    """The step's three state lists of Keras variables, in its argument order."""
+    return (
+        self.model.trainable_variables,
+        self.model.non_trainable_variables,
+        self.optimizer.variables,
+    )
+
   def train_steps(self, num_steps: int):
     self._start_input(self.current_step())
-    trainable = [v.value for v in self.model.trainable_variables]
-    non_trainable = [v.value for v in self.model.non_trainable_variables]
-    optimizer_variables = [v.value for v in self.optimizer.variables]
+    state = tuple([v.value for v in variables] for variables in self._state_variables())
     per_step = []
-    for _ in range(num_steps):
-      micro_batches = tuple(
-          self._device_batch(next(self._batches)) for _ in range(self.accumulation_steps)
-      )
-      trainable, non_trainable, optimizer_variables, values = self._jitted_step(
-          trainable, non_trainable, optimizer_variables, micro_batches
-      )
-      per_step.append(values)
-    for variable, value in zip(self.model.trainable_variables, trainable):
-      variable.assign(value)
-    for variable, value in zip(self.model.non_trainable_variables, non_trainable):
-      variable.assign(value)
-    for variable, value in zip(self.optimizer.variables, optimizer_variables):
-      variable.assign(value)
+    try:
+      for _ in range(num_steps):
+        micro_batches = tuple(
+            self._device_batch(next(self._batches)) for _ in range(self.accumulation_steps)
+        )
+        *state, values = self._jitted_step(*state, micro_batches)
+        per_step.append(values)
+    finally:
+      # The first step deleted the arrays the variables hold (donated): they take the
+      # last step's outputs, whether or not every step ran.
+      for variables, arrays in zip(self._state_variables(), state):
+        for variable, array in zip(variables, arrays):
+          variable.assign(array)
     per_step = jax.device_get(per_step)  # one wait for the whole call
     stat_names = self.objective.stat_names
     sums = {name: float(sum(np.float64(v[name]) for v in per_step)) for name in stat_names}

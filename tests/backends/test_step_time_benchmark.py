@@ -48,7 +48,8 @@ def _run(*args, env_backend=BACKEND):
 
 def test_one_training_step_per_preset_without_tensorflow(tmp_path):
   """bert_tiny, batch 2 x 16, 2 timed fit calls of 2 steps: exit 0, a table of positive
-  finite numbers, and the TFLOPs per step of the formula worked by hand."""
+  finite numbers, and the TFLOPs per step of the formula worked by hand; then one step
+  under the backend's profiler (--profile_top): its 3 longest ops, printed and kept."""
   path = tmp_path / "rows.json"
   result = _run(
       f"--backend={BACKEND}",
@@ -59,6 +60,8 @@ def test_one_training_step_per_preset_without_tensorflow(tmp_path):
       "--warmup=1",
       "--steps_per_call=2",
       "--peak_tflops=0.001",
+      "--profile_top=3",
+      "--profile_steps=1",
       f"--json={path}",
   )
   assert result.returncode == 0, result.stderr[-3000:]
@@ -79,6 +82,16 @@ def test_one_training_step_per_preset_without_tensorflow(tmp_path):
   assert row["step_ms"] > 0 and math.isfinite(row["loss"])
   # MFU: model FLOPs per second over the peak (--peak_tflops=0.001, i.e. 1e9 FLOP/s).
   assert row["mfu"] == pytest.approx(row["flops_per_step"] / (row["step_ms"] / 1e3) / 1e9)
+  # The first call compiles; the profile (on a CPU: XLA's ops, PyTorch's operators).
+  assert row["first_call_s"] > 0
+  profile = row["profile"]
+  assert profile["steps"] == 1 and len(profile["ops"]) == 3, profile
+  assert 0 < sum(op[1] for op in profile["ops"]) <= profile["total_ms"]
+  # XLA:CPU may run two ops at once (their durations then add up past the wall time); the
+  # time in which any ran is within the traced call.
+  assert 0 < profile["busy_ms"] <= profile["traced_ms"]
+  assert f"profile of 1 steps, {profile['source']}: busy" in result.stdout
+  assert profile["ops"][0][0][:60] in result.stdout
 
 
 @pytest.mark.parametrize("how", ["flag", "environment"])

@@ -1,0 +1,253 @@
+"""The recurrences under JAX, kernel against kernel, side by side in one run.
+
+  python benchmarks/recurrence_kernels.py            # the base presets' shapes, on a GPU
+  python benchmarks/recurrence_kernels.py --smoke    # tiny, Pallas interpreted: a CPU rehearsal
+
+One forward + backward, with respect to every input, of
+
+SwishRNN's gated recurrence `(c + b_c) * gate`, c[t] = Swish(c[t-k] - x1[t]) + x1[t], at
+step sizes k = 1, 2, 4 (swishrnn_base: [B, T, d'] = [64, 128, 2048], float32 as the layer
+runs it):
+  portable        the `lax.scan` over T/k blocks with the hand-written reverse scan, the
+                  gating outside it (what "auto" ran on a GPU before the kernels);
+  pallas a/b/c    the Pallas kernels, tiling block_d/num_warps/unroll (the first row is
+                  `pallas_swish_rnn.TILING`, the default), to choose the default on a card;
+  floor           the gating alone (c = x1): the same memory passes, no recurrence.
+
+The BLSTM's both directions (trans_blstm_2_base: [B, T, D] = [64, 128, 768], u = 768;
+the SMALL variant u = 384), bfloat16 inputs and weights as under mixed precision:
+  portable        the scan with float32 cell state and the hand-written backward (one
+                  matmul a step; R's gradient one matmul after the loop);
+  autodiff        the same forward scan differentiated by JAX (two matmuls a step);
+  cudnn           `jax.experimental.rnn` (float32; a GPU only), what "auto" runs there;
+  floor           the input projections alone (x W of both directions): the FLOPs the
+                  recurrence adds to, with no recurrence.
+
+Each repetition times every candidate of a group once in turn; rows give the median ms and
+ratios to the group's floor and first candidate, so the ratios survive a busy card. Each
+row's outputs and gradients are compared with the group's first candidate (the largest
+difference relative to the first's largest value, over the output and every gradient), so
+a run on a card checks the compiled kernels' numbers as well as their time.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("KERAS_BACKEND", "jax")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import jax
+from jax import numpy as jnp
+import numpy as np
+
+from recurrent_bert.layers.kernels import jax_cudnn_lstm
+from recurrent_bert.layers.kernels import pallas_swish_rnn
+from recurrent_bert.layers.kernels import portable_blstm
+from recurrent_bert.layers.kernels import portable_swish_rnn
+
+TILINGS = (
+    pallas_swish_rnn.TILING,
+    pallas_swish_rnn.Tiling(block_d=128, num_warps=4, unroll=1),
+    pallas_swish_rnn.Tiling(block_d=128, num_warps=4, unroll=16),
+    pallas_swish_rnn.Tiling(block_d=128, num_warps=1, unroll=8),
+    pallas_swish_rnn.Tiling(block_d=64, num_warps=2, unroll=8),
+    pallas_swish_rnn.Tiling(block_d=256, num_warps=8, unroll=8),
+)
+
+
+def swish_rnn_candidates(k, interpret, tilings):
+  """{name: f(x1, gate, alpha, beta, state_bias) -> [B, T, D]}, the floor first."""
+
+  def floor(x1, gate, alpha, beta, state_bias):
+    return (x1 + state_bias) * gate
+
+  def portable(x1, gate, alpha, beta, state_bias):
+    return (portable_swish_rnn.recurrence(x1, None, alpha, beta, k) + state_bias) * gate
+
+  def pallas(tiling):
+    def run(x1, gate, alpha, beta, state_bias):
+      return pallas_swish_rnn.recurrence(
+          x1, None, alpha, beta, k, gate, state_bias, interpret=interpret, tiling=tiling
+      )
+
+    return run
+
+  candidates = {"floor": floor, "portable": portable}
+  for tiling in tilings:
+    candidates["pallas {}/{}/{}".format(*tiling)] = pallas(tiling)
+  return candidates
+
+
+def blstm_candidates(lengths, on_gpu):
+  """{name: f(x, kernel, recurrent_kernel, bias, kernel_b, recurrent_kernel_b, bias_b)
+  -> [B, T, 2u] or the floor's projections}, the floor first."""
+
+  def floor(x, kernel, recurrent_kernel, bias, kernel_b, recurrent_kernel_b, bias_b):
+    return jnp.concatenate([x @ kernel + bias, x @ kernel_b + bias_b], axis=-1)
+
+  def portable(x, *weights):
+    return portable_blstm.bidirectional_lstm(x, lengths, weights[:3], weights[3:])
+
+  def autodiff(x, *weights):
+    original = portable_blstm.recurrence
+
+    def differentiated(steps, recurrent_kernels, batch, units, length):
+      return portable_blstm._states(steps, recurrent_kernels, batch, units, length)[0]
+
+    portable_blstm.recurrence = differentiated  # traced once, inside jit
+    try:
+      return portable(x, *weights)
+    finally:
+      portable_blstm.recurrence = original
+
+  def cudnn(x, *weights):
+    return jax_cudnn_lstm.bidirectional_lstm(x, lengths, weights[:3], weights[3:])
+
+  candidates = {"floor": floor, "portable": portable, "autodiff": autodiff}
+  if on_gpu:
+    candidates["cudnn"] = cudnn
+  return candidates
+
+
+def _step(function):
+  """jitted (upstream, inputs) -> (output, gradients of sum(output · upstream) on every
+  input); the upstream is an argument, so XLA cannot fold it into the program."""
+
+  def loss(upstream, *inputs):
+    out = function(*inputs)
+    return (out.astype(jnp.float32) * upstream[..., : out.shape[-1]]).sum(), out
+
+  def step(upstream, *inputs):
+    argnums = tuple(range(1, len(inputs) + 1))
+    (_, out), grads = jax.value_and_grad(loss, argnums=argnums, has_aux=True)(upstream, *inputs)
+    return out, grads
+
+  return jax.jit(step)
+
+
+def _relative_difference(a, b):
+  """The largest |a - b| / max |b| over the leaves (outputs and each gradient)."""
+  pairs = zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b))
+  as_f32 = lambda t: t.astype(jnp.float32)
+  return max(
+      float(
+          jnp.max(jnp.abs(as_f32(x) - as_f32(y))) / jnp.maximum(jnp.max(jnp.abs(as_f32(y))), 1e-30)
+      )
+      for x, y in pairs
+  )
+
+
+def measure(group, candidates, inputs, upstream_shape, reps):
+  """Rows {group, name, ms, x_floor, x_first, max_diff}; 'first' is the candidate after
+  the floor, the one the others are compared with."""
+  upstream = jnp.asarray(np.random.default_rng(0).normal(size=upstream_shape), jnp.float32)
+  steps = {name: _step(f) for name, f in candidates.items()}
+  results = {name: jax.block_until_ready(step(upstream, *inputs)) for name, step in steps.items()}
+  times = {name: [] for name in steps}
+  for _ in range(reps):
+    for name, step in steps.items():
+      start = time.perf_counter()
+      jax.block_until_ready(step(upstream, *inputs))
+      times[name].append(time.perf_counter() - start)
+  ms = {name: 1e3 * statistics.median(t) for name, t in times.items()}
+  floor, first = list(steps)[:2]
+  return [
+      dict(
+          group=group,
+          name=name,
+          ms=ms[name],
+          x_floor=ms[name] / ms[floor],
+          x_first=ms[name] / ms[first],
+          max_diff=None if name == floor else _relative_difference(results[name], results[first]),
+      )
+      for name in steps
+  ]
+
+
+def swish_rnn_rows(shape, reps, interpret, tilings):
+  rng = np.random.default_rng(0)
+  depth = shape[-1]
+  sequence = lambda: jnp.asarray(rng.normal(size=shape), jnp.float32)
+  vector = lambda low, high: jnp.asarray(rng.uniform(low, high, size=depth), jnp.float32)
+  inputs = (sequence(), sequence(), vector(0.5, 1.5), vector(-1, 1), vector(-1, 1))
+  rows = []
+  for k in (1, 2, 4):
+    candidates = swish_rnn_candidates(k, interpret, tilings)
+    rows += measure(f"swishrnn k={k}", candidates, inputs, shape, reps)
+  return rows
+
+
+def blstm_rows(shape, units, reps, on_gpu):
+  rng = np.random.default_rng(1)
+  batch, length, depth = shape
+  cast = lambda a: jnp.asarray(a, jnp.bfloat16)
+  x = cast(rng.normal(size=shape))
+  weights = []
+  for _ in range(2):
+    weights += [cast(rng.normal(scale=0.02, size=(depth, 4 * units)))]
+    weights += [cast(rng.normal(scale=0.02, size=(units, 4 * units)))]
+    weights += [cast(np.zeros(4 * units))]
+  lengths = jnp.full((batch,), length, jnp.int32)
+  candidates = blstm_candidates(lengths, on_gpu)
+  return measure(f"blstm u={units}", candidates, (x, *weights), (batch, length, 8 * units), reps)
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--batch_size", type=int, default=64)
+  parser.add_argument("--seq_length", type=int, default=128)
+  parser.add_argument("--swish_rnn_size", type=int, default=2048, help="d' (swishrnn_base)")
+  parser.add_argument("--hidden_size", type=int, default=768, help="H (the BLSTM's u: H, H/2)")
+  parser.add_argument("--reps", type=int, default=20)
+  parser.add_argument("--smoke", action="store_true", help="tiny shapes, Pallas interpreted")
+  parser.add_argument("--only", choices=("swishrnn", "blstm"), help="one group of rows")
+  parser.add_argument("--json", help="also write the rows here")
+  args = parser.parse_args(argv)
+  device = jax.devices()[0]
+  on_gpu = device.platform == "gpu"
+  interpret = args.smoke or not on_gpu
+  batch, length, hidden = args.batch_size, args.seq_length, args.hidden_size
+  swish_shape, reps, tilings = (batch, length, args.swish_rnn_size), args.reps, TILINGS
+  if args.smoke:
+    batch, length, hidden, reps, tilings = 2, 16, 8, 2, TILINGS[:2]
+    swish_shape = (batch, length, 8)
+  print(
+      f"One forward + backward on {device.device_kind} ({device.platform})"
+      f"{', Pallas interpreted' if interpret else ''}: SwishRNN [B, T, d'] = "
+      f"{list(swish_shape)} float32; BLSTM [B, T, H] = {[batch, length, hidden]} bfloat16"
+  )
+  rows = []
+  if args.only in (None, "swishrnn"):
+    rows += swish_rnn_rows(swish_shape, reps, interpret, tilings)
+  if args.only in (None, "blstm"):
+    for units in (hidden, hidden // 2):
+      rows += blstm_rows((batch, length, hidden), units, reps, on_gpu)
+  print("\n| group | candidate | ms | × floor | × first | max difference vs first (relative) |")
+  print("|---|---|---|---|---|---|")
+  for r in rows:
+    diff = "-" if r["max_diff"] is None else f"{r['max_diff']:.1e}"
+    print(
+        f"| {r['group']} | {r['name']} | {r['ms']:.3f} | {r['x_floor']:.2f} | "
+        f"{r['x_first']:.2f} | {diff} |"
+    )
+  default = "pallas {}/{}/{}".format(*pallas_swish_rnn.TILING)
+  per_step = {
+      name: 4 * sum(r["ms"] for r in rows if r["name"] == name and r["group"].startswith("swish"))
+      for name in ("portable", default)
+  }
+  if args.only != "blstm":
+    print(
+        f"\nswishrnn_base's 12 layers (k = 1, 2, 4, four times each): portable "
+        f"{per_step['portable']:.1f} ms, {default} {per_step[default]:.1f} ms a step"
+    )
+  if args.json:
+    with open(args.json, "w") as f:
+      json.dump(dict(device=device.device_kind, rows=rows), f, indent=1)
+
+
+if __name__ == "__main__":
+  main()

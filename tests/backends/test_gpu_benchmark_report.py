@@ -1,0 +1,229 @@
+"""The GPU benchmark's report from known inputs: benchmarks/kernel_profile.py reading JAX's
+and PyTorch's profiles, benchmarks/gpu/table.py's tables, goals and profiles.
+
+The whole script (benchmarks/gpu/run.sh) is rehearsed on a CPU with RB_GPU_SMOKE=1, minutes
+long, so not here; step_time.py's --profile_top is run in test_step_time_benchmark.py.
+"""
+
+import importlib.util
+import json
+import os
+
+import pytest
+
+from tests.backends.support import BACKEND
+from tests.backends.support import REPO
+
+
+def _load(relative):
+  path = os.path.join(REPO, relative)
+  spec = importlib.util.spec_from_file_location(os.path.basename(path)[: -len(".py")], path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+kernel_profile = _load("benchmarks/kernel_profile.py")
+table = _load("benchmarks/gpu/table.py")
+
+# -- kernel_profile ------------------------------------------------------------------------
+
+
+def test_busy_time_is_the_union_and_nested_ops_count_once():
+  events = [("a", 0, 10), ("b", 5, 10), ("c", 20, 5), ("d", 21, 1)]
+  assert kernel_profile.busy_ns(events) == 20  # [0, 15] and [20, 25]
+  # A while op (0..10) holding its body's two ops, then one op alone.
+  thread = [("while", 0, 10), ("body", 1, 3), ("body", 5, 4), ("after", 12, 2)]
+  assert kernel_profile.innermost(thread) == [("body", 1, 3), ("body", 5, 4), ("after", 12, 2)]
+  profile = kernel_profile.summarize(events, "test", steps=2, traced_s=30e-9, keep=2)
+  assert profile["ops"] == [["a", pytest.approx(1e-5), 1], ["b", pytest.approx(1e-5), 1]]
+  assert profile["num_ops"] == 4
+  assert profile["busy_ms"] == pytest.approx(20e-6) and profile["total_ms"] == pytest.approx(26e-6)
+
+
+# An XSpace as a GPU trace has it: a host plane, two device planes (DataParallel), each
+# with its streams' kernels and a derived "XLA Ops" line repeating their time.
+GPU_XSPACE = """
+planes {
+  id: 1 name: "/host:CPU"
+  lines { id: 1 name: "python" timestamp_ns: 1000
+    events { metadata_id: 1 offset_ps: 0 duration_ps: 20000000 } }
+  event_metadata { key: 1 value { id: 1 name: "fit" } }
+}
+planes {
+  id: 3 name: "/device:GPU:1"
+  lines { id: 1 name: "Stream #7(Compute)" timestamp_ns: 1000
+    events { metadata_id: 1 offset_ps: 0 duration_ps: 9000000 } }
+  event_metadata { key: 1 value { id: 1 name: "on_the_other_card" } }
+}
+planes {
+  id: 2 name: "/device:GPU:0"
+  lines { id: 1 name: "Stream #13(Compute)" timestamp_ns: 1000
+    events { metadata_id: 1 offset_ps: 0 duration_ps: 5000000 }
+    events { metadata_id: 2 offset_ps: 6000000 duration_ps: 2000000 }
+    events { metadata_id: 1 offset_ps: 9000000 duration_ps: 5000000 } }
+  lines { id: 2 name: "Stream #14(MemcpyH2D)" timestamp_ns: 1000
+    events { metadata_id: 3 offset_ps: 1000000 duration_ps: 1000000 } }
+  lines { id: 3 name: "XLA Ops" timestamp_ns: 1000
+    events { metadata_id: 1 offset_ps: 0 duration_ps: 14000000 } }
+  event_metadata { key: 1 value { id: 1 name: "gemm_fusion_dot" } }
+  event_metadata { key: 2 value { id: 2 name: "loop_add_fusion" } }
+  event_metadata { key: 3 value { id: 3 name: "MemcpyH2D" } }
+}
+"""
+
+
+def test_a_gpu_trace_is_read_from_the_first_device_planes_streams():
+  import jax
+
+  data = jax.profiler.ProfileData.from_text_proto(GPU_XSPACE)
+  source, events = kernel_profile.xspace_events(data)
+  assert source == "/device:GPU:0 (stream kernels)"
+  assert sorted(events) == [
+      ("MemcpyH2D", 2000, 1000),
+      ("gemm_fusion_dot", 1000, 5000),
+      ("gemm_fusion_dot", 10000, 5000),
+      ("loop_add_fusion", 7000, 2000),
+  ]
+  profile = kernel_profile.summarize(events, source, steps=2, traced_s=20e-6, keep=10)
+  assert profile["ops"] == [
+      ["gemm_fusion_dot", pytest.approx(0.010), 2],
+      ["loop_add_fusion", pytest.approx(0.002), 1],
+      ["MemcpyH2D", pytest.approx(0.001), 1],
+  ]
+  assert profile["busy_ms"] == pytest.approx(0.012)  # the copy overlaps the first gemm
+  lines = kernel_profile.describe(profile, step_ms=0.01)
+  assert lines[0] == (
+      "  profile of 2 steps, /device:GPU:0 (stream kernels): busy 0.01 ms per step, 60% of "
+      "the traced 0.01 ms/step (timed 0.01); top 3 of 3 ops"
+  )
+  # ms per step, share of the traced step (10 µs), runs per step.
+  assert lines[2].split() == ["0.005", "50.0%", "1.0", "gemm_fusion_dot"]
+
+
+def _traced_work():
+  """Two steps of a chain of dependent matmuls on this session's backend (one thread of
+  ops after another: their durations cannot overlap)."""
+  if BACKEND == "jax":
+    import jax
+    import jax.numpy as jnp
+
+    step = jax.jit(lambda x: jnp.tanh(jnp.tanh(x @ x) @ x))
+    x = jnp.full((192, 192), 0.01)
+    step(x).block_until_ready()
+    return lambda: [step(x).block_until_ready() for _ in range(2)]
+  import torch
+
+  x = torch.full((192, 192), 0.01)
+  return lambda: [torch.tanh(torch.tanh(x @ x) @ x) for _ in range(2)]
+
+
+def test_a_real_trace_of_this_backend_lists_its_longest_ops():
+  profile = kernel_profile.trace(BACKEND, _traced_work(), steps=2, keep=3)
+  expected = {"jax": "/host:CPU (XLA ops)", "torch": "torch CPU operators (self time)"}
+  assert profile["source"] == expected[BACKEND]
+  ms = [op[1] for op in profile["ops"]]
+  assert 0 < len(ms) <= 3 and ms == sorted(ms, reverse=True) and ms[-1] > 0
+  # The ops ran within the traced call, one at a time.
+  assert sum(ms) <= profile["total_ms"] <= profile["traced_ms"]
+  assert 0 < profile["busy_ms"] <= profile["traced_ms"]
+  lines = kernel_profile.describe(profile)
+  assert profile["ops"][0][0][:60] in lines[2]
+
+
+def test_a_failing_profiler_is_reported_not_raised(capsys):
+  def broken():
+    raise RuntimeError("no profiler plugin")
+
+  profile = kernel_profile.trace_and_print(BACKEND, broken, steps=1, keep=3)
+  assert profile == {"error": "RuntimeError: no profiler plugin"}
+  assert "profile failed: RuntimeError: no profiler plugin" in capsys.readouterr().out
+
+
+# -- table.py ------------------------------------------------------------------------------
+
+
+def _write(path, backend, batch, rows, peak=989.0):
+  """A step_time.py --json file; rows: {preset: (ms, x_bert, x_bert_rab, mfu)}."""
+  meta = dict(backend=backend, batch_size=batch, seq_length=128, dtype="mixed_bfloat16")
+  meta.update(peak_tflops=peak, device="gpu: H100", keras="3.15.1", jit_compile=True)
+  entries = []
+  for preset, (ms, x_bert, x_rab, mfu) in rows.items():
+    entries.append(
+        dict(preset=preset, step_ms=ms, x_bert=x_bert, x_bert_rab=x_rab, mfu=mfu, error=None)
+    )
+    entries[-1]["first_call_s"] = 30.0
+  entries[0]["profile"] = {
+      "source": "/device:GPU:0 (stream kernels)",
+      "steps": 3,
+      "traced_ms": 60.0,
+      "busy_ms": 54.0,
+      "total_ms": 54.0,
+      "num_ops": 2,
+      "ops": [["nvjet_gemm_bf16", 30.0, 216], ["loop_add_fusion", 24.0, 30]],
+  }
+  with open(path, "w") as f:
+    json.dump(dict(meta, rows=entries), f)
+  return str(path)
+
+
+PRESETS = "bert_base,bert_rab_base,swishrnn_base,trans_blstm_2_base,trans_blstm_small_2_base"
+PRESETS += ",blstm_base"
+
+
+def test_the_report_checks_every_goal_from_known_numbers(tmp_path, capsys):
+  jax = _write(
+      tmp_path / "jax.json",
+      "jax",
+      64,
+      {
+          "bert_base": (20.0, 1.0, None, 0.35),  # exactly at its goal: met
+          "bert_rab_base": (21.0, 1.05, 1.0, 0.33),  # exactly at its goal: met
+          "swishrnn_base": (25.2, 1.26, 1.2, 0.28),
+          "trans_blstm_2_base": (48.0, 2.4, 2.29, 0.2),
+          "trans_blstm_small_2_base": (31.0, 1.55, 1.48, 0.2),
+          "blstm_base": (29.0, 1.45, 1.38, 0.2),
+      },
+  )
+  large = _write(tmp_path / "jax_large.json", "jax", 256, {"bert_base": (70.0, 1.0, None, 0.449)})
+  torch = _write(tmp_path / "torch.json", "torch", 64, {"bert_base": (28.0, 1.0, None, 0.25)})
+  eager = str(tmp_path / "torch_eager.json")  # never written: its process did not run
+  assert table.main(["--presets", PRESETS, jax, large, torch, eager]) == 0
+  out = capsys.readouterr().out
+  goals = out.split("\nGoals:\n")[1].split("\n\n")[0].splitlines()
+  assert goals[:3] == [
+      "JAX: bert_base MFU at 64x128 (goal >= 35%): 35.0% of 989 TFLOP/s: met",
+      "JAX: bert_base MFU at 256x128 (goal >= 45%): 44.9% of 989 TFLOP/s: NOT met",
+      "PyTorch compiled: bert_base MFU at 64x128 (goal >= 25%): 25.0% of 989 TFLOP/s: met",
+  ]
+  for expected in (
+      "JAX: bert_rab_base <= 1.05x bert_base at 64x128: 1.05x: met",
+      "JAX: swishrnn_base <= 1.1x bert_rab_base at 64x128: 1.20x: NOT met",
+      "JAX: trans_blstm_2_base <= 2.4x bert_base at 64x128: 2.40x: met",
+      "JAX: trans_blstm_small_2_base <= 1.5x bert_base at 64x128: 1.55x: NOT met",
+      "JAX: blstm_base <= 1.5x bert_base at 64x128: 1.45x: met",
+      "PyTorch compiled: swishrnn_base <= 1.1x bert_rab_base at 64x128: not measured "
+      "(one of them not run or failed)",
+  ):
+    assert expected in goals, (expected, goals)
+  assert len(goals) == 3 + 5 * 2  # two runs at 64x128 (the missing file has none)
+  # Two tables: 64x128 with every preset and the missing file's columns "not run", 256x128.
+  assert "| preset | JAX ms | ×BERT | ×BERT-rab | MFU | PyTorch compiled ms |" in out
+  assert "| torch_eager.json ms |" in out
+  assert "| bert_rab_base | 21.0 | 1.05 | 1.00 | 33.0% | not run |" in out
+  assert "batch 256x128 tokens" in out and "| bert_base | 70.0 | 1.00 | - | 44.9% |" in out
+  assert "JAX 64x128: bert_base 30.0, bert_rab_base 30.0," in out
+  profiles = out.split("each preset's longest kernels:\n")[1]
+  assert profiles.startswith("JAX 64x128, bert_base:\n  profile of 3 steps, /device:GPU:0")
+  assert "timed 20.00" in profiles and "nvjet_gemm_bf16" in profiles
+
+
+def test_goals_of_a_backend_that_did_not_run_are_not_measured(tmp_path, capsys):
+  rows = {"bert_base": (20.0, 1.0, None, None)}
+  jax = _write(tmp_path / "jax.json", "jax", 64, rows, peak=0.0)
+  table.main(["--presets=bert_base", jax])
+  out = capsys.readouterr().out
+  assert "JAX: bert_base MFU at 64x128 (goal >= 35%): not measured (no --peak_tflops)" in out
+  assert "JAX: bert_base MFU at 256x128 (goal >= 45%): not measured (no JAX run)" in out
+  assert "PyTorch: bert_base MFU at 64x128 (goal >= 25%): not measured (no PyTorch run)" in out
+  assert "JAX: bert_rab_base <= 1.05x bert_base at 64x128: not measured" in out
