@@ -55,6 +55,15 @@ def test_an_implementation_of_another_backend_is_refused_in_one_line(field, name
   assert "portable" in message and keras.backend.backend() in message
 
 
+@pytest.mark.skipif(BACKEND != "jax", reason="PyTorch's cuDNN LSTM path runs on a CPU too")
+def test_jax_cudnn_blstm_on_a_cpu_is_refused_in_one_line():
+  with pytest.raises(ValueError) as error:
+    BidirectionalLSTM(4, implementation="cudnn")
+  message = str(error.value)
+  assert "\n" not in message
+  assert "blstm_implementation='cudnn'" in message and "'cpu'" in message
+
+
 @pytest.mark.parametrize("k,length", [(1, 7), (2, 8), (3, 7), (4, 1)])
 @pytest.mark.parametrize("shared", [True, False])
 def test_swish_rnn_recurrence_and_its_gradient(rng, k, length, shared):

@@ -109,6 +109,12 @@ def check(field: str, implementation: str) -> None:
         f"{_jax_platform()!r}: choose 'auto' or 'portable' (or set "
         "RECURRENT_BERT_PALLAS_INTERPRET=1 to run the kernel in Pallas' slow interpreter)"
     )
+  # PyTorch's packed-sequence LSTM also runs on a CPU; jax.experimental.rnn's does not.
+  if implementation == "cudnn" and backend() == "jax" and not cudnn_lstm().available():
+    raise InputError(
+        f"{field}='cudnn' needs a GPU, and this JAX process runs on {_jax_platform()!r}: "
+        "choose 'auto' or 'portable'"
+    )
 
 
 def resolve(field: str, implementation: str) -> str:
