@@ -4,67 +4,58 @@
 # BERT-rab, TRANS-BLSTM-SMALL-2 and SwishRNN-BERT x 3 seeds on the same records, each
 # claim judged against its paper's baseline (TRANS-BLSTM against BERT-orig, SwishRNN
 # against BERT-rab). Writes claims.md (the claims table), mlm_loss.png (the held-out MLM
-# figure) and claims.json to $OUT. The machine has jax, numpy, protobuf, matplotlib and
-# CUDA, but no keras, no TensorFlow and no package index:
+# figure) and claims.json to $RESULTS ($OUT when set, else output/gpu_claims).
+#
+# The GPU machine only trains: the corpus, the WordPiece vocabulary and the training and
+# held-out records are made beforehand on a CPU machine with the package installed, and
+# carried with the run.
 #
 # 1. Here, where pip reaches an index (once): benchmarks/gpu/fetch_wheels.sh
-# 2. On the GPU machine, in a copy of the checkout with .whl/ beside it, within 9 minutes
-#    of an H100 or H200: `bash benchmarks/gpu/claims.sh`
-#    On an H200 (2026-11-27) that call ended at its 420 s budget with 7 of the 12 runs
-#    done (corpus 60 s, vocabulary 17 s, each wave of 4 runs ~2.5 min of which ~1 min is
-#    compilation): call again within 30 s, while the machine is warm, and the rest runs
-#    (~3.5 min; the rehearsal and finished stages are reused). docs/benchmarks.md has
-#    what it measured. Since then the runs go seed by seed and share JAX's persistent
-#    compilation cache, so only the first wave compiles (not yet timed on a card).
+# 2. Here, with the same RB_* settings the GPU run will have (a few minutes on 2 cores):
+#      RB_PREPARE=1 PYTHON=.venv/bin/python bash benchmarks/gpu/claims.sh
+#    It writes the data of the rehearsal and of the comparison to output/gpu_claims_work/
+#    (--data_only) and says how large it is.
+# 3. On the GPU machine (jax, numpy, protobuf, matplotlib and CUDA; no keras, no
+#    TensorFlow, no package index), in a copy of the checkout with .whl/ and
+#    output/gpu_claims_work/ carried beside it: `bash benchmarks/gpu/claims.sh`
+#    Every demo there runs with --prepared_data: data that is missing, or made with other
+#    settings, stops the run in one line before anything trains.
 #
-# Stages, failing early: versions and devices (no GPU: stop); a tiny rehearsal of the whole
-# demo (2 tiny models, 3 steps: any failure stops the run); then the comparison, 4 runs at
-# a time on the one GPU (--parallel_pretraining: no step times are compared), cut at
-# RB_BUDGET_S. Every process runs where `import tensorflow` fails, as on the GPU machine.
+# On an H200 (2026-11-27) the version that built its data on the GPU machine ended at its
+# 420 s budget with 7 of the 12 runs done (corpus 60 s, vocabulary 17 s, each wave of 4
+# runs ~2.5 min of which ~1 min is compilation); docs/benchmarks.md has what it measured.
+# Since then the runs go seed by seed and share JAX's persistent compilation cache, so only
+# the first wave compiles, and the data comes prepared (neither yet timed on a card).
 #
-# RB_GPU_SMOKE=1 rehearses all of it on a CPU at tiny size:
+# Stages on the GPU machine, failing early: versions and devices (no GPU: stop); a tiny
+# rehearsal of the whole demo (2 tiny models, 3 steps: any failure stops the run); then the
+# comparison, 4 runs at a time on the one GPU (--parallel_pretraining: no step times are
+# compared), cut at RB_BUDGET_S. Every process there runs where `import tensorflow` fails.
+# A call cut at its budget is resumed by the next: finished stages and seeds are reused.
+#
+# RB_GPU_SMOKE=1 rehearses all of it on a CPU at tiny size, the preparation included:
 #   RB_GPU_SMOKE=1 PYTHON=.venv/bin/python bash benchmarks/gpu/claims.sh
 # RB_STEPS (1500), RB_BATCH (64), RB_SEQ (128), RB_SEEDS (1,2,3), RB_JOBS (4), RB_LR (the
-# demo's peak learning rate, 2e-3) and RB_BUDGET_S (420) override the comparison's settings.
+# demo's peak learning rate, 2e-3) and RB_BUDGET_S (420) set the comparison; the
+# preparation must have the same RB_STEPS, RB_BATCH, RB_SEQ and RB_LR as the run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=benchmarks/gpu/setup_keras.sh
 source benchmarks/gpu/setup_keras.sh
 SMOKE=${RB_GPU_SMOKE:-0}
-RESULTS=${OUT:-/tmp/rb_gpu_claims}
-WORK=${RB_WORK_DIR:-/tmp/rb_gpu_claims_work}
+PREPARE=${RB_PREPARE:-0}
+RESULTS=${OUT:-output/gpu_claims}
+WORK=${RB_WORK_DIR:-output/gpu_claims_$([[ "$SMOKE" == 1 ]] && echo smoke_work || echo work)}
 BUDGET_S=${RB_BUDGET_S:-420}
 START=$SECONDS
 mkdir -p "$RESULTS"
-
-# No TensorFlow: a package of that name that fails to import stands first on the path.
-mkdir -p /tmp/rb_without_tensorflow/tensorflow
-echo 'raise ImportError("no TensorFlow on the GPU machine")' >/tmp/rb_without_tensorflow/tensorflow/__init__.py
-export PYTHONPATH="/tmp/rb_without_tensorflow:$PYTHONPATH"
-# Several JAX processes share the GPU: none takes most of its memory up front.
-export KERAS_BACKEND=jax XLA_PYTHON_CLIENT_PREALLOCATE=false
-
-nvidia-smi -L 2>/dev/null || echo "nvidia-smi: none"
-RB_GPU_SMOKE=$SMOKE "$PY" benchmarks/gpu/versions.py >/dev/null || exit 1
+export KERAS_BACKEND=jax
 
 MODELS=bert,bert_rab,trans_blstm_small_2,swishrnn
-# The WordPiece learner is tensorflow-text's: a unigram SentencePiece model is learned instead.
-DEMO=("$PY" -m recurrent_bert.demo --backend=jax --pretraining_only --vocabulary=unigram --num_workers=8)
+DEMO=("$PY" -m recurrent_bert.demo --backend=jax --pretraining_only)
 SMALL=(--size=tiny --pretrain_steps=3 --corpus_max_bytes=300000 --vocab_size=1000
   --vocab_max_lines=3000 --seq_length=32 --batch_size=8 --eval_sequences=32)
-
-# A rerun on the same (warm) machine skips the rehearsal and resumes the comparison.
-if [[ -f "$WORK/rehearsal.passed" ]]; then
-  echo "== rehearsal: passed earlier on this machine"
-else
-  echo "== rehearsal: 2 tiny models, 3 steps ($((SECONDS - START)) s)"
-  rm -rf "$WORK/rehearsal"
-  timeout -k 10 150 "${DEMO[@]}" --work_dir="$WORK/rehearsal" --models=bert,swishrnn \
-    --pretrain_seeds=1 "${SMALL[@]}" >"$RESULTS/rehearsal.log" 2>&1 ||
-    { tail -40 "$RESULTS/rehearsal.log"; die "the rehearsal failed: nothing more is run"; }
-  touch "$WORK/rehearsal.passed"
-fi
-
+REHEARSAL=(--work_dir="$WORK/rehearsal" --models=bert,swishrnn --pretrain_seeds=1 "${SMALL[@]}")
 if [[ "$SMOKE" == 1 ]]; then
   SETTINGS=("${SMALL[@]}" --pretrain_seeds=1,2)
 else
@@ -72,11 +63,56 @@ else
     --seq_length="${RB_SEQ:-128}" --pretrain_seeds="${RB_SEEDS:-1,2,3}" --eval_sequences=1024
     ${RB_LR:+--learning_rate=$RB_LR})
 fi
+COMPARISON=(--work_dir="$WORK/claims" --models=$MODELS "${SETTINGS[@]}")
+
+# -- the data, on a CPU machine where TensorFlow is (its WordPiece learner) ---------------
+if [[ "$PREPARE" == 1 || "$SMOKE" == 1 ]]; then
+  for name in rehearsal comparison; do
+    echo "== preparing the $name's data ($((SECONDS - START)) s)"
+    args=("${REHEARSAL[@]}")
+    [[ $name == comparison ]] && args=("${COMPARISON[@]}")
+    "${DEMO[@]}" "${args[@]}" --data_only --num_workers="$(nproc)" >"$RESULTS/prepare_$name.log" 2>&1 ||
+      { tail -20 "$RESULTS/prepare_$name.log"; die "preparing the $name's data failed"; }
+  done
+  echo "claims.sh: the data is in $WORK ($(du -sh "$WORK" | cut -f1)): carry it with .whl/"
+  [[ "$SMOKE" == 1 ]] || exit 0
+fi
+
+# -- the GPU machine: no TensorFlow, and nothing but training --------------------------
+# No TensorFlow: a package of that name that fails to import stands first on the path.
+NO_TF_DIR="$(pwd)/output/without_tensorflow"
+mkdir -p "$NO_TF_DIR/tensorflow"
+echo 'raise ImportError("no TensorFlow on the GPU machine")' >"$NO_TF_DIR/tensorflow/__init__.py"
+export PYTHONPATH="$NO_TF_DIR:$PYTHONPATH"
+# Several JAX processes share the GPU: none takes most of its memory up front.
+export XLA_PYTHON_CLIENT_PREALLOCATE=false
+
+nvidia-smi -L 2>/dev/null || echo "nvidia-smi: none"
+RB_GPU_SMOKE=$SMOKE "$PY" benchmarks/gpu/versions.py >/dev/null || exit 1
+
+# A rerun on the same (warm) machine skips the rehearsal and resumes the comparison.
+PASSED="$WORK/rehearsal.passed.$(hostname)"
+if [[ -f "$PASSED" ]]; then
+  echo "== rehearsal: passed earlier on this machine"
+else
+  echo "== rehearsal: 2 tiny models, 3 steps ($((SECONDS - START)) s)"
+  set +e
+  timeout -k 10 150 "${DEMO[@]}" "${REHEARSAL[@]}" --prepared_data >"$RESULTS/rehearsal.log" 2>&1
+  code=$?
+  set -e
+  if ((code != 0)); then
+    tail -20 "$RESULTS/rehearsal.log"
+    ((code == 2)) && exit 2  # the one-line refusal above: no prepared data
+    die "the rehearsal failed: nothing more is run"
+  fi
+  touch "$PASSED"
+fi
+
 left=$((BUDGET_S - (SECONDS - START)))
 echo "== the comparison: $MODELS, at most $left s ($((SECONDS - START)) s so far)"
 set +e
-timeout -k 10 "$left" "${DEMO[@]}" --work_dir="$WORK/claims" --models=$MODELS \
-  --parallel_pretraining --jobs="${RB_JOBS:-4}" "${SETTINGS[@]}" 2>&1 | tee "$RESULTS/claims.log"
+timeout -k 10 "$left" "${DEMO[@]}" "${COMPARISON[@]}" --prepared_data \
+  --parallel_pretraining --jobs="${RB_JOBS:-4}" 2>&1 | tee "$RESULTS/claims.log"
 code=${PIPESTATUS[0]}
 set -e
 for name in claims.md mlm_loss.png claims.json; do

@@ -17,12 +17,14 @@ source benchmarks/gpu/setup_keras.sh
 export JAX_DEFAULT_MATMUL_PRECISION=highest XLA_PYTHON_CLIENT_PREALLOCATE=false
 nvidia-smi -L 2>/dev/null || echo "nvidia-smi: none"
 status=0
+RESULTS=${OUT:-output/gpu_tests}
+mkdir -p "$RESULTS"
 for backend in jax torch; do
   echo "== $backend"
   KERAS_BACKEND=$backend timeout -k 5 120 "$PY" -m pytest -q -p no:cacheprovider -n 4 \
     tests/backends/test_cudnn_lstm.py tests/backends/test_layers.py \
     tests/backends/test_pallas_swish_rnn.py -k "not on_a_cpu" \
-    2>&1 | tee "${OUT:-/tmp}/pytest_$backend.txt" | grep -E "passed|failed|^FAILED"
+    2>&1 | tee "$RESULTS/pytest_$backend.txt" | grep -E "passed|failed|^FAILED"
   ((${PIPESTATUS[0]} == 0)) || status=1
 done
 exit $status

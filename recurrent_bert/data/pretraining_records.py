@@ -247,6 +247,33 @@ def check_shards(input_files: Sequence[str], skipped: Optional[SkippedRecords] =
   return sizes
 
 
+def check_vocabulary(input_files: Sequence[str], vocab_file: str) -> None:
+  """Refuses records made with another vocabulary than `vocab_file`: their ids would name
+  other tokens. The generator's stats.json beside the shards records its vocabulary's
+  SHA-256; files without one (or written before it did) are not checked.
+
+  Raises:
+    InputError: "DIR/stats.json: these records were made with another vocabulary ...".
+  """
+  from recurrent_bert.data import vocab as vocab_lib
+
+  wanted = None
+  for directory in dict.fromkeys(os.path.dirname(path) for path in input_files):
+    stats_path = os.path.join(directory, pretraining_output.STATS_FILE)
+    options = (_read_stats(stats_path) or {}).get("options") or {}
+    recorded = options.get("vocab_sha256")
+    if not recorded:
+      continue
+    wanted = wanted or vocab_lib.fingerprint(vocab_file)
+    if recorded != wanted:
+      raise InputError(
+          f"{stats_path}: these records were made with another vocabulary "
+          f"({options.get('vocab_file')}, sha256 {recorded[:12]}) than --vocab_file="
+          f"{vocab_file} (sha256 {wanted[:12]}): their ids would name other tokens; give "
+          f"the vocabulary they were made with, or {REMAKE}"
+      )
+
+
 def _read_stats(path: str) -> Optional[dict]:
   if not tfrecord_frames.exists(path):
     return None

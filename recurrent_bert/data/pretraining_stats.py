@@ -10,6 +10,7 @@ import collections
 from typing import Dict, List, Optional
 
 from recurrent_bert.data.pretraining_options import GeneratorOptions
+from recurrent_bert.data.vocab import fingerprint
 from recurrent_bert.data.vocab import vocab_kind
 
 
@@ -78,6 +79,9 @@ def summarize(
           "input_files": list(options.input_files),
           "vocab_file": options.vocab_file,
           "vocab_kind": vocab_kind(options.vocab_file),
+          # Which vocabulary the ids are of, wherever the files travel: the pretraining
+          # command refuses another one (pretraining_records.check_vocabulary).
+          "vocab_sha256": fingerprint(options.vocab_file),
           "do_lower_case": options.do_lower_case,
           "max_seq_length": options.max_seq_length,
           "max_predictions_per_seq": options.masking.max_predictions_per_seq,

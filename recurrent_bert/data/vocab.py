@@ -165,6 +165,14 @@ def read_bytes(path: str) -> bytes:
     raise InputError(f"cannot read vocab file {path!r}: {e.strerror or e}") from e
 
 
+def fingerprint(path: str) -> str:
+  """The SHA-256 of a vocabulary file's bytes (vocab.txt or a SentencePiece model): which
+  vocabulary, wherever the file was copied to."""
+  import hashlib
+
+  return hashlib.sha256(read_bytes(path)).hexdigest()
+
+
 def load_sentencepiece(model: Union[str, bytes], where: str = ""):
   """A `sentencepiece.SentencePieceProcessor` of a model file or its serialized proto.
 

@@ -201,6 +201,19 @@ def define_flags() -> None:
       "papers' MLM claims (no fine-tuning, export or full report; TensorFlow not needed "
       "with --backend=jax).",
   )
+  flags.DEFINE_bool(
+      "data_only",
+      False,
+      "Stop after the data stages (corpus, vocabulary, training and held-out records, and "
+      "the task without --pretraining_only): one machine prepares them, and a run with the "
+      "same --work_dir and settings on another (a GPU machine, say) only trains.",
+  )
+  flags.DEFINE_bool(
+      "prepared_data",
+      False,
+      "Run no data stage: they must be finished in --work_dir (by --data_only with the "
+      "same settings); otherwise stop, in one line, before anything runs.",
+  )
   flags.DEFINE_enum(
       "vocabulary",
       "wordpiece",
@@ -320,7 +333,9 @@ def settings_from_flags() -> settings_lib.Settings:
         "--tokenizers compares against a WordPiece main vocabulary: drop "
         f"--vocabulary={FLAGS.vocabulary} or --tokenizers"
     )
-  if not FLAGS.pretraining_only and FLAGS.backend != "tensorflow":
+  if FLAGS.data_only and FLAGS.prepared_data:
+    raise ValueError("--data_only makes the data and --prepared_data refuses to: give one")
+  if not FLAGS.pretraining_only and FLAGS.backend != "tensorflow" and not FLAGS.data_only:
     try:
       import tensorflow  # noqa: F401  (fine-tuning, export and the query need it)
     except ImportError:
@@ -332,6 +347,8 @@ def settings_from_flags() -> settings_lib.Settings:
   return settings_lib.Settings(
       backend=FLAGS.backend,
       pretraining_only=FLAGS.pretraining_only,
+      data_only=FLAGS.data_only,
+      prepared_data=FLAGS.prepared_data,
       parallel_pretraining=FLAGS.parallel_pretraining,
       vocabulary=FLAGS.vocabulary,
       work_dir=os.path.abspath(FLAGS.work_dir),
@@ -378,6 +395,9 @@ def main(argv):
     cli.fail(str(e))
   # Quiet TensorFlow start-up in every stage's process (they inherit it); numerics unaffected.
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  # This process's own Keras (the reports count parameters) on --backend's, unless told
+  # otherwise: a JAX machine need not have TensorFlow, Keras' default.
+  os.environ.setdefault("KERAS_BACKEND", settings.backend)
   demo = pipeline.Demo(settings)
   try:
     settings_lib.check_settings(settings)

@@ -2,7 +2,10 @@
 
 `Demo` plans the stages for the settings (corpus, vocab, pretrain_data, eval_data, task,
 one pretraining per model and pretraining seed, the fine-tuning sweep, export, query,
-report) and runs them with the stage engine. The in-process stages build the corpus splits
+report) and runs them with the stage engine. `--data_only` plans the data stages alone
+(`DATA_STAGES`; the task only where fine-tuning follows), and `--prepared_data` stops, in
+one line, unless they are finished already: one machine can make the data and another
+train on it. The in-process stages build the corpus splits
 and the task (origin_task); the others are the package's own commands, run as
 subprocesses (`python -m`, so an installed package serves as well as a checkout):
 rbert-build-vocab, rbert-create-pretraining-data (train
@@ -33,6 +36,11 @@ from recurrent_bert.demo.stage_estimates import StageEstimates
 from recurrent_bert.demo.stages import Stage
 from recurrent_bert.demo.stages import say
 from recurrent_bert.demo.work_paths import WORDPIECE
+from recurrent_bert.errors import InputError
+
+# The stages that read text or make records: --data_only runs them alone, and
+# --prepared_data runs none of them.
+DATA_STAGES = ("corpus", "vocab", "pretrain_data", "eval_data", "task")
 
 
 class Demo(ModelStages, DataStages, StageEstimates):
@@ -81,8 +89,13 @@ class Demo(ModelStages, DataStages, StageEstimates):
             echo=ECHO_DATA,
             after=self.eval_data_result,
         ),
-        Stage("task", "fine-tuning task: which source is a passage from?", 2, run=self.stage_task),
     ]
+    if not s.pretraining_only:  # the fine-tuning task's passages
+      stages.append(
+          Stage("task", "fine-tuning task: which source is a passage from?", 2, run=self.stage_task)
+      )
+    if s.data_only:
+      return stages
     evaluations = self.evaluations
     side_by_side = s.parallel_pretraining and s.jobs > 1
     side_by_side_gain = self.SIDE_BY_SIDE_GAIN if side_by_side else 1.0
@@ -236,6 +249,8 @@ class Demo(ModelStages, DataStages, StageEstimates):
     """
     stages = self.plan()
     self.engine.forget(self.s.redo, stages)
+    if self.s.prepared_data:
+      self.check_prepared(stages)
     say(
         f"recurrent_bert demo: {len(stages)} stages in {self.s.work_dir} "
         f"(models: {', '.join(self.s.presets)}; pretraining seeds: "
@@ -248,6 +263,21 @@ class Demo(ModelStages, DataStages, StageEstimates):
         + ")"
     )
     self.engine.run(stages)
+
+  def check_prepared(self, stages: List[Stage]) -> None:
+    """--prepared_data: every data stage is finished here, so this run only trains.
+
+    Raises:
+      InputError: one line naming the first data stage that would run, and how to
+        prepare it.
+    """
+    for stage in stages:
+      if stage.name in DATA_STAGES and self.engine.reusable(stage) is None:
+        raise InputError(
+            f"--prepared_data: the {stage.name} stage is not finished in {self.s.work_dir}: "
+            "prepare the data first (the same command with --data_only in place of "
+            "--prepared_data, on any machine) and bring the work dir along"
+        )
 
   def print_summary(self) -> None:
     """The stage timings, then where the outputs are (after a finished run)."""

@@ -93,6 +93,8 @@ class Settings:
   tokenizers: List[str] = dataclasses.field(default_factory=list)
   backend: str = "tensorflow"
   pretraining_only: bool = False
+  data_only: bool = False
+  prepared_data: bool = False
   parallel_pretraining: bool = False
   vocabulary: str = "wordpiece"
 
@@ -113,6 +115,8 @@ class Settings:
         "redo",
         "tokenizers",
         "pretraining_only",
+        "data_only",
+        "prepared_data",
         "parallel_pretraining",
     }
     return {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}

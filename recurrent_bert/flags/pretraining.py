@@ -320,6 +320,8 @@ def data_config(model_config, backend: str = "tensorflow"):
         skipped=skipped,
     )
     pretraining_records.check_record_layout(files[0], config, dynamic_masking=FLAGS.dynamic_masking)
+    if FLAGS.vocab_file:
+      pretraining_records.check_vocabulary(files, FLAGS.vocab_file)
     if flag_name == "input_files" and FLAGS.init_checkpoint:
       _check_init_checkpoint()
     return config

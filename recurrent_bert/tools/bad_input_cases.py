@@ -257,6 +257,7 @@ def hand_cases(command: str, workspace: Workspace) -> List[Case]:
         ("vocab_size", "0", ("--vocab_size=0",)),
         ("vocab_size", "smaller than the vocabulary", ("--vocab_size=10",)),
         no_unk,
+        ("vocab_file", "not the records' vocabulary", (f"--vocab_file={workspace.other_vocab}",)),
         ("max_seq_length", "not the records'", ("--max_seq_length=64",)),
         (
             "mode",

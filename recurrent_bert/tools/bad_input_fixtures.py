@@ -75,6 +75,19 @@ class Workspace:
     tokens = specials + [".", ","] + words + ["##" + c for c in letters]
     return self._file("vocab.txt", "\n".join(tokens) + "\n")
 
+  @property
+  def other_vocab(self) -> str:
+    """`vocab` with its first two words swapped: as valid and as large, another vocabulary."""
+    tokens = self._read(self.vocab).split("\n")
+    first = next(i for i, t in enumerate(tokens) if t.isalpha())
+    tokens[first], tokens[first + 1] = tokens[first + 1], tokens[first]
+    return self._file("other_vocab.txt", "\n".join(tokens))
+
+  @staticmethod
+  def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+      return f.read()
+
   def _run_once(self, name: str, module: str, args: Sequence[str], done: str) -> str:
     target = self.path(name)
     if not os.path.exists(done):

@@ -5,6 +5,7 @@ report (the MLM claims) from the same runs. Run as `KERAS_BACKEND=jax pytest tes
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -27,12 +28,20 @@ OVERRIDES = {
 }
 
 
-def _run_demo(tmp_path, overrides):
+def _demo(tmp_path, overrides, work_dir=None, without_tensorflow=False):
   """The CI-sized demo under --backend=jax, with `overrides` ({flag: value, or "" for a
-  bare flag}) in place of CI_FLAGS' own; returns its work dir."""
-  work_dir = tmp_path / "demo"
+  bare flag}) in place of CI_FLAGS' own, in `work_dir` (default tmp_path/demo); with
+  `without_tensorflow`, in processes where `import tensorflow` fails, as on a GPU machine.
+  Returns (the work dir, the CompletedProcess)."""
+  work_dir = work_dir or tmp_path / "demo"
   kept = [f for f in CI_FLAGS if f.split("=")[0] not in overrides and "tokenizers" not in f]
   env = dict(backend_env("tensorflow"), RECURRENT_BERT_CACHE=str(tmp_path / "cache"))
+  if without_tensorflow:
+    blocked = tmp_path / "without_tensorflow" / "tensorflow"
+    blocked.mkdir(parents=True, exist_ok=True)
+    (blocked / "__init__.py").write_text('raise ImportError("no TensorFlow here")\n')
+    env["PYTHONPATH"] = os.pathsep.join([str(blocked.parent), env["PYTHONPATH"]])
+    del env["KERAS_BACKEND"]  # the demo's own process takes --backend's
   result = subprocess.run(
       [sys.executable, "-m", "recurrent_bert.demo", f"--work_dir={work_dir}", "--backend=jax"]
       + kept
@@ -43,6 +52,12 @@ def _run_demo(tmp_path, overrides):
       text=True,
       timeout=900,
   )
+  return work_dir, result
+
+
+def _run_demo(tmp_path, overrides, **options):
+  """`_demo`, which must succeed; returns its work dir."""
+  work_dir, result = _demo(tmp_path, overrides, **options)
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
   return work_dir
 
@@ -91,3 +106,43 @@ def test_a_models_later_seeds_read_its_programs_from_the_compilation_cache(tmp_p
   assert compiled > 0 and from_cache == 0
   assert counts[2] == counts[3] == (0, compiled)
   assert os.listdir(work_dir / "jax_compilation_cache")
+
+
+def test_data_made_on_one_machine_is_trained_on_another_without_tensorflow(tmp_path):
+  """--data_only makes the corpus, the WordPiece vocabulary and the records (where
+  TensorFlow is); the work dir is copied elsewhere and --prepared_data trains on it where
+  `import tensorflow` fails, running no data stage; a rerun with one more seed reuses the
+  finished one. --prepared_data without prepared data stops in one line, before anything."""
+  flags = {"--models": "bert", "--pretrain_seeds": "1", "--jobs": "1", "--pretraining_only": ""}
+  prepared = _run_demo(tmp_path, {**flags, "--data_only": ""}, work_dir=tmp_path / "made")
+  made = sorted(os.listdir(prepared / "stages"))
+  assert made == ["corpus.json", "eval_data.json", "pretrain_data.json", "vocab.json"]
+  assert not (prepared / "pretrain").exists()
+
+  carried = tmp_path / "carried"
+  shutil.copytree(prepared, carried)
+  shutil.rmtree(tmp_path / "cache")  # the built-in corpus is not read again either
+  markers = carried / "stages"
+  for seeds, trained in (("1", {"seed1"}), ("1,2", {"seed2"})):
+    before = {m.name: m.stat().st_mtime_ns for m in markers.iterdir()}
+    work_dir, result = _demo(
+        tmp_path,
+        {**flags, "--pretrain_seeds": seeds, "--prepared_data": ""},
+        work_dir=carried,
+        without_tensorflow=True,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    for stage in ("corpus", "vocabulary", "pretraining data", "held-out pretraining data"):
+      assert re.search(rf"\] {stage}: .*: reused", result.stdout), (stage, result.stdout)
+    written = {m.name for m in markers.iterdir() if before.get(m.name) != m.stat().st_mtime_ns}
+    pretrained = {
+        n.split("_")[-1].removesuffix(".json") for n in written if n.startswith("pretrain_")
+    }
+    assert pretrained == trained and "corpus.json" not in written, written
+  assert (carried / "report" / "claims.md").exists()
+
+  _, result = _demo(tmp_path, {**flags, "--prepared_data": ""}, work_dir=tmp_path / "empty")
+  assert result.returncode == 2, result.stdout + result.stderr
+  lines = [line for line in result.stderr.splitlines() if line.strip()]
+  assert len(lines) == 1 and "--prepared_data" in lines[0] and "corpus" in lines[0], lines
+  assert not (tmp_path / "empty" / "corpus").exists()

@@ -28,10 +28,13 @@ NO_TENSORFLOW = (
 )
 
 
-def _load_step_time():
-  spec = importlib.util.spec_from_file_location("step_time", SCRIPT)
+def _load(name: str):
+  """benchmarks/<name>.py as a module (step_time imports no Keras: its main() chooses
+  the backend)."""
+  path = os.path.join(REPO, "benchmarks", f"{name}.py")
+  spec = importlib.util.spec_from_file_location(name, path)
   module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)  # imports no Keras: the backend is chosen in main()
+  spec.loader.exec_module(module)
   return module
 
 
@@ -125,8 +128,7 @@ TINY = {
 def test_model_flops_equal_the_hand_computed_count(preset):
   from recurrent_bert.config import PRESETS
 
-  step_time = _load_step_time()
-  assert step_time.model_flops(PRESETS[preset], 4, 32, 5) == TINY[preset]
+  assert _load("model_flops").model_flops(PRESETS[preset], 4, 32, 5) == TINY[preset]
 
 
 def test_bert_base_flops_match_six_n_d_plus_attention():
@@ -134,7 +136,6 @@ def test_bert_base_flops_match_six_n_d_plus_attention():
   + 12·L·T²·H per sequence + the heads, 4.4755 TFLOPs per step."""
   from recurrent_bert.config import PRESETS
 
-  step_time = _load_step_time()
   n = 12 * (4 * 768**2 + 2 * 768 * 3072)
   expected = (
       6 * n * 64 * 128
@@ -142,4 +143,4 @@ def test_bert_base_flops_match_six_n_d_plus_attention():
       + 6 * 64 * (20 * (768**2 + 768 * 30522) + 768**2 + 2 * 768)
   )
   assert expected == 4_475_455_340_544
-  assert step_time.model_flops(PRESETS["bert_base"], 64, 128, 20) == expected
+  assert _load("model_flops").model_flops(PRESETS["bert_base"], 64, 128, 20) == expected

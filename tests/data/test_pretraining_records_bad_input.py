@@ -491,3 +491,29 @@ def test_property_mutated_records_are_named_or_read_as_before(tmp_path, mutation
   error = mutations.check_outcome(FORMAT, read, path, expected=expected, record=record)
   if error is None:
     assert mutation[0] == "record" or whole_shorter_shard, "a flipped or cut shard was accepted"
+
+
+def test_records_of_another_vocabulary_are_refused_naming_their_stats(tmp_path):
+  """stats.json's vocab_sha256 against the vocabulary given: the same file passes, the same
+  tokens in another order are refused, a stats.json written before the field is not
+  checked. The expected digests are hashlib's of the bytes written here."""
+  import hashlib
+
+  shard = tmp_path / "data" / "pretraining-00000-of-00001.tfrecord"
+  shard.parent.mkdir()
+  shard.write_bytes(b"")
+  tokens = list(RESERVED) + ["the", "cat"]
+  ours, theirs = tmp_path / "ours.txt", tmp_path / "theirs.txt"
+  ours.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+  theirs.write_text("\n".join(tokens[:-2] + ["cat", "the"]) + "\n", encoding="utf-8")
+  stats = shard.parent / pretraining_output.STATS_FILE
+  digest = hashlib.sha256(ours.read_bytes()).hexdigest()
+  stats.write_text(json.dumps({"options": {"vocab_file": "v.txt", "vocab_sha256": digest}}))
+  pretraining_records.check_vocabulary([str(shard)], str(ours))
+  with pytest.raises(InputError) as error:
+    pretraining_records.check_vocabulary([str(shard)], str(theirs))
+  message = str(error.value)
+  assert "\n" not in message and message.startswith(f"{stats}: ")
+  assert digest[:12] in message and str(theirs) in message
+  stats.write_text(json.dumps({"options": {"vocab_file": "v.txt"}}))
+  pretraining_records.check_vocabulary([str(shard)], str(theirs))

@@ -17,6 +17,7 @@ from recurrent_bert.tools.bad_input_cases import Case
 from recurrent_bert.tools.bad_input_cases import Flag
 from recurrent_bert.tools.bad_input_cases import bad_values
 from recurrent_bert.tools.bad_input_fixtures import Workspace
+from recurrent_bert.tools.bad_input_fixtures import pretrain_args as workspace_pretrain_args
 from tests.support import forkserver
 
 pytestmark = pytest.mark.slow(seconds=40)
@@ -169,6 +170,17 @@ def test_pretrain_vocab_size_below_the_vocabulary(tmp_path):
       "recurrent_bert.pretrain", *pretrain_args(tmp_path, f"--vocab_file={vocab}", "--vocab_size=5")
   )
   assert_one_line_error(result, "--vocab_size=5", "7 tokens")
+
+
+def test_pretrain_records_of_another_vocabulary_are_refused_naming_their_stats(tmp_path):
+  """The records' stats.json records their vocabulary's SHA-256: a vocabulary of the same
+  size but another order (ids naming other tokens) is refused before any model is built."""
+  workspace = Workspace(str(tmp_path / "fixtures"), timeout=120)
+  args = workspace_pretrain_args(workspace, str(tmp_path / "model"))
+  args = [a for a in args if not a.startswith("--vocab_file=")]
+  result = run_module("recurrent_bert.pretrain", *args, f"--vocab_file={workspace.other_vocab}")
+  stats = os.path.join(os.path.dirname(workspace.records), "stats.json")
+  assert_one_line_error(result, stats, "another vocabulary", "other_vocab.txt")
 
 
 def test_pretrain_model_dir_under_a_file(tmp_path):
