@@ -35,8 +35,9 @@
 #
 # RB_GPU_SMOKE=1 rehearses all of it on a CPU at tiny size, the preparation included:
 #   RB_GPU_SMOKE=1 PYTHON=.venv/bin/python bash benchmarks/gpu/claims.sh
-# RB_STEPS (1500), RB_BATCH (64), RB_SEQ (128), RB_SEEDS (1,2,3), RB_JOBS (4), RB_LR (the
-# demo's peak learning rate, 2e-3) and RB_BUDGET_S (420) set the comparison; the
+# RB_SIZE (mini; base for the papers' size), RB_STEPS (1500), RB_BATCH (64), RB_SEQ (128),
+# RB_SEEDS (1,2,3), RB_JOBS (4), RB_LR (the demo's peak learning rate, 2e-3) and
+# RB_BUDGET_S (420) set the comparison (docs/benchmarks.md gives the time each takes); the
 # preparation must have the same RB_STEPS, RB_BATCH, RB_SEQ and RB_LR as the run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -59,7 +60,7 @@ REHEARSAL=(--work_dir="$WORK/rehearsal" --models=bert,swishrnn --pretrain_seeds=
 if [[ "$SMOKE" == 1 ]]; then
   SETTINGS=("${SMALL[@]}" --pretrain_seeds=1,2)
 else
-  SETTINGS=(--size=mini --pretrain_steps="${RB_STEPS:-1500}" --batch_size="${RB_BATCH:-64}"
+  SETTINGS=(--size="${RB_SIZE:-mini}" --pretrain_steps="${RB_STEPS:-1500}" --batch_size="${RB_BATCH:-64}"
     --seq_length="${RB_SEQ:-128}" --pretrain_seeds="${RB_SEEDS:-1,2,3}" --eval_sequences=1024
     ${RB_LR:+--learning_rate=$RB_LR})
 fi
