@@ -204,9 +204,10 @@ def define_flags() -> None:
   flags.DEFINE_bool(
       "data_only",
       False,
-      "Stop after the data stages (corpus, vocabulary, training and held-out records, and "
-      "the task without --pretraining_only): one machine prepares them, and a run with the "
-      "same --work_dir and settings on another (a GPU machine, say) only trains.",
+      "Stop after the data stages (corpus, vocabulary, training and held-out records, the "
+      "task without --pretraining_only, --tokenizers' vocabularies and records): one "
+      "machine prepares them, and a run with the same --work_dir and settings on another "
+      "(a GPU machine, say) only trains.",
   )
   flags.DEFINE_bool(
       "prepared_data",

@@ -3,9 +3,9 @@
 `Demo` plans the stages for the settings (corpus, vocab, pretrain_data, eval_data, task,
 one pretraining per model and pretraining seed, the fine-tuning sweep, export, query,
 report) and runs them with the stage engine. `--data_only` plans the data stages alone
-(`DATA_STAGES`; the task only where fine-tuning follows), and `--prepared_data` stops, in
-one line, unless they are finished already: one machine can make the data and another
-train on it. The in-process stages build the corpus splits
+(`Stage.data`: those that read text or make records), and `--prepared_data` stops, in one
+line, unless they are finished already: one machine can make the data and another train
+on it. The in-process stages build the corpus splits
 and the task (origin_task); the others are the package's own commands, run as
 subprocesses (`python -m`, so an installed package serves as well as a checkout):
 rbert-build-vocab, rbert-create-pretraining-data (train
@@ -38,10 +38,6 @@ from recurrent_bert.demo.stages import say
 from recurrent_bert.demo.work_paths import WORDPIECE
 from recurrent_bert.errors import InputError
 
-# The stages that read text or make records: --data_only runs them alone, and
-# --prepared_data runs none of them.
-DATA_STAGES = ("corpus", "vocab", "pretrain_data", "eval_data", "task")
-
 
 class Demo(ModelStages, DataStages, StageEstimates):
   """Plans the stages for the settings and runs them, reusing the finished ones.
@@ -54,7 +50,12 @@ class Demo(ModelStages, DataStages, StageEstimates):
   # -- the plan --------------------------------------------------------------------
 
   def plan(self) -> List[Stage]:
-    """Every stage of the settings, in order, with its estimate in seconds."""
+    """Every stage of the settings, in order, with its estimate in seconds; with
+    --data_only, the data stages alone."""
+    stages = self._every_stage()
+    return [st for st in stages if st.data] if self.s.data_only else stages
+
+  def _every_stage(self) -> List[Stage]:
     s = self.s
     corpus_mb = self.corpus_mb
     stages = [
@@ -63,6 +64,7 @@ class Demo(ModelStages, DataStages, StageEstimates):
             "corpus: read, split documents train/dev/test",
             5 + 2 * corpus_mb,
             run=self.stage_corpus,
+            data=True,
         ),
         Stage(
             "vocab",
@@ -71,6 +73,7 @@ class Demo(ModelStages, DataStages, StageEstimates):
             command=self.vocab_command,
             echo=ECHO_VOCAB,
             after=self.vocab_result,
+            data=True,
         ),
         Stage(
             "pretrain_data",
@@ -80,6 +83,7 @@ class Demo(ModelStages, DataStages, StageEstimates):
             command=self.data_command,
             echo=ECHO_DATA,
             after=self.data_result,
+            data=True,
         ),
         Stage(
             "eval_data",
@@ -88,14 +92,19 @@ class Demo(ModelStages, DataStages, StageEstimates):
             command=self.eval_data_command,
             echo=ECHO_DATA,
             after=self.eval_data_result,
+            data=True,
         ),
     ]
     if not s.pretraining_only:  # the fine-tuning task's passages
       stages.append(
-          Stage("task", "fine-tuning task: which source is a passage from?", 2, run=self.stage_task)
+          Stage(
+              "task",
+              "fine-tuning task: which source is a passage from?",
+              2,
+              run=self.stage_task,
+              data=True,
+          )
       )
-    if s.data_only:
-      return stages
     evaluations = self.evaluations
     side_by_side = s.parallel_pretraining and s.jobs > 1
     side_by_side_gain = self.SIDE_BY_SIDE_GAIN if side_by_side else 1.0
@@ -195,6 +204,7 @@ class Demo(ModelStages, DataStages, StageEstimates):
               10 + 2e-4 * (s.vocab_max_lines or 15000 * corpus_mb),
               command=lambda: self.vocab_command(tokenizer),
               echo=ECHO_VOCAB,
+              data=True,
           )
       )
     grid = self.finetune_grid(tokenizer)
@@ -206,6 +216,7 @@ class Demo(ModelStages, DataStages, StageEstimates):
             command=lambda: self.data_command("train", tokenizer),
             echo=ECHO_DATA,
             after=lambda: self.data_result(tokenizer),
+            data=True,
         ),
         Stage(
             f"tokenizer_eval_data:{tokenizer}",
@@ -214,6 +225,7 @@ class Demo(ModelStages, DataStages, StageEstimates):
             command=lambda: self.data_command("dev", tokenizer),
             echo=ECHO_DATA,
             after=lambda: self.eval_data_result(tokenizer),
+            data=True,
         ),
         Stage(
             f"tokenizer_pretrain:{tokenizer}",
@@ -248,9 +260,9 @@ class Demo(ModelStages, DataStages, StageEstimates):
       StageError: a stage failed, or --redo names no stage.
     """
     stages = self.plan()
-    self.engine.forget(self.s.redo, stages)
-    if self.s.prepared_data:
+    if self.s.prepared_data:  # before --redo deletes anything
       self.check_prepared(stages)
+    self.engine.forget(self.s.redo, stages)
     say(
         f"recurrent_bert demo: {len(stages)} stages in {self.s.work_dir} "
         f"(models: {', '.join(self.s.presets)}; pretraining seeds: "
@@ -265,14 +277,15 @@ class Demo(ModelStages, DataStages, StageEstimates):
     self.engine.run(stages)
 
   def check_prepared(self, stages: List[Stage]) -> None:
-    """--prepared_data: every data stage is finished here, so this run only trains.
+    """--prepared_data: every data stage is finished here (and not named by --redo), so
+    this run only trains.
 
     Raises:
       InputError: one line naming the first data stage that would run, and how to
         prepare it.
     """
     for stage in stages:
-      if stage.name in DATA_STAGES and self.engine.reusable(stage) is None:
+      if stage.data and (stage.name in self.s.redo or self.engine.reusable(stage) is None):
         raise InputError(
             f"--prepared_data: the {stage.name} stage is not finished in {self.s.work_dir}: "
             "prepare the data first (the same command with --data_only in place of "

@@ -50,6 +50,8 @@ class Stage:
     after: a subprocess stage's result, read from its outputs.
     parallel_group: consecutive stages of one group run side by side.
     output_dir: a directory the stage makes, deleted when --redo names the stage.
+    data: it reads text or makes records (the demo's --data_only runs these alone,
+      --prepared_data none of them).
   """
 
   name: str
@@ -62,6 +64,7 @@ class Stage:
   after: Optional[Callable[[], Dict]] = None
   parallel_group: Optional[str] = None
   output_dir: Optional[str] = None
+  data: bool = False
 
 
 class StageRunner:

@@ -14,6 +14,7 @@ import pytest
 from recurrent_bert.demo import pipeline
 from recurrent_bert.demo import settings as settings_lib
 from recurrent_bert.demo import tokenizer_report
+from recurrent_bert.errors import InputError
 from tests.data import sentencepiece_models
 from tests.data.conftest import corpus_file  # noqa: F401 (a fixture)
 from tests.data.conftest import vocab_file  # noqa: F401 (a fixture)
@@ -221,3 +222,29 @@ def test_report_section_from_the_runs_outputs(tmp_path, spm_model, vocab_file):
 def test_no_claim_without_both_unigram_and_bpe():
   rows = [{"tokenizer": "wordpiece", "test_accuracy": [0.5]}]
   assert tokenizer_report.unigram_claim(rows, 1.0) is None
+
+
+def test_data_only_plans_every_stage_that_reads_text_and_prepared_data_runs_none(tmp_path):
+  """--data_only: the main data stages and the tokenizer comparison's, nothing else.
+  --prepared_data: refused while one of them is unfinished or named by --redo, before
+  --redo deletes anything."""
+  settings = make_settings(tmp_path, tokenizers=["unigram"])
+  data_only = pipeline.Demo(dataclasses.replace(settings, data_only=True)).plan()
+  assert [st.name for st in data_only] == MAIN_STAGES[:5] + [
+      "tokenizer_vocab:unigram",
+      "tokenizer_data:unigram",
+      "tokenizer_eval_data:unigram",
+  ]
+  demo = pipeline.Demo(dataclasses.replace(settings, prepared_data=True))
+  with pytest.raises(InputError, match=r"^--prepared_data: the corpus stage is not finished"):
+    demo.run()
+  for stage in data_only:  # as if --data_only had run: a marker of each, with its key
+    marker = demo.engine.marker(stage.name)
+    os.makedirs(os.path.dirname(marker), exist_ok=True)
+    with open(marker, "w", encoding="utf-8") as f:
+      json.dump({"key": stage.key, "result": {}}, f)
+  redo = pipeline.Demo(dataclasses.replace(settings, prepared_data=True, redo=["vocab"]))
+  with pytest.raises(InputError, match=r"^--prepared_data: the vocab stage is not finished"):
+    redo.run()
+  assert os.path.exists(demo.engine.marker("vocab"))  # not deleted by --redo
+  assert [st.name for st in data_only if demo.engine.reusable(st) is None] == []
