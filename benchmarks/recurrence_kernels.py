@@ -142,11 +142,20 @@ def _relative_difference(a, b):
 
 
 def measure(group, candidates, inputs, upstream_shape, reps):
-  """Rows {group, name, ms, x_floor, x_first, max_diff}; 'first' is the candidate after
-  the floor, the one the others are compared with."""
+  """Rows {group, name, ms, x_floor, x_first, max_diff, first_call_s}; 'first' is the
+  candidate after the floor, the one the others are compared with. Each candidate's first
+  call (its compilation, or its read from a persistent compilation cache) is timed and
+  printed as it ends, so a slow one shows which it is; `reps` 0 stops there."""
   upstream = jnp.asarray(np.random.default_rng(0).normal(size=upstream_shape), jnp.float32)
   steps = {name: _step(f) for name, f in candidates.items()}
-  results = {name: jax.block_until_ready(step(upstream, *inputs)) for name, step in steps.items()}
+  results, first_call_s = {}, {}
+  for name, step in steps.items():
+    start = time.perf_counter()
+    results[name] = jax.block_until_ready(step(upstream, *inputs))
+    first_call_s[name] = time.perf_counter() - start
+    print(f"  {group}, {name}: first call {first_call_s[name]:.1f} s", flush=True)
+  if not reps:
+    return []
   times = {name: [] for name in steps}
   for _ in range(reps):
     for name, step in steps.items():
@@ -163,6 +172,7 @@ def measure(group, candidates, inputs, upstream_shape, reps):
           x_floor=ms[name] / ms[floor],
           x_first=ms[name] / ms[first],
           max_diff=None if name == floor else _relative_difference(results[name], results[first]),
+          first_call_s=first_call_s[name],
       )
       for name in steps
   ]
@@ -176,7 +186,9 @@ def swish_rnn_rows(shape, reps, interpret, tilings):
   inputs = (sequence(), sequence(), vector(0.5, 1.5), vector(-1, 1), vector(-1, 1))
   rows = []
   for k in (1, 2, 4):
-    candidates = swish_rnn_candidates(k, interpret, tilings)
+    # The tilings compared at k = 1; the default alone at k = 2 and 4 (each tiling is two
+    # more kernels to compile, seconds each on a card).
+    candidates = swish_rnn_candidates(k, interpret, tilings if k == 1 else tilings[:1])
     rows += measure(f"swishrnn k={k}", candidates, inputs, shape, reps)
   return rows
 
@@ -202,7 +214,7 @@ def main(argv=None):
   parser.add_argument("--seq_length", type=int, default=128)
   parser.add_argument("--swish_rnn_size", type=int, default=2048, help="d' (swishrnn_base)")
   parser.add_argument("--hidden_size", type=int, default=768, help="H (the BLSTM's u: H, H/2)")
-  parser.add_argument("--reps", type=int, default=20)
+  parser.add_argument("--reps", type=int, default=20, help="0: compile (first calls) only")
   parser.add_argument("--smoke", action="store_true", help="tiny shapes, Pallas interpreted")
   parser.add_argument("--only", choices=("swishrnn", "blstm"), help="one group of rows")
   parser.add_argument("--json", help="also write the rows here")
@@ -213,7 +225,7 @@ def main(argv=None):
   batch, length, hidden = args.batch_size, args.seq_length, args.hidden_size
   swish_shape, reps, tilings = (batch, length, args.swish_rnn_size), args.reps, TILINGS
   if args.smoke:
-    batch, length, hidden, reps, tilings = 2, 16, 8, 2, TILINGS[:2]
+    batch, length, hidden, reps, tilings = 2, 16, 8, min(reps, 2), TILINGS[:2]
     swish_shape = (batch, length, 8)
   print(
       f"One forward + backward on {device.device_kind} ({device.platform})"
@@ -221,11 +233,25 @@ def main(argv=None):
       f"{list(swish_shape)} float32; BLSTM [B, T, H] = {[batch, length, hidden]} bfloat16"
   )
   rows = []
+
+  def keep(new_rows):  # the JSON after every group: a run cut short keeps what it finished
+    rows.extend(new_rows)
+    if args.json:
+      with open(args.json + ".tmp", "w") as f:
+        json.dump(dict(device=device.device_kind, rows=rows), f, indent=1)
+      os.replace(args.json + ".tmp", args.json)
+
   if args.only in (None, "swishrnn"):
-    rows += swish_rnn_rows(swish_shape, reps, interpret, tilings)
+    keep(swish_rnn_rows(swish_shape, reps, interpret, tilings))
   if args.only in (None, "blstm"):
     for units in (hidden, hidden // 2):
-      rows += blstm_rows((batch, length, hidden), units, reps, on_gpu)
+      keep(blstm_rows((batch, length, hidden), units, reps, on_gpu))
+  if reps:
+    print_rows(rows, args.only)
+
+
+def print_rows(rows, only):
+  """The table, and swishrnn_base's recurrences per step (portable, default kernel)."""
   print("\n| group | candidate | ms | × floor | × first | max difference vs first (relative) |")
   print("|---|---|---|---|---|---|")
   for r in rows:
@@ -239,14 +265,11 @@ def main(argv=None):
       name: 4 * sum(r["ms"] for r in rows if r["name"] == name and r["group"].startswith("swish"))
       for name in ("portable", default)
   }
-  if args.only != "blstm":
+  if only != "blstm":
     print(
         f"\nswishrnn_base's 12 layers (k = 1, 2, 4, four times each): portable "
         f"{per_step['portable']:.1f} ms, {default} {per_step[default]:.1f} ms a step"
     )
-  if args.json:
-    with open(args.json, "w") as f:
-      json.dump(dict(device=device.device_kind, rows=rows), f, indent=1)
 
 
 if __name__ == "__main__":

@@ -146,6 +146,9 @@ class Row:
   error: Optional[str] = None
   first_call_s: Optional[float] = None  # the first warm-up call: compilation + K steps
   profile: Optional[dict] = None  # kernel_profile.trace's, with --profile_top
+  dtype_policy: Optional[str] = None  # the policy the model was built under
+  # Under JAX, the warm-up's XLA programs: compiled, and read from the persistent cache.
+  programs: Optional[Dict[str, int]] = None
 
   @property
   def step_s(self) -> Optional[float]:
@@ -173,7 +176,11 @@ class Trial:
 
     self.keras = keras
     use_nsp = not args.no_nsp
+    # Set for each model: `free_memory`'s clear_session resets Keras' global policy to
+    # float32, and every preset after the first was once measured in float32.
+    keras.config.set_dtype_policy(args.dtype)
     pretrainer = Pretrainer(build_encoder(row.config), use_nsp=use_nsp)
+    row.dtype_policy = pretrainer.dtype_policy.name
     self.trainer = ObjectiveModel(pretrainer, PretrainingObjective(use_nsp=use_nsp))
     optimizer = create_optimizer(
         pretrainer.trainable_variables,
@@ -214,10 +221,27 @@ class Trial:
     return (time.perf_counter() - start) / self.k, loss
 
   def warm_up(self, calls: int, row: Row) -> None:
-    """`calls` untimed calls; the first one's seconds (it compiles) go to the row."""
+    """`calls` untimed calls; the first one's seconds (it compiles) go to the row, and
+    under JAX how many XLA programs they compiled or read from the persistent cache."""
+    before = _compilation_count()
     for _ in range(calls):
       seconds, _ = self.call()
       row.first_call_s = row.first_call_s or seconds * self.k
+    after = _compilation_count()
+    if before is not None:
+      row.programs = {key: after[key] - before[key] for key in after}
+
+
+def _compilation_count() -> Optional[Dict[str, int]]:
+  """Under JAX, {"compiled", "from_cache"}: this process's XLA programs so far."""
+  import keras
+
+  if keras.backend.backend() != "jax":
+    return None
+  from recurrent_bert.training import jax_compilation
+
+  count = jax_compilation.count()
+  return {"compiled": count.compiled, "from_cache": count.from_cache}
 
 
 def record_failure(row: Row, error: Exception):
@@ -249,6 +273,20 @@ def profile_row(row: Row, trial: Trial, args) -> None:
   )
 
 
+def time_and_profile(trial: Trial, row: Row, args, started: float) -> None:
+  """The row's --steps timed calls, their line, then its profile (--profile_top)."""
+  for _ in range(args.steps):
+    seconds, row.loss = trial.call()
+    row.times.append(seconds)
+  first = "" if row.first_call_s is None else f", first call {row.first_call_s:.1f} s"
+  print(
+      f"  {row.name}: {1000 * row.step_s:.1f} ms/step, loss {row.loss:.3f} "
+      f"({time.perf_counter() - started:.0f} s with compilation{first})",
+      flush=True,
+  )
+  profile_row(row, trial, args)
+
+
 def free_memory():
   import keras
 
@@ -258,7 +296,7 @@ def free_memory():
 
 def measure(rows: List[Row], args, jit_compile: bool, report):
   """Fills each row's step times (or error); `report()` after every finished preset."""
-  if args.round_robin:
+  if args.round_robin and not args.compile_only:
     trials = {}
     for row in rows:
       try:
@@ -281,17 +319,11 @@ def measure(rows: List[Row], args, jit_compile: bool, report):
     started = time.perf_counter()
     try:
       trial = Trial(row, args, jit_compile)
-      trial.warm_up(args.warmup, row)
-      for _ in range(args.steps):
-        seconds, row.loss = trial.call()
-        row.times.append(seconds)
-      first = "" if row.first_call_s is None else f", first call {row.first_call_s:.1f} s"
-      print(
-          f"  {row.name}: {1000 * row.step_s:.1f} ms/step, loss {row.loss:.3f} "
-          f"({time.perf_counter() - started:.0f} s with compilation{first})",
-          flush=True,
-      )
-      profile_row(row, trial, args)
+      trial.warm_up(max(args.warmup, 1) if args.compile_only else args.warmup, row)
+      if args.compile_only:
+        print(f"  {row.name}: compiled, first call {row.first_call_s:.1f} s", flush=True)
+      else:
+        time_and_profile(trial, row, args, started)
     except Exception as e:  # a failed preset (e.g. out of memory) must not stop the rest
       record_failure(row, e)
     trial = None
@@ -307,6 +339,7 @@ def summarize(rows: List[Row], args) -> List[dict]:
     size = row.name.split(" ")[0].rsplit("_", 1)[-1]
     entry = {"preset": row.name, "flops_per_step": row.flops, "error": row.error}
     entry.update(first_call_s=row.first_call_s, profile=row.profile)
+    entry.update(dtype_policy=row.dtype_policy, programs=row.programs)
     step = row.step_s
     if step is not None:
       entry.update(step_ms=1000 * step, loss=row.loss, tokens_per_s=_tokens(args) / step)
@@ -378,6 +411,12 @@ def parse_args(argv: List[str], backend: str):
   parser.add_argument("--no_nsp", action="store_true", help="MLM loss only")
   parser.add_argument("--optimizer", default="adamw", help="adamw or lamb")
   parser.add_argument("--round_robin", action="store_true", help="interleave the presets")
+  parser.add_argument(
+      "--compile_only",
+      action="store_true",
+      help="each preset's first call alone, no table: it compiles (with a persistent "
+      "compilation cache, e.g. JAX_COMPILATION_CACHE_DIR, a later run reads it back)",
+  )
   parser.add_argument("--json", default=None, help="write the rows here after each preset")
   parser.add_argument("--profile_top", type=int, default=0, help="N longest kernels; 0: none")
   parser.add_argument("--profile_steps", type=int, default=3, help="steps traced per profile")
@@ -467,7 +506,6 @@ def main(argv: Optional[List[str]] = None) -> int:
 
   import keras
 
-  keras.config.set_dtype_policy(args.dtype)
   device = device_description(backend)
   failed = False
   for jit in modes:
@@ -492,7 +530,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         os.replace(args.json + ".tmp", args.json)
 
     measure(rows, args, jit, report)
-    print_table(summarize(rows, args), header)
+    if not args.compile_only:
+      print_table(summarize(rows, args), header)
     failed = failed or any(row.error for row in rows)
   return 1 if failed else 0
 

@@ -4,7 +4,7 @@
 # BERT-rab, TRANS-BLSTM-SMALL-2 and SwishRNN-BERT x 3 seeds on the same records, each
 # claim judged against its paper's baseline (TRANS-BLSTM against BERT-orig, SwishRNN
 # against BERT-rab). Writes claims.md (the claims table), mlm_loss.png (the held-out MLM
-# figure) and claims.json to $RESULTS ($OUT when set, else output/gpu_claims).
+# figure) and claims.json to $RESULTS ($RB_RESULTS when set, else output/gpu_claims).
 #
 # The GPU machine only trains: the corpus, the WordPiece vocabulary and the training and
 # held-out records are made beforehand on a CPU machine with the package installed, and
@@ -45,7 +45,7 @@ cd "$(dirname "$0")/../.."
 source benchmarks/gpu/setup_keras.sh
 SMOKE=${RB_GPU_SMOKE:-0}
 PREPARE=${RB_PREPARE:-0}
-RESULTS=${OUT:-output/gpu_claims}
+RESULTS=${RB_RESULTS:-output/gpu_claims}
 WORK=${RB_WORK_DIR:-output/gpu_claims_$([[ "$SMOKE" == 1 ]] && echo smoke_work || echo work)}
 BUDGET_S=${RB_BUDGET_S:-420}
 START=$SECONDS

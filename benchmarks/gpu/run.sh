@@ -2,7 +2,7 @@
 # The GPU step-time benchmark (benchmarks/step_time.py) under JAX and PyTorch, each pass in
 # its own process, on a machine with jax, torch, numpy, absl-py and CUDA but no keras, no
 # TensorFlow and no package index. Ends with the report of benchmarks/gpu/table.py (also
-# written to $RESULTS/step_time.md, beside each pass's JSON and log; RESULTS is $OUT when
+# written to $RESULTS/step_time.md, beside each pass's JSON and log; RESULTS is $RB_RESULTS when
 # set, else output/gpu_bench in the checkout).
 #
 # 1. Here, where pip reaches an index (once; .whl/ is git-ignored, about 2.8 MiB):
@@ -10,16 +10,20 @@
 # 2. On the GPU machine, in a copy of the checkout with .whl/ beside it, about 8 minutes:
 #      bash benchmarks/gpu/run.sh
 #
-# Stages, failing loudly and early: versions and devices (a missing GPU stops the run),
-# bert_tiny under JAX then PyTorch (a failure stops the run), the recurrences' kernels side
-# by side (benchmarks/recurrence_kernels.py: SwishRNN's Pallas kernels at several tilings
-# against the portable scan, the BLSTM's hand-written scan against autodiff and cuDNN,
-# at the base presets' shapes, with each kernel's numbers checked), then the passes, each
+# Stages: versions and devices (a missing GPU stops the run); everything compiled at once,
+# in parallel processes that share the backends' caches (JAX's persistent compilation
+# cache, PyTorch Inductor's), so that compilation, tens of seconds a preset on a card,
+# overlaps instead of adding up (a backend whose BERT fails to compile stops the run);
+# then, one process at a time on an otherwise idle card, each reading its programs back:
+# the recurrences' kernels side by side (benchmarks/recurrence_kernels.py: SwishRNN's
+# Pallas kernels at several tilings against the portable scan, the BLSTM's hand-written
+# scan against autodiff and cuDNN, at the base presets' shapes, each kernel's numbers
+# checked), the six base presets at batch 64 x 128 tokens in mixed_bfloat16 (bfloat16
+# compute, float32 weights) under JAX, bert_base at 256 x 128 under JAX, PyTorch compiled
+# (`torch.compile`: bert_base and bert_rab_base; the other presets' recurrences are
+# Python loops over T, which compilation unrolls) and the six under PyTorch eagerly, each
 # process stopped at its deadline within the 8 minutes (a preset that fails or is cut off
-# is a row saying so): the six base presets at batch 64 x 128 tokens in mixed_bfloat16
-# (bfloat16 compute, float32 weights) under JAX; bert_base at 256 x 128 under JAX; the six
-# under PyTorch eagerly, then compiled (`torch.compile`, each preset's compilation timed
-# apart from its steps). After each preset's timing, 3 more steps run under the backend's
+# is a row saying so). After each preset's timing, 3 more steps run under the backend's
 # profiler: the report lists each preset's 10 longest kernels. It ends with the issue's
 # goals, each met or not. Exit status 1 if anything failed.
 #
@@ -28,17 +32,18 @@
 # a few minutes; it compiles bert_tiny alone under PyTorch). PYTHON (python3), RB_DTYPE,
 # RB_BATCH, RB_LARGE_BATCH, RB_SEQ, RB_STEPS, RB_PEAK_TFLOPS (989 on an H100/H200: dense
 # bfloat16, SXM), RB_PROFILE_TOP (10; 0: no profiles), RB_PROFILE_STEPS (3),
-# RB_TORCH_COMPILED (the presets compiled), RB_BUDGET_S (480), RB_JAX_SHARE (65, % of the
-# time after the smoke stage), RB_LARGE_S (75, of JAX's share for the large batch) and
-# RB_TORCH_EAGER_SHARE (45, % of PyTorch's time) and RB_KERNELS_S (70, the recurrence
-# kernels' benchmark) override the settings.
+# RB_TORCH_COMPILED (the presets compiled), RB_BUDGET_S (480), RB_COMPILE_S (200, the
+# parallel compilation), RB_PARALLEL (6 processes at a time), RB_KERNELS_S (45, the
+# kernels' timing), RB_JAX_SHARE (60, % of the time after that), RB_LARGE_S (35, of JAX's
+# share for the large batch) and RB_TORCH_COMPILED_SHARE (50, % of PyTorch's time)
+# override the settings.
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
 # shellcheck source=benchmarks/gpu/setup_keras.sh
 source benchmarks/gpu/setup_keras.sh
 SMOKE=${RB_GPU_SMOKE:-0}
-RESULTS=${OUT:-output/gpu_bench}
+RESULTS=${RB_RESULTS:-output/gpu_bench}
 mkdir -p "$RESULTS"
 BUDGET_S=${RB_BUDGET_S:-480}
 START=$SECONDS
@@ -55,7 +60,9 @@ fi
 PRESETS=$(printf "%s_$SIZE," bert bert_rab swishrnn trans_blstm_2 trans_blstm_small_2 blstm)
 PRESETS=${PRESETS%,}
 # A CPU compiles for about a minute a preset: the rehearsal compiles one.
-COMPILED=${RB_TORCH_COMPILED:-$([[ "$SMOKE" == 1 ]] && echo bert_tiny || echo "$PRESETS")}
+# PyTorch compiles the presets without a recurrence: the others' recurrences are Python
+# loops over T, which torch.compile unrolls (minutes a preset).
+COMPILED=${RB_TORCH_COMPILED:-$([[ "$SMOKE" == 1 ]] && echo bert_tiny || echo "bert_$SIZE,bert_rab_$SIZE")}
 DTYPE=${RB_DTYPE:-mixed_bfloat16}
 # After each preset's timing, a few more steps under the backend's profiler: its longest
 # kernels and the device's busy time (benchmarks/kernel_profile.py).
@@ -73,57 +80,113 @@ sys.modules["tensorflow"] = None
 sys.argv = ["benchmarks/step_time.py", *sys.argv[1:]]
 runpy.run_path(sys.argv[0], run_name="__main__")'
 
-# -- one tiny preset per backend: any failure stops here --------------------------------
-for backend in jax torch; do
-  echo "== smoke: bert_tiny under $backend ($((SECONDS - START)) s)"
-  timeout -k 10 90 "$PY" -c "$NO_TF" \
-    --backend=$backend --presets=bert_tiny --batch_size=4 --seq_length=32 --steps=1 \
-    --steps_per_call=2 --warmup=1 --dtype="$DTYPE" || die "bert_tiny failed under $backend: nothing more is run"
+# Both backends' caches live in the checkout's output/, shared by every process below.
+export JAX_COMPILATION_CACHE_DIR="$(pwd)/output/gpu_cache/jax" JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0
+export TORCHINDUCTOR_CACHE_DIR="$(pwd)/output/gpu_cache/torch"
+KERNEL_ARGS=$([[ "$SMOKE" == 1 ]] && echo --smoke || echo --reps=10)
+status=0
+
+# benchmarks/step_time.py in a process where `import tensorflow` fails, as on the GPU
+# machine, at this run's sequence length, steps, dtype and peak; then its ARGS.
+STEP_TIME=("$PY" -c "$NO_TF" --seq_length="$SEQ" "${SETTINGS[@]}" --dtype="$DTYPE" --peak_tflops="$PEAK")
+
+# -- everything compiled at once: RB_PARALLEL processes at a time -----------------------
+# Each process runs its preset's first call (the compilation) and ends; the card's memory
+# is allocated as needed (not JAX's 75% up front), so the processes fit side by side.
+COMPILE_END=$((SECONDS + ${RB_COMPILE_S:-200}))
+# Jobs by name, the longest first: torch_P (compiled), jax_P, jax_large, kernels.
+COMPILE_JOBS=()
+for preset in ${COMPILED//,/ }; do COMPILE_JOBS+=("torch_$preset"); done
+for preset in ${PRESETS//,/ }; do COMPILE_JOBS+=("jax_$preset"); done
+COMPILE_JOBS+=("jax_large_bert_$SIZE" kernels)
+echo "== compiling ${#COMPILE_JOBS[@]} programs, ${RB_PARALLEL:-6} at a time ($((SECONDS - START)) s)"
+rm -rf "$RESULTS/compile" "$RESULTS"/step_time_*.json "$RESULTS/recurrence_kernels.json"
+mkdir -p "$RESULTS/compile"
+compile_one() {  # NAME: one job, its log in $RESULTS/compile/NAME.txt, its status in .rc
+  local name=$1 code args
+  case $name in
+    kernels) args=(-c "${NO_TF/step_time.py/recurrence_kernels.py}" $KERNEL_ARGS --reps=0) ;;
+    jax_large_*) args=("${STEP_TIME[@]:1}" --backend=jax --presets="${name#jax_large_}" --batch_size="$LARGE_BATCH") ;;
+    jax_*) args=("${STEP_TIME[@]:1}" --backend=jax --presets="${name#jax_}" --batch_size="$BATCH") ;;
+    torch_*) args=("${STEP_TIME[@]:1}" --backend=torch --jit_compile=true --presets="${name#torch_}" --batch_size="$BATCH") ;;
+  esac
+  [[ $name == kernels ]] || args+=(--compile_only)
+  set +e
+  XLA_PYTHON_CLIENT_PREALLOCATE=false timeout -k 10 $((COMPILE_END - SECONDS)) "$PY" "${args[@]}" \
+    >"$RESULTS/compile/$name.txt" 2>&1
+  code=$?
+  set -e
+  echo "$code" >"$RESULTS/compile/$name.rc"
+  echo "  $name: exit $code ($((SECONDS - START)) s)"
+}
+for name in "${COMPILE_JOBS[@]}"; do
+  while (($(jobs -rp | wc -l) >= ${RB_PARALLEL:-6})); do wait -n || true; done
+  compile_one "$name" &
 done
+wait
+for backend in jax torch; do
+  rc="$RESULTS/compile/${backend}_bert_$SIZE.rc"
+  [[ ! -f $rc || $(cat "$rc") == 0 ]] || {
+    tail -n 20 "$RESULTS/compile/${backend}_bert_$SIZE.txt" >&2
+    die "bert_$SIZE did not compile under $backend: nothing more is run"
+  }
+done
+failed=$(grep -L '^0$' "$RESULTS"/compile/*.rc | xargs -r -n1 basename | sed 's/\.rc$//' | tr '\n' ' ')
+[[ -z $failed ]] || { echo "run.sh: not compiled (see $RESULTS/compile/): $failed" >&2; status=1; }
+# compiled PREFIX PRESETS: those of the comma-separated PRESETS whose job PREFIX_<preset>
+# compiled (a timed pass would compile the others again, out of its time).
+compiled() {
+  local preset out=()
+  for preset in ${2//,/ }; do
+    [[ $(cat "$RESULTS/compile/$1_$preset.rc" 2>/dev/null) != 0 ]] || out+=("$preset")
+  done
+  (IFS=,; echo "${out[*]}")
+}
 
 # -- the recurrences' kernels side by side (benchmarks/recurrence_kernels.py) -----------
-# SwishRNN's Pallas kernels (default tiling and others) against the portable scan, and the
-# BLSTM's portable scan against autodiff and cuDNN, each compared with the first's numbers.
-echo "== recurrence kernels ($((SECONDS - START)) s)"
-KERNEL_ARGS=$([[ "$SMOKE" == 1 ]] && echo --smoke || echo --reps=10)
-set +e
-timeout -k 10 "${RB_KERNELS_S:-70}" "$PY" -c "${NO_TF/step_time.py/recurrence_kernels.py}" \
-  $KERNEL_ARGS --json="$RESULTS/recurrence_kernels.json" 2>&1 | tee "$RESULTS/log_kernels.txt"
-((PIPESTATUS[0] == 0)) || { echo "run.sh: the recurrence kernels' benchmark failed" >&2; KERNELS_FAILED=1; }
-set -e
+if [[ $(cat "$RESULTS/compile/kernels.rc") == 0 ]]; then
+  echo "== recurrence kernels ($((SECONDS - START)) s)"
+  set +e
+  timeout -k 10 "${RB_KERNELS_S:-45}" "$PY" -c "${NO_TF/step_time.py/recurrence_kernels.py}" \
+    $KERNEL_ARGS --json="$RESULTS/recurrence_kernels.json" 2>&1 | tee "$RESULTS/log_kernels.txt"
+  ((PIPESTATUS[0] == 0)) || { echo "run.sh: the recurrence kernels' benchmark failed" >&2; status=1; }
+  set -e
+else
+  echo "run.sh: the recurrence kernels did not compile: not timed" >&2
+  tail -n 20 "$RESULTS/compile/kernels.txt" >&2
+fi
 
-# bench NAME SECONDS ARGS...: one step_time.py process (ARGS: backend, presets, batch) that
-# is stopped after SECONDS; $RESULTS/step_time_NAME.json keeps the presets it finished.
-status=${KERNELS_FAILED:-0}
+# bench NAME SECONDS PRESETS ARGS...: one timed step_time.py process of the PRESETS
+# (ARGS: backend, batch) that is stopped after SECONDS; $RESULTS/step_time_NAME.json keeps
+# the presets it finished.
 bench() {
-  local name=$1 seconds=$2 code
-  shift 2
-  ((seconds > 30)) || { echo "run.sh: no time left for $name" >&2; status=1; return 0; }
-  echo "== $name: $*, at most $seconds s ($((SECONDS - START)) s so far)"
+  local name=$1 seconds=$2 presets=$3 code
+  shift 3
+  [[ -n $presets ]] || { echo "run.sh: $name: no preset compiled" >&2; return 0; }
+  ((seconds > 20)) || { echo "run.sh: no time left for $name" >&2; status=1; return 0; }
+  echo "== $name: --presets=$presets $*, at most $seconds s ($((SECONDS - START)) s so far)"
   rm -f "$RESULTS/step_time_$name.json"
   set +e
-  timeout -k 10 "$seconds" "$PY" -c "$NO_TF" "$@" --seq_length="$SEQ" "${SETTINGS[@]}" \
-    --dtype="$DTYPE" --peak_tflops="$PEAK" "${PROFILE[@]}" \
-    --json="$RESULTS/step_time_$name.json" 2>&1 | tee "$RESULTS/log_$name.txt"
+  timeout -k 10 "$seconds" "${STEP_TIME[@]}" --presets="$presets" "$@" "${PROFILE[@]}" \
+    --json="$RESULTS/step_time_$name.json" \
+    2>&1 | tee "$RESULTS/log_$name.txt"
   code=${PIPESTATUS[0]}
   set -e
   ((code == 0)) || { echo "run.sh: $name exited $code (124: out of time)" >&2; status=1; }
 }
 left() { echo $((BUDGET_S - (SECONDS - START) - 15)); }  # 15 s for the report
 
-# -- JAX: 65% of what is left; bert at the large batch gets what the presets leave -------
-# JAX compiles every preset (tens of seconds each). Deadlines, not fixed shares: time one
-# pass leaves over goes to the next.
-JAX_END=$((SECONDS + $(left) * ${RB_JAX_SHARE:-65} / 100))
-LARGE_S=${RB_LARGE_S:-75}
-bench jax $((JAX_END - SECONDS - LARGE_S)) --backend=jax --presets="$PRESETS" --batch_size="$BATCH"
-bench jax_large $((JAX_END - SECONDS)) --backend=jax --presets="bert_$SIZE" --batch_size="$LARGE_BATCH"
-
-# -- PyTorch: eager first (no compilation: every preset's baseline), then torch.compile ---
-# with the rest; a preset whose compilation does not finish in time reads "not run".
-bench torch_eager $(($(left) * ${RB_TORCH_EAGER_SHARE:-45} / 100)) --backend=torch \
-  --presets="$PRESETS" --batch_size="$BATCH"
-bench torch $(left) --backend=torch --jit_compile=true --presets="$COMPILED" --batch_size="$BATCH"
+# -- JAX, then PyTorch compiled, then eager: deadlines, not fixed shares (time one pass
+# leaves over goes to the next) -----------------------------------------------------------
+JAX_END=$((SECONDS + $(left) * ${RB_JAX_SHARE:-60} / 100))
+LARGE_S=${RB_LARGE_S:-35}
+bench jax $((JAX_END - SECONDS - LARGE_S)) "$(compiled jax "$PRESETS")" --backend=jax \
+  --batch_size="$BATCH"
+bench jax_large $((JAX_END - SECONDS)) "$(compiled jax_large "bert_$SIZE")" --backend=jax \
+  --batch_size="$LARGE_BATCH"
+bench torch $(($(left) * ${RB_TORCH_COMPILED_SHARE:-50} / 100)) "$(compiled torch "$COMPILED")" \
+  --backend=torch --jit_compile=true --batch_size="$BATCH"
+bench torch_eager $(left) "$PRESETS" --backend=torch --batch_size="$BATCH"
 
 "$PY" benchmarks/gpu/table.py --presets="$PRESETS" --size="$SIZE" --batch="${BATCH}x$SEQ" \
   --large_batch="${LARGE_BATCH}x$SEQ" "$RESULTS"/step_time_{jax,jax_large,torch,torch_eager}.json \

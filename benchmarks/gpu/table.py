@@ -87,14 +87,18 @@ def parse_shape(text: str) -> Tuple[int, int]:
   return int(batch), int(length)
 
 
-def cells(row: Optional[dict]) -> List[str]:
-  if row is None:
-    return ["not run", "", "", ""]
+def cells(row: Optional[dict], dtype: Optional[str] = None) -> List[str]:
+  """A pass's four cells of one preset; a row built under another policy than its run's
+  --dtype says so beside its time."""
+  if row is None or (row.get("step_ms") is None and not row.get("error")):
+    return ["not run", "", "", ""]  # not reached (a pass cut off) or not asked for
   if row.get("step_ms") is None:
     return [f"failed: {row['error']}", "", "", ""]
   fmt = lambda v, spec: "-" if v is None else format(v, spec)
+  policy = row.get("dtype_policy")
+  built = f" (built in {policy}, not {dtype})" if dtype and policy and policy != dtype else ""
   return [
-      f"{row['step_ms']:.1f}",
+      f"{row['step_ms']:.1f}{built}",
       fmt(row.get("x_bert"), ".2f"),
       fmt(row.get("x_bert_rab"), ".2f"),
       fmt(row.get("mfu"), ".1%"),
@@ -126,7 +130,7 @@ def print_tables(runs: List[Run], presets: List[str]) -> None:
     for preset in rows:
       line = [preset]
       for run in group:
-        line += cells(run.rows.get(preset))
+        line += cells(run.rows.get(preset), (run.meta or {}).get("dtype"))
       print("| " + " | ".join(line) + " |")
 
 

@@ -19,7 +19,7 @@ source benchmarks/gpu/setup_keras.sh
 export JAX_DEFAULT_MATMUL_PRECISION=highest XLA_PYTHON_CLIENT_PREALLOCATE=false
 nvidia-smi -L 2>/dev/null || echo "nvidia-smi: none"
 status=0
-RESULTS=${OUT:-output/gpu_tests}
+RESULTS=${RB_RESULTS:-output/gpu_tests}
 mkdir -p "$RESULTS"
 for backend in jax torch; do
   echo "== $backend"

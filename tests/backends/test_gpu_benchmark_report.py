@@ -227,3 +227,21 @@ def test_goals_of_a_backend_that_did_not_run_are_not_measured(tmp_path, capsys):
   assert "JAX: bert_base MFU at 256x128 (goal >= 45%): not measured (no JAX run)" in out
   assert "PyTorch: bert_base MFU at 64x128 (goal >= 25%): not measured (no PyTorch run)" in out
   assert "JAX: bert_rab_base <= 1.05x bert_base at 64x128: not measured" in out
+
+
+def test_rows_cut_off_or_built_under_another_policy_say_so(tmp_path, capsys):
+  """A preset its pass never reached (in the JSON without a time or an error) is "not run";
+  one whose model was built in float32 under --dtype=mixed_bfloat16 says so by its time."""
+  path = tmp_path / "jax.json"
+  _write(path, "jax", 64, {"bert_base": (20.0, 1.0, None, 0.35)})
+  data = json.loads(path.read_text())
+  data["rows"][0]["dtype_policy"] = "mixed_bfloat16"
+  data["rows"].append(dict(data["rows"][0], preset="bert_rab_base", step_ms=34.0))
+  data["rows"][1].update(dtype_policy="float32", x_bert=1.7, x_bert_rab=1.0, mfu=0.2)
+  data["rows"].append(dict(preset="swishrnn_base", step_ms=None, error=None))
+  path.write_text(json.dumps(data))
+  table.main(["--presets=bert_base,bert_rab_base,swishrnn_base", str(path)])
+  out = capsys.readouterr().out
+  assert "| bert_base | 20.0 | 1.00 | - | 35.0% |" in out
+  assert "| bert_rab_base | 34.0 (built in float32, not mixed_bfloat16) | 1.70 |" in out
+  assert "| swishrnn_base | not run |" in out and "failed:" not in out

@@ -38,10 +38,10 @@ def _load(name: str):
   return module
 
 
-def _run(*args, env_backend=BACKEND):
+def _run(*args, env_backend=BACKEND, **environment):
   return subprocess.run(
       [sys.executable, "-c", NO_TENSORFLOW, SCRIPT, *args],
-      env=backend_env(env_backend),
+      env=dict(backend_env(env_backend), **environment),
       cwd=REPO,
       capture_output=True,
       text=True,
@@ -95,6 +95,48 @@ def test_one_training_step_per_preset_without_tensorflow(tmp_path):
   assert 0 < profile["busy_ms"] <= profile["traced_ms"]
   assert f"profile of 1 steps, {profile['source']}: busy" in result.stdout
   assert profile["ops"][0][0][:60] in result.stdout
+
+
+def test_every_preset_is_built_under_the_dtype_flag(tmp_path):
+  """Two presets in one process under --dtype=mixed_bfloat16: the second too is built
+  under it (Keras' clear_session between presets resets the global policy to float32)."""
+  path = tmp_path / "rows.json"
+  result = _run(
+      f"--backend={BACKEND}",
+      "--presets=bert_tiny,bert_rab_tiny",
+      "--dtype=mixed_bfloat16",
+      "--batch_size=2",
+      "--seq_length=16",
+      "--steps=1",
+      "--warmup=1",
+      f"--json={path}",
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  rows = json.loads(path.read_text())["rows"]
+  assert [row["dtype_policy"] for row in rows] == ["mixed_bfloat16"] * 2, rows
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="JAX's persistent compilation cache")
+def test_a_compile_only_run_fills_the_cache_a_timed_run_reads(tmp_path):
+  """--compile_only compiles bert_tiny's programs into JAX's persistent cache; a timed run
+  in another process then compiles none of its warm-up's programs: it reads them back."""
+  cache = dict(
+      JAX_COMPILATION_CACHE_DIR=str(tmp_path / "cache"),
+      JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+  )
+  common = ["--presets=bert_tiny", "--batch_size=2", "--seq_length=16", "--steps=1"]
+  programs = {}
+  for name, extra in (("compile", ["--compile_only"]), ("timed", [])):
+    path = tmp_path / f"{name}.json"
+    result = _run("--backend=jax", *common, *extra, f"--json={path}", **cache)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (row,) = json.loads(path.read_text())["rows"]
+    programs[name] = row["programs"]
+    if name == "compile":  # no table: no step was timed
+      assert "bert_tiny: compiled, first call" in result.stdout
+      assert "| bert_tiny |" not in result.stdout and "step_ms" not in row
+  assert programs["compile"]["compiled"] > 0 and programs["compile"]["from_cache"] == 0
+  assert programs["timed"] == {"compiled": 0, "from_cache": programs["compile"]["compiled"]}
 
 
 @pytest.mark.parametrize("how", ["flag", "environment"])
