@@ -27,6 +27,8 @@ A profile is a plain dict (what `step_time.py --json` stores in a row's "profile
   total_ms    the ops' durations summed (above busy_ms where ops overlapped)
   num_ops     distinct op names
   ops         [[name, ms, count], ...] the `keep` longest by total time, all steps
+  kinds       {kind: ms} every op's time by the kind its name says (`kind_of`): matmul,
+              attention, recurrence, copy, other (elementwise ops and XLA's fusions)
 
 busy_ms / traced_ms is the share of the wall time the device computed: far below 1, the
 host (Python, dispatch) is what the step waits for, not the kernels.
@@ -74,6 +76,26 @@ def innermost(events: List[Event]) -> List[Event]:
   ]
 
 
+# (kind, substrings of a kernel's lower-cased name), the first match wins: cuBLAS/cuDNN
+# GEMMs (nvjet, xmma, cutlass), XLA's GEMM fusions and dots; fused attention kernels;
+# the package's Pallas SwishRNN and cuDNN's RNN kernels; copies and memsets.
+_KINDS = (
+    ("attention", ("flash", "fmha", "attention", "sdpa", "cudnn_generated")),
+    ("matmul", ("gemm", "nvjet", "xmma", "cutlass", "cublas", "dot", "matmul")),
+    ("recurrence", ("swish_rnn", "rnn", "lstm")),
+    ("copy", ("memcpy", "memset", "copy")),
+)
+
+
+def kind_of(name: str) -> str:
+  """The kind of an op from its name: matmul, attention, recurrence, copy or other."""
+  lowered = name.lower()
+  for kind, parts in _KINDS:
+    if any(part in lowered for part in parts):
+      return kind
+  return "other"
+
+
 def summarize(
     events: List[Event],
     source: str,
@@ -98,6 +120,9 @@ def summarize(
     entry[0] += duration
     entry[1] += 1
   ranked = sorted(totals.items(), key=lambda item: -item[1][0])
+  kinds: Dict[str, float] = {}
+  for name, (ns, _) in totals.items():
+    kinds[kind_of(name)] = kinds.get(kind_of(name), 0.0) + 1e-6 * ns
   return {
       "source": source,
       "steps": steps,
@@ -106,6 +131,7 @@ def summarize(
       "total_ms": 1e-6 * sum(duration for _, _, duration in events),
       "num_ops": len(totals),
       "ops": [[name, 1e-6 * ns, count] for name, (ns, count) in ranked[:keep]],
+      "kinds": dict(sorted(kinds.items(), key=lambda item: -item[1])),
   }
 
 
@@ -254,4 +280,9 @@ def describe(profile: Dict, step_ms: Optional[float] = None, width: int = 72) ->
   for name, ms, count in profile["ops"]:
     short = name if len(name) <= width else name[: width - 3] + "..."
     lines.append(f"  {ms / steps:9.3f} {ms / steps / traced:6.1%} {count / steps:9.1f}  {short}")
+  if profile.get("kinds"):  # profiles stored before the kinds were counted have none
+    lines.append(
+        "  all ops by kind, ms/step: "
+        + ", ".join(f"{kind} {ms / steps:.2f}" for kind, ms in profile["kinds"].items())
+    )
   return lines

@@ -41,6 +41,38 @@ def test_busy_time_is_the_union_and_nested_ops_count_once():
   assert profile["busy_ms"] == pytest.approx(20e-6) and profile["total_ms"] == pytest.approx(26e-6)
 
 
+# Kernel names as an H100 profile of the base presets printed them (2026-11-27).
+KERNEL_KINDS = {
+    "nvjet_sm90_tst_128x128_64x6_2x1_v_bz_NNT": "matmul",
+    "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32_warpgroupsize": "matmul",
+    "void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>": "matmul",
+    "gemm_fusion_dot_405": "matmul",
+    "swish_rnn_backward_k2": "recurrence",
+    "void elemWiseRNNcell<float, float, float, (cudnnRNNMode_t)2": "recurrence",
+    "void LSTM_elementWise_bp1<float, float, float>(int, int, float*": "recurrence",
+    "Memset 3": "copy",
+    "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel": "copy",
+    "input_add_reduce_fusion_11": "other",
+    "loop_convert_multiply_fusion_11": "other",
+    "void at::native::(anonymous namespace)::cunn_SpatialSoftMaxForward<float": "other",
+    "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16": "attention",
+}
+
+
+def test_kernels_are_counted_by_the_kind_their_names_say():
+  assert {name: kernel_profile.kind_of(name) for name in KERNEL_KINDS} == KERNEL_KINDS
+  events = [(name, 10 * i, i + 1) for i, name in enumerate(KERNEL_KINDS)]
+  profile = kernel_profile.summarize(events, "test", steps=1, traced_s=1e-6, keep=3)
+  expected = {}
+  for name, _, duration in events:
+    kind = KERNEL_KINDS[name]
+    expected[kind] = expected.get(kind, 0.0) + 1e-6 * duration
+  assert profile["kinds"] == pytest.approx(expected)
+  assert list(profile["kinds"]) == sorted(expected, key=lambda k: -expected[k])
+  line = kernel_profile.describe(profile)[-1]
+  assert line.startswith("  all ops by kind, ms/step: other 0.00, ") and "matmul 0.00" in line
+
+
 # An XSpace as a GPU trace has it: a host plane, two device planes (DataParallel), each
 # with its streams' kernels and a derived "XLA Ops" line repeating their time.
 GPU_XSPACE = """
