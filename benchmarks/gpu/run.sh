@@ -15,7 +15,7 @@
 # cache, PyTorch Inductor's), so that compilation, tens of seconds a preset on a card,
 # overlaps instead of adding up (a backend whose BERT fails to compile stops the run);
 # then, one process at a time on an otherwise idle card, each reading its programs back:
-# the recurrences' kernels side by side (benchmarks/recurrence_kernels.py: SwishRNN's
+# the recurrences' kernels side by side (benchmarks/kernels_side_by_side.py: SwishRNN's
 # Pallas kernels at several tilings against the portable scan, the BLSTM's hand-written
 # scan against autodiff and cuDNN, at the base presets' shapes, each kernel's numbers
 # checked), the six base presets at batch 64 x 128 tokens in mixed_bfloat16 (bfloat16
@@ -100,12 +100,12 @@ for preset in ${COMPILED//,/ }; do COMPILE_JOBS+=("torch_$preset"); done
 for preset in ${PRESETS//,/ }; do COMPILE_JOBS+=("jax_$preset"); done
 COMPILE_JOBS+=("jax_large_bert_$SIZE" kernels)
 echo "== compiling ${#COMPILE_JOBS[@]} programs, ${RB_PARALLEL:-6} at a time ($((SECONDS - START)) s)"
-rm -rf "$RESULTS/compile" "$RESULTS"/step_time_*.json "$RESULTS/recurrence_kernels.json"
+rm -rf "$RESULTS/compile" "$RESULTS"/step_time_*.json "$RESULTS/kernels_side_by_side.json"
 mkdir -p "$RESULTS/compile"
 compile_one() {  # NAME: one job, its log in $RESULTS/compile/NAME.txt, its status in .rc
   local name=$1 code args
   case $name in
-    kernels) args=(-c "${NO_TF/step_time.py/recurrence_kernels.py}" $KERNEL_ARGS --reps=0) ;;
+    kernels) args=(-c "${NO_TF/step_time.py/kernels_side_by_side.py}" $KERNEL_ARGS --reps=0) ;;
     jax_large_*) args=("${STEP_TIME[@]:1}" --backend=jax --presets="${name#jax_large_}" --batch_size="$LARGE_BATCH") ;;
     jax_*) args=("${STEP_TIME[@]:1}" --backend=jax --presets="${name#jax_}" --batch_size="$BATCH") ;;
     torch_*) args=("${STEP_TIME[@]:1}" --backend=torch --jit_compile=true --presets="${name#torch_}" --batch_size="$BATCH") ;;
@@ -143,12 +143,12 @@ compiled() {
   (IFS=,; echo "${out[*]}")
 }
 
-# -- the recurrences' kernels side by side (benchmarks/recurrence_kernels.py) -----------
+# -- the recurrences' kernels side by side (benchmarks/kernels_side_by_side.py) -----------
 if [[ $(cat "$RESULTS/compile/kernels.rc") == 0 ]]; then
   echo "== recurrence kernels ($((SECONDS - START)) s)"
   set +e
-  timeout -k 10 "${RB_KERNELS_S:-45}" "$PY" -c "${NO_TF/step_time.py/recurrence_kernels.py}" \
-    $KERNEL_ARGS --json="$RESULTS/recurrence_kernels.json" 2>&1 | tee "$RESULTS/log_kernels.txt"
+  timeout -k 10 "${RB_KERNELS_S:-45}" "$PY" -c "${NO_TF/step_time.py/kernels_side_by_side.py}" \
+    $KERNEL_ARGS --json="$RESULTS/kernels_side_by_side.json" 2>&1 | tee "$RESULTS/log_kernels.txt"
   ((PIPESTATUS[0] == 0)) || { echo "run.sh: the recurrence kernels' benchmark failed" >&2; status=1; }
   set -e
 else

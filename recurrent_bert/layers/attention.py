@@ -10,7 +10,10 @@ The attention itself runs in one of two forms of the same function:
                JAX `jax.nn.dot_product_attention`, cuDNN's flash attention on a CUDA GPU
                where it takes the inputs (`_jax_implementation`), XLA elsewhere. JAX's
                public fused attention has no dropout: with attention dropout active
-               (training and a rate above 0) JAX takes the written-out form.
+               (training and a rate above 0) JAX takes the package's Pallas kernels
+               (`kernels/pallas_attention.py`, dropout drawn inside them from the layer's
+               seed generator) where they run (16-bit inputs on a CUDA GPU, or Pallas'
+               interpreter; one device; head size 16 to 128), else the written-out form.
                PyTorch `torch.nn.functional.scaled_dot_product_attention`, dropout
                included: its masks then come from torch's own generator, not the layer's
                Keras seed generator (as Keras' unseeded Dropout on torch does too).
@@ -41,6 +44,7 @@ from keras import ops
 import numpy as np
 
 from recurrent_bert.layers.dropout import Dropout
+from recurrent_bert.layers.dropout import on_one_device
 
 _FLOAT32_MIN = float(np.finfo(np.float32).min)
 # PyTorch's padded keys: added to their logits, whose exp then underflows to 0 beside any
@@ -122,6 +126,22 @@ def _jax_attention(q, k, v, key_is_real, bias, scale, dropout_rate):
       mask=key_is_real[:, None, None, :],
       scale=scale,
       implementation=implementation,
+  )
+
+
+def _pallas_dropout_attention_runs(q) -> bool:
+  """Whether the Pallas attention kernels take q [B, T, A, d] here (module doc)."""
+  from recurrent_bert.layers import kernels  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.layers.kernels import pallas_attention  # pylint: disable=g-import-not-at-top
+  from recurrent_bert.layers.kernels import pallas_swish_rnn  # pylint: disable=g-import-not-at-top
+
+  _, length, _, head_size = q.shape
+  sixteen_bit = q.dtype in ("bfloat16", "float16")
+  return (
+      kernels.pallas_runs()
+      and (sixteen_bit or pallas_swish_rnn.interpreted())
+      and pallas_attention.fits(head_size, length)
+      and on_one_device()
   )
 
 
@@ -229,15 +249,16 @@ class SelfAttention(keras.layers.Layer):
     [B, T, A, d]; the mask and bias as `call` takes them. Returns: [B, T, A, d] context."""
     key_is_real = ops.cast(attention_mask, "float32") >= 0.5  # [B, T]
     has_real_key = ops.any(key_is_real, axis=1, keepdims=True)  # [B, 1]
-    context = _fused_attention(
-        q,
-        k,
-        v,
-        ops.logical_or(key_is_real, ops.logical_not(has_real_key)),
-        attention_bias,
-        scale=1.0 / self.head_size**0.5,
-        dropout_rate=self.attention_dropout_rate if training else 0.0,
-    )
+    attended = ops.logical_or(key_is_real, ops.logical_not(has_real_key))
+    scale = 1.0 / self.head_size**0.5
+    rate = self.attention_dropout_rate if training else 0.0
+    if 0 < rate < 1 and keras.backend.backend() == "jax" and _pallas_dropout_attention_runs(q):
+      from recurrent_bert.layers.kernels import pallas_attention  # pylint: disable=g-import-not-at-top
+
+      seed = self.dropout.seed_generator.next()
+      context = pallas_attention.attention(q, k, v, attended, attention_bias, scale, rate, seed)
+    else:
+      context = _fused_attention(q, k, v, attended, attention_bias, scale, dropout_rate=rate)
     if context is None:
       return None
     # The written-out form's uniform weights where a row has no real key (module doc).

@@ -59,7 +59,7 @@ def _jax_dropout(inputs, rate: float, noise_shape, seed):
   return jax.lax.select(keep, scaled, jnp.zeros_like(inputs))
 
 
-def _on_one_device() -> bool:
+def on_one_device() -> bool:
   """Whether no Keras distribution spreads the computation over several devices."""
   distribution = keras.distribution.distribution()
   return distribution is None or distribution.device_mesh.devices.size == 1
@@ -75,6 +75,6 @@ class Dropout(keras.layers.Dropout):
 
   def call(self, inputs, training=False):
     active = training and 0 < self.rate < 1
-    if not (active and keras.backend.backend() == "jax" and _on_one_device()):
+    if not (active and keras.backend.backend() == "jax" and on_one_device()):
       return super().call(inputs, training=training)
     return _jax_dropout(inputs, self.rate, self.noise_shape, self.seed_generator.next())

@@ -13,6 +13,9 @@ runs them; the implementation only decides how. Per backend (Keras' own layout,
                                      ("pallas"): JAX on a CUDA GPU.
   jax_cudnn_lstm, torch_cudnn_lstm   cuDNN's LSTM fed by each row's length ("cudnn"):
                                      jax.experimental.rnn, PyTorch packed sequences.
+  pallas_attention                   not a recurrence: the attention with its dropout as
+                                     Pallas kernels, which `SelfAttention` takes itself
+                                     under JAX on a CUDA GPU while attention dropout is on.
 
 Only the module of the running backend is ever imported (lazily, by the layers), so a
 JAX or PyTorch process never loads TensorFlow. "auto" resolves as `resolve` says: on a GPU

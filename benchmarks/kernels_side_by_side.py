@@ -1,7 +1,7 @@
-"""The recurrences under JAX, kernel against kernel, side by side in one run.
+"""The recurrences and the attention under JAX, kernel against kernel, side by side in one run.
 
-  python benchmarks/recurrence_kernels.py            # the base presets' shapes, on a GPU
-  python benchmarks/recurrence_kernels.py --smoke    # tiny, Pallas interpreted: a CPU rehearsal
+  python benchmarks/kernels_side_by_side.py          # the base presets' shapes, on a GPU
+  python benchmarks/kernels_side_by_side.py --smoke  # tiny, Pallas interpreted: a CPU rehearsal
 
 One forward + backward, with respect to every input, of
 
@@ -22,6 +22,16 @@ the SMALL variant u = 384), bfloat16 inputs and weights as under mixed precision
   cudnn           `jax.experimental.rnn` (float32; a GPU only), what "auto" runs there;
   floor           the input projections alone (x W of both directions): the FLOPs the
                   recurrence adds to, with no recurrence.
+
+The attention of bert_base ([B, T, A, d] = [64, 128, 12, 64], bfloat16, with a [1, A, T, T]
+relative bias and padded keys), without dropout and with the recipe's dropout 0.1:
+  floor           `jax.nn.dot_product_attention`, no dropout (cuDNN's flash attention on
+                  a GPU, XLA's form elsewhere): what attention costs without dropout;
+  written-out     the layer's written-out form (logits, bias, float32 softmax, the
+                  package's Philox dropout, context), what JAX trains with off a GPU;
+  pallas          the package's Pallas kernels, dropout drawn inside them.
+With dropout the three draw other masks (the floor none), so that group's rows compare
+times only; without it, each is checked against the written-out form.
 
 Each repetition times every candidate of a group once in turn; rows give the median ms and
 ratios to the group's floor and first candidate, so the ratios survive a busy card. Each
@@ -44,7 +54,9 @@ import jax
 from jax import numpy as jnp
 import numpy as np
 
+from recurrent_bert.layers import dropout as dropout_layer
 from recurrent_bert.layers.kernels import jax_cudnn_lstm
+from recurrent_bert.layers.kernels import pallas_attention
 from recurrent_bert.layers.kernels import pallas_swish_rnn
 from recurrent_bert.layers.kernels import portable_blstm
 from recurrent_bert.layers.kernels import portable_swish_rnn
@@ -113,6 +125,39 @@ def blstm_candidates(lengths, on_gpu):
   return candidates
 
 
+def attention_candidates(rate, interpret):
+  """{name: f(q, k, v, bias, key_is_real) -> [B, T, A, d]}, the floor first."""
+  scale = lambda q: 1.0 / q.shape[-1] ** 0.5
+  seed = jnp.array([1, 2], jnp.uint32)
+
+  def floor(q, k, v, bias, key_is_real):
+    on_gpu = jax.devices()[0].platform == "gpu"
+    return jax.nn.dot_product_attention(
+        q,
+        k,
+        v,
+        bias=bias,
+        mask=key_is_real[:, None, None, :],
+        scale=scale(q),
+        implementation="cudnn" if on_gpu else None,
+    )
+
+  def written_out(q, k, v, bias, key_is_real):
+    logits = jnp.einsum("bqnh,bknh->bnqk", q * jnp.asarray(scale(q), q.dtype), k) + bias
+    logits = jnp.where(key_is_real[:, None, None, :], logits.astype(jnp.float32), -3e38)
+    probs = jax.nn.softmax(logits, axis=-1).astype(q.dtype)
+    if rate:
+      probs = dropout_layer._jax_dropout(probs, rate, None, seed)  # pylint: disable=protected-access
+    return jnp.einsum("bnqk,bknh->bqnh", probs, v)
+
+  def pallas(q, k, v, bias, key_is_real):
+    return pallas_attention.attention(
+        q, k, v, key_is_real, bias, scale(q), rate, seed, interpret=interpret
+    )
+
+  return {"floor": floor, "written-out": written_out, "pallas": pallas}
+
+
 def _step(function):
   """jitted (upstream, inputs) -> (output, gradients of sum(output · upstream) on every
   input); the upstream is an argument, so XLA cannot fold it into the program."""
@@ -122,7 +167,8 @@ def _step(function):
     return (out.astype(jnp.float32) * upstream[..., : out.shape[-1]]).sum(), out
 
   def step(upstream, *inputs):
-    argnums = tuple(range(1, len(inputs) + 1))
+    floating = lambda x: jnp.issubdtype(x.dtype, jnp.floating)  # not a mask
+    argnums = tuple(i + 1 for i, x in enumerate(inputs) if floating(x))
     (_, out), grads = jax.value_and_grad(loss, argnums=argnums, has_aux=True)(upstream, *inputs)
     return out, grads
 
@@ -141,7 +187,7 @@ def _relative_difference(a, b):
   )
 
 
-def measure(group, candidates, inputs, upstream_shape, reps):
+def measure(group, candidates, inputs, upstream_shape, reps, compare=True):
   """Rows {group, name, ms, x_floor, x_first, max_diff, first_call_s}; 'first' is the
   candidate after the floor, the one the others are compared with. Each candidate's first
   call (its compilation, or its read from a persistent compilation cache) is timed and
@@ -171,7 +217,9 @@ def measure(group, candidates, inputs, upstream_shape, reps):
           ms=ms[name],
           x_floor=ms[name] / ms[floor],
           x_first=ms[name] / ms[first],
-          max_diff=None if name == floor else _relative_difference(results[name], results[first]),
+          max_diff=None
+          if name == floor or not compare
+          else _relative_difference(results[name], results[first]),
           first_call_s=first_call_s[name],
       )
       for name in steps
@@ -190,6 +238,25 @@ def swish_rnn_rows(shape, reps, interpret, tilings):
     # more kernels to compile, seconds each on a card).
     candidates = swish_rnn_candidates(k, interpret, tilings if k == 1 else tilings[:1])
     rows += measure(f"swishrnn k={k}", candidates, inputs, shape, reps)
+  return rows
+
+
+def attention_rows(shape, reps, interpret):
+  """Both attention groups at q's `shape` [B, T, A, d]: no dropout, then dropout 0.1."""
+  rng = np.random.default_rng(2)
+  batch, length, heads, _ = shape
+  cast = lambda a: jnp.asarray(a, jnp.bfloat16)
+  q, k, v = (cast(rng.normal(size=shape)) for _ in range(3))
+  bias = cast(rng.normal(size=(1, heads, length, length)))
+  key_is_real = jnp.asarray(
+      np.arange(length)[None, :] < rng.integers(length // 2, length + 1, (batch, 1))
+  )
+  inputs = (q, k, v, bias, key_is_real)
+  rows = []
+  for rate in (0.0, 0.1):
+    group = f"attention, dropout {rate:g}"
+    candidates = attention_candidates(rate, interpret)
+    rows += measure(group, candidates, inputs, shape, reps, compare=not rate)
   return rows
 
 
@@ -216,7 +283,8 @@ def main(argv=None):
   parser.add_argument("--hidden_size", type=int, default=768, help="H (the BLSTM's u: H, H/2)")
   parser.add_argument("--reps", type=int, default=20, help="0: compile (first calls) only")
   parser.add_argument("--smoke", action="store_true", help="tiny shapes, Pallas interpreted")
-  parser.add_argument("--only", choices=("swishrnn", "blstm"), help="one group of rows")
+  parser.add_argument("--heads", type=int, default=12, help="attention heads (of H)")
+  parser.add_argument("--only", choices=("swishrnn", "blstm", "attention"), help="one group")
   parser.add_argument("--json", help="also write the rows here")
   args = parser.parse_args(argv)
   device = jax.devices()[0]
@@ -227,10 +295,13 @@ def main(argv=None):
   if args.smoke:
     batch, length, hidden, reps, tilings = 2, 16, 8, min(reps, 2), TILINGS[:2]
     swish_shape = (batch, length, 8)
+  heads = 2 if args.smoke else args.heads
+  attention_shape = (batch, length, heads, 16 if args.smoke else hidden // heads)
   print(
       f"One forward + backward on {device.device_kind} ({device.platform})"
       f"{', Pallas interpreted' if interpret else ''}: SwishRNN [B, T, d'] = "
-      f"{list(swish_shape)} float32; BLSTM [B, T, H] = {[batch, length, hidden]} bfloat16"
+      f"{list(swish_shape)} float32; BLSTM [B, T, H] = {[batch, length, hidden]} bfloat16; "
+      f"attention [B, T, A, d] = {list(attention_shape)} bfloat16"
   )
   rows = []
 
@@ -246,6 +317,8 @@ def main(argv=None):
   if args.only in (None, "blstm"):
     for units in (hidden, hidden // 2):
       keep(blstm_rows((batch, length, hidden), units, reps, on_gpu))
+  if args.only in (None, "attention"):
+    keep(attention_rows(attention_shape, reps, interpret))
   if reps:
     print_rows(rows, args.only)
 

@@ -1,0 +1,399 @@
+"""Self-attention with the recipe's attention dropout, as Pallas kernels (JAX on a CUDA GPU).
+
+JAX's fused attention (`jax.nn.dot_product_attention`, cuDNN's flash attention) has no
+dropout, so the papers' recipe (attention dropout 0.1) otherwise writes attention out: the
+[B, A, T, T] logits, probabilities and mask each go through memory, forward and backward.
+These kernels keep them on chip, FlashAttention's way, and draw the dropout mask inside:
+
+  forward   one program per (b, head, block of queries) walks the key blocks with a
+            running max m and sum l (the online softmax; `total` in the code): s = q kᵀ·scale
+            + bias + key padding (-1e30), p = exp(s - m), o = Σ keep·p·v / ((1 - r)·l);
+            saves lse = m + log l. l sums the probabilities before dropout, so o is dropout
+            applied to the normalised probabilities, as the written-out form does.
+  backward  D = rowsum(dO ∘ O) outside (it equals rowsum(P ∘ dP) with dropout too); one
+            program per (b, head, key block) accumulates dV = Σ P̃ᵀ dO and dK = Σ dSᵀ q·scale
+            over the query blocks, one per (b, head, query block) dQ = Σ dS k·scale over
+            the key blocks, where P = exp(s - lse), P̃ = keep·P/(1 - r),
+            dP = keep·(dO vᵀ)/(1 - r), dS = P ∘ (dP - D). With a bias, the second also
+            writes dS ([B, A, T, T] float32), summed over the batch where the bias has none.
+
+The mask is a function of position, not a stream: element (b, h, i, j) is kept when
+`keep_bits(seed, ((b·A + h)·T + i)·T + j) >= round(rate · 2³²)`, a 32-bit integer hash
+(two rounds of an xor-shift-multiply mixer, the seed's two words added between them), so
+the backward recomputes the forward's mask instead of storing it, and `dropout_keep` (the
+same function in plain jax.numpy) is the reference the tests hold the kernels to. The
+seed is the layer's Keras seed generator's next value, as its Dropout's.
+
+Where it runs: Pallas lowers the kernels to Triton for a CUDA GPU; `interpret=True` (or
+pallas_swish_rnn.INTERPRET_ENV) runs them in Pallas' interpreter on any device, which is
+how the CPU tests check them against the written-out attention. `fits` says which inputs
+the kernels take: a head size of 16, 32, 64 or 128 (Triton's matmul tiles), T up to 1024.
+
+JAX is imported inside the functions, so importing this module imports no framework.
+"""
+
+import functools
+from typing import Optional
+
+import numpy as np
+
+from recurrent_bert.layers.kernels import pallas_swish_rnn
+
+# A padded key's logit: exp of it less any real logit is 0; finite, so that a block of
+# padding alone gives no inf - inf.
+_PAD_LOGIT = -1e30
+_HEAD_SIZES = (16, 32, 64, 128)
+_MAX_LENGTH = 1024
+# Mixer constants (odd, well-spread bits): the hash of `keep_bits`.
+_GOLDEN = 0x9E3779B9
+_MIX_1, _MIX_2 = 0x7FEB352D, 0x846CA68B
+
+
+def fits(head_size: int, length: int) -> bool:
+  """Whether the kernels take heads of `head_size` over `length` positions."""
+  return head_size in _HEAD_SIZES and 0 < length <= _MAX_LENGTH
+
+
+def _block(length: int) -> int:
+  """Queries (and keys) per block: 64, or the power of 2 (at least 16) covering T."""
+  return min(64, max(16, 1 << max(length - 1, 0).bit_length()))
+
+
+def _mix(x):
+  """One xor-shift-multiply round on uint32 (wrapping arithmetic)."""
+  from jax import numpy as jnp
+
+  x = x ^ (x >> jnp.uint32(16))
+  x = x * jnp.uint32(_MIX_1)
+  x = x ^ (x >> jnp.uint32(15))
+  x = x * jnp.uint32(_MIX_2)
+  return x ^ (x >> jnp.uint32(16))
+
+
+def keep_bits(seed0, seed1, index):
+  """uint32 bits of element `index` (uint32) under the seed's two uint32 words."""
+  from jax import numpy as jnp
+
+  return _mix(_mix(index * jnp.uint32(_GOLDEN) + seed0) + seed1)
+
+
+def _threshold(rate: float) -> np.uint32:
+  return np.uint32(min(round(rate * 2.0**32), 2**32 - 1))
+
+
+def dropout_keep(seed, shape, rate: float):
+  """The kernels' mask in jax.numpy: [B, A, T, T] bool, True where kept.
+
+  Args:
+    seed: [2] uint32.
+    shape: (B, A, T, T).
+    rate: the fraction dropped.
+  """
+  import jax
+  from jax import numpy as jnp
+
+  batch, heads, length, _ = shape
+  b, h, i, j = (jax.lax.broadcasted_iota(jnp.uint32, shape, axis) for axis in range(4))
+  index = ((b * jnp.uint32(heads) + h) * jnp.uint32(length) + i) * jnp.uint32(length) + j
+  seed = jnp.asarray(seed, jnp.uint32)
+  return keep_bits(seed[0], seed[1], index) >= _threshold(rate)
+
+
+def _kept(seed_ref, b, h, rows, cols, heads, length, rate):
+  """[rows, cols] bool: the mask at query positions `rows` [bq] and keys `cols` [bk]."""
+  from jax import numpy as jnp
+
+  u = lambda x: jnp.asarray(x).astype(jnp.uint32)
+  head_row = (u(b) * jnp.uint32(heads) + u(h)) * jnp.uint32(length)
+  index = (head_row + u(rows)[:, None]) * jnp.uint32(length) + u(cols)[None, :]
+  return keep_bits(seed_ref[0], seed_ref[1], index) >= _threshold(rate)
+
+
+def _logits(q, k, key_pad, bias, scale):
+  """[bq, bk] float32: q kᵀ·scale + the key padding (+ the bias block)."""
+  from jax import numpy as jnp
+  from jax.experimental.pallas import triton as plgpu
+
+  s = plgpu.dot(q, k, trans_b=True).astype(jnp.float32) * scale + key_pad[None, :]
+  return s if bias is None else s + bias.astype(jnp.float32)
+
+
+def _forward_kernel(seed_ref, q_ref, k_ref, v_ref, pad_ref, *refs, statics):
+  """Program (b, h, i): queries [i·bq, (i+1)·bq) of row b, head h, every key block."""
+  import jax
+  from jax import numpy as jnp
+  from jax.experimental import pallas as pl
+  from jax.experimental.pallas import triton as plgpu
+
+  bias_ref = refs[0] if statics["has_bias"] else None
+  o_ref, lse_ref = refs[-2:]
+  block, rate = statics["block"], statics["rate"]
+  b, h, i = pl.program_id(0), pl.program_id(1), pl.program_id(2)
+  q = q_ref[...]  # [bq, d]
+  rows = i * block + jnp.arange(block)
+
+  def body(j, carry):
+    acc, m, total = carry
+    cols = pl.ds(j * block, block)
+    v = v_ref[cols, :]
+    bias = None if bias_ref is None else bias_ref[:, cols]
+    s = _logits(q, k_ref[cols, :], pad_ref[cols], bias, statics["scale"])
+    m_new = jnp.maximum(m, s.max(axis=1))
+    p = jnp.exp(s - m_new[:, None])
+    correction = jnp.exp(m - m_new)
+    total = total * correction + p.sum(axis=1)
+    if rate:
+      keys = j * block + jnp.arange(block)
+      kept = _kept(seed_ref, b, h, rows, keys, statics["heads"], statics["length"], rate)
+      p = jnp.where(kept, p * (1.0 / (1.0 - rate)), 0.0)
+    acc = acc * correction[:, None] + plgpu.dot(p.astype(v.dtype), v).astype(jnp.float32)
+    return acc, m_new, total
+
+  init = (
+      jnp.zeros(q.shape, jnp.float32),
+      jnp.full((block,), -jnp.inf, jnp.float32),
+      jnp.zeros((block,), jnp.float32),
+  )
+  acc, m, total = jax.lax.fori_loop(0, statics["num_blocks"], body, init)
+  o_ref[...] = (acc / total[:, None]).astype(o_ref.dtype)
+  lse_ref[...] = m + jnp.log(total)
+
+
+def _probabilities(seed_ref, q, k, pad, bias, lse, b, h, rows, keys, statics):
+  """(P, keep or None): [bq, bk] softmax probabilities from the saved lse, and the mask."""
+  from jax import numpy as jnp
+
+  p = jnp.exp(_logits(q, k, pad, bias, statics["scale"]) - lse[:, None])
+  rate = statics["rate"]
+  if not rate:
+    return p, None
+  return p, _kept(seed_ref, b, h, rows, keys, statics["heads"], statics["length"], rate)
+
+
+def _dropped(x, kept, rate):
+  from jax import numpy as jnp
+
+  return x if kept is None else jnp.where(kept, x * (1.0 / (1.0 - rate)), 0.0)
+
+
+def _key_gradients_kernel(
+    seed_ref, q_ref, k_ref, v_ref, pad_ref, do_ref, lse_ref, d_ref, *refs, statics
+):
+  """Program (b, h, j): dK, dV of keys [j·bk, (j+1)·bk), over every query block."""
+  import jax
+  from jax import numpy as jnp
+  from jax.experimental import pallas as pl
+  from jax.experimental.pallas import triton as plgpu
+
+  bias_ref = refs[0] if statics["has_bias"] else None
+  dk_ref, dv_ref = refs[-2:]
+  block, rate = statics["block"], statics["rate"]
+  b, h, j = pl.program_id(0), pl.program_id(1), pl.program_id(2)
+  k, v = k_ref[...], v_ref[...]  # [bk, d]
+  keys = j * block + jnp.arange(block)
+  pad = pad_ref[pl.ds(j * block, block)]
+
+  def body(i, carry):
+    dk, dv = carry
+    rows_slice = pl.ds(i * block, block)
+    q, do = q_ref[rows_slice, :], do_ref[rows_slice, :]
+    bias = None if bias_ref is None else bias_ref[rows_slice, :]
+    rows = i * block + jnp.arange(block)
+    p, kept = _probabilities(
+        seed_ref, q, k, pad, bias, lse_ref[rows_slice], b, h, rows, keys, statics
+    )
+    dv += plgpu.dot(_dropped(p, kept, rate).astype(do.dtype), do, trans_a=True).astype(jnp.float32)
+    dp = _dropped(plgpu.dot(do, v, trans_b=True).astype(jnp.float32), kept, rate)
+    ds = p * (dp - d_ref[rows_slice][:, None])
+    dk += plgpu.dot(ds.astype(q.dtype), q, trans_a=True).astype(jnp.float32)
+    return dk, dv
+
+  zeros = jnp.zeros(k.shape, jnp.float32)
+  dk, dv = jax.lax.fori_loop(0, statics["num_blocks"], body, (zeros, zeros))
+  dk_ref[...] = (dk * statics["scale"]).astype(dk_ref.dtype)
+  dv_ref[...] = dv.astype(dv_ref.dtype)
+
+
+def _query_gradients_kernel(
+    seed_ref, q_ref, k_ref, v_ref, pad_ref, do_ref, lse_ref, d_ref, *refs, statics
+):
+  """Program (b, h, i): dQ of queries [i·bq, (i+1)·bq) (and their rows of dS, with a
+  bias), over every key block."""
+  import jax
+  from jax import numpy as jnp
+  from jax.experimental import pallas as pl
+  from jax.experimental.pallas import triton as plgpu
+
+  has_bias = statics["has_bias"]
+  bias_ref = refs[0] if has_bias else None
+  dq_ref = refs[1] if has_bias else refs[0]
+  ds_ref = refs[2] if has_bias else None
+  block, rate = statics["block"], statics["rate"]
+  b, h, i = pl.program_id(0), pl.program_id(1), pl.program_id(2)
+  q, do, lse, d = q_ref[...], do_ref[...], lse_ref[...], d_ref[...]
+  rows = i * block + jnp.arange(block)
+
+  def body(j, dq):
+    cols = pl.ds(j * block, block)
+    k = k_ref[cols, :]
+    bias = None if bias_ref is None else bias_ref[:, cols]
+    keys = j * block + jnp.arange(block)
+    p, kept = _probabilities(seed_ref, q, k, pad_ref[cols], bias, lse, b, h, rows, keys, statics)
+    dp = _dropped(plgpu.dot(do, v_ref[cols, :], trans_b=True).astype(jnp.float32), kept, rate)
+    ds = p * (dp - d[:, None])
+    if ds_ref is not None:
+      ds_ref[:, cols] = ds
+    return dq + plgpu.dot(ds.astype(k.dtype), k).astype(jnp.float32)
+
+  dq = jax.lax.fori_loop(0, statics["num_blocks"], body, jnp.zeros(q.shape, jnp.float32))
+  dq_ref[...] = (dq * statics["scale"]).astype(dq_ref.dtype)
+
+
+@functools.cache
+def _attention(shape, bias_batch, dtype, bias_dtype, scale, rate, interpret):
+  """The custom-VJP function (q, k, v, bias, key_pad, seed) -> context for one
+  configuration; shape: (B, T, A, d) of q; bias_batch: None (no bias), 1 or B."""
+  import jax
+  from jax import numpy as jnp
+  from jax.experimental import pallas as pl
+
+  batch, length, heads, head_size = shape
+  block = _block(length)
+  num_blocks = -(-length // block)
+  padded = num_blocks * block
+  has_bias = bias_batch is not None
+  statics = dict(
+      block=block,
+      num_blocks=num_blocks,
+      scale=scale,
+      rate=rate,
+      heads=heads,
+      length=length,
+      has_bias=has_bias,
+  )
+  grid = (batch, heads, num_blocks)
+  whole = pl.BlockSpec((None, padded, None, head_size), lambda b, h, i: (b, 0, h, 0))
+  tile = pl.BlockSpec((None, block, None, head_size), lambda b, h, i: (b, i, h, 0))
+  seed_spec = pl.BlockSpec((2,), lambda b, h, i: (0,))
+  pad_spec = pl.BlockSpec((None, padded), lambda b, h, i: (b, 0))
+  per_query = pl.BlockSpec((None, None, block), lambda b, h, i: (b, h, i))
+  per_row = pl.BlockSpec((None, None, padded), lambda b, h, i: (b, h, 0))
+  pick = (lambda b: b) if bias_batch == batch else (lambda b: 0)
+  bias_rows = pl.BlockSpec((None, None, block, padded), lambda b, h, i: (pick(b), h, i, 0))
+  bias_cols = pl.BlockSpec((None, None, padded, block), lambda b, h, j: (pick(b), h, 0, j))
+  sequence = jax.ShapeDtypeStruct((batch, padded, heads, head_size), dtype)
+  rows_f32 = jax.ShapeDtypeStruct((batch, heads, padded), jnp.float32)
+
+  def call(kernel, in_specs, out_specs, out_shape, *inputs):
+    return pl.pallas_call(
+        functools.partial(kernel, statics=statics),
+        grid=grid,
+        in_specs=in_specs,
+        out_specs=out_specs,
+        out_shape=out_shape,
+        interpret=interpret,
+        compiler_params=None if interpret else _compiler_params(),
+        name=f"attention_{kernel.__name__.strip('_').replace('_kernel', '')}",
+    )(*inputs)
+
+  def pad_sequence(t):
+    return jnp.pad(t, ((0, 0), (0, padded - length), (0, 0), (0, 0)))
+
+  def forward(q, k, v, bias, key_pad, seed):
+    q, k, v = (pad_sequence(t) for t in (q, k, v))
+    key_pad = jnp.pad(key_pad, ((0, 0), (0, padded - length)), constant_values=_PAD_LOGIT)
+    if has_bias:
+      bias = jnp.pad(bias, ((0, 0), (0, 0), (0, padded - length), (0, padded - length)))
+    inputs = [seed, q, k, v, key_pad] + ([bias] if has_bias else [])
+    specs = [seed_spec, tile, whole, whole, pad_spec] + ([bias_rows] if has_bias else [])
+    o, lse = call(_forward_kernel, specs, [tile, per_query], [sequence, rows_f32], *inputs)
+    return o[:, :length], (inputs, o, lse)
+
+  @jax.custom_vjp
+  def run(q, k, v, bias, key_pad, seed):
+    return forward(q, k, v, bias, key_pad, seed)[0]
+
+  def backward(saved, d_context):
+    inputs, o, lse = saved
+    seed, q, k, v, key_pad = inputs[:5]
+    do = pad_sequence(d_context.astype(dtype))
+    d = jnp.einsum("btad,btad->bat", do.astype(jnp.float32), o.astype(jnp.float32))
+    common = [seed, q, k, v, key_pad, do, lse, d]
+    bias = inputs[5:]
+    key_specs = [seed_spec, whole, tile, tile, pad_spec, whole, per_row, per_row]
+    dk, dv = call(
+        _key_gradients_kernel,
+        key_specs + [bias_cols] * has_bias,
+        [tile, tile],
+        [sequence, sequence],
+        *common,
+        *bias,
+    )
+    query_specs = [seed_spec, tile, whole, whole, pad_spec, tile, per_query, per_query]
+    ds_shape = jax.ShapeDtypeStruct((batch, heads, padded, padded), jnp.float32)
+    results = call(
+        _query_gradients_kernel,
+        query_specs + [bias_rows] * has_bias,
+        [tile] + [bias_rows_out(block, padded)] * has_bias,
+        [sequence] + [ds_shape] * has_bias,
+        *common,
+        *bias,
+    )
+    dq = results[0]
+    dbias = None
+    if has_bias:
+      ds = results[1][:, :, :length, :length]
+      dbias = (ds.sum(axis=0, keepdims=True) if bias_batch == 1 else ds).astype(bias_dtype)
+    trim = lambda t: t[:, :length]
+    return trim(dq), trim(dk), trim(dv), dbias, None, None
+
+  run.defvjp(forward, backward)
+  return run
+
+
+def bias_rows_out(block, padded):
+  """dS's blocks: program (b, h, i) writes rows [i·bq, (i+1)·bq) of [B, A, T, T]."""
+  from jax.experimental import pallas as pl
+
+  return pl.BlockSpec((None, None, block, padded), lambda b, h, i: (b, h, i, 0))
+
+
+def _compiler_params():
+  from jax.experimental.pallas import triton as pallas_triton
+
+  return pallas_triton.CompilerParams(num_warps=4, num_stages=2)
+
+
+def attention(
+    q, k, v, key_is_real, bias, scale: float, rate: float, seed, interpret: Optional[bool] = None
+):
+  """softmax(q kᵀ·scale + bias, padded keys masked), dropped out at `rate`, times v.
+
+  Args:
+    q, k, v: [B, T, A, d], one 16-bit or float32 dtype; `fits(d, T)`.
+    key_is_real: [B, T] bool, False for padded keys; every row has a True.
+    bias: None or [1 or B, A, T, T] float, added to the logits.
+    scale: the logits' factor, 1/sqrt(d).
+    rate: the attention-probability dropout rate, 0 <= rate < 1.
+    seed: [2] uint32 (a Keras seed generator's next value); read only when rate > 0.
+    interpret: Pallas' interpreter (any device); None reads the SwishRNN kernels' switch
+      (`pallas_swish_rnn.INTERPRET_ENV`).
+  Returns:
+    [B, T, A, d] context in q's dtype.
+  """
+  from jax import numpy as jnp
+
+  if interpret is None:
+    interpret = pallas_swish_rnn.interpreted()
+  run = _attention(
+      tuple(q.shape),
+      None if bias is None else int(bias.shape[0]),
+      str(q.dtype),
+      None if bias is None else str(bias.dtype),
+      float(scale),
+      float(rate),
+      bool(interpret),
+  )
+  key_pad = jnp.where(key_is_real, 0.0, _PAD_LOGIT).astype(jnp.float32)
+  seed = jnp.asarray(seed).astype(jnp.uint32).reshape((2,))
+  return run(q, k, v, bias, key_pad, seed)

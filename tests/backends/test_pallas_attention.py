@@ -1,0 +1,229 @@
+"""The Pallas attention kernels with in-kernel dropout (JAX on a CUDA GPU), checked without one.
+
+The kernels run in Pallas' interpreter against attention written out in float64 numpy,
+its gradients by the textbook formulas (softmax, dropout, two matmuls; no blocks, no
+online softmax), its dropout mask from the hash of the module docstring in numpy's own
+uint32 arithmetic: outputs and the gradients of q, k, v and the bias; padded keys, T that
+is not a multiple of the kernels' block and spans two blocks, a bias shared over the batch
+or per example, dropout on and off; under bfloat16 too. The mask's statistics; the layer
+in training takes the kernels and equals the same reference; and the kernels lower to
+Triton for CUDA at bert_base's shapes (no GPU needed), so one Triton cannot take fails
+here, not on the card.
+"""
+
+import numpy as np
+import pytest
+
+from tests.backends.support import BACKEND
+
+pytestmark = pytest.mark.skipif(BACKEND != "jax", reason="Pallas kernels are JAX's")
+
+
+def _on_a_gpu() -> bool:
+  import jax
+
+  return jax.devices()[0].platform == "gpu"
+
+
+INTERPRET = BACKEND == "jax" and not _on_a_gpu()
+# Triton's float32 matmuls on a GPU round their inputs to TF32 (10-bit mantissas).
+FLOAT32_TOLERANCE = 1e-5 if INTERPRET else 5e-3
+SEED = (2024, 7)
+
+
+def _numpy_keep(seed, shape, rate):
+  """[B, A, T, T] bool: the hash of the module docstring, in numpy uint32 arithmetic."""
+  batch, heads, length, _ = shape
+  b, h, i, j = np.meshgrid(*(np.arange(n, dtype=np.uint64) for n in shape), indexing="ij")
+  wrap = lambda x: (x % 2**32).astype(np.uint64)
+  index = wrap(wrap(wrap(b * heads + h) * length + i) * length + j)
+
+  def mix(x):
+    x ^= x >> 16
+    x = wrap(x * 0x7FEB352D)
+    x ^= x >> 15
+    x = wrap(x * 0x846CA68B)
+    return x ^ (x >> 16)
+
+  bits = mix(wrap(mix(wrap(index * 0x9E3779B9 + seed[0])) + seed[1]))
+  return bits >= min(round(rate * 2.0**32), 2**32 - 1)
+
+
+def _numpy_attention(q, k, v, key_is_real, bias, scale, rate, seed, upstream):
+  """(context, (dq, dk, dv, dbias)) in float64: q, k, v [B, T, A, d]; bias None or
+  [1 or B, A, T, T]; upstream [B, T, A, d], the context's cotangent."""
+  q, k, v, upstream = (np.asarray(t, np.float64) for t in (q, k, v, upstream))
+  s = np.einsum("bqad,bkad->baqk", q, k) * scale
+  s = s + np.where(key_is_real, 0.0, -1e30)[:, None, None, :]
+  if bias is not None:
+    s = s + np.asarray(bias, np.float64)
+  p = np.exp(s - s.max(axis=-1, keepdims=True))
+  p /= p.sum(axis=-1, keepdims=True)
+  factor = np.ones_like(p) if not rate else _numpy_keep(seed, p.shape, rate) / (1.0 - rate)
+  dropped = p * factor
+  context = np.einsum("baqk,bkad->bqad", dropped, v)
+  dv = np.einsum("baqk,bqad->bkad", dropped, upstream)
+  dp = np.einsum("bqad,bkad->baqk", upstream, v) * factor
+  ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))
+  dq = np.einsum("baqk,bkad->bqad", ds, k) * scale
+  dk = np.einsum("baqk,bqad->bkad", ds, q) * scale
+  dbias = None if bias is None else (ds.sum(axis=0, keepdims=True) if len(bias) == 1 else ds)
+  return context, (dq, dk, dv, dbias)
+
+
+def _kernel_attention(q, k, v, key_is_real, bias, scale, rate, seed, upstream):
+  """The kernels' (context, (dq, dk, dv, dbias)) as float64 numpy."""
+  import jax
+  from jax import numpy as jnp
+
+  from recurrent_bert.layers.kernels import pallas_attention
+
+  seed = jnp.asarray(seed, jnp.uint32)
+
+  def loss(q, k, v, bias):
+    out = pallas_attention.attention(
+        q, k, v, jnp.asarray(key_is_real), bias, scale, rate, seed, interpret=INTERPRET
+    )
+    return (out.astype(jnp.float32) * upstream).sum(), out
+
+  argnums = (0, 1, 2) + ((3,) if bias is not None else ())
+  grads, out = jax.grad(loss, argnums=argnums, has_aux=True)(q, k, v, bias)
+  as_numpy = lambda t: np.asarray(jnp.asarray(t, jnp.float32), np.float64)
+  grads = [as_numpy(g) for g in grads] + ([None] if bias is None else [])
+  return as_numpy(out), tuple(grads)
+
+
+def _inputs(rng, batch, length, heads, head_size, bias_batch, dtype="float32"):
+  import jax.numpy as jnp
+
+  shape = (batch, length, heads, head_size)
+  q, k, v, upstream = (rng.normal(size=shape).astype("float32") for _ in range(4))
+  bias = None
+  if bias_batch:
+    bias = jnp.asarray(rng.normal(size=(bias_batch, heads, length, length)), dtype)
+  lengths = np.array([length] + [max(1, length * 2 // 3)] * (batch - 1))
+  key_is_real = np.arange(length)[None, :] < lengths[:, None]
+  cast = lambda t: jnp.asarray(t, dtype)
+  return cast(q), cast(k), cast(v), key_is_real, bias, upstream
+
+
+def _largest_relative_difference(got, want):
+  return max(
+      float(np.abs(g - w).max() / max(np.abs(w).max(), 1e-30))
+      for g, w in zip(got, want)
+      if w is not None
+  )
+
+
+@pytest.mark.parametrize(
+    "length, bias_batch, rate",
+    [(16, 0, 0.0), (40, 1, 0.1), (100, 2, 0.1), (100, 0, 0.1), (100, 1, 0.0)],
+)
+def test_kernels_and_gradients_against_numpy(rng, length, bias_batch, rate):
+  """T = 16 (one block), 40 (one block, padded) and 100 (two blocks of 64, padded);
+  a bias shared over the batch (1) or per example (2); dropout on and off."""
+  q, k, v, key_is_real, bias, upstream = _inputs(rng, 2, length, 2, 16, bias_batch)
+  args = (q, k, v, key_is_real, bias, 0.25, rate, SEED, upstream)
+  out, grads = _kernel_attention(*args)
+  want_out, want_grads = _numpy_attention(*args)
+  assert _largest_relative_difference([out], [want_out]) < FLOAT32_TOLERANCE
+  assert _largest_relative_difference(grads, want_grads) < FLOAT32_TOLERANCE
+  assert (grads[3] is None) == (bias is None)
+
+
+def test_bfloat16_inputs(rng):
+  """bfloat16 q, k, v and bias (as under mixed precision) against the float64 reference
+  of the same rounded values: the kernels round the probabilities to bfloat16 before the
+  matmuls with v (and the gradients to the inputs' dtype), nothing more."""
+  q, k, v, key_is_real, bias, upstream = _inputs(rng, 2, 100, 2, 32, 1, dtype="bfloat16")
+  args = (q, k, v, key_is_real, bias, 32**-0.5, 0.1, SEED, upstream)
+  out, grads = _kernel_attention(*args)
+  want_out, want_grads = _numpy_attention(
+      *(np.asarray(np.asarray(t, np.float32)) if t is not None else None for t in args[:3]),
+      key_is_real,
+      np.asarray(bias, np.float32),
+      *args[5:],
+  )
+  assert _largest_relative_difference([out], [want_out]) < 2e-2
+  assert _largest_relative_difference(grads, want_grads) < 3e-2
+
+
+def test_the_mask_is_binomial_uncorrelated_and_follows_the_seed():
+  """dropout_keep (the kernels' hash in jax.numpy) equals numpy's; over 4·8·128·128
+  elements the kept fraction is within 5 standard deviations of 1 - rate, horizontal and
+  vertical neighbours are uncorrelated (|r| < 0.02), and another seed word gives
+  another mask."""
+  from recurrent_bert.layers.kernels import pallas_attention
+
+  shape, rate = (4, 8, 128, 128), 0.1
+  keep = np.asarray(pallas_attention.dropout_keep(np.array(SEED, np.uint32), shape, rate))
+  np.testing.assert_array_equal(keep, _numpy_keep(SEED, shape, rate))
+  n = keep.size
+  assert abs(keep.mean() - (1 - rate)) < 5 * np.sqrt(rate * (1 - rate) / n)
+  x = keep.astype(np.float64)
+  for a, b in ((x[..., 1:], x[..., :-1]), (x[:, :, 1:], x[:, :, :-1])):
+    assert abs(np.corrcoef(a.ravel(), b.ravel())[0, 1]) < 0.02
+  for other in ((SEED[0] + 1, SEED[1]), (SEED[0], SEED[1] + 1)):
+    changed = keep != np.asarray(
+        pallas_attention.dropout_keep(np.array(other, np.uint32), shape, rate)
+    )
+    assert abs(changed.mean() - 2 * rate * (1 - rate)) < 0.01
+
+
+def test_the_layer_in_training_takes_the_kernels(rng, monkeypatch):
+  """SelfAttention (H = 32, 2 heads of 16) with attention dropout 0.1, training, under
+  Pallas' interpreter: its output is the numpy reference's with the seed its dropout's
+  generator held before the call; the generator advances; inference is unchanged."""
+  import keras
+
+  from recurrent_bert.layers import SelfAttention
+  from recurrent_bert.layers import attention as attention_module
+  from recurrent_bert.layers.kernels import pallas_swish_rnn
+
+  monkeypatch.setenv(pallas_swish_rnn.INTERPRET_ENV, "1")
+  layer = SelfAttention(32, 2, attention_dropout_rate=0.1)
+  x = rng.normal(size=(2, 24, 32)).astype("float32")
+  mask = (np.arange(24)[None, :] < np.array([[24], [10]])).astype("int32")
+  bias = rng.normal(size=(1, 2, 24, 24)).astype("float32")
+  layer(x, mask, bias)
+  seed = np.asarray(keras.ops.convert_to_numpy(layer.dropout.seed_generator.state))
+  out = keras.ops.convert_to_numpy(layer(x, mask, bias, training=True))
+  assert not np.array_equal(seed, keras.ops.convert_to_numpy(layer.dropout.seed_generator.state))
+  q, k, v = (keras.ops.convert_to_numpy(d(x)) for d in (layer.query, layer.key, layer.value))
+  context, _ = _numpy_attention(q, k, v, mask > 0, bias, 16**-0.5, 0.1, seed, np.zeros_like(q))
+  want = keras.ops.convert_to_numpy(layer.output_dense(context.astype("float32")))
+  np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
+  with attention_module.written_out_attention():
+    inference = keras.ops.convert_to_numpy(layer(x, mask, bias))
+  np.testing.assert_allclose(
+      keras.ops.convert_to_numpy(layer(x, mask, bias)), inference, rtol=1e-5, atol=1e-6
+  )
+
+
+@pytest.mark.parametrize("has_bias", [False, True])
+def test_the_kernels_lower_to_triton_for_cuda(has_bias):
+  """bert_base's attention (B = 64, T = 128, 12 heads of 64, bfloat16, dropout 0.1):
+  the forward and both backward kernels become Triton calls for CUDA."""
+  import jax
+  from jax import numpy as jnp
+
+  from recurrent_bert.layers.kernels import pallas_attention
+
+  sequence = jax.ShapeDtypeStruct((64, 128, 12, 64), jnp.bfloat16)
+  bias = jax.ShapeDtypeStruct((1, 12, 128, 128), jnp.bfloat16) if has_bias else None
+
+  def loss(q, k, v, bias):
+    real = jnp.ones((64, 128), bool)
+    seed = jnp.array(SEED, jnp.uint32)
+    out = pallas_attention.attention(q, k, v, real, bias, 0.125, 0.1, seed, interpret=False)
+    return out.astype(jnp.float32).sum()
+
+  argnums = (0, 1, 2, 3) if has_bias else (0, 1, 2)
+  exported = jax.export.export(
+      jax.jit(jax.grad(loss, argnums=argnums)),
+      platforms=["cuda"],
+      disabled_checks=[jax.export.DisabledSafetyCheck.custom_call("__gpu$xla.gpu.triton")],
+  )(sequence, sequence, sequence, bias)
+  text = exported.mlir_module()
+  for name in ("attention_forward", "attention_key_gradients", "attention_query_gradients"):
+    assert name in text
