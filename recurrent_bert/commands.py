@@ -31,6 +31,7 @@ COMMANDS = {
     "rbert-copy-configs": "recurrent_bert.tools.copy_configs",
     "rbert-convert-checkpoint": "recurrent_bert.tools.convert_checkpoint",
     "rbert-sweep": "recurrent_bert.tools.sweep",
+    "rbert-recipe-pilot": "recurrent_bert.demo.recipe_pilot",
     "rbert-bad-input-campaign": "recurrent_bert.tools.bad_input_campaign",
 }
 

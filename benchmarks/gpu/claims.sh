@@ -28,9 +28,12 @@
 # the first wave compiles, and the data comes prepared (neither yet timed on a card).
 #
 # Stages on the GPU machine, failing early: versions and devices (no GPU: stop); a tiny
-# rehearsal of the whole demo (2 tiny models, 3 steps: any failure stops the run); then the
-# comparison, 4 runs at a time on the one GPU (--parallel_pretraining: no step times are
-# compared), cut at RB_BUDGET_S. Every process there runs where `import tensorflow` fails.
+# rehearsal of the whole demo (2 tiny models, 3 steps: any failure stops the run); the
+# recipe pilot (recurrent_bert/demo/recipe_pilot.py: BERT-orig and BERT-rab alone under
+# each candidate recipe, RB_PILOT_STEPS (400) steps x RB_PILOT_SEEDS (1,2), then the rule
+# of demo/recipe.py: recipe.md; RB_RECIPES sets the candidates, RB_PILOT=0 skips it); then
+# the comparison under the chosen recipe, 4 runs at a time on the one GPU
+# (--parallel_pretraining: no step times are compared), cut at RB_BUDGET_S. Every process there runs where `import tensorflow` fails.
 # A call cut at its budget is resumed by the next: finished stages and seeds are reused.
 #
 # RB_GPU_SMOKE=1 rehearses all of it on a CPU at tiny size, the preparation included:
@@ -38,7 +41,8 @@
 # RB_SIZE (mini; base for the papers' size), RB_STEPS (1500), RB_BATCH (64), RB_SEQ (128),
 # RB_SEEDS (1,2,3), RB_JOBS (4), RB_LR (the demo's peak learning rate, 2e-3) and
 # RB_BUDGET_S (420) set the comparison (docs/benchmarks.md gives the time each takes); the
-# preparation must have the same RB_STEPS, RB_BATCH, RB_SEQ and RB_LR as the run.
+# preparation must have the same RB_STEPS, RB_BATCH and RB_SEQ as the run (its recipe may
+# differ: no model has trained there yet, and the pilot's recipe replaces RB_LR).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=benchmarks/gpu/setup_keras.sh
@@ -109,10 +113,31 @@ else
   touch "$PASSED"
 fi
 
+# -- the recipe: the pilot trains the baselines alone under each candidate recipe, and the
+# rule of recurrent_bert/demo/recipe.py picks one (RB_PILOT=0: the demo's own recipe) ---
+RECIPE_FLAGS=()
+if [[ ${RB_PILOT:-1} == 1 ]]; then
+  if [[ "$SMOKE" == 1 ]]; then
+    PILOT=(--size=tiny --steps=4 --seeds=1 --recipes=2e-3:0.1,1e-3:0.25)
+  else
+    PILOT=(--size="${RB_SIZE:-mini}" --steps="${RB_PILOT_STEPS:-400}" --seeds="${RB_PILOT_SEEDS:-1,2}"
+      ${RB_RECIPES:+--recipes=$RB_RECIPES})
+  fi
+  echo "== the recipe pilot: ${PILOT[*]} ($((SECONDS - START)) s so far)"
+  set +e
+  timeout -k 10 $((BUDGET_S - (SECONDS - START))) "$PY" -m recurrent_bert.demo.recipe_pilot \
+    --work_dir="$WORK/claims" --jobs="${RB_JOBS:-4}" "${PILOT[@]}" 2>&1 | tee "$RESULTS/pilot.log"
+  set -e
+  CHOICE="$WORK/claims/recipe_pilot/recipe.json"
+  [[ -f $CHOICE ]] || die "the recipe pilot did not finish: see $RESULTS/pilot.log (a rerun resumes it)"
+  cp "$WORK/claims/recipe_pilot/recipe.md" "$RESULTS/"
+  mapfile -t RECIPE_FLAGS < <("$PY" -c 'import json, sys; print("\n".join(json.load(open(sys.argv[1]))["demo_flags"]))' "$CHOICE")
+fi
+
 left=$((BUDGET_S - (SECONDS - START)))
-echo "== the comparison: $MODELS, at most $left s ($((SECONDS - START)) s so far)"
+echo "== the comparison: $MODELS ${RECIPE_FLAGS[*]}, at most $left s ($((SECONDS - START)) s so far)"
 set +e
-timeout -k 10 "$left" "${DEMO[@]}" "${COMPARISON[@]}" --prepared_data \
+timeout -k 10 "$left" "${DEMO[@]}" "${COMPARISON[@]}" "${RECIPE_FLAGS[@]}" --prepared_data \
   --parallel_pretraining --jobs="${RB_JOBS:-4}" 2>&1 | tee "$RESULTS/claims.log"
 code=${PIPESTATUS[0]}
 set -e

@@ -117,6 +117,9 @@ def define_flags() -> None:
   flags.DEFINE_integer("pretrain_steps", 800, "Pretraining steps, the same for every model.")
   flags.DEFINE_float("learning_rate", 2e-3, "Pretraining peak learning rate.")
   flags.DEFINE_integer("warmup_steps", None, "Pretraining warmup (default: 10% of steps).")
+  flags.DEFINE_float("adam_beta2", 0.999, "Pretraining: Adam's beta_2.")
+  flags.DEFINE_float("adam_epsilon", 1e-6, "Pretraining: Adam's epsilon.")
+  flags.DEFINE_float("clip_norm", 1.0, "Pretraining: global-norm gradient clipping (0: none).")
   flags.DEFINE_list(
       "pretrain_seeds",
       [str(seed) for seed in settings_lib.DEFAULT_PRETRAIN_SEEDS],
@@ -319,6 +322,8 @@ def settings_from_flags() -> settings_lib.Settings:
   warmup = FLAGS.warmup_steps if FLAGS.warmup_steps is not None else FLAGS.pretrain_steps // 10
   if not 0 <= warmup < FLAGS.pretrain_steps:
     raise ValueError("--warmup_steps must be in [0, --pretrain_steps)")
+  if not 0 < FLAGS.adam_beta2 < 1 or FLAGS.adam_epsilon <= 0 or FLAGS.clip_norm < 0:
+    raise ValueError("--adam_beta2 must be in (0, 1), --adam_epsilon > 0, --clip_norm >= 0")
   for preset in presets:
     config_lib.PRESETS[preset].check_sequence_length(FLAGS.seq_length, "--seq_length", preset)
   queries = list(FLAGS.query) if FLAGS.query else None
@@ -367,6 +372,9 @@ def settings_from_flags() -> settings_lib.Settings:
       pretrain_steps=FLAGS.pretrain_steps,
       learning_rate=FLAGS.learning_rate,
       warmup_steps=warmup,
+      adam_beta2=FLAGS.adam_beta2,
+      adam_epsilon=FLAGS.adam_epsilon,
+      clip_norm=FLAGS.clip_norm,
       pretrain_seeds=pretrain_seeds,
       eval_sequences=FLAGS.eval_sequences,
       finetune_seeds=finetune_seeds,

@@ -2,7 +2,10 @@
 
 The settings that shape the stage outputs are recorded in <work_dir>/demo_settings.json
 by the first run; a later run with other ones is refused (the models, the seeds and the
-run's own choices, such as --jobs, may change between runs).
+run's own choices, such as --jobs, may change between runs). The pretraining recipe
+(`RECIPE_SETTINGS`) shapes no data: it may change while no model has been pretrained or
+fine-tuned there, so that data made once (--data_only) serves a recipe chosen afterwards
+(demo/recipe_pilot.py); the new recipe is then recorded.
 """
 
 import dataclasses
@@ -28,6 +31,11 @@ DEFAULT_PRETRAIN_SEEDS = (1, 2, 3)
 # simulates both from the measured runs).
 DEFAULT_FINETUNE_STEPS = 300
 DEFAULT_FINETUNE_SEEDS = (1, 2, 3, 4)
+# The pretraining recipe: settings that shape the pretrained models and what follows from
+# them, but no data stage (the steps do: the data stage reports the epochs they read).
+RECIPE_SETTINGS = frozenset(
+    {"learning_rate", "warmup_steps", "adam_beta2", "adam_epsilon", "clip_norm"}
+)
 
 
 def expand_number(value: str, kind) -> list:
@@ -97,6 +105,9 @@ class Settings:
   prepared_data: bool = False
   parallel_pretraining: bool = False
   vocabulary: str = "wordpiece"
+  adam_beta2: float = 0.999
+  adam_epsilon: float = 1e-6
+  clip_norm: float = 1.0
 
   def fingerprint(self) -> Dict:
     """Settings that shape the stage outputs (the models, seeds and learning rates may
@@ -140,21 +151,28 @@ def check_settings(settings: Settings) -> None:
   """
   path = settings.path(SETTINGS_FILE)
   current = settings.fingerprint()
-  made = any(
-      os.listdir(settings.path(d))
-      for d in ("stages", "pretrain", "finetune")
-      if os.path.isdir(settings.path(d))
+  made = lambda *dirs: any(
+      os.listdir(settings.path(d)) for d in dirs if os.path.isdir(settings.path(d))
   )
-  if os.path.exists(path) and made:
+  trained = made("pretrain", "finetune")
+  if os.path.exists(path) and (trained or made("stages")):
     with open(path, encoding="utf-8") as f:
       recorded = json.load(f)
     # A setting added since the work dir was made has its default there.
-    defaults = {"backend": "tensorflow", "vocabulary": "wordpiece"}
+    defaults = {
+        "backend": "tensorflow",
+        "vocabulary": "wordpiece",
+        "adam_beta2": 0.999,
+        "adam_epsilon": 1e-6,
+        "clip_norm": 1.0,
+    }
     changed = {
         k: (recorded.get(k, defaults.get(k)), v)
         for k, v in current.items()
-        if recorded.get(k, defaults.get(k)) != v
+        if recorded.get(k, defaults.get(k)) != v and (trained or k not in RECIPE_SETTINGS)
     }
+    if not changed:
+      io_utils.atomic_write_json(path, current)  # a new recipe over data made before
     if changed:
       lines = [f"  --{k}: {old!r} there, {new!r} now" for k, (old, new) in changed.items()]
       raise SettingsMismatch(

@@ -37,11 +37,7 @@ def _demo(tmp_path, overrides, work_dir=None, without_tensorflow=False):
   kept = [f for f in CI_FLAGS if f.split("=")[0] not in overrides and "tokenizers" not in f]
   env = dict(backend_env("tensorflow"), RECURRENT_BERT_CACHE=str(tmp_path / "cache"))
   if without_tensorflow:
-    blocked = tmp_path / "without_tensorflow" / "tensorflow"
-    blocked.mkdir(parents=True, exist_ok=True)
-    (blocked / "__init__.py").write_text('raise ImportError("no TensorFlow here")\n')
-    env["PYTHONPATH"] = os.pathsep.join([str(blocked.parent), env["PYTHONPATH"]])
-    del env["KERAS_BACKEND"]  # the demo's own process takes --backend's
+    env = _blocked_tensorflow_env(tmp_path)  # the demo's own process takes --backend's
   result = subprocess.run(
       [sys.executable, "-m", "recurrent_bert.demo", f"--work_dir={work_dir}", "--backend=jax"]
       + kept
@@ -108,11 +104,25 @@ def test_a_models_later_seeds_read_its_programs_from_the_compilation_cache(tmp_p
   assert os.listdir(work_dir / "jax_compilation_cache")
 
 
+def _blocked_tensorflow_env(tmp_path):
+  """The environment of a process where `import tensorflow` fails (as on a GPU machine)."""
+  blocked = tmp_path / "without_tensorflow" / "tensorflow"
+  blocked.mkdir(parents=True, exist_ok=True)
+  (blocked / "__init__.py").write_text('raise ImportError("no TensorFlow here")\n')
+  env = dict(backend_env("tensorflow"), RECURRENT_BERT_CACHE=str(tmp_path / "cache"))
+  env["PYTHONPATH"] = os.pathsep.join([str(blocked.parent), env["PYTHONPATH"]])
+  del env["KERAS_BACKEND"]
+  return env
+
+
 def test_data_made_on_one_machine_is_trained_on_another_without_tensorflow(tmp_path):
   """--data_only makes the corpus, the WordPiece vocabulary and the records (where
-  TensorFlow is); the work dir is copied elsewhere and --prepared_data trains on it where
-  `import tensorflow` fails, running no data stage; a rerun with one more seed reuses the
-  finished one. --prepared_data without prepared data stops in one line, before anything."""
+  TensorFlow is); the work dir is copied elsewhere. There, without TensorFlow, the recipe
+  pilot trains both baselines under two recipes and applies the rule; then --prepared_data
+  trains on the data with a recipe other than the one the data was made with (no model was
+  trained there yet), running no data stage; a rerun with one more seed reuses the
+  finished one; another recipe is then refused. --prepared_data without prepared data
+  stops in one line, before anything."""
   flags = {"--models": "bert", "--pretrain_seeds": "1", "--jobs": "1", "--pretraining_only": ""}
   prepared = _run_demo(tmp_path, {**flags, "--data_only": ""}, work_dir=tmp_path / "made")
   made = sorted(os.listdir(prepared / "stages"))
@@ -122,12 +132,38 @@ def test_data_made_on_one_machine_is_trained_on_another_without_tensorflow(tmp_p
   carried = tmp_path / "carried"
   shutil.copytree(prepared, carried)
   shutil.rmtree(tmp_path / "cache")  # the built-in corpus is not read again either
+
+  pilot = subprocess.run(
+      [
+          sys.executable,
+          "-m",
+          "recurrent_bert.demo.recipe_pilot",
+          f"--work_dir={carried}",
+          "--size=tiny",
+          "--steps=4",
+          "--seeds=1",
+          "--recipes=2e-3:0.25,1e-3:0.25:0.98",
+          "--jobs=2",
+      ],
+      cwd=REPO,
+      env=_blocked_tensorflow_env(tmp_path),
+      capture_output=True,
+      text=True,
+      timeout=600,
+  )
+  chosen = json.loads((carried / "recipe_pilot" / "recipe.json").read_text())
+  assert pilot.returncode == (0 if chosen["chosen"] else 1), pilot.stdout + pilot.stderr
+  assert [s["runs"] for s in chosen["scores"]] == [2, 2] and chosen["unigram"] > 1
+  assert "| peak 0.001, warm-up 25%, β2 0.98, ε 1e-06, clip 1 |" in pilot.stdout
+  assert len(os.listdir(carried / "recipe_pilot" / "logs")) == 4
+  shutil.rmtree(carried / "recipe_pilot")
+  recipe = {"--learning_rate": "1e-3", "--adam_beta2": "0.98"}
   markers = carried / "stages"
   for seeds, trained in (("1", {"seed1"}), ("1,2", {"seed2"})):
     before = {m.name: m.stat().st_mtime_ns for m in markers.iterdir()}
     work_dir, result = _demo(
         tmp_path,
-        {**flags, "--pretrain_seeds": seeds, "--prepared_data": ""},
+        {**flags, **recipe, "--pretrain_seeds": seeds, "--prepared_data": ""},
         work_dir=carried,
         without_tensorflow=True,
     )
@@ -140,6 +176,9 @@ def test_data_made_on_one_machine_is_trained_on_another_without_tensorflow(tmp_p
     }
     assert pretrained == trained and "corpus.json" not in written, written
   assert (carried / "report" / "claims.md").exists()
+  assert json.loads((carried / "demo_settings.json").read_text())["adam_beta2"] == 0.98
+  _, result = _demo(tmp_path, {**flags, "--prepared_data": ""}, work_dir=carried)
+  assert result.returncode == 1 and "--learning_rate: 0.001 there, 0.002 now" in result.stdout
 
   _, result = _demo(tmp_path, {**flags, "--prepared_data": ""}, work_dir=tmp_path / "empty")
   assert result.returncode == 2, result.stdout + result.stderr
