@@ -122,7 +122,8 @@ def summarize(
   ranked = sorted(totals.items(), key=lambda item: -item[1][0])
   kinds: Dict[str, float] = {}
   for name, (ns, _) in totals.items():
-    kinds[kind_of(name)] = kinds.get(kind_of(name), 0.0) + 1e-6 * ns
+    kind = kind_of(name)
+    kinds[kind] = kinds.get(kind, 0.0) + 1e-6 * ns
   return {
       "source": source,
       "steps": steps,

@@ -36,6 +36,7 @@ from recurrent_bert import io_utils
 from recurrent_bert.config import PRESETS
 from recurrent_bert.demo import plateau
 from recurrent_bert.demo import recipe as recipe_rule
+from recurrent_bert.demo import run_results
 from recurrent_bert.demo.model_stages import ModelStages
 from recurrent_bert.demo.settings import SETTINGS_FILE
 from recurrent_bert.demo.settings import Settings
@@ -111,10 +112,6 @@ class PilotJob:
   run_dir: str
   command: List[str]
 
-  @property
-  def family(self) -> str:
-    return self.preset.rsplit("_", 1)[0]
-
   def eval_curve(self) -> Dict[int, float]:
     records = io_utils.read_metrics_log(self.run_dir)
     return {step: float(r["eval/mlm_loss"]) for step, r in records.items() if "eval/mlm_loss" in r}
@@ -149,7 +146,7 @@ def run_jobs(jobs: Sequence[PilotJob], steps: int, parallel: int, log_dir: str) 
   """Runs the unfinished jobs, `parallel` at a time; returns those that failed."""
   os.makedirs(log_dir, exist_ok=True)
   pending = [job for job in jobs if steps not in job.eval_curve()]
-  running: List[Tuple[PilotJob, subprocess.Popen, float]] = []
+  running: List[Tuple[PilotJob, subprocess.Popen]] = []
   failed = []
   total, started = len(pending), time.time()
   while pending or running:
@@ -157,13 +154,11 @@ def run_jobs(jobs: Sequence[PilotJob], steps: int, parallel: int, log_dir: str) 
       job = pending.pop(0)
       name = os.path.relpath(job.run_dir, os.path.dirname(log_dir)).replace(os.sep, "_")
       log = open(os.path.join(log_dir, name + ".log"), "w", encoding="utf-8")  # pylint: disable=consider-using-with
-      running.append(
-          (job, subprocess.Popen(job.command, stdout=log, stderr=subprocess.STDOUT), time.time())
-      )
+      running.append((job, subprocess.Popen(job.command, stdout=log, stderr=subprocess.STDOUT)))
       log.close()
     time.sleep(0.5)
     for entry in list(running):
-      job, process, _ = entry
+      job, process = entry
       if process.poll() is None:
         continue
       running.remove(entry)
@@ -194,12 +189,17 @@ def main(argv) -> int:
   except ValueError as e:
     cli.fail(str(e))
   stages = ModelStages(settings)
-  for split in ("train", "dev"):
-    if not os.path.isdir(stages.data_dir(split)) or not os.listdir(stages.data_dir(split)):
+  # The records' stages must have finished; the held-out one says how many records an
+  # evaluation reads (the unigram plateau is counted over those).
+  finished = {}
+  for name in ("pretrain_data", "eval_data"):
+    marker = stages.engine.marker(name)
+    if not os.path.isfile(marker):
       cli.fail(
-          f"--work_dir: no {split} records in {stages.data_dir(split)}: run the demo "
-          "with --data_only there first"
+          f"--work_dir: its stage {name} has not finished: run the demo with --data_only there"
       )
+    with open(marker, encoding="utf-8") as f:
+      finished[name] = json.load(f)["result"]
   jobs = pilot_jobs(settings, recipes, FLAGS.steps)
   failed = run_jobs(jobs, FLAGS.steps, FLAGS.jobs, settings.path(PILOT_DIR, "logs"))
   if failed:
@@ -213,10 +213,12 @@ def main(argv) -> int:
   unigram, _ = plateau.unigram_plateau(
       os.path.join(stages.data_dir("train"), "*.tfrecord"),
       os.path.join(stages.data_dir("dev"), "*.tfrecord"),
-      stages._eval_batches() * 64,  # pylint: disable=protected-access
+      finished["eval_data"]["read_per_evaluation"],
   )
   runs = [
-      recipe_rule.PilotRun(job.recipe, job.family, job.seed, FLAGS.steps, job.eval_curve())
+      recipe_rule.PilotRun(
+          job.recipe, run_results.family_of(job.preset), job.seed, FLAGS.steps, job.eval_curve()
+      )
       for job in jobs
   ]
   choice = recipe_rule.choose(runs, unigram)

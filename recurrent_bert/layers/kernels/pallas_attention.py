@@ -281,6 +281,8 @@ def _attention(shape, bias_batch, dtype, bias_dtype, scale, rate, interpret):
   pick = (lambda b: b) if bias_batch == batch else (lambda b: 0)
   bias_rows = pl.BlockSpec((None, None, block, padded), lambda b, h, i: (pick(b), h, i, 0))
   bias_cols = pl.BlockSpec((None, None, padded, block), lambda b, h, j: (pick(b), h, 0, j))
+  # dS, per example: program (b, h, i) writes rows [i·bq, (i+1)·bq) of [B, A, T, T].
+  ds_rows = pl.BlockSpec((None, None, block, padded), lambda b, h, i: (b, h, i, 0))
   sequence = jax.ShapeDtypeStruct((batch, padded, heads, head_size), dtype)
   rows_f32 = jax.ShapeDtypeStruct((batch, heads, padded), jnp.float32)
 
@@ -334,7 +336,7 @@ def _attention(shape, bias_batch, dtype, bias_dtype, scale, rate, interpret):
     results = call(
         _query_gradients_kernel,
         query_specs + [bias_rows] * has_bias,
-        [tile] + [bias_rows_out(block, padded)] * has_bias,
+        [tile] + [ds_rows] * has_bias,
         [sequence] + [ds_shape] * has_bias,
         *common,
         *bias,
@@ -349,13 +351,6 @@ def _attention(shape, bias_batch, dtype, bias_dtype, scale, rate, interpret):
 
   run.defvjp(forward, backward)
   return run
-
-
-def bias_rows_out(block, padded):
-  """dS's blocks: program (b, h, i) writes rows [i·bq, (i+1)·bq) of [B, A, T, T]."""
-  from jax.experimental import pallas as pl
-
-  return pl.BlockSpec((None, None, block, padded), lambda b, h, i: (b, h, i, 0))
 
 
 def _compiler_params():
