@@ -9,10 +9,14 @@
 A step is one training step of the portable trainer (training/keras_training.py's
 `ObjectiveModel`): the pretraining loss (MLM at P positions + NSP; MLM only with
 `--no_nsp`), its gradients and the optimizer's update (`create_optimizer`: AdamW or LAMB),
-on a synthetic numpy batch. No tf.data: under JAX and PyTorch nothing imports TensorFlow,
-which need not be installed. Each timed call trains K = `--steps_per_call` steps (1: one
-`train_on_batch`; more: one `fit` of K steps, the host queueing a step while the device
-runs the last, as in training) and waits until the device has finished them, so a step's
+on a synthetic numpy batch. `--trainer=package` (JAX) times the loop the package's JAX
+pretraining runs instead (training/jax_loop.py: one jitted step that donates its state and
+clips the gradient's global norm to 1, a numpy batch put on the device each step): what
+a user of `rbert-pretrain --backend=jax` gets, beside Keras' own trainer. No tf.data:
+under JAX and PyTorch nothing imports TensorFlow, which need not be installed. Each timed
+call trains K = `--steps_per_call` steps (1: one `train_on_batch`; more: one `fit` of K
+steps, the host queueing a step while the device runs the last, as in training; the
+package's loop: K of its steps) and waits until the device has finished them, so a step's
 time is all of its cost; a row gives the median over `--steps` calls of the time per step,
 after `--warmup` untimed calls (the first compiles). Presets run one after another, each
 freed before the next (`--round_robin` keeps all of them and times one call of each per
@@ -34,6 +38,7 @@ Model FLOPs are counted from the config, never measured (model_flops.py has the 
 import argparse
 import dataclasses
 import gc
+import itertools
 import json
 import os
 import statistics
@@ -181,7 +186,8 @@ class Trial:
     keras.config.set_dtype_policy(args.dtype)
     pretrainer = Pretrainer(build_encoder(row.config), use_nsp=use_nsp)
     row.dtype_policy = pretrainer.dtype_policy.name
-    self.trainer = ObjectiveModel(pretrainer, PretrainingObjective(use_nsp=use_nsp))
+    objective = PretrainingObjective(use_nsp=use_nsp)
+    self.trainer = ObjectiveModel(pretrainer, objective)
     optimizer = create_optimizer(
         pretrainer.trainable_variables,
         learning_rate=1e-4,
@@ -189,17 +195,34 @@ class Trial:
         warmup_steps=100,
         optimizer=args.optimizer,
     )
-    self.trainer.compile(optimizer=optimizer, jit_compile=jit_compile)
     self.batch = make_batch(
         row.config.vocab_size, args.batch_size, args.seq_length, args.max_predictions
     )
+    self.package_loop = None
+    if args.trainer == "package":
+      from recurrent_bert.training.jax_loop import JaxTrainingLoop
+
+      self.package_loop = JaxTrainingLoop(
+          pretrainer,
+          optimizer,
+          lambda skip_batches: itertools.repeat(self.batch),
+          objective,
+          model_dir=os.devnull,  # never written: the benchmark saves no checkpoint
+          global_batch_size=args.batch_size,
+          num_train_steps=10_000,
+      )
+    else:
+      self.trainer.compile(optimizer=optimizer, jit_compile=jit_compile)
     self.batch_size, self.k = args.batch_size, args.steps_per_call
     self.repeated = {name: np.concatenate([x] * self.k) for name, x in self.batch.items()}
 
   def train(self, steps: int) -> float:
     """Trains `steps` steps as a call does (one fit of them, or train_on_batch each with
     K = 1) and waits until the device has finished them; their loss."""
-    if self.k == 1:
+    if self.package_loop is not None:
+      _, values = self.package_loop.train_steps(steps)
+      loss = values["loss"][-1]
+    elif self.k == 1:
       for _ in range(steps):
         loss = self.keras.tree.flatten(self.trainer.train_on_batch(self.batch))[0]
     else:
@@ -408,6 +431,12 @@ def parse_args(argv: List[str], backend: str):
       "on PyTorch (there true is torch.compile, minutes of compilation; Keras' auto is false)",
   )
   parser.add_argument("--no_xla", action="store_true", help="the same as --jit_compile=false")
+  parser.add_argument(
+      "--trainer",
+      default="keras",
+      help="keras (Keras' fit / train_on_batch) or package (JAX: the package's own loop, "
+      "training/jax_loop.py, as rbert-pretrain runs it)",
+  )
   parser.add_argument("--no_nsp", action="store_true", help="MLM loss only")
   parser.add_argument("--optimizer", default="adamw", help="adamw or lamb")
   parser.add_argument("--round_robin", action="store_true", help="interleave the presets")
@@ -432,6 +461,10 @@ def parse_args(argv: List[str], backend: str):
     fail(f"--dtype={args.dtype!r}: choose one of {', '.join(DTYPES)}")
   if args.jit_compile not in ("auto", "true", "false", "both"):
     fail(f"--jit_compile={args.jit_compile!r}: choose one of auto, true, false, both")
+  if args.trainer not in ("keras", "package"):
+    fail(f"--trainer={args.trainer!r}: choose keras or package")
+  if args.trainer == "package" and args.backend != "jax":
+    fail(f"--trainer=package: the package's own loop is timed under JAX, not {args.backend}")
   if args.json and args.jit_compile == "both" and not args.no_xla:
     fail("--json: takes one --jit_compile mode, not both")
   for impl in args.blstm_implementations:
@@ -518,6 +551,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         f"(MLM at {args.max_predictions} positions{'' if args.no_nsp else ' + NSP'}, "
         f"{args.optimizer}), batch {args.batch_size} x {args.seq_length} tokens, "
         f"{args.dtype}, jit_compile={jit}, median of {steps} steps after {args.warmup}"
+        + (", the package's JAX loop" if args.trainer == "package" else "")
     )
     print(f"measuring {len(rows)} presets: {header}", flush=True)
 
@@ -525,6 +559,7 @@ def main(argv: Optional[List[str]] = None) -> int:
       if args.json:
         meta = {k: getattr(args, k) for k in ("batch_size", "seq_length", "dtype", "peak_tflops")}
         meta.update(backend=backend, device=device, keras=keras.__version__, jit_compile=jit)
+        meta.update(trainer=args.trainer)
         with open(args.json + ".tmp", "w") as f:
           json.dump(dict(meta, rows=summarize(rows, args)), f, indent=1)
         os.replace(args.json + ".tmp", args.json)

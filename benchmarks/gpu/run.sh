@@ -19,7 +19,9 @@
 # Pallas kernels at several tilings against the portable scan, the BLSTM's hand-written
 # scan against autodiff and cuDNN, at the base presets' shapes, each kernel's numbers
 # checked), the six base presets at batch 64 x 128 tokens in mixed_bfloat16 (bfloat16
-# compute, float32 weights) under JAX, bert_base at 256 x 128 under JAX, PyTorch compiled
+# compute, float32 weights) under JAX, bert_base again through the package's own JAX loop
+# (step_time.py --trainer=package: what rbert-pretrain runs, beside Keras' fit), bert_base
+# at 256 x 128 under JAX, PyTorch compiled
 # (`torch.compile`: bert_base and bert_rab_base; the other presets' recurrences are
 # Python loops over T, which compilation unrolls) and the six under PyTorch eagerly, each
 # process stopped at its deadline within the 8 minutes (a preset that fails or is cut off
@@ -35,7 +37,7 @@
 # RB_TORCH_COMPILED (the presets compiled), RB_BUDGET_S (480), RB_COMPILE_S (200, the
 # parallel compilation), RB_PARALLEL (6 processes at a time), RB_KERNELS_S (45, the
 # kernels' timing), RB_JAX_SHARE (60, % of the time after that), RB_LARGE_S (35, of JAX's
-# share for the large batch) and RB_TORCH_COMPILED_SHARE (50, % of PyTorch's time)
+# share for the large batch), RB_PACKAGE_S (30, of JAX's share for the package loop) and RB_TORCH_COMPILED_SHARE (50, % of PyTorch's time)
 # override the settings.
 set -euo pipefail
 
@@ -98,7 +100,7 @@ COMPILE_END=$((SECONDS + ${RB_COMPILE_S:-200}))
 COMPILE_JOBS=()
 for preset in ${COMPILED//,/ }; do COMPILE_JOBS+=("torch_$preset"); done
 for preset in ${PRESETS//,/ }; do COMPILE_JOBS+=("jax_$preset"); done
-COMPILE_JOBS+=("jax_large_bert_$SIZE" kernels)
+COMPILE_JOBS+=("jax_large_bert_$SIZE" "jax_package_bert_$SIZE" kernels)
 echo "== compiling ${#COMPILE_JOBS[@]} programs, ${RB_PARALLEL:-6} at a time ($((SECONDS - START)) s)"
 rm -rf "$RESULTS/compile" "$RESULTS"/step_time_*.json "$RESULTS/kernels_side_by_side.json"
 mkdir -p "$RESULTS/compile"
@@ -107,6 +109,7 @@ compile_one() {  # NAME: one job, its log in $RESULTS/compile/NAME.txt, its stat
   case $name in
     kernels) args=(-c "${NO_TF/step_time.py/kernels_side_by_side.py}" $KERNEL_ARGS --reps=0) ;;
     jax_large_*) args=("${STEP_TIME[@]:1}" --backend=jax --presets="${name#jax_large_}" --batch_size="$LARGE_BATCH") ;;
+    jax_package_*) args=("${STEP_TIME[@]:1}" --backend=jax --trainer=package --presets="${name#jax_package_}" --batch_size="$BATCH") ;;
     jax_*) args=("${STEP_TIME[@]:1}" --backend=jax --presets="${name#jax_}" --batch_size="$BATCH") ;;
     torch_*) args=("${STEP_TIME[@]:1}" --backend=torch --jit_compile=true --presets="${name#torch_}" --batch_size="$BATCH") ;;
   esac
@@ -179,9 +182,11 @@ left() { echo $((BUDGET_S - (SECONDS - START) - 15)); }  # 15 s for the report
 # -- JAX, then PyTorch compiled, then eager: deadlines, not fixed shares (time one pass
 # leaves over goes to the next) -----------------------------------------------------------
 JAX_END=$((SECONDS + $(left) * ${RB_JAX_SHARE:-60} / 100))
-LARGE_S=${RB_LARGE_S:-35}
-bench jax $((JAX_END - SECONDS - LARGE_S)) "$(compiled jax "$PRESETS")" --backend=jax \
+LARGE_S=${RB_LARGE_S:-35} PACKAGE_S=${RB_PACKAGE_S:-30}
+bench jax $((JAX_END - SECONDS - LARGE_S - PACKAGE_S)) "$(compiled jax "$PRESETS")" --backend=jax \
   --batch_size="$BATCH"
+bench jax_package $((JAX_END - SECONDS - LARGE_S)) "$(compiled jax_package "bert_$SIZE")" \
+  --backend=jax --trainer=package --batch_size="$BATCH"
 bench jax_large $((JAX_END - SECONDS)) "$(compiled jax_large "bert_$SIZE")" --backend=jax \
   --batch_size="$LARGE_BATCH"
 bench torch $(($(left) * ${RB_TORCH_COMPILED_SHARE:-50} / 100)) "$(compiled torch "$COMPILED")" \
@@ -189,7 +194,7 @@ bench torch $(($(left) * ${RB_TORCH_COMPILED_SHARE:-50} / 100)) "$(compiled torc
 bench torch_eager $(left) "$PRESETS" --backend=torch --batch_size="$BATCH"
 
 "$PY" benchmarks/gpu/table.py --presets="$PRESETS" --size="$SIZE" --batch="${BATCH}x$SEQ" \
-  --large_batch="${LARGE_BATCH}x$SEQ" "$RESULTS"/step_time_{jax,jax_large,torch,torch_eager}.json \
+  --large_batch="${LARGE_BATCH}x$SEQ" "$RESULTS"/step_time_{jax,jax_package,jax_large,torch,torch_eager}.json \
   | tee "$RESULTS/step_time.md"
 echo "run.sh: $((SECONDS - START)) s in all, exit $status"
 exit $status

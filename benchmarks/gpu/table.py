@@ -5,13 +5,15 @@ the issue's goals checked, and where each preset's step time goes.
       step_time_jax_256.json step_time_torch.json step_time_torch_eager.json
 
 One table per batch shape (batch x tokens), one column group per file of that shape
-("JAX", "PyTorch compiled", "PyTorch eager"): ms per step, the ratios to bert and
+("JAX", "JAX package loop" (step_time.py --trainer=package), "PyTorch compiled",
+"PyTorch eager"): ms per step, the ratios to bert and
 bert_rab of the same size, MFU. A preset missing from a file (its process was stopped, or
 never started) reads "not run"; a missing file leaves its columns so. Then:
 
   goals     each goal met / NOT met with the measured value, or "not measured": MFU of
             bert at --batch and --large_batch (against the run's --peak_tflops, 989 on an
-            H100 or H200), the recurrent presets' step time against their baselines
+            H100 or H200), the recurrent presets' step time against their baselines (in
+            each pass that was to time the preset)
   first     the first call of every preset (compilation and K steps), seconds
   profiles  per preset, the longest kernels of its short profile (step_time.py
             --profile_top; benchmarks/kernel_profile.py prints them)
@@ -74,6 +76,8 @@ class Run:
     name = NAMES.get(self.backend, self.backend)
     if self.backend == "torch":  # JAX and TensorFlow's XLA rows say nothing more
       name += " compiled" if self.meta.get("jit_compile") else " eager"
+    if self.meta.get("trainer") == "package":  # the package's own loop, not Keras' fit
+      name += " package loop"
     return name
 
 
@@ -155,9 +159,10 @@ def goal_lines(runs: List[Run], size: str, shapes: Dict[str, Tuple[int, int]]) -
   for family, reference, column, limit in RATIO_GOALS:
     preset, ref = f"{family}_{size}", f"{reference}_{size}"
     goal = f"{preset} <= {limit}x {ref} at {shape_text(shapes['batch'])}"
-    matching = [r for r in runs if r.shape == shapes["batch"]]
+    # The passes that were to time the preset (one cut off before it still lists it).
+    matching = [r for r in runs if r.shape == shapes["batch"] and preset in r.rows]
     if not matching:
-      lines.append(f"{goal}: not measured (no run at that batch)")
+      lines.append(f"{goal}: not measured (no pass at that batch timed {preset})")
     for run in matching:
       value = (run.rows.get(preset) or {}).get(column)
       if value is None:

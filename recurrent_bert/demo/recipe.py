@@ -74,6 +74,14 @@ class Recipe:
         f"--clip_norm={self.clip_norm:g}",
     ]
 
+  def key(self, steps: int) -> str:
+    """A folder name that only this recipe over `steps` steps has: the pilot keys its runs
+    by it, so a run is reused only by the same recipe and steps, whatever the list."""
+    return (
+        f"lr{self.learning_rate:g}_warmup{self.warmup_fraction:g}_beta2{self.beta_2:g}"
+        f"_eps{self.epsilon:g}_clip{self.clip_norm:g}_{steps}steps"
+    )
+
   def label(self) -> str:
     return (
         f"peak {self.learning_rate:g}, warm-up {self.warmup_fraction:.0%}, "

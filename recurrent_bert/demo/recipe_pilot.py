@@ -125,10 +125,10 @@ def pilot_jobs(
   stages = ModelStages(settings)
   every = max(1, steps // 4)
   jobs = []
-  for i, recipe in enumerate(recipes):
+  for recipe in recipes:
     for preset in settings.presets:
       for seed in settings.pretrain_seeds:
-        run_dir = settings.path(PILOT_DIR, f"recipe{i}", f"{preset}_seed{seed}")
+        run_dir = settings.path(PILOT_DIR, recipe.key(steps), f"{preset}_seed{seed}")
         command = stages.pretrain_command(preset, seed) + [
             f"--model_dir={run_dir}",
             f"--num_train_steps={steps}",
@@ -146,6 +146,8 @@ def run_jobs(jobs: Sequence[PilotJob], steps: int, parallel: int, log_dir: str) 
   """Runs the unfinished jobs, `parallel` at a time; returns those that failed."""
   os.makedirs(log_dir, exist_ok=True)
   pending = [job for job in jobs if steps not in job.eval_curve()]
+  if len(pending) < len(jobs):
+    print(f"{len(jobs) - len(pending)} of {len(jobs)} pilot runs finished earlier: read back")
   running: List[Tuple[PilotJob, subprocess.Popen]] = []
   failed = []
   total, started = len(pending), time.time()

@@ -133,29 +133,43 @@ def test_data_made_on_one_machine_is_trained_on_another_without_tensorflow(tmp_p
   shutil.copytree(prepared, carried)
   shutil.rmtree(tmp_path / "cache")  # the built-in corpus is not read again either
 
-  pilot = subprocess.run(
-      [
-          sys.executable,
-          "-m",
-          "recurrent_bert.demo.recipe_pilot",
-          f"--work_dir={carried}",
-          "--size=tiny",
-          "--steps=4",
-          "--seeds=1",
-          "--recipes=2e-3:0.25,1e-3:0.25:0.98",
-          "--jobs=2",
-      ],
-      cwd=REPO,
-      env=_blocked_tensorflow_env(tmp_path),
-      capture_output=True,
-      text=True,
-      timeout=600,
-  )
-  chosen = json.loads((carried / "recipe_pilot" / "recipe.json").read_text())
-  assert pilot.returncode == (0 if chosen["chosen"] else 1), pilot.stdout + pilot.stderr
-  assert [s["runs"] for s in chosen["scores"]] == [2, 2] and chosen["unigram"] > 1
-  assert "| peak 0.001, warm-up 25%, β2 0.98, ε 1e-06, clip 1 |" in pilot.stdout
+  def run_pilot(recipes):
+    pilot = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "recurrent_bert.demo.recipe_pilot",
+            f"--work_dir={carried}",
+            "--size=tiny",
+            "--steps=4",
+            "--seeds=1",
+            f"--recipes={recipes}",
+            "--jobs=2",
+        ],
+        cwd=REPO,
+        env=_blocked_tensorflow_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    chosen = json.loads((carried / "recipe_pilot" / "recipe.json").read_text())
+    assert pilot.returncode == (0 if chosen["chosen"] else 1), pilot.stdout + pilot.stderr
+    return pilot.stdout, {s["recipe"]: s for s in chosen["scores"]}, chosen["unigram"]
+
+  shared = "peak 0.001, warm-up 25%, β2 0.98, ε 1e-06, clip 1"
+  stdout, scores, unigram = run_pilot("2e-3:0.25,1e-3:0.25:0.98")
+  assert [s["runs"] for s in scores.values()] == [2, 2] and unigram > 1
+  assert f"| {shared} |" in stdout
   assert len(os.listdir(carried / "recipe_pilot" / "logs")) == 4
+  # Another list: the recipe both lists share is read back, whatever its place in the
+  # list (the runs are keyed by the recipe and the steps); only the new one trains.
+  stdout, rescored, _ = run_pilot("5e-4:0.1,1e-3:0.25:0.98")
+  assert re.findall(r"^\[(\d)/(\d)\] .* under (peak [^:]*):", stdout, re.M) == [
+      ("1", "2", "peak 0.0005, warm-up 10%, β2 0.999, ε 1e-06, clip 1"),
+      ("2", "2", "peak 0.0005, warm-up 10%, β2 0.999, ε 1e-06, clip 1"),
+  ], stdout
+  assert rescored[shared] == scores[shared]
+  assert len(os.listdir(carried / "recipe_pilot" / "logs")) == 6
   shutil.rmtree(carried / "recipe_pilot")
   recipe = {"--learning_rate": "1e-3", "--adam_beta2": "0.98"}
   markers = carried / "stages"
