@@ -12,7 +12,9 @@ persistent compilation cache: a model compiles once). Then `recipe.choose` appli
 rule of demo/recipe.py and the pilot writes DIR/recipe_pilot/recipe.json (the chosen
 recipe as the demo's flags, every recipe's score) and recipe.md, and prints the table and
 the flags (with none chosen, the closest recipe's, marked as such). A finished run is not
-run again.
+run again, and keeps its held-out losses but not its weights (`prune`). Runs are kept under
+DIR/recipe_pilot/<recipe and steps>/<preset>_seed<N>, so a later pilot with another list
+of recipes reads back the runs of the recipes both lists name.
 
 A recipe is LR:WARMUP[:BETA2[:EPSILON[:CLIP]]]: the peak learning rate, the warm-up as a
 fraction of the steps, Adam's beta_2 and epsilon, global-norm clipping (defaults 0.999,
@@ -24,6 +26,7 @@ Exit status: 0 with a recipe chosen, 1 when none qualified or a run failed, 2 fo
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -142,10 +145,27 @@ def pilot_jobs(
   return jobs
 
 
+def prune(run_dir: str) -> None:
+  """Removes a finished pilot run's checkpoints and exported encoder (some 80 MB at mini
+  size): the rule reads its held-out losses alone (metrics.jsonl), and a work dir carried
+  to another machine stays small."""
+  for name in os.listdir(run_dir):
+    if name.startswith("ckpt-") or name in ("checkpoint", "encoder"):
+      path = os.path.join(run_dir, name)
+      if os.path.isdir(path):
+        shutil.rmtree(path)
+      else:
+        os.remove(path)
+
+
 def run_jobs(jobs: Sequence[PilotJob], steps: int, parallel: int, log_dir: str) -> List[PilotJob]:
-  """Runs the unfinished jobs, `parallel` at a time; returns those that failed."""
+  """Runs the unfinished jobs, `parallel` at a time, and prunes the finished ones; returns
+  those that failed."""
   os.makedirs(log_dir, exist_ok=True)
   pending = [job for job in jobs if steps not in job.eval_curve()]
+  for job in jobs:
+    if job not in pending:
+      prune(job.run_dir)
   if len(pending) < len(jobs):
     print(f"{len(jobs) - len(pending)} of {len(jobs)} pilot runs finished earlier: read back")
   running: List[Tuple[PilotJob, subprocess.Popen]] = []
@@ -166,6 +186,8 @@ def run_jobs(jobs: Sequence[PilotJob], steps: int, parallel: int, log_dir: str) 
       running.remove(entry)
       if process.returncode != 0 or steps not in job.eval_curve():
         failed.append(job)
+      else:
+        prune(job.run_dir)
       done = total - len(pending) - len(running)
       elapsed = time.time() - started
       eta = elapsed / done * (total - done) if done else float("nan")

@@ -161,6 +161,12 @@ def test_data_made_on_one_machine_is_trained_on_another_without_tensorflow(tmp_p
   assert [s["runs"] for s in scores.values()] == [2, 2] and unigram > 1
   assert f"| {shared} |" in stdout
   assert len(os.listdir(carried / "recipe_pilot" / "logs")) == 4
+  # A finished pilot run keeps its losses, not its weights: a work dir to carry stays small.
+  run_dirs = list((carried / "recipe_pilot").glob("*steps/*_seed1"))
+  assert len(run_dirs) == 4
+  for run_dir in run_dirs:
+    names = set(os.listdir(run_dir))
+    assert "metrics.jsonl" in names and not {"encoder", "ckpt-4.state"} & names, names
   # Another list: the recipe both lists share is read back, whatever its place in the
   # list (the runs are keyed by the recipe and the steps); only the new one trains.
   stdout, rescored, _ = run_pilot("5e-4:0.1,1e-3:0.25:0.98")
