@@ -146,7 +146,9 @@ def test_the_package_loop_trains_from_the_untrained_loss(tmp_path):
   near ln V (V = 30522) and NSP's near ln 2 (the benchmark's schedule warms up over 100
   steps: three steps leave it there)."""
   path = tmp_path / "rows.json"
-  common = ["--backend=jax", "--presets=bert_tiny", "--batch_size=4", "--seq_length=16"]
+  # 80 masked positions: the mean loss of a fresh model varies by about 0.02 between
+  # processes (weights, masks and dropout differ), 0.07 at 20 positions.
+  common = ["--backend=jax", "--presets=bert_tiny", "--batch_size=16", "--seq_length=32"]
   result = _run(*common, "--trainer=package", "--warmup=0", "--steps=3", f"--json={path}")
   assert result.returncode == 0, result.stderr[-3000:]
   data = json.loads(path.read_text())
@@ -156,8 +158,8 @@ def test_the_package_loop_trains_from_the_untrained_loss(tmp_path):
   first = _run(*common, "--trainer=package", "--warmup=0", "--steps=1", f"--json={path}")
   assert first.returncode == 0, first.stderr[-3000:]
   untrained = math.log(30522) + math.log(2)
-  assert json.loads(path.read_text())["rows"][0]["loss"] == pytest.approx(untrained, abs=0.1)
-  assert row["loss"] == pytest.approx(untrained, abs=0.15)  # the third step's
+  assert json.loads(path.read_text())["rows"][0]["loss"] == pytest.approx(untrained, abs=0.15)
+  assert row["loss"] == pytest.approx(untrained, abs=0.2)  # the third step's
 
   refused = _run("--backend=torch", "--presets=bert_tiny", "--trainer=package", env_backend="torch")
   assert refused.returncode == 2 and refused.stdout == ""
