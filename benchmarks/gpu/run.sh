@@ -21,11 +21,10 @@
 # checked), the six base presets at batch 64 x 128 tokens in mixed_bfloat16 (bfloat16
 # compute, float32 weights) under JAX, bert_base again through the package's own JAX loop
 # (step_time.py --trainer=package: what rbert-pretrain runs, beside Keras' fit), bert_base
-# at 256 x 128 under JAX, PyTorch compiled
-# (`torch.compile`: bert_base and bert_rab_base; the other presets' recurrences are
-# Python loops over T, which compilation unrolls) and the six under PyTorch eagerly, each
-# process stopped at its deadline within the 8 minutes (a preset that fails or is cut off
-# is a row saying so). After each preset's timing, 3 more steps run under the backend's
+# at 256 x 128 under JAX, PyTorch compiled (`torch.compile`: bert_base and bert_rab_base;
+# the other presets' recurrences are Python loops over T, which compilation unrolls) and
+# the six under PyTorch eagerly, each process stopped at its deadline within the 8 minutes
+# (a preset that fails or is cut off is a row saying so). After each preset's timing, 3 more steps run under the backend's
 # profiler: the report lists each preset's 10 longest kernels. It ends with the issue's
 # goals, each met or not. Exit status 1 if anything failed.
 #
@@ -37,8 +36,8 @@
 # RB_TORCH_COMPILED (the presets compiled), RB_BUDGET_S (480), RB_COMPILE_S (200, the
 # parallel compilation), RB_PARALLEL (6 processes at a time), RB_KERNELS_S (45, the
 # kernels' timing), RB_JAX_SHARE (60, % of the time after that), RB_LARGE_S (35, of JAX's
-# share for the large batch), RB_PACKAGE_S (30, of JAX's share for the package loop) and RB_TORCH_COMPILED_SHARE (50, % of PyTorch's time)
-# override the settings.
+# share for the large batch), RB_PACKAGE_S (30, of JAX's share for the package loop) and
+# RB_TORCH_COMPILED_SHARE (50, % of PyTorch's time) override the settings.
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."

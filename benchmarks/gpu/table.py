@@ -6,9 +6,9 @@ the issue's goals checked, and where each preset's step time goes.
 
 One table per batch shape (batch x tokens), one column group per file of that shape
 ("JAX", "JAX package loop" (step_time.py --trainer=package), "PyTorch compiled",
-"PyTorch eager"): ms per step, the ratios to bert and
-bert_rab of the same size, MFU. A preset missing from a file (its process was stopped, or
-never started) reads "not run"; a missing file leaves its columns so. Then:
+"PyTorch eager"): ms per step, the ratios to bert and bert_rab of the same size, MFU. A
+preset missing from a file (its process was stopped, or never started) reads "not run"; a
+missing file leaves its columns so. Then:
 
   goals     each goal met / NOT met with the measured value, or "not measured": MFU of
             bert at --batch and --large_batch (against the run's --peak_tflops, 989 on an

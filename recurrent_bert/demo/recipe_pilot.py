@@ -36,6 +36,7 @@ from absl import flags
 
 from recurrent_bert import cli
 from recurrent_bert import io_utils
+from recurrent_bert import model_dir as layout
 from recurrent_bert.config import PRESETS
 from recurrent_bert.demo import plateau
 from recurrent_bert.demo import recipe as recipe_rule
@@ -150,7 +151,8 @@ def prune(run_dir: str) -> None:
   size): the rule reads its held-out losses alone (metrics.jsonl), and a work dir carried
   to another machine stays small."""
   for name in os.listdir(run_dir):
-    if name.startswith("ckpt-") or name in ("checkpoint", "encoder"):
+    # ckpt-N.* (TensorFlow) and ckpt-N.state/ (JAX), model_dir.py's layout.
+    if name.startswith("ckpt-") or name in (layout.CHECKPOINT_STATE_FILE, layout.EXPORT_DIR):
       path = os.path.join(run_dir, name)
       if os.path.isdir(path):
         shutil.rmtree(path)
