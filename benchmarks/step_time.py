@@ -9,10 +9,12 @@
 A step is one training step of the portable trainer (training/keras_training.py's
 `ObjectiveModel`): the pretraining loss (MLM at P positions + NSP; MLM only with
 `--no_nsp`), its gradients and the optimizer's update (`create_optimizer`: AdamW or LAMB),
-on a synthetic numpy batch. `--trainer=package` (JAX) times the loop the package's JAX
-pretraining runs instead (training/jax_loop.py: one jitted step that donates its state and
-clips the gradient's global norm to 1, a numpy batch put on the device each step): what
-a user of `rbert-pretrain --backend=jax` gets, beside Keras' own trainer. No tf.data:
+on a synthetic numpy batch. `--trainer=package` (JAX, PyTorch) times the loop the
+package's pretraining runs instead (training/jax_loop.py: one jitted step that donates its
+state; training/torch_loop.py: autograd, `torch.compile`d with `--jit_compile=true`; both
+clip the gradient's global norm to 1 and put a numpy batch on the device each step): what
+a user of `KERAS_BACKEND=jax` or `torch` `rbert-pretrain` gets, beside Keras' own trainer.
+No tf.data:
 under JAX and PyTorch nothing imports TensorFlow, which need not be installed. Each timed
 call trains K = `--steps_per_call` steps (1: one `train_on_batch`; more: one `fit` of K
 steps, the host queueing a step while the device runs the last, as in training; the
@@ -50,6 +52,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 BACKENDS = ("tensorflow", "jax", "torch")
+BACKEND_NAMES = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch"}
 DTYPES = ("float32", "bfloat16", "mixed_bfloat16")
 PROGRAM = "step_time.py"
 
@@ -200,9 +203,12 @@ class Trial:
     )
     self.package_loop = None
     if args.trainer == "package":
-      from recurrent_bert.training.jax_loop import JaxTrainingLoop
+      if args.backend == "jax":
+        from recurrent_bert.training.jax_loop import JaxTrainingLoop as PackageLoop
+      else:
+        from recurrent_bert.training.torch_loop import TorchTrainingLoop as PackageLoop
 
-      self.package_loop = JaxTrainingLoop(
+      self.package_loop = PackageLoop(
           pretrainer,
           optimizer,
           lambda skip_batches: itertools.repeat(self.batch),
@@ -210,6 +216,7 @@ class Trial:
           model_dir=os.devnull,  # never written: the benchmark saves no checkpoint
           global_batch_size=args.batch_size,
           num_train_steps=10_000,
+          jit_compile=jit_compile,
       )
     else:
       self.trainer.compile(optimizer=optimizer, jit_compile=jit_compile)
@@ -434,8 +441,8 @@ def parse_args(argv: List[str], backend: str):
   parser.add_argument(
       "--trainer",
       default="keras",
-      help="keras (Keras' fit / train_on_batch) or package (JAX: the package's own loop, "
-      "training/jax_loop.py, as rbert-pretrain runs it)",
+      help="keras (Keras' fit / train_on_batch) or package (JAX, PyTorch: the package's own "
+      "loop, training/jax_loop.py or torch_loop.py, as rbert-pretrain runs it)",
   )
   parser.add_argument("--no_nsp", action="store_true", help="MLM loss only")
   parser.add_argument("--optimizer", default="adamw", help="adamw or lamb")
@@ -463,8 +470,11 @@ def parse_args(argv: List[str], backend: str):
     fail(f"--jit_compile={args.jit_compile!r}: choose one of auto, true, false, both")
   if args.trainer not in ("keras", "package"):
     fail(f"--trainer={args.trainer!r}: choose keras or package")
-  if args.trainer == "package" and args.backend != "jax":
-    fail(f"--trainer=package: the package's own loop is timed under JAX, not {args.backend}")
+  if args.trainer == "package" and args.backend == "tensorflow":
+    fail(
+        "--trainer=package: the package's own loops are timed under JAX and PyTorch; "
+        "TensorFlow's is tf.distribute's (benchmarks/pretrain_throughput.py)"
+    )
   if args.json and args.jit_compile == "both" and not args.no_xla:
     fail("--json: takes one --jit_compile mode, not both")
   for impl in args.blstm_implementations:
@@ -551,7 +561,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         f"(MLM at {args.max_predictions} positions{'' if args.no_nsp else ' + NSP'}, "
         f"{args.optimizer}), batch {args.batch_size} x {args.seq_length} tokens, "
         f"{args.dtype}, jit_compile={jit}, median of {steps} steps after {args.warmup}"
-        + (", the package's JAX loop" if args.trainer == "package" else "")
+        + (f", the package's {BACKEND_NAMES[backend]} loop" if args.trainer == "package" else "")
     )
     print(f"measuring {len(rows)} presets: {header}", flush=True)
 

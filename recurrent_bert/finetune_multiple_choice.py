@@ -68,7 +68,7 @@ def main(argv):
 
   if len(argv) > 1:
     cli.fail(f"unexpected arguments: {argv[1:]}")
-  strategy, is_chief, worker_id = run_flags.make_strategy()
+  strategy, is_chief, worker_id = run_flags.make_strategy(run_flags.TRAINING_BACKENDS)
   parts = finetune_flags.resolve_run(
       worker_id,
       path_flags=("data_dir", "train_file", "eval_file", "predict_file", "tfds_data_dir"),

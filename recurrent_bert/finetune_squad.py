@@ -66,7 +66,7 @@ def main(argv):
       cli.fail(f"--mode={FLAGS.mode} needs --train_file (or --tfds)")
     if FLAGS.mode != "train" and not FLAGS.predict_file:
       cli.fail(f"--mode={FLAGS.mode} needs --predict_file (or --tfds)")
-  strategy, is_chief, worker_id = run_flags.make_strategy()
+  strategy, is_chief, worker_id = run_flags.make_strategy(run_flags.TRAINING_BACKENDS)
   parts = finetune_flags.resolve_run(
       worker_id, path_flags=("train_file", "predict_file", "tfds_data_dir")
   )

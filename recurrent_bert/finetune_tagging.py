@@ -109,7 +109,7 @@ def main(argv):
       cli.fail("--mode=eval needs --eval_file (or --tfds)")
     if FLAGS.mode == "predict" and not (FLAGS.eval_file or FLAGS.predict_file):
       cli.fail("--mode=predict needs --predict_file or --eval_file (or --tfds)")
-  strategy, is_chief, worker_id = run_flags.make_strategy()
+  strategy, is_chief, worker_id = run_flags.make_strategy(run_flags.TRAINING_BACKENDS)
   parts = finetune_flags.resolve_run(
       worker_id, path_flags=("train_file", "eval_file", "predict_file", "tfds_data_dir")
   )

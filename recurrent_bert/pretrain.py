@@ -32,8 +32,9 @@ def main(argv):
   execution.apply_run_dir(pretraining.PATH_FLAGS)
   execution.check_output_path("model_dir")
   model_config = pretraining.model_config()
-  if cli.keras_backend() == "jax":
-    return _main_jax(model_config)
+  backend = cli.keras_backend(execution.TRAINING_BACKENDS)
+  if backend != "tensorflow":
+    return _main_without_tensorflow(model_config, backend)
   # Before any other TensorFlow op: logical CPU devices and MultiWorkerMirroredStrategy's
   # collective ops are configured at program start-up.
   strategy, is_chief, worker_id = execution.make_strategy()
@@ -69,17 +70,17 @@ def main(argv):
     ) from None
 
 
-def _main_jax(model_config) -> None:
-  """The run under Keras' JAX backend (`training.jax_pretraining`): same flags, same
-  model_dir contract; no TensorFlow needed."""
-  devices = execution.jax_devices()
-  data_config, eval_data_config, masker = pretraining.data_config(model_config, "jax")
+def _main_without_tensorflow(model_config, backend: str) -> None:
+  """The run under Keras' JAX or PyTorch backend (`training.numpy_pretraining`): same
+  flags, same model_dir contract; no TensorFlow needed."""
+  devices = execution.backend_devices(backend)
+  data_config, eval_data_config, masker = pretraining.data_config(model_config, backend)
   from recurrent_bert.training import driver
-  from recurrent_bert.training.jax_pretraining import run_jax_pretraining
+  from recurrent_bert.training.numpy_pretraining import run_numpy_pretraining
 
   settings = pretraining.settings_from_flags()
   with cli.ends_on(driver.NonFiniteLossError, status=1):
-    results = run_jax_pretraining(
+    results = run_numpy_pretraining(
         model_config, settings, data_config, eval_data_config, masker, devices
     )
   if settings.mode == "eval":

@@ -22,8 +22,9 @@
 # compute, float32 weights) under JAX, bert_base again through the package's own JAX loop
 # (step_time.py --trainer=package: what rbert-pretrain runs, beside Keras' fit), bert_base
 # at 256 x 128 under JAX, PyTorch compiled (`torch.compile`: bert_base and bert_rab_base;
-# the other presets' recurrences are Python loops over T, which compilation unrolls) and
-# the six under PyTorch eagerly, each process stopped at its deadline within the 8 minutes
+# the other presets' recurrences are Python loops over T, which compilation unrolls),
+# bert_base before them through the package's own PyTorch loop compiled, and the six under
+# PyTorch eagerly, each process stopped at its deadline within the 8 minutes
 # (a preset that fails or is cut off is a row saying so). After each preset's timing, 3 more steps run under the backend's
 # profiler: the report lists each preset's 10 longest kernels. It ends with the issue's
 # goals, each met or not. Exit status 1 if anything failed.
@@ -36,8 +37,9 @@
 # RB_TORCH_COMPILED (the presets compiled), RB_BUDGET_S (480), RB_COMPILE_S (200, the
 # parallel compilation), RB_PARALLEL (6 processes at a time), RB_KERNELS_S (45, the
 # kernels' timing), RB_JAX_SHARE (60, % of the time after that), RB_LARGE_S (35, of JAX's
-# share for the large batch), RB_PACKAGE_S (30, of JAX's share for the package loop) and
-# RB_TORCH_COMPILED_SHARE (50, % of PyTorch's time) override the settings.
+# share for the large batch), RB_PACKAGE_S (30, of JAX's share for the package loop),
+# RB_TORCH_COMPILED_SHARE (50, % of PyTorch's time) and RB_TORCH_PACKAGE_S (45, of that
+# share for the package's PyTorch loop, timed first) override the settings.
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
@@ -95,9 +97,11 @@ STEP_TIME=("$PY" -c "$NO_TF" --seq_length="$SEQ" "${SETTINGS[@]}" --dtype="$DTYP
 # Each process runs its preset's first call (the compilation) and ends; the card's memory
 # is allocated as needed (not JAX's 75% up front), so the processes fit side by side.
 COMPILE_END=$((SECONDS + ${RB_COMPILE_S:-200}))
-# Jobs by name, the longest first: torch_P (compiled), jax_P, jax_large, kernels.
+# Jobs by name, the longest first: torch_P (compiled), torch_package, jax_P, jax_large,
+# jax_package, kernels.
 COMPILE_JOBS=()
 for preset in ${COMPILED//,/ }; do COMPILE_JOBS+=("torch_$preset"); done
+COMPILE_JOBS+=("torch_package_bert_$SIZE")
 for preset in ${PRESETS//,/ }; do COMPILE_JOBS+=("jax_$preset"); done
 COMPILE_JOBS+=("jax_large_bert_$SIZE" "jax_package_bert_$SIZE" kernels)
 echo "== compiling ${#COMPILE_JOBS[@]} programs, ${RB_PARALLEL:-6} at a time ($((SECONDS - START)) s)"
@@ -110,6 +114,7 @@ compile_one() {  # NAME: one job, its log in $RESULTS/compile/NAME.txt, its stat
     jax_large_*) args=("${STEP_TIME[@]:1}" --backend=jax --presets="${name#jax_large_}" --batch_size="$LARGE_BATCH") ;;
     jax_package_*) args=("${STEP_TIME[@]:1}" --backend=jax --trainer=package --presets="${name#jax_package_}" --batch_size="$BATCH") ;;
     jax_*) args=("${STEP_TIME[@]:1}" --backend=jax --presets="${name#jax_}" --batch_size="$BATCH") ;;
+    torch_package_*) args=("${STEP_TIME[@]:1}" --backend=torch --jit_compile=true --trainer=package --presets="${name#torch_package_}" --batch_size="$BATCH") ;;
     torch_*) args=("${STEP_TIME[@]:1}" --backend=torch --jit_compile=true --presets="${name#torch_}" --batch_size="$BATCH") ;;
   esac
   [[ $name == kernels ]] || args+=(--compile_only)
@@ -188,12 +193,18 @@ bench jax_package $((JAX_END - SECONDS - LARGE_S)) "$(compiled jax_package "bert
   --backend=jax --trainer=package --batch_size="$BATCH"
 bench jax_large $((JAX_END - SECONDS)) "$(compiled jax_large "bert_$SIZE")" --backend=jax \
   --batch_size="$LARGE_BATCH"
-bench torch $(($(left) * ${RB_TORCH_COMPILED_SHARE:-50} / 100)) "$(compiled torch "$COMPILED")" \
+# The package's loop first: it is what `KERAS_BACKEND=torch rbert-pretrain --jit_compile`
+# runs, and each compiled pass traces its model again (Inductor's cache keeps kernels only).
+TORCH_COMPILED_END=$((SECONDS + $(left) * ${RB_TORCH_COMPILED_SHARE:-50} / 100))
+TORCH_PACKAGE_S=${RB_TORCH_PACKAGE_S:-$([[ "$SMOKE" == 1 ]] && echo 90 || echo 45)}  # a CPU traces slowly
+bench torch_package "$TORCH_PACKAGE_S" "$(compiled torch_package "bert_$SIZE")" \
+  --backend=torch --jit_compile=true --trainer=package --batch_size="$BATCH"
+bench torch $((TORCH_COMPILED_END - SECONDS)) "$(compiled torch "$COMPILED")" \
   --backend=torch --jit_compile=true --batch_size="$BATCH"
 bench torch_eager $(left) "$PRESETS" --backend=torch --batch_size="$BATCH"
 
 "$PY" benchmarks/gpu/table.py --presets="$PRESETS" --size="$SIZE" --batch="${BATCH}x$SEQ" \
-  --large_batch="${LARGE_BATCH}x$SEQ" "$RESULTS"/step_time_{jax,jax_package,jax_large,torch,torch_eager}.json \
+  --large_batch="${LARGE_BATCH}x$SEQ" "$RESULTS"/step_time_{jax,jax_package,jax_large,torch,torch_package,torch_eager}.json \
   | tee "$RESULTS/step_time.md"
 echo "run.sh: $((SECONDS - START)) s in all, exit $status"
 exit $status

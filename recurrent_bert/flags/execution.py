@@ -39,7 +39,12 @@ def define_flags() -> None:
       ["float32", "mixed_bfloat16", "mixed_float16"],
       "Compute dtype policy; mixed_float16 adds dynamic loss scaling.",
   )
-  flags.DEFINE_boolean("jit_compile", False, "XLA-compile the forward/backward step.")
+  flags.DEFINE_boolean(
+      "jit_compile",
+      False,
+      "Compile the training step: XLA under TensorFlow (JAX always compiles), "
+      "torch.compile under PyTorch.",
+  )
   flags.DEFINE_enum(
       "distribution_strategy",
       "default",
@@ -91,25 +96,27 @@ def register_size_validators(batch_flags: Sequence[str], optional_batches: Seque
   register_range("seed", 0, 2**32 - 1)
 
 
-def make_strategy():
+def make_strategy(backends: Sequence[str] = ("tensorflow", "jax")):
   """The strategy the execution flags name.
 
   Call before any other TensorFlow op: logical CPU devices and MultiWorkerMirrored's
   collectives must be configured at start-up.
 
+  Args:
+    backends: the Keras backends the command runs under (another is refused in one line).
   Returns:
     (strategy: tf.distribute.Strategy, is_chief: bool, worker_id: int); under
-    KERAS_BACKEND=jax a `jax_finetuning.JaxDevices` in the strategy's place.
+    KERAS_BACKEND=jax or torch a `numpy_finetuning.Devices` in the strategy's place.
   """
-  if cli.keras_backend() == "jax":
-    # The commands' strategy stand-in under JAX (`jax_finetuning.JaxDevices`).
-    from recurrent_bert.training.jax_finetuning import JaxDevices
+  backend = cli.keras_backend(backends)
+  if backend != "tensorflow":
+    from recurrent_bert.training.numpy_finetuning import Devices
 
-    count = jax_devices()
+    count = backend_devices(backend)
     micro_batch = 0
     if "train_batch_size" in FLAGS and "gradient_accumulation_steps" in FLAGS:
       micro_batch = FLAGS.train_batch_size // FLAGS.gradient_accumulation_steps
-    return JaxDevices(count, micro_batch), True, 0
+    return Devices(count, micro_batch), True, 0
   from recurrent_bert.training import distribution
 
   distribution.configure_cpu_devices(FLAGS.num_cpu_devices)
@@ -122,9 +129,28 @@ def make_strategy():
   return strategy, distribution.is_chief(strategy), distribution.worker_id(strategy)
 
 
+# Keras' backends the training commands run under.
+TRAINING_BACKENDS = ("tensorflow", "jax", "torch")
+
 # What each --distribution_strategy is under Keras' JAX backend: a device count for
-# `jax_pretraining.set_up_devices` (None: every local device), or why it is refused.
+# `jax_loop.set_up_devices` (None: every local device), or why it is refused.
 _JAX_STRATEGIES = {"default": 1, "one_device": 1, "mirrored": None}
+
+
+def backend_devices(backend: str) -> Optional[int]:
+  """The devices the execution flags give a run under Keras' JAX or PyTorch backend: 1,
+  or (JAX) None for every local device. PyTorch trains on one device: any other
+  strategy is refused in one line."""
+  if backend == "jax":
+    return jax_devices()
+  if FLAGS.distribution_strategy not in ("default", "one_device") or FLAGS.num_cpu_devices > 1:
+    cli.fail(
+        f"--distribution_strategy={FLAGS.distribution_strategy}"
+        f"{' --num_cpu_devices' if FLAGS.num_cpu_devices > 1 else ''}: under "
+        "KERAS_BACKEND=torch the package trains on one device (--distribution_strategy="
+        "default); for several, use KERAS_BACKEND=jax or tensorflow"
+    )
+  return 1
 
 
 def jax_devices() -> Optional[int]:

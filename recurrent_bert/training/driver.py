@@ -9,6 +9,8 @@ computes, and how state is saved and restored, belongs to the backend's subclass
                           loop calls, tf.train.Checkpoint
   training/jax_loop.py    `JaxTrainingLoop`: JAX, keras.distribution (DataParallel), jitted
                           steps, portable checkpoints (saving/training_state.py)
+  training/torch_loop.py  `TorchTrainingLoop`: PyTorch, one device, autograd steps
+                          (torch.compile optional), the same portable checkpoints
 
 A subclass provides `current_step()`, `restore()`, `_save()`, `latest_checkpoint()`,
 `_start_input(step)`, `train_steps(num_steps)` and `_write_scalars(scalars, step)`; the

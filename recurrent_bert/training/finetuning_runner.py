@@ -103,15 +103,18 @@ class Finetuner:
     self.model_dir = settings.model_dir
     keras.utils.set_random_seed(settings.seed)
     keras.config.set_dtype_policy(settings.mixed_precision)
-    # Under KERAS_BACKEND=jax the commands hand a `jax_finetuning.JaxDevices` instead of
-    # a tf.distribute strategy: the modes are the same, the steps and checkpoints JAX's.
-    self.on_jax = keras.backend.backend() == "jax"
+    # Under KERAS_BACKEND=jax or torch the commands hand a `numpy_finetuning.Devices`
+    # instead of a tf.distribute strategy: the modes are the same, the steps and
+    # checkpoints the backend's loop's.
+    self.on_tensorflow = keras.backend.backend() == "tensorflow"
     with strategy.scope():
       self.model = build_task_model(build_encoder(model_config), adapter.info)
-    if self.on_jax:
-      from recurrent_bert.training.jax_finetuning import JaxPredictor
+    if not self.on_tensorflow:
+      from recurrent_bert.training.numpy_finetuning import NumpyPredictor
 
-      self.predictor = JaxPredictor(self.model, adapter.objective.model_inputs, adapter.output_keys)
+      self.predictor = NumpyPredictor(
+          self.model, adapter.objective.model_inputs, adapter.output_keys
+      )
     else:
       self.predictor = evaluation.Predictor(
           strategy, self.model, adapter.objective.model_inputs, adapter.output_keys
@@ -211,7 +214,7 @@ class Finetuner:
   def _trainer(self, optimizer, num_steps: int):
     """The backend's training loop over the train split's features."""
     s = self.settings
-    if not self.on_jax:
+    if self.on_tensorflow:
       return loop_lib.TrainingLoop(
           self.strategy,
           self.model,
@@ -225,15 +228,15 @@ class Finetuner:
           worker_id=self.worker_id,
           **s.loop_arguments(),
       )
-    from recurrent_bert.training import jax_finetuning
-    from recurrent_bert.training.jax_loop import JaxTrainingLoop
+    from recurrent_bert.training import backend_runs
+    from recurrent_bert.training import numpy_finetuning
 
     features = self.adapter.features("train")
     micro_batch = s.train_batch_size // s.gradient_accumulation_steps
-    return JaxTrainingLoop(
+    return backend_runs.loop_class()(
         self.model,
         optimizer,
-        lambda skip: jax_finetuning.row_batches(features, micro_batch, s.seed, skip),
+        lambda skip: numpy_finetuning.row_batches(features, micro_batch, s.seed, skip),
         self.adapter.objective,
         model_dir=self.model_dir,
         global_batch_size=s.train_batch_size,
@@ -295,9 +298,10 @@ class Finetuner:
     )
     if not self.is_chief:
       io_utils.remove_tree(own_best_dir)  # left by a killed run
-    # Under JAX best/ is its weights file alone (written below), read back by path.
+    # Under JAX and PyTorch best/ is its weights file alone (written below), read back
+    # by path.
     best_manager = None
-    if not self.on_jax:
+    if self.on_tensorflow:
       best_manager = tf.train.CheckpointManager(
           saving.tf_checkpoint(self.model),
           own_best_dir,

@@ -13,9 +13,10 @@ What is JAX's here is one update, written with Keras' stateless API:
   optimizer.stateless_apply (AdamW or LAMB)
 
 so its losses are the TensorFlow loop's for the same weights and batches
-(tests/backends/test_jax_pretraining.py holds them equal). Variables the loss does not
-reach (the pooler without NSP) get a zero gradient here, where the TensorFlow loop leaves
-them out of the update; AdamW then still decays them. The loss is unchanged by it.
+(tests/backends/test_pretraining_without_tensorflow.py holds them equal). Variables the
+loss does not reach (the pooler without NSP) get a zero gradient here, where the
+TensorFlow loop leaves them out of the update; AdamW then still decays them. The loss is
+unchanged by it.
 
 Several devices: under `keras.distribution.DataParallel` (set before the model is built,
 so its variables are replicated) each micro-batch is split along its batch axis over the
@@ -32,11 +33,11 @@ step's outputs back before it returns, also when it stops part-way (bad input, a
 Ctrl-C): the donated arrays are deleted, so the variables must never be left holding them.
 Evaluation and checkpoints read the variables between calls, after that write-back.
 
-Checkpoints are `saving.training_state`'s ckpt-N.state/ folders; the input position of step N is
-N x gradient_accumulation_steps micro-batches, which a resumed run skips.
+Input, checkpoints (`saving.training_state`'s ckpt-N.state/ folders) and events are
+`numpy_batch_loop.NumpyBatchLoop`'s, shared with PyTorch's loop.
 """
 
-from typing import Callable, Dict, Iterator, Optional
+from typing import Dict, Optional
 
 from absl import logging
 import jax
@@ -44,10 +45,29 @@ import jax.numpy as jnp
 import keras
 import numpy as np
 
-from recurrent_bert import saving
-from recurrent_bert.saving import training_state
-from recurrent_bert.training import events
-from recurrent_bert.training.driver import TrainingDriver
+from recurrent_bert.errors import InputError
+from recurrent_bert.training.numpy_batch_loop import NumpyBatchLoop
+
+
+def set_up_devices(devices: Optional[int], micro_batch_size: int) -> int:
+  """Uses one device, or every local one through Keras' DataParallel; returns the count.
+
+  Raises:
+    InputError: the micro-batch does not split evenly over the devices.
+  """
+  available = jax.devices()
+  count = len(available) if devices is None else devices
+  if count > len(available):
+    raise InputError(f"{count} devices asked for, {len(available)} found: {available}")
+  if count > 1:
+    if micro_batch_size % count:
+      raise InputError(
+          f"--train_batch_size / --gradient_accumulation_steps = {micro_batch_size} "
+          f"examples per micro-batch do not split over the {count} devices"
+      )
+    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=available[:count]))
+  logging.info("JAX: %d of %d %s device(s)", count, len(available), available[0].platform)
+  return count
 
 
 def _global_norm_clip(grads, clip_norm: float):
@@ -57,43 +77,22 @@ def _global_norm_clip(grads, clip_norm: float):
   return [(g * scale).astype(g.dtype) for g in grads]
 
 
-class JaxTrainingLoop(TrainingDriver):
+class JaxTrainingLoop(NumpyBatchLoop):
   """Trains `model` on `objective` with jitted JAX steps (module docstring).
 
   Args:
-    model: a built Keras model (e.g. `Pretrainer`); its variables are read before and
-      written after every loop call, so evaluation and saving see the trained weights.
-    optimizer: a built Keras optimizer over `model.trainable_variables`
-      (`optimizers.create_optimizer`, without clip_norm: the step clips).
-    batches_fn: `batches_fn(skip_batches)` -> iterator of micro-batches (dicts of numpy
-      arrays of global_batch_size / gradient_accumulation_steps examples), positioned
-      after `skip_batches` of them.
-    objective: one of training/objectives.py.
-    clip_norm: global-norm gradient clipping (0: none).
+    model, optimizer, batches_fn, objective, clip_norm, loss_scaling: `NumpyBatchLoop`'s;
+      the model's variables are read before and written after every loop call, so
+      evaluation and saving see the trained weights.
     jit_compile: TensorFlow's XLA switch (`TrainingSettings.loop_arguments` gives it):
       JAX always compiles its step, so it is not read.
-    loss_scaling: must be False (TrainingSettings.loop_arguments gives it).
     **kwargs: `TrainingDriver`'s (model_dir, global_batch_size, num_train_steps, ...).
   """
 
   def __init__(
-      self,
-      model,
-      optimizer,
-      batches_fn: Callable[[int], Iterator[Dict[str, np.ndarray]]],
-      objective,
-      *,
-      clip_norm: float = 1.0,
-      jit_compile: bool = True,
-      loss_scaling: bool = False,
-      **kwargs,
+      self, model, optimizer, batches_fn, objective, *, jit_compile: bool = True, **kwargs
   ):
-    if loss_scaling:
-      raise ValueError("float16 loss scaling is TensorFlow's; under JAX train in bfloat16")
-    super().__init__(model, optimizer, objective, **kwargs)
-    self.batches_fn = batches_fn
-    self.clip_norm = clip_norm
-    self._batches: Optional[Iterator] = None
+    super().__init__(model, optimizer, batches_fn, objective, **kwargs)
     self._distribution = keras.distribution.distribution()
     del jit_compile  # JAX always jits
     # The three state lists (module docstring); never the micro-batches, which no output
@@ -146,10 +145,6 @@ class JaxTrainingLoop(TrainingDriver):
 
   # -- input --------------------------------------------------------------------------
 
-  def _start_input(self, step: int) -> None:
-    if self._batches is None:
-      self._batches = self.batches_fn(step * self.accumulation_steps)
-
   def _device_batch(self, batch: Dict[str, np.ndarray]):
     """A micro-batch on the devices: split along its batch axis under DataParallel."""
     if self._distribution is None:
@@ -160,9 +155,6 @@ class JaxTrainingLoop(TrainingDriver):
     }
 
   # -- the driver's hooks -------------------------------------------------------------
-
-  def current_step(self) -> int:
-    return int(keras.ops.convert_to_numpy(self.optimizer.iterations))
 
   def _state_variables(self):
     """The step's three state lists of Keras variables, in its argument order."""
@@ -178,9 +170,7 @@ class JaxTrainingLoop(TrainingDriver):
     per_step = []
     try:
       for _ in range(num_steps):
-        micro_batches = tuple(
-            self._device_batch(next(self._batches)) for _ in range(self.accumulation_steps)
-        )
+        micro_batches = tuple(self._device_batch(b) for b in self._next_micro_batches())
         *state, values = self._jitted_step(*state, micro_batches)
         per_step.append(values)
     finally:
@@ -189,31 +179,4 @@ class JaxTrainingLoop(TrainingDriver):
       for variables, arrays in zip(self._state_variables(), state):
         for variable, array in zip(variables, arrays):
           variable.assign(array)
-    per_step = jax.device_get(per_step)  # one wait for the whole call
-    stat_names = self.objective.stat_names
-    sums = {name: float(sum(np.float64(v[name]) for v in per_step)) for name in stat_names}
-    step_value_names = ("loss", *self.objective.step_value_names)
-    values = {k: np.array([v[k] for v in per_step], np.float32) for k in step_value_names}
-    return sums, values
-
-  def restore(self) -> Optional[str]:
-    latest = saving.latest_state(self.model_dir)
-    if latest:
-      step = training_state.restore_state(latest, self.model, self.optimizer)
-      logging.info("resumed from %s at step %d", latest, step)
-    self._saved_step = self.current_step() if latest else None
-    return latest
-
-  def _save(self) -> None:
-    step = self.current_step()
-    if self.is_chief:
-      training_state.save_state(
-          self.model_dir, step, self.model, self.optimizer, self.keep_checkpoint_max
-      )
-    self._saved_step = step
-
-  def latest_checkpoint(self) -> Optional[str]:
-    return saving.latest_state(self.model_dir)
-
-  def _write_scalars(self, scalars: Dict[str, float], step: int) -> None:
-    events.write_scalars(self.model_dir, scalars, step, is_chief=self.is_chief)
+    return self._call_results(jax.device_get(per_step))  # one wait for the whole call

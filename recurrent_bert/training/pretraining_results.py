@@ -3,8 +3,9 @@
 `results_from_sums` turns the evaluation's summed statistics into the reported metrics
 (the formulas are in `pretraining_eval`'s docstring); `record_eval_results` writes them
 where a pretraining model_dir keeps them (eval_results.json, a metrics.jsonl row, events).
-The TensorFlow evaluator (`pretraining_eval`) and JAX's (`jax_pretraining`) both call
-these, so their files are the same. This module imports no TensorFlow.
+The TensorFlow evaluator (`pretraining_eval`) and JAX's and PyTorch's
+(`numpy_pretraining`) call these, so their files are the same. This module imports no
+TensorFlow.
 """
 
 import math

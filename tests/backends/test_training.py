@@ -44,8 +44,12 @@ def test_importing_the_training_pieces_loads_no_tensorflow():
       import sys
       import keras
       from recurrent_bert.training import keras_training, metric_sums, objectives, optimizers
-      if keras.backend.backend() == "jax":  # the JAX commands' modules, pretraining's whole
-        from recurrent_bert.training import driver, events, jax_loop, jax_pretraining
+      if keras.backend.backend() == "jax":  # the JAX commands' modules
+        from recurrent_bert.training import jax_loop
+      if keras.backend.backend() == "torch":
+        from recurrent_bert.training import torch_loop
+      if keras.backend.backend() != "tensorflow":  # pretraining's whole
+        from recurrent_bert.training import backend_runs, driver, events, numpy_pretraining
         from recurrent_bert.training import pretraining_results
         from recurrent_bert.saving import training_state
         from recurrent_bert.data import example_decoder, record_batches

@@ -1,17 +1,20 @@
-"""Pretraining under Keras' JAX backend, callable from Python; no TensorFlow needed.
+"""Pretraining under Keras' JAX and PyTorch backends, callable from Python; no TensorFlow.
 
-`run_jax_pretraining(model_config, settings, data_config, ...)` is what
-`KERAS_BACKEND=jax python -m recurrent_bert.pretrain` runs: the JAX twin of
-`pretraining_runner.run_pretraining`, with the same `PretrainSettings`, the same
-objective, optimizer, schedules and metric sums, and the same model_dir contract
+`run_numpy_pretraining(model_config, settings, data_config, ...)` is what
+`KERAS_BACKEND=jax python -m recurrent_bert.pretrain` (and `KERAS_BACKEND=torch`) runs:
+the twin of `pretraining_runner.run_pretraining`, with the same `PretrainSettings`, the
+same objective, optimizer, schedules and metric sums, and the same model_dir contract
 (`recurrent_bert/model_dir.py`): model_config.json and the tokenizer files from the first
 step, metrics.jsonl with the same rows, eval_results.json, events where TensorFlow is
 installed, and the encoder/ export (its weights file; `export` and every command read it).
-Its training checkpoints are ckpt-N.state/ folders (`saving.training_state`).
+Records are read in numpy (`data/pretraining_records.py`, `data/record_batches.py`); its
+training checkpoints are ckpt-N.state/ folders (`saving.training_state`).
 
-Devices: one (`devices=1`), or every local one (`devices=None`) through
-`keras.distribution.DataParallel`: each micro-batch is split over them, the update is
-the one-device update of the whole batch.
+What differs between the two backends is the loop (`jax_loop.JaxTrainingLoop`, jitted;
+`torch_loop.TorchTrainingLoop`, autograd) and the devices: under JAX one (`devices=1`) or
+every local one (`devices=None`) through `keras.distribution.DataParallel`, each
+micro-batch split over them; under PyTorch one, the one Keras' PyTorch backend picks (a
+CUDA GPU where there is one).
 
 Flag-free: bad input raises `errors.InputError`, a NaN loss `driver.NonFiniteLossError`.
 """
@@ -19,8 +22,6 @@ Flag-free: bad input raises `errors.InputError`, a NaN loss `driver.NonFiniteLos
 from typing import Dict, Optional
 
 from absl import logging
-import jax
-import jax.numpy as jnp
 import keras
 import numpy as np
 
@@ -33,18 +34,17 @@ from recurrent_bert.errors import InputError
 from recurrent_bert.models import Pretrainer
 from recurrent_bert.models import build_encoder
 from recurrent_bert.saving import training_state
+from recurrent_bert.training import backend_runs
 from recurrent_bert.training import events
-from recurrent_bert.training import jax_compilation
 from recurrent_bert.training import metric_sums
 from recurrent_bert.training import objectives
 from recurrent_bert.training import optimizers
 from recurrent_bert.training import pretraining_results
-from recurrent_bert.training.jax_loop import JaxTrainingLoop
 from recurrent_bert.training.settings import PretrainSettings
 
 
-class JaxPretrainingEvaluator:
-  """Held-out MLM (+ NSP) metrics of a `Pretrainer` under JAX: every record once, in file
+class NumpyPretrainingEvaluator:
+  """Held-out MLM (+ NSP) metrics of a `Pretrainer` under JAX or PyTorch: every record once, in file
   order, the last batch padded with rows of weight 0; the sums and formulas are
   `pretraining_eval.PretrainingEvaluator`'s (`pretraining_results.results_from_sums`).
 
@@ -73,12 +73,14 @@ class JaxPretrainingEvaluator:
     self.batch_size = batch_size
     self.use_nsp = bool(getattr(model, "use_nsp", False))
     self._objective = objectives.PretrainingObjective(self.use_nsp)
-    self._word_starts = None if word_starts is None else jnp.asarray(list(word_starts), bool)
+    self._word_starts = None
+    if word_starts is not None:
+      self._word_starts = keras.ops.convert_to_tensor(np.asarray(list(word_starts), bool))
     self.num_records = pretraining_records.count_records(data_config)
     if not self.num_records:
       raise InputError(f"the eval files hold no records: {list(data_config.input_files)}")
     self.num_steps = pretraining_records.eval_steps(self.num_records, batch_size, 1, max_eval_steps)
-    self._forward_sums = jax.jit(self._sums)
+    self._forward_sums = backend_runs.inference_function(self._sums)
 
   def _sums(self, trainable, non_trainable, batch):
     outputs, _ = self.model.stateless_call(
@@ -101,34 +103,27 @@ class JaxPretrainingEvaluator:
     for i, batch in zip(range(self.num_steps), batches):
       if self.masker is not None:
         batch = self.masker(batch, np.random.default_rng([self.data_config.seed + 3, i]))
-      sums = jax.device_get(self._forward_sums(trainable, non_trainable, batch))
+      sums = self._forward_sums(trainable, non_trainable, batch)
       for name, value in sums.items():
-        totals[name] = totals.get(name, 0.0) + float(value)
+        totals[name] = totals.get(name, 0.0) + float(keras.ops.convert_to_numpy(value))
     return pretraining_results.results_from_sums(totals, self.num_steps, self.use_nsp)
 
 
-def set_up_devices(devices: Optional[int], micro_batch_size: int) -> int:
-  """Uses one device, or every local one through Keras' DataParallel; returns the count.
-
-  Raises:
-    InputError: the micro-batch does not split evenly over the devices.
-  """
-  available = jax.devices()
-  count = len(available) if devices is None else devices
-  if count > len(available):
-    raise InputError(f"{count} devices asked for, {len(available)} found: {available}")
-  if count > 1:
-    if micro_batch_size % count:
-      raise InputError(
-          f"--train_batch_size / --gradient_accumulation_steps = {micro_batch_size} "
-          f"examples per micro-batch do not split over the {count} devices"
-      )
-    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=available[:count]))
-  logging.info("JAX: %d of %d %s device(s)", count, len(available), available[0].platform)
-  return count
+_BACKEND_NAMES = {"jax": "JAX", "torch": "PyTorch"}
 
 
-def run_jax_pretraining(
+def _compilation_line():
+  """Under JAX, starts counting XLA's programs and returns the function that gives the
+  line the run logs at its end; None under PyTorch (its loop logs torch.compile's work)."""
+  if keras.backend.backend() != "jax":
+    return None
+  from recurrent_bert.training import jax_compilation  # pylint: disable=g-import-not-at-top
+
+  jax_compilation.count()  # from here on
+  return jax_compilation.describe
+
+
+def run_numpy_pretraining(
     model_config: ModelConfig,
     settings: PretrainSettings,
     data_config: Optional[PretrainingDataConfig],
@@ -144,7 +139,7 @@ def run_jax_pretraining(
     data_config: the training records (None for mode "eval").
     eval_data_config: the held-out records ("eval" and "train_and_eval").
     masker: masks unmasked records while reading (--dynamic_masking).
-    devices: 1, or None for every local device (DataParallel).
+    devices: 1, or None for every local device (DataParallel, JAX only).
 
   Returns:
     Mode "eval": {"global_step", "eval"}; else the final training metrics.
@@ -155,14 +150,16 @@ def run_jax_pretraining(
   s = settings
   if (data_config is None and s.mode != "eval") or (eval_data_config is None and s.mode != "train"):
     raise InputError(f"mode={s.mode} needs {'held-out' if data_config else 'training'} records")
+  backend = keras.backend.backend()
   if s.mixed_precision == "mixed_float16":
     raise InputError(
-        "--mixed_precision=mixed_float16 is TensorFlow's (loss scaling); under JAX use "
-        "--mixed_precision=mixed_bfloat16"
+        "--mixed_precision=mixed_float16 is TensorFlow's (loss scaling); under "
+        f"{_BACKEND_NAMES[backend]} use --mixed_precision=mixed_bfloat16"
     )
   micro_batch = s.train_batch_size // s.gradient_accumulation_steps
-  jax_compilation.count()  # from here on
-  num_devices = set_up_devices(devices, micro_batch)
+  compilation_line = _compilation_line()
+  num_devices = backend_runs.set_up_devices(devices, micro_batch)
+  process, processes = backend_runs.process_index_and_count()
   keras.utils.set_random_seed(s.seed)
   keras.config.set_dtype_policy(s.mixed_precision)
   latest = saving.latest_state(s.model_dir)
@@ -179,14 +176,14 @@ def run_jax_pretraining(
   )
   evaluate = None
   if eval_data_config is not None:
-    evaluate = _evaluator(model, model_config, s, eval_data_config, num_devices, masker)
+    evaluate = _evaluator(
+        model, model_config, s, eval_data_config, num_devices, masker, process == 0
+    )
   if s.mode == "eval":
     step = training_state.restore_state(latest, model, optimizer)
     results = {"global_step": step, "eval": evaluate(step)}
     pretraining_results.report_skipped(eval_data_config.skipped)
     return results
-
-  process, processes = jax.process_index(), jax.process_count()
 
   def batches_fn(skip_batches: int):
     return record_batches.training_batches(
@@ -194,7 +191,7 @@ def run_jax_pretraining(
     )
 
   skipped = data_config.skipped
-  trainer = JaxTrainingLoop(
+  trainer = backend_runs.loop_class()(
       model,
       optimizer,
       batches_fn,
@@ -213,7 +210,7 @@ def run_jax_pretraining(
         s.model_dir,
         vocab_file=s.vocab_file,
         do_lower_case=s.do_lower_case,
-        info=dict(info, backend="jax"),
+        info=dict(info, backend=backend),
     )
 
   results = pretraining_results.train_and_export(
@@ -225,18 +222,25 @@ def run_jax_pretraining(
       lambda path: saving.open_model(path).restore_pretrainer(model),
       export if process == 0 else None,
   )
-  logging.info("%s", jax_compilation.describe())
+  if compilation_line is not None:
+    logging.info("%s", compilation_line())
   return results
 
 
 def _evaluator(
-    model, model_config, s: PretrainSettings, eval_data_config, num_devices: int, masker
+    model,
+    model_config,
+    s: PretrainSettings,
+    eval_data_config,
+    num_devices: int,
+    masker,
+    is_chief: bool,
 ):
   """evaluate(step) -> results, recorded in eval_results.json, metrics.jsonl and events."""
   batch_size = s.resolved_eval_batch_size
   if batch_size % num_devices:
     raise InputError(f"--eval_batch_size={batch_size} does not split over {num_devices} devices")
-  evaluator = JaxPretrainingEvaluator(
+  evaluator = NumpyPretrainingEvaluator(
       model,
       eval_data_config,
       batch_size,
@@ -254,7 +258,7 @@ def _evaluator(
   def evaluate(step):
     results = evaluator.evaluate()
     logging.info("eval step %d: %s", step, " ".join(f"{k}={v:.4f}" for k, v in results.items()))
-    if jax.process_index() == 0:
+    if is_chief:
       pretraining_results.record_eval_results(
           s.model_dir,
           step,
