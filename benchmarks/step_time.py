@@ -14,16 +14,15 @@ package's pretraining runs instead (training/jax_loop.py: one jitted step that d
 state; training/torch_loop.py: autograd, `torch.compile`d with `--jit_compile=true`; both
 clip the gradient's global norm to 1 and put a numpy batch on the device each step): what
 a user of `KERAS_BACKEND=jax` or `torch` `rbert-pretrain` gets, beside Keras' own trainer.
-No tf.data:
-under JAX and PyTorch nothing imports TensorFlow, which need not be installed. Each timed
-call trains K = `--steps_per_call` steps (1: one `train_on_batch`; more: one `fit` of K
-steps, the host queueing a step while the device runs the last, as in training; the
-package's loop: K of its steps) and waits until the device has finished them, so a step's
-time is all of its cost; a row gives the median over `--steps` calls of the time per step,
-after `--warmup` untimed calls (the first compiles). Presets run one after another, each
-freed before the next (`--round_robin` keeps all of them and times one call of each per
-round, so a noisy machine's spikes hit all alike). `--json` rewrites a file after every
-preset, so a run cut short keeps the presets it finished.
+No tf.data: under JAX and PyTorch nothing imports TensorFlow, which need not be installed.
+Each timed call trains K = `--steps_per_call` steps (1: one `train_on_batch`; more: one
+`fit` of K steps, the host queueing a step while the device runs the last, as in
+training; the package's loop: K of its steps) and waits until the device has finished
+them, so a step's time is all of its cost; a row gives the median over `--steps` calls
+of the time per step, after `--warmup` untimed calls (the first compiles). Presets run
+one after another, each freed before the next (`--round_robin` keeps all of them and
+times one call of each per round, so a noisy machine's spikes hit all alike). `--json`
+rewrites a file after every preset, so a run cut short keeps the presets it finished.
 
 Per row: ms per step, tokens/s (B·T per step), the ratios to the step of `bert_<size>`
 and of `bert_rab_<size>` in the same run (the row's own size), model TFLOPs per step,
