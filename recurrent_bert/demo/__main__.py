@@ -193,9 +193,9 @@ def define_flags() -> None:
   flags.DEFINE_enum(
       "backend",
       "tensorflow",
-      ["tensorflow", "jax"],
+      ["tensorflow", "jax", "torch"],
       "Keras backend of the pretraining and fine-tuning runs (their KERAS_BACKEND); "
-      "export and the query run under TensorFlow either way.",
+      "export and the query run under TensorFlow whichever it is.",
   )
   flags.DEFINE_bool(
       "pretraining_only",

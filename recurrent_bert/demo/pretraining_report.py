@@ -28,16 +28,22 @@ from recurrent_bert.demo import run_results
 
 
 def _device(backend: str) -> str:
-  """What trained the models: JAX's device kind under JAX, else the host's CPU."""
+  """What trained the models: JAX's device kind under JAX, PyTorch's CUDA GPU under
+  PyTorch on one, else the host's CPU."""
   try:
-    if backend != "jax":
-      raise ImportError("not a JAX run")
-    import jax
+    if backend == "jax":
+      import jax
 
-    device = jax.devices()[0]
-    return f"{device.device_kind} x {jax.device_count()} ({device.platform}, JAX)"
-  except Exception:  # no JAX, or no device: the host is what there is to name
-    return f"{platform.processor() or platform.machine()} ({os.cpu_count()} cores)"
+      device = jax.devices()[0]
+      return f"{device.device_kind} x {jax.device_count()} ({device.platform}, JAX)"
+    if backend == "torch":
+      import torch
+
+      if torch.cuda.is_available():
+        return f"{torch.cuda.get_device_name(0)} (cuda, PyTorch)"
+  except Exception:  # pylint: disable=broad-except  # no library or device: name the host
+    pass
+  return f"{platform.processor() or platform.machine()} ({os.cpu_count()} cores)"
 
 
 def _table(rows: List[Dict]) -> List[str]:

@@ -1,6 +1,7 @@
 """`python -m recurrent_bert.demo --backend=jax`: the CI-sized demo with its pretraining and
 fine-tuning under JAX, its export and query under TensorFlow; then the --pretraining_only
-report (the MLM claims) from the same runs. Run as `KERAS_BACKEND=jax pytest tests/backends`."""
+report (the MLM claims) from the same runs. Run as `KERAS_BACKEND=jax pytest tests/backends`.
+The first test also runs in the PyTorch session, with --backend=torch."""
 
 import json
 import os
@@ -17,7 +18,10 @@ from tests.backends.support import REPO
 from tests.backends.support import backend_env
 from tests.demo.test_pipeline import CI_FLAGS
 
-pytestmark = pytest.mark.skipif(BACKEND != "jax", reason="the JAX loop (KERAS_BACKEND=jax)")
+only_jax = pytest.mark.skipif(BACKEND != "jax", reason="the JAX loop (KERAS_BACKEND=jax)")
+pytestmark = pytest.mark.skipif(
+    BACKEND not in ("jax", "torch"), reason="the JAX and PyTorch loops (KERAS_BACKEND=jax, torch)"
+)
 
 # One seed, one learning rate, two models of one claim (SwishRNN against BERT-rab): every
 # stage and both backends' code paths, at the fewest runs.
@@ -29,17 +33,23 @@ OVERRIDES = {
 
 
 def _demo(tmp_path, overrides, work_dir=None, without_tensorflow=False):
-  """The CI-sized demo under --backend=jax, with `overrides` ({flag: value, or "" for a
-  bare flag}) in place of CI_FLAGS' own, in `work_dir` (default tmp_path/demo); with
-  `without_tensorflow`, in processes where `import tensorflow` fails, as on a GPU machine.
-  Returns (the work dir, the CompletedProcess)."""
+  """The CI-sized demo under --backend=<this session's backend>, with `overrides` ({flag:
+  value, or "" for a bare flag}) in place of CI_FLAGS' own, in `work_dir` (default
+  tmp_path/demo); with `without_tensorflow`, in processes where `import tensorflow` fails,
+  as on a GPU machine. Returns (the work dir, the CompletedProcess)."""
   work_dir = work_dir or tmp_path / "demo"
   kept = [f for f in CI_FLAGS if f.split("=")[0] not in overrides and "tokenizers" not in f]
   env = dict(backend_env("tensorflow"), RECURRENT_BERT_CACHE=str(tmp_path / "cache"))
   if without_tensorflow:
     env = _blocked_tensorflow_env(tmp_path)  # the demo's own process takes --backend's
   result = subprocess.run(
-      [sys.executable, "-m", "recurrent_bert.demo", f"--work_dir={work_dir}", "--backend=jax"]
+      [
+          sys.executable,
+          "-m",
+          "recurrent_bert.demo",
+          f"--work_dir={work_dir}",
+          f"--backend={BACKEND}",
+      ]
       + kept
       + [f"{name}={value}" if value else name for name, value in overrides.items()],
       cwd=REPO,
@@ -58,9 +68,10 @@ def _run_demo(tmp_path, overrides, **options):
   return work_dir
 
 
-def test_the_demo_under_jax_runs_every_stage(tmp_path):
+def test_the_demo_under_the_backend_runs_every_stage(tmp_path):
   work_dir = _run_demo(tmp_path, OVERRIDES)
-  # Trained under JAX: its checkpoints are ckpt-N.state/ folders, pretraining and fine-tuning.
+  # Trained under JAX or PyTorch: its checkpoints are ckpt-N.state/ folders, pretraining
+  # and fine-tuning.
   for preset in ("bert_rab_tiny", "swishrnn_tiny"):
     assert any(n.endswith(".state") for n in os.listdir(work_dir / "pretrain" / preset / "seed1"))
   finetune_dirs = [root for root, dirs, _ in os.walk(work_dir / "finetune") if "best" in dirs]
@@ -76,10 +87,10 @@ def test_the_demo_under_jax_runs_every_stage(tmp_path):
   # --pretraining_only's report of the same pretraining runs.
   inputs = json.loads((work_dir / "report" / "inputs.json").read_text())
   inputs["out_dir"] = str(tmp_path / "claims")
-  inputs["settings"]["backend"] = "jax"
+  assert inputs["settings"]["backend"] == BACKEND
   paths = pretraining_report.write_pretraining_report(inputs)
   claims_md = open(paths["claims_md"], encoding="utf-8").read()
-  assert "backend jax" in claims_md and "| SwishRNN-BERT | swishrnn_tiny |" in claims_md
+  assert f"backend {BACKEND}" in claims_md and "| SwishRNN-BERT | swishrnn_tiny |" in claims_md
   assert paths["claims"] == [
       "inconclusive at this budget: SwishRNN-BERT reaches a lower MLM loss than BERT-rab "
       "(its paper's baseline) at equal steps (held-out records, last step)"
@@ -87,6 +98,7 @@ def test_the_demo_under_jax_runs_every_stage(tmp_path):
   assert os.path.getsize(paths["mlm_loss_png"]) > 10_000
 
 
+@only_jax
 def test_a_models_later_seeds_read_its_programs_from_the_compilation_cache(tmp_path):
   """Three seeds of one model, one after the other: the first compiles the XLA programs,
   the other two compile none and read every one from the demo's shared cache."""
@@ -115,6 +127,7 @@ def _blocked_tensorflow_env(tmp_path):
   return env
 
 
+@only_jax
 def test_data_made_on_one_machine_is_trained_on_another_without_tensorflow(tmp_path):
   """--data_only makes the corpus, the WordPiece vocabulary and the records (where
   TensorFlow is); the work dir is copied elsewhere. There, without TensorFlow, the recipe
