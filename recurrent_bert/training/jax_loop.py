@@ -70,13 +70,6 @@ def set_up_devices(devices: Optional[int], micro_batch_size: int) -> int:
   return count
 
 
-def _global_norm_clip(grads, clip_norm: float):
-  """`grads` scaled to a global norm of at most `clip_norm` (tf.clip_by_global_norm)."""
-  norm = jnp.sqrt(sum(jnp.sum(jnp.square(g.astype(jnp.float32))) for g in grads))
-  scale = clip_norm / jnp.maximum(norm, clip_norm)
-  return [(g * scale).astype(g.dtype) for g in grads]
-
-
 class JaxTrainingLoop(NumpyBatchLoop):
   """Trains `model` on `objective` with jitted JAX steps (module docstring).
 
@@ -114,8 +107,7 @@ class JaxTrainingLoop(NumpyBatchLoop):
     Returns:
       (trainable, non_trainable, optimizer_variables, {"loss", stats, step values}).
     """
-    normalizers = [self.objective.normalizers(batch) for batch in micro_batches]
-    normalizers = {k: sum(n[k] for n in normalizers) for k in normalizers[0]}
+    normalizers = self._summed_normalizers(micro_batches)
     stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *micro_batches)
     grad_fn = jax.value_and_grad(self._loss_share, has_aux=True)
 
@@ -135,8 +127,7 @@ class JaxTrainingLoop(NumpyBatchLoop):
       (non_trainable, loss, sums, grads), _ = jax.lax.scan(
           micro_step, (non_trainable, loss, sums, grads), rest
       )
-    if self.clip_norm > 0:
-      grads = _global_norm_clip(grads, self.clip_norm)
+    grads = self._clipped(grads)
     trainable, optimizer_variables = self.optimizer.stateless_apply(
         optimizer_variables, grads, trainable
     )

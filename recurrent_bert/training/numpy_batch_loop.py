@@ -65,6 +65,22 @@ class NumpyBatchLoop(TrainingDriver):
     """The next update's gradient_accumulation_steps micro-batches."""
     return [next(self._batches) for _ in range(self.accumulation_steps)]
 
+  def _summed_normalizers(self, micro_batches) -> Dict:
+    """The objective's normalizers of the whole update: summed over its micro-batches."""
+    normalizers = [self.objective.normalizers(batch) for batch in micro_batches]
+    return {k: sum(n[k] for n in normalizers) for k in normalizers[0]}
+
+  def _clipped(self, grads: List) -> List:
+    """`grads` scaled to a global norm of at most `clip_norm` (tf.clip_by_global_norm),
+    unchanged when clip_norm is 0; in `keras.ops`, so JAX's jitted step and PyTorch's
+    step share it."""
+    if self.clip_norm <= 0:
+      return grads
+    ops = keras.ops
+    norm = ops.sqrt(sum(ops.sum(ops.square(ops.cast(g, "float32"))) for g in grads))
+    scale = self.clip_norm / ops.maximum(norm, self.clip_norm)
+    return [ops.cast(g * scale, keras.backend.standardize_dtype(g.dtype)) for g in grads]
+
   def _call_results(self, per_step: List[Dict[str, np.ndarray]]):
     """`train_steps`' return value from each step's numpy values."""
     stat_names = self.objective.stat_names

@@ -23,20 +23,13 @@ step with the same shapes reuses it. The dropout masks come from the layers' Ker
 generators, whose states are variables: they are saved and restored with the step.
 """
 
-from typing import Dict, List
+from typing import Dict
 
 from absl import logging
 import keras
 import torch
 
 from recurrent_bert.training.numpy_batch_loop import NumpyBatchLoop
-
-
-def global_norm_clip(grads: List[torch.Tensor], clip_norm: float) -> List[torch.Tensor]:
-  """`grads` scaled to a global norm of at most `clip_norm` (tf.clip_by_global_norm)."""
-  norm = torch.sqrt(sum(torch.sum(torch.square(g.float())) for g in grads))
-  scale = clip_norm / torch.clamp(norm, min=clip_norm)
-  return [(g * scale).to(g.dtype) for g in grads]
 
 
 class TorchTrainingLoop(NumpyBatchLoop):
@@ -65,8 +58,7 @@ class TorchTrainingLoop(NumpyBatchLoop):
   def _step(self, micro_batches) -> Dict[str, torch.Tensor]:
     """One update from `micro_batches` (a list of N batch dicts of tensors); its values
     {"loss", stats, step values}, still on the device."""
-    normalizers = [self.objective.normalizers(batch) for batch in micro_batches]
-    normalizers = {k: sum(n[k] for n in normalizers) for k in normalizers[0]}
+    normalizers = self._summed_normalizers(micro_batches)
     variables = self.model.trainable_variables
     if not self._scopes_named:
       # Keras names its layers' scopes on a model's first call; a compiled first call
@@ -83,8 +75,7 @@ class TorchTrainingLoop(NumpyBatchLoop):
       loss = loss + share.detach()
       sums = micro_sums if sums is None else {k: sums[k] + micro_sums[k] for k in sums}
     grads = [torch.zeros_like(v.value) if v.value.grad is None else v.value.grad for v in variables]
-    if self.clip_norm > 0:
-      grads = global_norm_clip(grads, self.clip_norm)
+    grads = self._clipped(grads)
     with torch.no_grad():
       self.optimizer.apply(grads, variables)
     for v in variables:
