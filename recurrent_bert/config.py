@@ -34,7 +34,7 @@ SWISH_RNN_GATES = ("gelu", "sigmoid")
 SWISH_RNN_DIRECTIONS = ("forward", "backward", "bidirectional")
 # How a BLSTM or SwishRNN runs, never what it computes (layers/blstm.py, layers/swish_rnn.py).
 BLSTM_IMPLEMENTATIONS = ("auto", "keras", "scan", "fused", "block", "portable", "cudnn")
-SWISH_RNN_IMPLEMENTATIONS = ("auto", "fused", "loop", "scan", "portable", "pallas")
+SWISH_RNN_IMPLEMENTATIONS = ("auto", "fused", "loop", "scan", "portable", "pallas", "triton")
 # Which encoder layers a task head reads (--layer_mix; layers/layer_combination.py). "Four"
 # means the last min(4, L) blocks of an L-block encoder.
 LAYER_MIXES = (
@@ -273,8 +273,9 @@ class ModelConfig:
     swish_rnn_implementation: how the recurrence runs, never what it computes:
       TensorFlow's "fused" (XLA loops + analytic gradient), "loop" and "scan" (plain
       tf.scan), "portable" (keras.ops scan + analytic gradient; JAX, PyTorch), "pallas"
-      (one Pallas kernel per pass, gating fused; JAX on a CUDA GPU) or "auto" (fused on
-      TensorFlow, pallas under JAX on a GPU, portable elsewhere).
+      (one Pallas kernel per pass, gating fused; JAX on a CUDA GPU), "triton" (the same
+      as Triton kernels; PyTorch on a CUDA GPU) or "auto" (fused on TensorFlow, pallas
+      under JAX and triton under PyTorch on a GPU, portable elsewhere).
     hidden_act: "gelu" (exact erf form), "gelu_approximate" (tanh form; TF1 BERT and
       keras-hub checkpoints) or "relu".
     dropout_rate: dropout on embeddings and on every sublayer output.

@@ -6,6 +6,14 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # starts its backend, after this).
 if os.environ.get("KERAS_BACKEND") == "jax":
   os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
+# tests/backends under PyTorch off a GPU: the Triton kernels run in Triton's interpreter.
+# Triton reads the switch as it defines each kernel, its library's too, and Keras' PyTorch
+# backend imports Triton: so it is set here, before Keras.
+if os.environ.get("KERAS_BACKEND") == "torch":
+  import torch
+
+  if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import keras
 import numpy as np

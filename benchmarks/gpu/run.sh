@@ -21,8 +21,9 @@
 # checked), the six base presets at batch 64 x 128 tokens in mixed_bfloat16 (bfloat16
 # compute, float32 weights) under JAX, bert_base again through the package's own JAX loop
 # (step_time.py --trainer=package: what rbert-pretrain runs, beside Keras' fit), bert_base
-# at 256 x 128 under JAX, PyTorch compiled (`torch.compile`: bert_base and bert_rab_base;
-# the other presets' recurrences are Python loops over T, which compilation unrolls),
+# at 256 x 128 under JAX, PyTorch compiled (`torch.compile`: bert_base, bert_rab_base and
+# swishrnn_base, whose recurrence is then the Triton kernels; the BLSTM presets' portable
+# recurrences are Python loops over T, which compilation unrolls),
 # bert_base before them through the package's own PyTorch loop compiled, and the six under
 # PyTorch eagerly, each process stopped at its deadline within the 8 minutes
 # (a preset that fails or is cut off is a row saying so). After each preset's timing, 3 more steps run under the backend's
@@ -63,9 +64,9 @@ fi
 PRESETS=$(printf "%s_$SIZE," bert bert_rab swishrnn trans_blstm_2 trans_blstm_small_2 blstm)
 PRESETS=${PRESETS%,}
 # A CPU compiles for about a minute a preset: the rehearsal compiles one.
-# PyTorch compiles the presets without a recurrence: the others' recurrences are Python
-# loops over T, which torch.compile unrolls (minutes a preset).
-COMPILED=${RB_TORCH_COMPILED:-$([[ "$SMOKE" == 1 ]] && echo bert_tiny || echo "bert_$SIZE,bert_rab_$SIZE")}
+# PyTorch compiles the presets without a Python loop over T: SwishRNN's recurrence is the
+# Triton kernels on a GPU, the BLSTMs' would be unrolled by torch.compile (minutes a preset).
+COMPILED=${RB_TORCH_COMPILED:-$([[ "$SMOKE" == 1 ]] && echo bert_tiny || echo "bert_$SIZE,bert_rab_$SIZE,swishrnn_$SIZE")}
 DTYPE=${RB_DTYPE:-mixed_bfloat16}
 # After each preset's timing, a few more steps under the backend's profiler: its longest
 # kernels and the device's busy time (benchmarks/kernel_profile.py).

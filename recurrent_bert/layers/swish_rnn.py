@@ -18,8 +18,10 @@ from recurrent_bert.layers.activations import get_activation
 #   "portable" (JAX, PyTorch): `keras.ops.scan` with the hand-written reverse gradient.
 #   "pallas" (JAX on a CUDA GPU): one Pallas kernel walks T for the forward pass and one
 #            for the backward, the gating fused in both; "auto" there.
+#   "triton" (PyTorch on a CUDA GPU): the same kernels written in Triton, as PyTorch
+#            custom operators (`torch.compile` keeps them whole); "auto" there.
 # Details of each: kernels/tf_swish_rnn.py, kernels/portable_swish_rnn.py,
-# kernels/pallas_swish_rnn.py.
+# kernels/pallas_swish_rnn.py, kernels/triton_swish_rnn.py.
 DEFAULT_UNROLL = 16  # "loop" only: under XLA unrolling measured slower (duplicated work)
 
 
@@ -65,6 +67,10 @@ def swish_rnn_recurrence(
     from recurrent_bert.layers.kernels import pallas_swish_rnn
 
     return pallas_swish_rnn.recurrence(x1, residual, alpha, beta, step_size, gate, state_bias)
+  if implementation == "triton":
+    from recurrent_bert.layers.kernels import triton_swish_rnn
+
+    return triton_swish_rnn.recurrence(x1, residual, alpha, beta, step_size, gate, state_bias)
   if implementation == "portable":
     from recurrent_bert.layers.kernels import portable_swish_rnn
 

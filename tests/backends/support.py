@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-from typing import Dict
+from typing import Dict, Sequence
 
 import keras
 import numpy as np
@@ -21,18 +21,21 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BACKEND = keras.backend.backend()
 
 
-def backend_env(backend: str) -> Dict[str, str]:
-  """This process's environment, with `backend` as Keras' backend and the repo importable."""
-  env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2")
+def backend_env(backend: str, unset: Sequence[str] = ()) -> Dict[str, str]:
+  """This process's environment, with `backend` as Keras' backend and the repo importable,
+  less the variables named in `unset`."""
+  env = {k: v for k, v in os.environ.items() if k not in unset}
+  env.update(KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2")
   env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, env.get("PYTHONPATH")) if p)
   return env
 
 
-def run_python(code: str, backend: str, *args: str, timeout: float = 600):
-  """`python -c code args...` under `backend` in a fresh process (CompletedProcess, text)."""
+def run_python(code: str, backend: str, *args: str, timeout: float = 600, unset=()):
+  """`python -c code args...` under `backend` in a fresh process (CompletedProcess, text),
+  its environment less the variables named in `unset`."""
   return subprocess.run(
       [sys.executable, "-c", textwrap.dedent(code), *args],
-      env=backend_env(backend),
+      env=backend_env(backend, unset),
       cwd=REPO,
       capture_output=True,
       text=True,

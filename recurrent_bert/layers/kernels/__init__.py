@@ -11,6 +11,8 @@ runs them; the implementation only decides how. Per backend (Keras' own layout,
                                      a hand-written reverse gradient): JAX, PyTorch.
   pallas_swish_rnn                   one Pallas (Triton) kernel per pass, the gating fused
                                      ("pallas"): JAX on a CUDA GPU.
+  triton_swish_rnn                   the same algorithm as Triton kernels behind PyTorch
+                                     custom operators ("triton"): PyTorch on a CUDA GPU.
   jax_cudnn_lstm, torch_cudnn_lstm   cuDNN's LSTM fed by each row's length ("cudnn"):
                                      jax.experimental.rnn, PyTorch packed sequences.
   pallas_attention                   not a recurrence: the attention with its dropout as
@@ -20,16 +22,19 @@ runs them; the implementation only decides how. Per backend (Keras' own layout,
 Only the module of the running backend is ever imported (lazily, by the layers), so a
 JAX or PyTorch process never loads TensorFlow. "auto" resolves as `resolve` says: on a GPU
 the cuDNN LSTM of the backend ("keras" is TensorFlow's: Keras' LSTM picks cuDNN itself
-there) and, for SwishRNN, TensorFlow's "fused", the Pallas kernel under JAX, or the
-portable scan; on a CPU "fused" on TensorFlow (the fastest measured there,
+there) and, for SwishRNN, TensorFlow's "fused", the Pallas kernel under JAX, the Triton
+kernel under PyTorch (where Triton is installed, as it is with PyTorch's CUDA builds on
+Linux), or the portable scan; on a CPU "fused" on TensorFlow (the fastest measured there,
 benchmarks/recurrence.py), "portable" elsewhere.
 
 A kernel that needs a device the process does not have is refused in one line naming
 the implementation and the device. The Pallas kernels also run in Pallas' interpreter on
-any device when RECURRENT_BERT_PALLAS_INTERPRET=1 (slow: for tests and for rehearsing a
-GPU script on a CPU).
+any device when RECURRENT_BERT_PALLAS_INTERPRET=1, the Triton kernels in Triton's when a
+PyTorch process starts with TRITON_INTERPRET=1 (slow: for tests and for rehearsing a GPU
+script on a CPU).
 """
 
+import os
 from typing import Tuple
 
 import keras
@@ -51,7 +56,7 @@ OFFERED = {
     SWISH_RNN_FIELD: {
         "tensorflow": ("fused", "loop", "scan"),
         "jax": ("portable", "pallas"),
-        "torch": ("portable",),
+        "torch": ("portable", "triton"),
     },
 }
 
@@ -97,6 +102,29 @@ def pallas_runs() -> bool:
   return backend() == "jax" and (_jax_platform() == "gpu" or pallas_swish_rnn.interpreted())
 
 
+# Read by Triton when it first defines a kernel: set, the kernels run in its interpreter.
+TRITON_INTERPRET_ENV = "TRITON_INTERPRET"
+
+
+def _torch_has_cuda() -> bool:
+  import torch
+
+  return torch.cuda.is_available()
+
+
+def _triton_installed() -> bool:
+  import importlib.util
+
+  return importlib.util.find_spec("triton") is not None
+
+
+def triton_runs() -> bool:
+  """Whether the Triton kernels run here: PyTorch with Triton, on a CUDA GPU or in
+  Triton's interpreter."""
+  interpreted = os.environ.get(TRITON_INTERPRET_ENV, "") == "1"
+  return backend() == "torch" and _triton_installed() and (interpreted or _torch_has_cuda())
+
+
 def check(field: str, implementation: str) -> None:
   """Raises InputError (one line naming the field and the backend's choices, or the
   device) when the running backend or device cannot run `implementation`."""
@@ -111,6 +139,14 @@ def check(field: str, implementation: str) -> None:
         f"{field}='pallas' needs a CUDA GPU, and this JAX process runs on "
         f"{_jax_platform()!r}: choose 'auto' or 'portable' (or set "
         "RECURRENT_BERT_PALLAS_INTERPRET=1 to run the kernel in Pallas' slow interpreter)"
+    )
+  if implementation == "triton" and not triton_runs():
+    where = "a CUDA GPU" if _torch_has_cuda() else "a CPU"
+    needs = "Triton, which is not installed" if not _triton_installed() else "a CUDA GPU"
+    raise InputError(
+        f"{field}='triton' needs {needs}, and this PyTorch process runs on {where}: choose "
+        f"'auto' or 'portable' (or start the process with {TRITON_INTERPRET_ENV}=1 to run "
+        "the kernel in Triton's slow interpreter)"
     )
   # PyTorch's packed-sequence LSTM also runs on a CPU; jax.experimental.rnn's does not.
   if implementation == "cudnn" and backend() == "jax" and not cudnn_lstm().available():
@@ -132,4 +168,6 @@ def resolve(field: str, implementation: str) -> str:
     return "cudnn" if cudnn_lstm().available() else "portable"
   if name == "tensorflow":
     return "fused"
-  return "pallas" if name == "jax" and _jax_platform() == "gpu" else "portable"
+  if name == "jax":
+    return "pallas" if _jax_platform() == "gpu" else "portable"
+  return "triton" if _torch_has_cuda() and _triton_installed() else "portable"

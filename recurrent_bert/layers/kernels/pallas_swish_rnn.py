@@ -57,13 +57,13 @@ def interpreted() -> bool:
   return os.environ.get(INTERPRET_ENV, "") == "1"
 
 
-def _block_d(depth: int, block_d: int) -> int:
+def channels_per_program(depth: int, block_d: int) -> int:
   """`block_d`, or the next power of 2 at or above a smaller depth (Triton's vectors
   have power-of-2 lengths)."""
   return min(block_d, 1 << max(depth - 1, 0).bit_length())
 
 
-def _unroll(num_blocks: int, unroll: int) -> int:
+def blocks_per_iteration(num_blocks: int, unroll: int) -> int:
   """The largest power of 2 up to `unroll` that divides `num_blocks` (no extra padding)."""
   u = 1
   while u * 2 <= unroll and num_blocks % (u * 2) == 0:
@@ -203,12 +203,12 @@ def _recurrence(k, has_residual, has_gate, interpret, shape, dtypes, tiling):
   from jax.experimental import pallas as pl
 
   batch, length, depth = shape
-  block_d = _block_d(depth, tiling.block_d)
+  block_d = channels_per_program(depth, tiling.block_d)
   num_blocks = -(-length // k)
   padded_length, padded_depth = num_blocks * k, -(-depth // block_d) * block_d
   statics = dict(
       k=k,
-      unroll=_unroll(num_blocks, tiling.unroll),
+      unroll=blocks_per_iteration(num_blocks, tiling.unroll),
       num_blocks=num_blocks,
       block_d=block_d,
       has_residual=has_residual,

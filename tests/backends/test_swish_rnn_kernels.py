@@ -1,0 +1,273 @@
+"""SwishRNN's GPU kernels, checked without a GPU: "pallas" (JAX) and "triton" (PyTorch).
+
+Each session tests its backend's kernels. On a CPU the same kernel bodies run in an
+interpreter (Pallas' or Triton's) against the numpy loop of SPEC §4
+(tests/support/references.py): outputs, and gradients against central differences of that
+loop, for k = 1, 2, 3, 4, with and without the fused gating, a separate or shared residual,
+T a multiple of the unrolled width or not, D wider than one program's channels; under
+bfloat16 inputs too. The layer on the kernel equals the layer on "portable" with the same
+weights. And the kernels compile for CUDA without a GPU (Pallas lowers to Triton; Triton
+compiles to PTX for an H100), so a kernel the compiler cannot take fails here, not on the
+card. On a GPU the same tests run the compiled kernels.
+"""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+
+from recurrent_bert.errors import InputError
+from recurrent_bert.layers import SwishRNN
+from recurrent_bert.layers import kernels
+from tests.backends.support import BACKEND
+from tests.backends.support import outputs_and_gradients
+from tests.backends.support import run_python
+from tests.backends.support import to_numpy
+from tests.support import references as ref
+
+# The kernel implementation each backend offers, and the switch that interprets it.
+IMPLEMENTATION = {"jax": "pallas", "torch": "triton"}[BACKEND]
+INTERPRET_ENV = {
+    "jax": "RECURRENT_BERT_PALLAS_INTERPRET",
+    "torch": kernels.TRITON_INTERPRET_ENV,
+}[BACKEND]
+
+
+def _on_a_gpu() -> bool:
+  if BACKEND == "jax":
+    import jax
+
+    return jax.devices()[0].platform == "gpu"
+  import torch
+
+  return torch.cuda.is_available()
+
+
+INTERPRET = not _on_a_gpu()
+
+
+@pytest.fixture(scope="module")
+def kernel_module():
+  """The backend's kernel module (off a GPU, tests/conftest.py has set Triton's switch
+  before anything imported Triton)."""
+  if BACKEND == "jax":
+    from recurrent_bert.layers.kernels import pallas_swish_rnn
+
+    return pallas_swish_rnn
+  pytest.importorskip("triton")
+  assert not INTERPRET or os.environ.get(INTERPRET_ENV) == "1"
+  from recurrent_bert.layers.kernels import triton_swish_rnn
+
+  return triton_swish_rnn
+
+
+def _numpy_recurrence(k, shared, gated):
+  """arrays (x1, [residual], alpha, beta, [gate, state_bias]) -> the kernel's output."""
+
+  def run(arrays):
+    arrays = list(arrays)
+    x1 = arrays.pop(0)
+    residual = x1 if shared else arrays.pop(0)
+    alpha, beta = arrays.pop(0), arrays.pop(0)
+    c = ref.swish_rnn_states(x1, residual, alpha, beta, k)
+    if not gated:
+      return c
+    gate, state_bias = arrays
+    return (c + state_bias) * gate
+
+  return run
+
+
+def _inputs(rng, shape, shared, gated):
+  depth = shape[-1]
+  arrays = [rng.normal(size=shape)]
+  arrays += [] if shared else [rng.normal(size=shape)]
+  arrays += [rng.uniform(0.5, 1.5, size=depth), rng.normal(size=depth)]
+  arrays += [rng.normal(size=shape), rng.normal(size=depth)] if gated else []
+  return [a.astype("float32") for a in arrays]
+
+
+def _kernel(module, k, shared, gated):
+  """The kernel as a function of backend tensors in `_numpy_recurrence`'s argument order."""
+
+  def run(*arrays):
+    arrays = list(arrays)
+    x1 = arrays.pop(0)
+    residual = None if shared else arrays.pop(0)
+    alpha, beta = arrays.pop(0), arrays.pop(0)
+    gate, state_bias = arrays if gated else (None, None)
+    extra = dict(interpret=INTERPRET) if BACKEND == "jax" else {}
+    return module.recurrence(x1, residual, alpha, beta, k, gate, state_bias, **extra)
+
+  return run
+
+
+def _tensors(arrays, dtype="float32"):
+  """numpy arrays -> the backend's tensors of `dtype` (PyTorch's on the default device,
+  tracking gradients)."""
+  if BACKEND == "jax":
+    from jax import numpy as jnp
+
+    return [jnp.asarray(a, dtype) for a in arrays]
+  import torch
+
+  device = "cuda" if _on_a_gpu() else "cpu"
+  return [
+      torch.tensor(np.asarray(a, np.float32), device=device)
+      .to(getattr(torch, dtype))
+      .requires_grad_()
+      for a in arrays
+  ]
+
+
+def _value_and_gradients(run, tensors, upstream):
+  """run(*tensors) and the gradients of sum(run(*tensors) * upstream) on every tensor, as
+  numpy, by the backend's own autodiff."""
+  if BACKEND == "jax":
+    import jax
+
+    loss = lambda *a: (run(*a).astype("float32") * upstream).sum()
+    grads = jax.grad(loss, argnums=tuple(range(len(tensors))))(*tensors)
+    return to_numpy(run(*tensors).astype("float32")), [to_numpy(g.astype("float32")) for g in grads]
+  import torch
+
+  y = run(*tensors)
+  (y.float() * torch.tensor(upstream, dtype=torch.float32, device=y.device)).sum().backward()
+  return y.detach().float().cpu().numpy(), [t.grad.float().cpu().numpy() for t in tensors]
+
+
+@pytest.mark.parametrize(
+    "k,shape,shared,gated",
+    [
+        (1, (2, 16, 3), True, True),  # two iterations of the 8-block unrolled body
+        (2, (2, 7, 3), False, False),  # T not a multiple of k
+        (3, (2, 7, 3), False, True),  # k not a power of 2: three carried chains
+        (4, (1, 12, 3), True, False),
+        (2, (1, 5, 130), False, True),  # two programs across D, the second mostly padding
+    ],
+)
+def test_kernel_and_its_gradient_against_the_numpy_loop(
+    kernel_module, rng, k, shape, shared, gated
+):
+  arrays = _inputs(rng, shape, shared, gated)
+  upstream = rng.normal(size=shape)
+  run = _kernel(kernel_module, k, shared, gated)
+  numpy_run = _numpy_recurrence(k, shared, gated)
+  got, grads = _value_and_gradients(run, _tensors(arrays), upstream)
+  np.testing.assert_allclose(got, numpy_run(arrays), atol=1e-5, rtol=1e-5)
+  if shape[-1] > 8:
+    return  # central differences of 1,300 inputs: the narrow cases cover the gradient
+  want = ref.finite_difference_gradients(numpy_run, arrays, upstream)
+  for i, (g, w) in enumerate(zip(grads, want)):
+    np.testing.assert_allclose(g, w, atol=2e-5, rtol=1e-4, err_msg=f"input {i}")
+
+
+def test_bfloat16_inputs_compute_in_float32(kernel_module, rng):
+  """bfloat16 x1 and gate: the state stays float32 inside, so the result is the float64
+  loop on the bfloat16-rounded inputs, rounded once to bfloat16 at the end."""
+  k, shape = 2, (2, 64, 8)
+  arrays = _inputs(rng, shape, shared=True, gated=True)
+  run = _kernel(kernel_module, k, True, True)
+  x1, alpha, beta, gate, state_bias = _tensors(arrays)
+  x1_bf16, gate_bf16 = _tensors([arrays[0], arrays[3]], "bfloat16")
+  got = run(x1_bf16, alpha, beta, gate_bf16, state_bias)
+  assert "bfloat16" in str(got.dtype)
+  rounded = [to_numpy(t).astype(np.float64) for t in (x1_bf16, alpha, beta, gate_bf16, state_bias)]
+  want = _numpy_recurrence(k, True, True)(rounded)
+  np.testing.assert_allclose(to_numpy(got).astype(np.float64), want, atol=2e-2, rtol=1e-2)
+  upstream = np.ones(shape)
+  _, (dx1, *_) = _value_and_gradients(run, [x1_bf16, alpha, beta, gate_bf16, state_bias], upstream)
+  x1_rounded, gate_rounded = _tensors([rounded[0], rounded[3]])
+  _, (dx1_f32, *_) = _value_and_gradients(
+      run, [x1_rounded, alpha, beta, gate_rounded, state_bias], upstream
+  )
+  np.testing.assert_allclose(dx1, dx1_f32, atol=3e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("k,residual,direction", [(1, "x1", "forward"), (4, "x2", "bidirectional")])
+def test_the_layer_on_the_kernel_equals_the_layer_on_portable(
+    kernel_module, rng, monkeypatch, k, residual, direction
+):
+  if INTERPRET:
+    monkeypatch.setenv(INTERPRET_ENV, "1")
+  layers = {
+      name: SwishRNN(8, 6, step_size=k, residual=residual, direction=direction, implementation=name)
+      for name in ("portable", IMPLEMENTATION)
+  }
+  x = rng.normal(size=(2, 9, 8)).astype("float32")
+  mask = np.array([[1] * 9, [1] * 5 + [0] * 4], "int32")
+  for layer in layers.values():
+    layer.build(x.shape)
+  for v in layers["portable"].weights:
+    v.assign(rng.normal(scale=0.5, size=v.shape).astype("float32"))
+  for mine, theirs in zip(layers[IMPLEMENTATION].weights, layers["portable"].weights):
+    mine.assign(theirs)
+  upstream = rng.normal(size=x.shape)
+  (want, want_grads), (got, got_grads) = (
+      outputs_and_gradients(layers[name], x, upstream, mask)
+      for name in ("portable", IMPLEMENTATION)
+  )
+  np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5)
+  for w, g in zip(want_grads, got_grads):
+    np.testing.assert_allclose(g, w, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="torch.compile is PyTorch's")
+def test_torch_compile_keeps_the_triton_kernels_whole(kernel_module, rng):
+  """The custom operators and their shape functions: compiled with fullgraph=True (a graph
+  break would raise), the result and gradient equal the eager ones."""
+  import torch
+
+  arrays = _inputs(rng, (2, 6, 4), shared=True, gated=True)
+  run = _kernel(kernel_module, 2, True, True)
+  upstream = rng.normal(size=(2, 6, 4))
+  want, want_grads = _value_and_gradients(run, _tensors(arrays), upstream)
+  torch._dynamo.reset()
+  compiled = torch.compile(run, fullgraph=True, backend="aot_eager")
+  got, got_grads = _value_and_gradients(compiled, _tensors(arrays), upstream)
+  np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+  for w, g in zip(want_grads, got_grads):
+    np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("k", [1, 2, 4])
+@pytest.mark.skipif(BACKEND != "jax", reason="Pallas' lowering")
+def test_the_pallas_kernels_lower_to_triton_for_cuda(kernel_module, k):
+  """The base size's shapes (d' = 2048) in bfloat16, gated, both residual forms: the
+  forward and the backward kernel each become one Triton call."""
+  for has_residual in (False, True):
+    text = kernel_module.triton_module_text((4, 128, 2048), k, has_residual, True, "bfloat16")
+    assert text.count("__gpu$xla.gpu.triton") == 2
+    assert f"swish_rnn_forward_k{k}" in text and f"swish_rnn_backward_k{k}" in text
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="Triton's compiler")
+def test_the_triton_kernels_compile_for_an_h100(kernel_module):
+  """The same shapes and forms, k = 1, 2, 4: Triton compiles both kernels to PTX for
+  compute capability 9.0. In a process of its own, without the interpreter's switch
+  (kernels defined for the interpreter cannot be compiled)."""
+  code = """
+      from recurrent_bert.layers.kernels import triton_swish_rnn
+      for k in (1, 2, 4):
+        for residual in (False, True):
+          assembly = triton_swish_rnn.cuda_assembly((4, 128, 2048), k, residual, True, "bfloat16")
+          for name, text in assembly.items():
+            assert ".target sm_90" in text and f"_{name}_kernel(" in text, (k, name)
+      print("compiled")
+  """
+  result = run_python(code, "torch", unset=[INTERPRET_ENV])
+  assert result.returncode == 0 and "compiled" in result.stdout, result.stderr[-3000:]
+
+
+def test_the_kernel_is_refused_on_a_cpu_in_one_line(monkeypatch):
+  if not INTERPRET:
+    pytest.skip("this process has a GPU")
+  monkeypatch.delenv(INTERPRET_ENV, raising=False)
+  assert kernels.resolve(kernels.SWISH_RNN_FIELD, "auto") == "portable"
+  with pytest.raises(InputError) as error:
+    SwishRNN(8, 6, implementation=IMPLEMENTATION)
+  message = str(error.value)
+  assert "\n" not in message
+  assert f"'{IMPLEMENTATION}'" in message and "cpu" in message.lower()
+  assert keras.backend.backend() == BACKEND
