@@ -5,6 +5,8 @@
   python benchmarks/step_time.py --backend=jax --presets=bert_base,swishrnn_base \
       --batch_size=64 --dtype=mixed_bfloat16 --peak_tflops=989
   python benchmarks/step_time.py --families=blstm --blstm_implementations scan fused
+  python benchmarks/step_time.py --backend=torch --presets=swishrnn_base \
+      --swish_rnn_implementations auto portable
 
 A step is one training step of the portable trainer (training/keras_training.py's
 `ObjectiveModel`): the pretraining loss (MLM at P positions + NSP; MLM only with
@@ -86,7 +88,14 @@ if __name__ == "__main__":
 from recurrent_bert.config import BLSTM_IMPLEMENTATIONS  # noqa: E402
 from recurrent_bert.config import FAMILIES  # noqa: E402
 from recurrent_bert.config import PRESETS  # noqa: E402
+from recurrent_bert.config import SWISH_RNN_IMPLEMENTATIONS  # noqa: E402
 from recurrent_bert.config import ModelConfig  # noqa: E402
+
+# The recurrences' config fields, each timed once per implementation its flag names.
+RECURRENCE_FIELDS = {
+    "blstm_implementation": BLSTM_IMPLEMENTATIONS,
+    "swish_rnn_implementation": SWISH_RNN_IMPLEMENTATIONS,
+}
 
 
 def _model_flops():
@@ -455,12 +464,14 @@ def parse_args(argv: List[str], backend: str):
   parser.add_argument("--json", default=None, help="write the rows here after each preset")
   parser.add_argument("--profile_top", type=int, default=0, help="N longest kernels; 0: none")
   parser.add_argument("--profile_steps", type=int, default=3, help="steps traced per profile")
-  parser.add_argument(
-      "--blstm_implementations",
-      nargs="+",
-      default=["auto"],
-      help="time presets with a BLSTM once per implementation: " + ", ".join(BLSTM_IMPLEMENTATIONS),
-  )
+  for field, choices in RECURRENCE_FIELDS.items():
+    parser.add_argument(
+        f"--{field}s",
+        nargs="+",
+        default=["auto"],
+        help=f"time presets with a {field.split('_implementation')[0]} once per "
+        f"implementation (rows 'preset [name]', after the others'): {', '.join(choices)}",
+    )
   parser.error = fail  # a bad value (e.g. --batch_size=x): one line, not the usage
   args = parser.parse_args(argv)
   if args.dtype not in DTYPES:
@@ -476,9 +487,10 @@ def parse_args(argv: List[str], backend: str):
     )
   if args.json and args.jit_compile == "both" and not args.no_xla:
     fail("--json: takes one --jit_compile mode, not both")
-  for impl in args.blstm_implementations:
-    if impl not in BLSTM_IMPLEMENTATIONS:
-      fail(f"--blstm_implementations: {impl!r}: choose from {', '.join(BLSTM_IMPLEMENTATIONS)}")
+  for field, choices in RECURRENCE_FIELDS.items():
+    for impl in getattr(args, f"{field}s"):
+      if impl not in choices:
+        fail(f"--{field}s: {impl!r}: choose from {', '.join(choices)}")
   if args.seq_length is None:
     args.seq_length = 64 if args.quick else 128
   if args.max_predictions is None and args.seq_length > 0:
@@ -518,18 +530,24 @@ def select_rows(args) -> List[Row]:
       fail(f"--size={size!r}: choose one of tiny, mini, base, large")
     families = [f for f in ("bert", "bert_rab") if f not in families] + families
     names = [f"{family}_{size}" for family in families]
-  rows = []
+  rows, variants = [], []
   for name in names:
     config = PRESETS[name]
     config.check_sequence_length(args.seq_length, "--seq_length", name)
-    impls = args.blstm_implementations if config.uses_blstm else ["auto"]
-    for impl in impls:
-      variant = config if impl == "auto" else config.replace(blstm_implementation=impl)
+    field = "blstm_implementation" if config.uses_blstm else None
+    field = "swish_rnn_implementation" if config.mixer == "swishrnn" else field
+    for impl in getattr(args, f"{field}s") if field else ["auto"]:
+      variant = config if impl == "auto" else config.replace(**{field: impl})
       flops = _model_flops().model_flops(
           variant, args.batch_size, args.seq_length, args.max_predictions, not args.no_nsp
       )
-      rows.append(Row(name + (f" [{impl}]" if len(impls) > 1 else ""), variant, flops))
-  return rows
+      # "auto" keeps the preset's name, so the ratios and goals find it; the others come
+      # after every preset's own row (a pass cut short loses the extras first).
+      if impl == "auto":
+        rows.append(Row(name, variant, flops))
+      else:
+        variants.append(Row(f"{name} [{impl}]", variant, flops))
+  return rows + variants
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -25,7 +25,8 @@
 # swishrnn_base, whose recurrence is then the Triton kernels; the BLSTM presets' portable
 # recurrences are Python loops over T, which compilation unrolls),
 # bert_base before them through the package's own PyTorch loop compiled, and the six under
-# PyTorch eagerly, each process stopped at its deadline within the 8 minutes
+# PyTorch eagerly (then swishrnn_base again on the portable scan, beside the Triton
+# kernels "auto" picks), each process stopped at its deadline within the 8 minutes
 # (a preset that fails or is cut off is a row saying so). After each preset's timing, 3 more steps run under the backend's
 # profiler: the report lists each preset's 10 longest kernels. It ends with the issue's
 # goals, each met or not. Exit status 1 if anything failed.
@@ -202,7 +203,9 @@ bench torch_package "$TORCH_PACKAGE_S" "$(compiled torch_package "bert_$SIZE")" 
   --backend=torch --jit_compile=true --trainer=package --batch_size="$BATCH"
 bench torch $((TORCH_COMPILED_END - SECONDS)) "$(compiled torch "$COMPILED")" \
   --backend=torch --jit_compile=true --batch_size="$BATCH"
-bench torch_eager $(left) "$PRESETS" --backend=torch --batch_size="$BATCH"
+# swishrnn_base once more on the portable scan after the six: the Triton kernels' gain.
+bench torch_eager $(left) "$PRESETS" --backend=torch --batch_size="$BATCH" \
+  --swish_rnn_implementations auto portable
 
 "$PY" benchmarks/gpu/table.py --presets="$PRESETS" --size="$SIZE" --batch="${BATCH}x$SEQ" \
   --large_batch="${LARGE_BATCH}x$SEQ" "$RESULTS"/step_time_{jax,jax_package,jax_large,torch,torch_package,torch_eager}.json \

@@ -8,7 +8,8 @@ One table per batch shape (batch x tokens), one column group per file of that sh
 ("JAX", "JAX package loop" (step_time.py --trainer=package), "PyTorch compiled",
 "PyTorch eager"): ms per step, the ratios to bert and bert_rab of the same size, MFU. A
 preset missing from a file (its process was stopped, or never started) reads "not run"; a
-missing file leaves its columns so. Then:
+missing file leaves its columns so; a file's rows beyond the presets (a preset timed again
+on another implementation, "swishrnn_base [portable]") follow them. Then:
 
   goals     each goal met / NOT met with the measured value, or "not measured": MFU of
             bert at --batch and --large_batch (against the run's --peak_tflops, 989 on an
@@ -126,6 +127,11 @@ def print_tables(runs: List[Run], presets: List[str]) -> None:
           f"{meta['peak_tflops']:g} TFLOP/s (keras {meta['keras']})"
       )
     rows = presets if i == 0 else [p for p in presets if any(p in r.rows for r in group)]
+    # Rows beyond the presets (a preset once more on another implementation, "name [impl]",
+    # step_time.py --swish_rnn_implementations) follow them, in the files' order.
+    rows = rows + [
+        name for r in group for name in r.rows if name not in presets and name not in rows
+    ]
     header = ["preset"]
     for run in group:
       header += [f"{run.name} ms", "×BERT", "×BERT-rab", "MFU"]

@@ -221,7 +221,13 @@ def test_the_report_checks_every_goal_from_known_numbers(tmp_path, capsys):
   package = tmp_path / "jax_package.json"  # the package's own loop, bert_base alone
   _write(package, "jax", 64, {"bert_base": (18.0, 1.0, None, 0.39)})
   package.write_text(json.dumps(dict(json.loads(package.read_text()), trainer="package")))
-  torch = _write(tmp_path / "torch.json", "torch", 64, {"bert_base": (28.0, 1.0, None, 0.25)})
+  # PyTorch's pass also timed swishrnn_base again on another implementation.
+  torch = _write(
+      tmp_path / "torch.json",
+      "torch",
+      64,
+      {"bert_base": (28.0, 1.0, None, 0.25), "swishrnn_base [portable]": (90.0, 3.21, 3.0, 0.08)},
+  )
   eager = str(tmp_path / "torch_eager.json")  # never written: its process did not run
   assert table.main(["--presets", PRESETS, jax, str(package), large, torch, eager]) == 0
   out = capsys.readouterr().out
@@ -249,6 +255,10 @@ def test_the_report_checks_every_goal_from_known_numbers(tmp_path, capsys):
   assert "| torch_eager.json ms |" in out
   assert "| bert_rab_base | 21.0 | 1.05 | 1.00 | 33.0% | not run |" in out
   assert "batch 256x128 tokens" in out and "| bert_base | 70.0 | 1.00 | - | 44.9% |" in out
+  # The extra row follows the presets' in the first table, and adds no goal.
+  first_table = out.split("batch 256x128 tokens")[0]
+  assert first_table.index("| blstm_base |") < first_table.index("| swishrnn_base [portable] |")
+  assert "| 90.0 | 3.21 | 3.00 | 8.0% | not run |" in first_table
   assert "JAX 64x128: bert_base 30.0, bert_rab_base 30.0," in out
   profiles = out.split("each preset's longest kernels:\n")[1]
   assert profiles.startswith("JAX 64x128, bert_base:\n  profile of 3 steps, /device:GPU:0")

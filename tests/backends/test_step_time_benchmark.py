@@ -172,6 +172,41 @@ def test_the_package_loop_trains_from_the_untrained_loss(tmp_path):
   )
 
 
+def test_a_recurrence_is_timed_once_per_implementation_asked_for(tmp_path):
+  """--swish_rnn_implementations portable auto: swishrnn_tiny twice, "auto" under the
+  preset's own name (where the ratios and the GPU report's goals look for it), the other
+  after every preset's own row; an implementation the config does not know is refused in
+  one line before anything runs."""
+  path = tmp_path / "rows.json"
+  result = _run(
+      f"--backend={BACKEND}",
+      "--presets=swishrnn_tiny,bert_tiny",
+      "--swish_rnn_implementations",
+      "portable",
+      "auto",
+      "--batch_size=2",
+      "--seq_length=16",
+      "--steps=1",
+      "--warmup=0",
+      f"--json={path}",
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  rows = json.loads(path.read_text())["rows"]
+  assert [row["preset"] for row in rows] == [
+      "swishrnn_tiny",
+      "bert_tiny",
+      "swishrnn_tiny [portable]",
+  ]
+  assert all(row["step_ms"] > 0 and row["x_bert"] > 0 for row in rows), rows
+
+  refused = _run("--presets=swishrnn_tiny", "--swish_rnn_implementations", "fast")
+  assert refused.returncode == 2 and refused.stdout == ""
+  assert refused.stderr.startswith(
+      "step_time.py: --swish_rnn_implementations: 'fast': choose from auto, fused,"
+  )
+  assert refused.stderr.count("\n") == 1
+
+
 @pytest.mark.parametrize("how", ["flag", "environment"])
 def test_unknown_backend_is_one_line_and_exit_2(how):
   args, env_backend = (["--backend=theano"], BACKEND) if how == "flag" else ([], "theano")

@@ -271,3 +271,18 @@ def test_the_kernel_is_refused_on_a_cpu_in_one_line(monkeypatch):
   assert "\n" not in message
   assert f"'{IMPLEMENTATION}'" in message and "cpu" in message.lower()
   assert keras.backend.backend() == BACKEND
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="Triton's launcher is PyTorch's path")
+def test_without_a_c_compiler_auto_keeps_the_scan_and_triton_is_refused(monkeypatch):
+  """On a CUDA GPU Triton builds each kernel's launcher with a C compiler: where there is
+  none, "auto" stays on "portable" and "triton" is refused naming what is missing."""
+  monkeypatch.setattr(kernels, "_torch_has_cuda", lambda: True)
+  monkeypatch.delenv(INTERPRET_ENV, raising=False)
+  monkeypatch.delenv("CC", raising=False)
+  monkeypatch.setattr(kernels.shutil, "which", lambda name: None)
+  assert kernels.resolve(kernels.SWISH_RNN_FIELD, "auto") == "portable"
+  with pytest.raises(InputError, match=r"'triton' needs a C compiler .* runs on a CUDA GPU"):
+    kernels.check(kernels.SWISH_RNN_FIELD, "triton")
+  monkeypatch.setattr(kernels.shutil, "which", lambda name: f"/usr/bin/{name}")
+  assert kernels.resolve(kernels.SWISH_RNN_FIELD, "auto") == "triton"

@@ -24,8 +24,9 @@ JAX or PyTorch process never loads TensorFlow. "auto" resolves as `resolve` says
 the cuDNN LSTM of the backend ("keras" is TensorFlow's: Keras' LSTM picks cuDNN itself
 there) and, for SwishRNN, TensorFlow's "fused", the Pallas kernel under JAX, the Triton
 kernel under PyTorch (where Triton is installed, as it is with PyTorch's CUDA builds on
-Linux), or the portable scan; on a CPU "fused" on TensorFlow (the fastest measured there,
-benchmarks/recurrence.py), "portable" elsewhere.
+Linux, and a C compiler builds its launchers), or the portable scan; on a CPU "fused"
+on TensorFlow (the fastest measured there, benchmarks/recurrence.py), "portable"
+elsewhere.
 
 A kernel that needs a device the process does not have is refused in one line naming
 the implementation and the device. The Pallas kernels also run in Pallas' interpreter on
@@ -35,7 +36,8 @@ script on a CPU).
 """
 
 import os
-from typing import Tuple
+import shutil
+from typing import Optional, Tuple
 
 import keras
 
@@ -118,11 +120,27 @@ def _triton_installed() -> bool:
   return importlib.util.find_spec("triton") is not None
 
 
+def _triton_missing() -> Optional[str]:
+  """What the Triton kernels lack in this process (None: they run). Compiled for a CUDA
+  GPU, Triton also builds a small C launcher per kernel with $CC, else gcc, else clang;
+  its interpreter (TRITON_INTERPRET=1 at start) needs neither."""
+  if backend() != "torch":
+    return "PyTorch"
+  if not _triton_installed():
+    return "Triton, which is not installed"
+  if os.environ.get(TRITON_INTERPRET_ENV, "") == "1":
+    return None
+  if not _torch_has_cuda():
+    return "a CUDA GPU"
+  if not (os.environ.get("CC") or shutil.which("gcc") or shutil.which("clang")):
+    return "a C compiler for Triton's kernel launchers ($CC, gcc or clang)"
+  return None
+
+
 def triton_runs() -> bool:
-  """Whether the Triton kernels run here: PyTorch with Triton, on a CUDA GPU or in
-  Triton's interpreter."""
-  interpreted = os.environ.get(TRITON_INTERPRET_ENV, "") == "1"
-  return backend() == "torch" and _triton_installed() and (interpreted or _torch_has_cuda())
+  """Whether the Triton kernels run here: PyTorch with Triton, on a CUDA GPU (with a C
+  compiler) or in Triton's interpreter."""
+  return _triton_missing() is None
 
 
 def check(field: str, implementation: str) -> None:
@@ -142,7 +160,7 @@ def check(field: str, implementation: str) -> None:
     )
   if implementation == "triton" and not triton_runs():
     where = "a CUDA GPU" if _torch_has_cuda() else "a CPU"
-    needs = "Triton, which is not installed" if not _triton_installed() else "a CUDA GPU"
+    needs = _triton_missing()
     raise InputError(
         f"{field}='triton' needs {needs}, and this PyTorch process runs on {where}: choose "
         f"'auto' or 'portable' (or start the process with {TRITON_INTERPRET_ENV}=1 to run "
@@ -170,4 +188,4 @@ def resolve(field: str, implementation: str) -> str:
     return "fused"
   if name == "jax":
     return "pallas" if _jax_platform() == "gpu" else "portable"
-  return "triton" if _torch_has_cuda() and _triton_installed() else "portable"
+  return "triton" if _torch_has_cuda() and triton_runs() else "portable"
