@@ -17,7 +17,8 @@ runs it):
 The BLSTM's both directions (trans_blstm_2_base: [B, T, D] = [64, 128, 768], u = 768;
 the SMALL variant u = 384), bfloat16 inputs and weights as under mixed precision:
   portable        the scan with float32 cell state and the hand-written backward (one
-                  matmul a step; R's gradient one matmul after the loop);
+                  matmul a step; R's gradient one matmul after the loop); again with 8
+                  steps per loop iteration (`portable_blstm.UNROLL`, to choose on a card);
   autodiff        the same forward scan differentiated by JAX (two matmuls a step);
   cudnn           `jax.experimental.rnn` (float32; a GPU only), what "auto" runs there;
   floor           the input projections alone (x W of both directions): the FLOPs the
@@ -101,25 +102,33 @@ def blstm_candidates(lengths, on_gpu):
   def floor(x, kernel, recurrent_kernel, bias, kernel_b, recurrent_kernel_b, bias_b):
     return jnp.concatenate([x @ kernel + bias, x @ kernel_b + bias_b], axis=-1)
 
-  def portable(x, *weights):
-    return portable_blstm.bidirectional_lstm(x, lengths, weights[:3], weights[3:])
+  def portable(unroll):
+    def run(x, *weights):
+      return portable_blstm.bidirectional_lstm(x, lengths, weights[:3], weights[3:], unroll)
+
+    return run
 
   def autodiff(x, *weights):
     original = portable_blstm.recurrence
 
-    def differentiated(steps, recurrent_kernels, batch, units, length):
+    def differentiated(steps, recurrent_kernels, batch, units, length, unroll):
       return portable_blstm._states(steps, recurrent_kernels, batch, units, length)[0]
 
     portable_blstm.recurrence = differentiated  # traced once, inside jit
     try:
-      return portable(x, *weights)
+      return portable(1)(x, *weights)
     finally:
       portable_blstm.recurrence = original
 
   def cudnn(x, *weights):
     return jax_cudnn_lstm.bidirectional_lstm(x, lengths, weights[:3], weights[3:])
 
-  candidates = {"floor": floor, "portable": portable, "autodiff": autodiff}
+  candidates = {
+      "floor": floor,
+      "portable": portable(1),
+      "portable, 8 steps an iteration": portable(8),
+  }
+  candidates["autodiff"] = autodiff
   if on_gpu:
     candidates["cudnn"] = cudnn
   return candidates

@@ -178,10 +178,11 @@ def test_blstm_layer_outputs_and_gradients(units, projection, implementation):
     np.testing.assert_allclose(by_variable[id(w)], g, **TOLERANCE, err_msg=w.path)
 
 
-def test_portable_blstm_in_bfloat16_stays_near_the_float64_loop(rng):
+@pytest.mark.parametrize("unroll", [1, 8])
+def test_portable_blstm_in_bfloat16_stays_near_the_float64_loop(rng, unroll):
   """bfloat16 inputs and weights over 64 steps: the cell state and gates are float32
   inside, so the outputs and R's hand-written gradient stay within bfloat16's rounding of
-  the float64 loop run on the same (rounded) values."""
+  the float64 loop run on the same (rounded) values; with 8 steps per loop iteration too."""
   from recurrent_bert.layers.kernels import portable_blstm
 
   batch, length, depth, units = 2, 64, 8, 8
@@ -199,7 +200,9 @@ def test_portable_blstm_in_bfloat16_stays_near_the_float64_loop(rng):
 
   def run(*arrays):
     x, *weights = (keras.ops.cast(a, "bfloat16") for a in arrays)
-    return portable_blstm.bidirectional_lstm(x, lengths, tuple(weights[:3]), tuple(weights[3:]))
+    return portable_blstm.bidirectional_lstm(
+        x, lengths, tuple(weights[:3]), tuple(weights[3:]), unroll=unroll
+    )
 
   want = ref.blstm_layer(rounded, lengths)
   if BACKEND == "jax":

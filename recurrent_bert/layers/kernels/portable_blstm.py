@@ -20,6 +20,12 @@ loop, dR = sum_t h[t-1]^T dz[t], over all T·B rows at once.
 
 from keras import ops
 
+# Time steps per iteration of the scans' loops (lax.scan's `unroll` under JAX; PyTorch's
+# Python loop is the same either way). What it computes does not depend on it. On a GPU
+# each iteration of XLA's while loop may cost more than its kernels;
+# benchmarks/kernels_side_by_side.py times 1 and 8 side by side, for a card to choose.
+UNROLL = 1
+
 
 def reversed_positions(lengths, length):
   """[B, T]: position t of each row reversed within its real prefix (padding stays put;
@@ -29,7 +35,7 @@ def reversed_positions(lengths, length):
   return ops.where(positions < lengths, lengths - 1 - positions, positions)
 
 
-def bidirectional_lstm(x, lengths, forward, backward):
+def bidirectional_lstm(x, lengths, forward, backward, unroll=None):
   """Forward and backward LSTMs (Keras' weight layout, gates i, f, g, o) over right-padded rows.
 
   Args:
@@ -37,6 +43,7 @@ def bidirectional_lstm(x, lengths, forward, backward):
     lengths: [B] int, real positions per row.
     forward, backward: (kernel [D, 4u], recurrent_kernel [u, 4u], bias [4u]) of each
       direction, in x's dtype.
+    unroll: time steps per loop iteration; None is `UNROLL`.
   Returns:
     [B, T, 2u]: (forward, backward) at the original positions, 0 at padded ones.
   """
@@ -51,7 +58,7 @@ def bidirectional_lstm(x, lengths, forward, backward):
   )
   recurrent_kernels = ops.stack([forward[1], backward[1]])  # [2, u, 4u]
   steps = ops.transpose(gate_inputs, (2, 0, 1, 3))  # [T, 2, B, 4u]
-  h = recurrence(steps, recurrent_kernels, batch, units, x.shape[1])  # [T, 2, B, u]
+  h = recurrence(steps, recurrent_kernels, batch, units, x.shape[1], unroll)  # [T, 2, B, u]
   h = ops.transpose(h, (1, 2, 0, 3))  # [2, B, T, u]
   real = ops.cast(ops.arange(length)[None, :] < ops.cast(lengths, "int32")[:, None], x.dtype)
   outputs = ops.concatenate([h[0], ops.take_along_axis(h[1], reverse, axis=1)], axis=-1)
@@ -90,7 +97,7 @@ def cell_gradient(dh, dc_next, gates, c, c_prev):
   return dz, dc * f
 
 
-def _states(steps, recurrent_kernels, batch, units, length):
+def _states(steps, recurrent_kernels, batch, units, length, unroll=1):
   """The forward scan: h [T, 2, B, u] (steps' dtype), c and the gates [T, 2, B, u | 4u]
   (float32)."""
   dtype = steps.dtype
@@ -103,7 +110,7 @@ def _states(steps, recurrent_kernels, batch, units, length):
 
   initial = (ops.zeros((2, batch, units), dtype), ops.zeros((2, batch, units), "float32"))
   # A static trip count where T is known: XLA needs one.
-  _, (h, c, gates) = ops.scan(step, initial, steps, length=length)
+  _, (h, c, gates) = ops.scan(step, initial, steps, length=length, unroll=unroll)
   return h, c, gates
 
 
@@ -112,7 +119,7 @@ def _earlier(t):
   return ops.concatenate([ops.zeros_like(t[:1]), t[:-1]], axis=0)
 
 
-def _gradients(dh, h, c, gates, recurrent_kernels):
+def _gradients(dh, h, c, gates, recurrent_kernels, unroll=1):
   """(d steps [T, 2, B, 4u], d recurrent_kernels [2, u, 4u]) from dh [T, 2, B, u]."""
   dtype = recurrent_kernels.dtype
   kernels_t = ops.transpose(recurrent_kernels, (0, 2, 1))  # [2, 4u, u]
@@ -127,7 +134,12 @@ def _gradients(dh, h, c, gates, recurrent_kernels):
 
   zeros = ops.zeros_like(c[0])
   _, dz = ops.scan(
-      step, (zeros, zeros), (dh, c, _earlier(c), gates), length=h.shape[0], reverse=True
+      step,
+      (zeros, zeros),
+      (dh, c, _earlier(c), gates),
+      length=h.shape[0],
+      reverse=True,
+      unroll=unroll,
   )
   dz_compute = ops.cast(dz, dtype)
   # One matmul for all steps: [2, u, T·B] x [2, T·B, 4u].
@@ -135,7 +147,7 @@ def _gradients(dh, h, c, gates, recurrent_kernels):
   return dz_compute, d_kernels
 
 
-def recurrence(steps, recurrent_kernels, batch, units, length):
+def recurrence(steps, recurrent_kernels, batch, units, length, unroll=None):
   """Both directions' LSTM recurrence with the hand-written gradient (module docstring).
 
   Args:
@@ -143,19 +155,21 @@ def recurrence(steps, recurrent_kernels, batch, units, length):
     recurrent_kernels: [2, u, 4u] (R), in steps' dtype.
     batch, units: B and u.
     length: T, a Python int where it is static.
+    unroll: time steps per loop iteration; None is `UNROLL`.
   Returns:
     h: [T, 2, B, u] in steps' dtype.
   """
+  unroll = UNROLL if unroll is None else unroll
 
   @ops.custom_gradient
   def run(steps, recurrent_kernels):
-    h, c, gates = _states(steps, recurrent_kernels, batch, units, length)
+    h, c, gates = _states(steps, recurrent_kernels, batch, units, length, unroll)
 
     def grad(*grad_args, upstream=None):
       # TensorFlow and JAX pass the output's gradient; PyTorch passes the inputs and
       # `upstream` (keras.ops.custom_gradient's contract).
       dh = grad_args[0] if upstream is None else upstream
-      return _gradients(dh, h, c, gates, recurrent_kernels)
+      return _gradients(dh, h, c, gates, recurrent_kernels, unroll)
 
     return h, grad
 
