@@ -255,8 +255,8 @@ class TrainingDriver:
     if rates:
       eta = (self.num_train_steps - step) / rates["steps_per_second"]
       parts += [
-          f"{rates['steps_per_second']:.1f} steps/s",
-          f"{rates['examples_per_second']:.0f} ex/s",
+          f"{_rate(rates['steps_per_second'], '.1f')} steps/s",
+          f"{_rate(rates['examples_per_second'], '.0f')} ex/s",
           f"ETA {format_duration(eta)}",
       ]
     else:
@@ -461,3 +461,9 @@ def seconds_per_step(step_timings: List[Tuple[int, float]]) -> float:
   timed = step_timings[1:] or step_timings
   steps = sum(n for n, _ in timed)
   return sum(t for _, t in timed) / steps if steps else float("nan")
+
+
+def _rate(value: float, spec: str) -> str:
+  """`value` formatted by `spec`, or to two significant digits below 1 (a slow run's
+  0.036 steps/s would read 0.0)."""
+  return format(value, spec) if value >= 1 else format(value, ".2g")

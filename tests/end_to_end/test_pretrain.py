@@ -36,7 +36,7 @@ CONFIGS = os.path.join(REPO, "configs", "pretrain")
 # A rate and ETA on every line but one that covers only the first (compiling) call.
 PROGRESS_LINE = re.compile(
     r"step (\d+)/(\d+) loss=\d+\.\d{3} mlm_acc=\d\.\d\d .*"
-    r"lr=\d\.\de[+-]\d\d (?:[\d.]+ steps/s \d+ ex/s ETA \S+|"
+    r"lr=\d\.\de[+-]\d\d (?:[\d.]+ steps/s [\d.]+ ex/s ETA \S+|"
     r"\(first call, with compilation: [^)]*\))"
 )
 

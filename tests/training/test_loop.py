@@ -327,3 +327,14 @@ def test_ctrl_c_saves_only_a_single_worker_run(tmp_path):
   state, saves = stopping_loop(tmp_path, num_workers=1, saved_step=None)
   stop(state, 0)
   assert not saves  # nothing trained yet
+
+
+@pytest.mark.parametrize(
+    "rate,spec,text",
+    [(10.54, ".1f", "10.5"), (1.0, ".1f", "1.0"), (0.0364, ".1f", "0.036"), (0.5, ".0f", "0.5")],
+)
+def test_a_slow_rate_keeps_two_significant_digits(rate, spec, text):
+  """A run at 28 s a step read "0.0 steps/s"; below 1 the progress line keeps two digits."""
+  from recurrent_bert.training.driver import _rate
+
+  assert _rate(rate, spec) == text
