@@ -244,16 +244,16 @@ def test_the_pallas_kernels_lower_to_triton_for_cuda(kernel_module, k):
 
 @pytest.mark.skipif(BACKEND != "torch", reason="Triton's compiler")
 def test_the_triton_kernels_compile_for_an_h100(kernel_module):
-  """The same shapes and forms, k = 1, 2, 4: Triton compiles both kernels to PTX for
-  compute capability 9.0. In a process of its own, without the interpreter's switch
-  (kernels defined for the interpreter cannot be compiled)."""
+  """The same shapes and forms, k = 1, 2, 4 (and one ungated): Triton compiles both
+  kernels to PTX for compute capability 9.0. In a process of its own, without the
+  interpreter's switch (kernels defined for the interpreter cannot be compiled)."""
   code = """
       from recurrent_bert.layers.kernels import triton_swish_rnn
-      for k in (1, 2, 4):
-        for residual in (False, True):
-          assembly = triton_swish_rnn.cuda_assembly((4, 128, 2048), k, residual, True, "bfloat16")
-          for name, text in assembly.items():
-            assert ".target sm_90" in text and f"_{name}_kernel(" in text, (k, name)
+      forms = [(k, residual, True) for k in (1, 2, 4) for residual in (False, True)]
+      for k, residual, gated in forms + [(2, False, False)]:
+        assembly = triton_swish_rnn.cuda_assembly((4, 128, 2048), k, residual, gated, "bfloat16")
+        for name, text in assembly.items():
+          assert ".target sm_90" in text and f"_{name}_kernel(" in text, (k, name)
       print("compiled")
   """
   result = run_python(code, "torch", unset=[INTERPRET_ENV])
