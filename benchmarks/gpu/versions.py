@@ -5,6 +5,7 @@ PyTorch, unless RB_GPU_SMOKE=1 (a rehearsal on a CPU)."""
 import importlib.metadata as md
 import os
 import platform
+import shutil
 import sys
 
 PACKAGES = (
@@ -12,6 +13,7 @@ PACKAGES = (
     "jax",
     "jaxlib",
     "torch",
+    "triton",  # PyTorch's CUDA builds bring it: SwishRNN's kernels under PyTorch
     "keras",
     "namex",
     "optree",
@@ -37,6 +39,10 @@ def main() -> None:
   print("jax devices:", jax.devices(), file=sys.stderr)
   gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
   print("torch cuda:", torch.version.cuda, gpu, file=sys.stderr)
+  # Triton builds each kernel's launcher with a C compiler; without one, "auto" keeps
+  # SwishRNN's portable scan under PyTorch.
+  compiler = os.environ.get("CC") or shutil.which("gcc") or shutil.which("clang")
+  print("C compiler for Triton's launchers:", compiler or "none", file=sys.stderr)
   if os.environ.get("RB_GPU_SMOKE") != "1":
     if jax.devices()[0].platform != "gpu" or gpu is None:
       sys.exit("no GPU visible to jax or torch (RB_GPU_SMOKE=1 rehearses on a CPU)")
