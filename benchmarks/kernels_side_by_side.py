@@ -2,6 +2,8 @@
 
   python benchmarks/kernels_side_by_side.py          # the base presets' shapes, on a GPU
   python benchmarks/kernels_side_by_side.py --smoke  # tiny, Pallas interpreted: a CPU rehearsal
+  python benchmarks/kernels_side_by_side.py --backend=torch  # SwishRNN under PyTorch:
+      # the Triton kernels (TRITON_INTERPRET=1 at start interprets them) vs the portable loop
 
 One forward + backward, with respect to every input, of
 
@@ -48,7 +50,8 @@ import statistics
 import sys
 import time
 
-os.environ.setdefault("KERAS_BACKEND", "jax")
+# Keras reads its backend once, at import: --backend's value ("torch" can only be that).
+os.environ["KERAS_BACKEND"] = "torch" if {"torch", "--backend=torch"} & set(sys.argv[1:]) else "jax"
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import jax
@@ -72,8 +75,9 @@ TILINGS = (
 )
 
 
-def swish_rnn_candidates(k, interpret, tilings):
-  """{name: f(x1, gate, alpha, beta, state_bias) -> [B, T, D]}, the floor first."""
+def swish_rnn_candidates(k, interpret, tilings, kernel="pallas"):
+  """{name: f(x1, gate, alpha, beta, state_bias) -> [B, T, D]}, the floor first; the
+  kernels are `kernel`'s: "pallas" (JAX) or "triton" (PyTorch)."""
 
   def floor(x1, gate, alpha, beta, state_bias):
     return (x1 + state_bias) * gate
@@ -89,9 +93,19 @@ def swish_rnn_candidates(k, interpret, tilings):
 
     return run
 
+  def triton(tiling):
+    from recurrent_bert.layers.kernels import triton_swish_rnn
+
+    def run(x1, gate, alpha, beta, state_bias):
+      return triton_swish_rnn.recurrence(x1, None, alpha, beta, k, gate, state_bias, tiling)
+
+    return run
+
   candidates = {"floor": floor, "portable": portable}
   for tiling in tilings:
-    candidates["pallas {}/{}/{}".format(*tiling)] = pallas(tiling)
+    candidates[f"{kernel} " + "{}/{}/{}".format(*tiling)] = dict(pallas=pallas, triton=triton)[
+        kernel
+    ](tiling)
   return candidates
 
 
@@ -196,17 +210,73 @@ def _relative_difference(a, b):
   )
 
 
-def measure(group, candidates, inputs, upstream_shape, reps, compare=True):
+class JaxRuntime:
+  """What `measure` needs of a backend: arrays, a differentiated step, waiting, comparing."""
+
+  def array(self, values, dtype="float32"):
+    return jnp.asarray(values, dtype)
+
+  step = staticmethod(_step)
+  difference = staticmethod(_relative_difference)
+  ready = staticmethod(jax.block_until_ready)
+
+
+class TorchRuntime:
+  """`JaxRuntime`'s four under PyTorch, eagerly (autograd), on the GPU where there is one."""
+
+  def __init__(self):
+    import torch
+
+    self.torch = torch
+    self.device = "cuda" if torch.cuda.is_available() else "cpu"
+
+  def array(self, values, dtype="float32"):
+    return self.torch.tensor(
+        np.asarray(values), dtype=getattr(self.torch, dtype), device=self.device
+    )
+
+  def step(self, function):
+    """(upstream, inputs) -> (output, gradients of sum(output · upstream) on every float
+    input), as `_step`'s."""
+
+    def step(upstream, *inputs):
+      leaves = [x.detach().requires_grad_() if x.is_floating_point() else x for x in inputs]
+      out = function(*leaves)
+      loss = (out.float() * upstream[..., : out.shape[-1]]).sum()
+      floats = [x for x in leaves if x.requires_grad]
+      # The floor leaves alpha and beta unused: zeros, as JAX gives.
+      grads = self.torch.autograd.grad(loss, floats, allow_unused=True, materialize_grads=True)
+      return out.detach(), grads
+
+    return step
+
+  def ready(self, result):
+    if self.device == "cuda":
+      self.torch.cuda.synchronize()
+    return result
+
+  def difference(self, a, b):
+    """`_relative_difference` of two steps' (output, gradients)."""
+    pairs = zip([a[0], *a[1]], [b[0], *b[1]])
+    return max(
+        float((x.float() - y.float()).abs().max() / y.float().abs().max().clamp(min=1e-30))
+        for x, y in pairs
+    )
+
+
+def measure(group, candidates, inputs, upstream_shape, reps, compare=True, runtime=None):
   """Rows {group, name, ms, x_floor, x_first, max_diff, first_call_s}; 'first' is the
   candidate after the floor, the one the others are compared with. Each candidate's first
   call (its compilation, or its read from a persistent compilation cache) is timed and
-  printed as it ends, so a slow one shows which it is; `reps` 0 stops there."""
-  upstream = jnp.asarray(np.random.default_rng(0).normal(size=upstream_shape), jnp.float32)
-  steps = {name: _step(f) for name, f in candidates.items()}
+  printed as it ends, so a slow one shows which it is; `reps` 0 stops there. `runtime`:
+  a `JaxRuntime` (the default) or `TorchRuntime`."""
+  runtime = runtime or JaxRuntime()
+  upstream = runtime.array(np.random.default_rng(0).normal(size=upstream_shape))
+  steps = {name: runtime.step(f) for name, f in candidates.items()}
   results, first_call_s = {}, {}
   for name, step in steps.items():
     start = time.perf_counter()
-    results[name] = jax.block_until_ready(step(upstream, *inputs))
+    results[name] = runtime.ready(step(upstream, *inputs))
     first_call_s[name] = time.perf_counter() - start
     print(f"  {group}, {name}: first call {first_call_s[name]:.1f} s", flush=True)
   if not reps:
@@ -215,7 +285,7 @@ def measure(group, candidates, inputs, upstream_shape, reps, compare=True):
   for _ in range(reps):
     for name, step in steps.items():
       start = time.perf_counter()
-      jax.block_until_ready(step(upstream, *inputs))
+      runtime.ready(step(upstream, *inputs))
       times[name].append(time.perf_counter() - start)
   ms = {name: 1e3 * statistics.median(t) for name, t in times.items()}
   floor, first = list(steps)[:2]
@@ -228,25 +298,26 @@ def measure(group, candidates, inputs, upstream_shape, reps, compare=True):
           x_first=ms[name] / ms[first],
           max_diff=None
           if name == floor or not compare
-          else _relative_difference(results[name], results[first]),
+          else runtime.difference(results[name], results[first]),
           first_call_s=first_call_s[name],
       )
       for name in steps
   ]
 
 
-def swish_rnn_rows(shape, reps, interpret, tilings):
+def swish_rnn_rows(shape, reps, interpret, tilings, runtime=None, kernel="pallas"):
+  runtime = runtime or JaxRuntime()
   rng = np.random.default_rng(0)
   depth = shape[-1]
-  sequence = lambda: jnp.asarray(rng.normal(size=shape), jnp.float32)
-  vector = lambda low, high: jnp.asarray(rng.uniform(low, high, size=depth), jnp.float32)
+  sequence = lambda: runtime.array(rng.normal(size=shape))
+  vector = lambda low, high: runtime.array(rng.uniform(low, high, size=depth))
   inputs = (sequence(), sequence(), vector(0.5, 1.5), vector(-1, 1), vector(-1, 1))
   rows = []
   for k in (1, 2, 4):
     # The tilings compared at k = 1; the default alone at k = 2 and 4 (each tiling is two
     # more kernels to compile, seconds each on a card).
-    candidates = swish_rnn_candidates(k, interpret, tilings if k == 1 else tilings[:1])
-    rows += measure(f"swishrnn k={k}", candidates, inputs, shape, reps)
+    candidates = swish_rnn_candidates(k, interpret, tilings if k == 1 else tilings[:1], kernel)
+    rows += measure(f"swishrnn k={k}", candidates, inputs, shape, reps, runtime=runtime)
   return rows
 
 
@@ -295,7 +366,16 @@ def main(argv=None):
   parser.add_argument("--heads", type=int, default=12, help="attention heads (of H)")
   parser.add_argument("--only", choices=("swishrnn", "blstm", "attention"), help="one group")
   parser.add_argument("--json", help="also write the rows here")
+  parser.add_argument(
+      "--backend",
+      choices=("jax", "torch"),
+      default="jax",
+      help="torch: SwishRNN's group alone, the Triton kernels (interpreted where the process "
+      "started with TRITON_INTERPRET=1) against PyTorch's portable loop",
+  )
   args = parser.parse_args(argv)
+  if args.backend == "torch":
+    return torch_main(args)
   device = jax.devices()[0]
   on_gpu = device.platform == "gpu"
   interpret = args.smoke or not on_gpu
@@ -332,7 +412,37 @@ def main(argv=None):
     print_rows(rows, args.only)
 
 
-def print_rows(rows, only):
+def torch_main(args):
+  """--backend=torch: SwishRNN's group under PyTorch, eagerly, with the Triton kernels at
+  the same tilings as Pallas' (where they can run here) against the portable loop."""
+  from recurrent_bert.layers import kernels
+
+  if args.only not in (None, "swishrnn"):
+    sys.exit(f"kernels_side_by_side.py: --backend=torch times swishrnn only, not {args.only}")
+  runtime = TorchRuntime()
+  device = runtime.torch.cuda.get_device_name(0) if runtime.device == "cuda" else "cpu"
+  shape, reps, tilings = (args.batch_size, args.seq_length, args.swish_rnn_size), args.reps, TILINGS
+  if args.smoke:
+    shape, reps, tilings = (2, 16, 8), min(reps, 2), TILINGS[:2]
+  if not kernels.triton_runs():
+    print(f"Triton's kernels cannot run here: they need {kernels.triton_missing()}")
+    tilings = ()
+  interpreted = os.environ.get(kernels.TRITON_INTERPRET_ENV) == "1"
+  print(
+      f"One forward + backward under PyTorch on {device}"
+      f"{', Triton interpreted' if interpreted else ''}: SwishRNN [B, T, d'] = {list(shape)} "
+      "float32"
+  )
+  rows = swish_rnn_rows(shape, reps, interpreted, tilings, runtime, kernel="triton")
+  if args.json:
+    with open(args.json + ".tmp", "w") as f:
+      json.dump(dict(device=device, backend="torch", rows=rows), f, indent=1)
+    os.replace(args.json + ".tmp", args.json)
+  if reps:
+    print_rows(rows, "swishrnn", kernel="triton" if tilings else None)
+
+
+def print_rows(rows, only, kernel="pallas"):
   """The table, and swishrnn_base's recurrences per step (portable, default kernel)."""
   print("\n| group | candidate | ms | × floor | × first | max difference vs first (relative) |")
   print("|---|---|---|---|---|---|")
@@ -342,15 +452,16 @@ def print_rows(rows, only):
         f"| {r['group']} | {r['name']} | {r['ms']:.3f} | {r['x_floor']:.2f} | "
         f"{r['x_first']:.2f} | {diff} |"
     )
-  default = "pallas {}/{}/{}".format(*pallas_swish_rnn.TILING)
+  default = f"{kernel} " + "{}/{}/{}".format(*pallas_swish_rnn.TILING) if kernel else None
   per_step = {
       name: 4 * sum(r["ms"] for r in rows if r["name"] == name and r["group"].startswith("swish"))
       for name in ("portable", default)
   }
   if only != "blstm":
+    kernel_part = f", {default} {per_step[default]:.1f} ms" if kernel else ""
     print(
         f"\nswishrnn_base's 12 layers (k = 1, 2, 4, four times each): portable "
-        f"{per_step['portable']:.1f} ms, {default} {per_step[default]:.1f} ms a step"
+        f"{per_step['portable']:.1f} ms{kernel_part} a step"
     )
 
 

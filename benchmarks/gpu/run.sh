@@ -18,7 +18,8 @@
 # the recurrences' kernels side by side (benchmarks/kernels_side_by_side.py: SwishRNN's
 # Pallas kernels at several tilings against the portable scan, the BLSTM's hand-written
 # scan against autodiff and cuDNN, at the base presets' shapes, each kernel's numbers
-# checked), the six base presets at batch 64 x 128 tokens in mixed_bfloat16 (bfloat16
+# checked; then SwishRNN's Triton kernels under PyTorch the same way), the six base
+# presets at batch 64 x 128 tokens in mixed_bfloat16 (bfloat16
 # compute, float32 weights) under JAX, bert_base again through the package's own JAX loop
 # (step_time.py --trainer=package: what rbert-pretrain runs, beside Keras' fit), bert_base
 # at 256 x 128 under JAX, PyTorch compiled (`torch.compile`: bert_base, bert_rab_base and
@@ -38,7 +39,7 @@
 # bfloat16, SXM), RB_PROFILE_TOP (10; 0: no profiles), RB_PROFILE_STEPS (3),
 # RB_TORCH_COMPILED (the presets compiled), RB_BUDGET_S (480), RB_COMPILE_S (200, the
 # parallel compilation), RB_PARALLEL (6 processes at a time), RB_KERNELS_S (45, the
-# kernels' timing), RB_JAX_SHARE (60, % of the time after that), RB_LARGE_S (35, of JAX's
+# kernels' timing), RB_KERNELS_TORCH_S (40, the PyTorch kernels'), RB_JAX_SHARE (60, % of the time after that), RB_LARGE_S (35, of JAX's
 # share for the large batch), RB_PACKAGE_S (30, of JAX's share for the package loop),
 # RB_TORCH_COMPILED_SHARE (50, % of PyTorch's time) and RB_TORCH_PACKAGE_S (45, of that
 # share for the package's PyTorch loop, timed first) override the settings.
@@ -107,7 +108,7 @@ COMPILE_JOBS+=("torch_package_bert_$SIZE")
 for preset in ${PRESETS//,/ }; do COMPILE_JOBS+=("jax_$preset"); done
 COMPILE_JOBS+=("jax_large_bert_$SIZE" "jax_package_bert_$SIZE" kernels)
 echo "== compiling ${#COMPILE_JOBS[@]} programs, ${RB_PARALLEL:-6} at a time ($((SECONDS - START)) s)"
-rm -rf "$RESULTS/compile" "$RESULTS"/step_time_*.json "$RESULTS/kernels_side_by_side.json"
+rm -rf "$RESULTS/compile" "$RESULTS"/step_time_*.json "$RESULTS"/kernels_side_by_side*.json
 mkdir -p "$RESULTS/compile"
 compile_one() {  # NAME: one job, its log in $RESULTS/compile/NAME.txt, its status in .rc
   local name=$1 code args
@@ -164,6 +165,17 @@ else
   echo "run.sh: the recurrence kernels did not compile: not timed" >&2
   tail -n 20 "$RESULTS/compile/kernels.txt" >&2
 fi
+# SwishRNN's Triton kernels under PyTorch at the same tilings, against PyTorch's portable
+# loop (Triton compiles each in seconds, here, out of this stage's time).
+echo "== recurrence kernels under PyTorch ($((SECONDS - START)) s)"
+TORCH_KERNELS_ENV=(KERAS_BACKEND=torch)
+[[ "$SMOKE" != 1 ]] || TORCH_KERNELS_ENV+=(TRITON_INTERPRET=1)  # a CPU interprets them
+set +e
+env "${TORCH_KERNELS_ENV[@]}" timeout -k 10 "${RB_KERNELS_TORCH_S:-40}" "$PY" \
+  -c "${NO_TF/step_time.py/kernels_side_by_side.py}" --backend=torch $KERNEL_ARGS \
+  --json="$RESULTS/kernels_side_by_side_torch.json" 2>&1 | tee "$RESULTS/log_kernels_torch.txt"
+((PIPESTATUS[0] == 0)) || { echo "run.sh: the PyTorch kernels' benchmark failed" >&2; status=1; }
+set -e
 
 # bench NAME SECONDS PRESETS ARGS...: one timed step_time.py process of the PRESETS
 # (ARGS: backend, batch) that is stopped after SECONDS; $RESULTS/step_time_NAME.json keeps

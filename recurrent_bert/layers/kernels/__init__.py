@@ -120,7 +120,7 @@ def _triton_installed() -> bool:
   return importlib.util.find_spec("triton") is not None
 
 
-def _triton_missing() -> Optional[str]:
+def triton_missing() -> Optional[str]:
   """What the Triton kernels lack in this process (None: they run). Compiled for a CUDA
   GPU, Triton also builds a small C launcher per kernel with $CC, else gcc, else clang;
   its interpreter (TRITON_INTERPRET=1 at start) needs neither."""
@@ -140,7 +140,7 @@ def _triton_missing() -> Optional[str]:
 def triton_runs() -> bool:
   """Whether the Triton kernels run here: PyTorch with Triton, on a CUDA GPU (with a C
   compiler) or in Triton's interpreter."""
-  return _triton_missing() is None
+  return triton_missing() is None
 
 
 def check(field: str, implementation: str) -> None:
@@ -160,7 +160,7 @@ def check(field: str, implementation: str) -> None:
     )
   if implementation == "triton" and not triton_runs():
     where = "a CUDA GPU" if _torch_has_cuda() else "a CPU"
-    needs = _triton_missing()
+    needs = triton_missing()
     raise InputError(
         f"{field}='triton' needs {needs}, and this PyTorch process runs on {where}: choose "
         f"'auto' or 'portable' (or start the process with {TRITON_INTERPRET_ENV}=1 to run "

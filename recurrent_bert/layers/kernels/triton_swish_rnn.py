@@ -213,12 +213,15 @@ def _forward(
     alpha: torch.Tensor,
     beta: torch.Tensor,
     step_size: int,
+    tiling: List[int],
 ) -> Tuple[torch.Tensor, torch.Tensor]:
-  """(c float32, out): out is (c + state_bias) * gate in gate's dtype, or c in x1's."""
+  """(c float32, out): out is (c + state_bias) * gate in gate's dtype, or c in x1's;
+  `tiling` is a `Tiling`'s three numbers (an operator's arguments are plain types)."""
+  tiling = Tiling(*tiling)
   x1 = x1.contiguous()
   c = torch.empty(x1.shape, dtype=torch.float32, device=x1.device)
   out = torch.empty(x1.shape, dtype=x1.dtype if gate is None else gate.dtype, device=x1.device)
-  statics, grid = _statics(x1.shape, step_size, TILING)
+  statics, grid = _statics(x1.shape, step_size, tiling)
   _forward_kernel[grid](
       x1,
       x1 if residual is None else residual.contiguous(),
@@ -230,7 +233,7 @@ def _forward(
       out,
       HAS_RESIDUAL=residual is not None,
       HAS_GATE=gate is not None,
-      num_warps=TILING.num_warps,
+      num_warps=tiling.num_warps,
       num_stages=1,
       **statics,
   )
@@ -238,7 +241,7 @@ def _forward(
 
 
 @_forward.register_fake
-def _forward_shapes(x1, residual, gate, state_bias, alpha, beta, step_size):
+def _forward_shapes(x1, residual, gate, state_bias, alpha, beta, step_size, tiling):
   out_dtype = x1.dtype if gate is None else gate.dtype
   return x1.new_empty(x1.shape, dtype=torch.float32), x1.new_empty(x1.shape, dtype=out_dtype)
 
@@ -254,9 +257,11 @@ def _backward(
     alpha: torch.Tensor,
     beta: torch.Tensor,
     step_size: int,
+    tiling: List[int],
 ) -> List[torch.Tensor]:
   """[dx1, dresidual, dgate, dalpha, dbeta, dstate_bias]: the [B, T, D] ones in their
   inputs' dtypes, the [D] ones float32 and per row, [B, D]; empty where there is no input."""
+  tiling = Tiling(*tiling)
   batch, _, depth = x1.shape
   x1 = x1.contiguous()
   has_residual, has_gate = residual_dtype is not None, gate is not None
@@ -269,7 +274,7 @@ def _backward(
       torch.empty((batch, depth), dtype=torch.float32, device=x1.device)
       for _ in range(2 + has_gate)
   ]
-  statics, grid = _statics(x1.shape, step_size, TILING)
+  statics, grid = _statics(x1.shape, step_size, tiling)
   _backward_kernel[grid](
       dout.contiguous(),
       c,
@@ -286,7 +291,7 @@ def _backward(
       per_row[-1],  # dstate_bias, unwritten without a gate
       HAS_RESIDUAL=has_residual,
       HAS_GATE=has_gate,
-      num_warps=TILING.num_warps,
+      num_warps=tiling.num_warps,
       num_stages=1,
       **statics,
   )
@@ -296,7 +301,7 @@ def _backward(
 
 
 @_backward.register_fake
-def _backward_shapes(dout, c, x1, residual_dtype, gate, state_bias, alpha, beta, step_size):
+def _backward_shapes(dout, c, x1, residual_dtype, gate, state_bias, alpha, beta, step_size, tiling):
   batch, _, depth = x1.shape
   sequence = lambda dtype: x1.new_empty(x1.shape, dtype=dtype)
   per_row = lambda present: x1.new_empty((batch, depth) if present else (0,), dtype=torch.float32)
@@ -311,10 +316,10 @@ def _backward_shapes(dout, c, x1, residual_dtype, gate, state_bias, alpha, beta,
 
 
 def _save_for_backward(ctx, inputs, output):
-  x1, residual, gate, state_bias, alpha, beta, step_size = inputs
+  x1, residual, gate, state_bias, alpha, beta, step_size, tiling = inputs
   c, _ = output
   ctx.save_for_backward(c, x1, gate, state_bias, alpha, beta)
-  ctx.step_size = step_size
+  ctx.step_size, ctx.tiling = step_size, tiling
   ctx.residual_dtype = None if residual is None else residual.dtype
   ctx.mark_non_differentiable(c)
 
@@ -322,7 +327,7 @@ def _save_for_backward(ctx, inputs, output):
 def _gradients(ctx, _dc, dout):
   c, x1, gate, state_bias, alpha, beta = ctx.saved_tensors
   dx1, dresidual, dgate, dalpha, dbeta, dstate_bias = _backward(
-      dout, c, x1, ctx.residual_dtype, gate, state_bias, alpha, beta, ctx.step_size
+      dout, c, x1, ctx.residual_dtype, gate, state_bias, alpha, beta, ctx.step_size, ctx.tiling
   )
   total = lambda rows, like: None if like is None else rows.sum(dim=0).to(like.dtype)
   return (
@@ -333,13 +338,14 @@ def _gradients(ctx, _dc, dout):
       total(dalpha, alpha),
       total(dbeta, beta),
       None,
+      None,
   )
 
 
 _forward.register_autograd(_gradients, setup_context=_save_for_backward)
 
 
-def recurrence(x1, residual, alpha, beta, step_size, gate=None, state_bias=None):
+def recurrence(x1, residual, alpha, beta, step_size, gate=None, state_bias=None, tiling=None):
   """c[i] = Swish(c[i - k] - x1[i]) + residual[i], c[< 0] = 0, gated when `gate` is given.
 
   Args:
@@ -348,10 +354,12 @@ def recurrence(x1, residual, alpha, beta, step_size, gate=None, state_bias=None)
     alpha, beta: [D].
     step_size: k >= 1.
     gate: None, or [B, T, D], the activated gate; then `state_bias` [D] too.
+    tiling: a `Tiling`; None is `TILING`.
   Returns:
     (c + state_bias) * gate in gate's dtype, or c in x1's dtype: [B, T, D].
   """
-  return _forward(x1, residual, gate, state_bias, alpha, beta, step_size)[1]
+  tiling = list(tiling or TILING)
+  return _forward(x1, residual, gate, state_bias, alpha, beta, step_size, tiling)[1]
 
 
 def cuda_assembly(x1_shape, step_size, has_residual, has_gate, dtype="float32", arch=90):
