@@ -101,12 +101,24 @@ def swish_rnn_candidates(k, interpret, tilings, kernel="pallas"):
 
     return run
 
+  kernel_with = pallas if kernel == "pallas" else triton
   candidates = {"floor": floor, "portable": portable}
   for tiling in tilings:
-    candidates[f"{kernel} " + "{}/{}/{}".format(*tiling)] = dict(pallas=pallas, triton=triton)[
-        kernel
-    ](tiling)
+    candidates[tiling_name(kernel, tiling)] = kernel_with(tiling)
   return candidates
+
+
+def tiling_name(kernel, tiling):
+  """A kernel candidate's row name: "pallas 128/4/8" (block_d/num_warps/unroll)."""
+  return f"{kernel} " + "{}/{}/{}".format(*tiling)
+
+
+def write_rows(path, device, rows, **meta):
+  """The rows as JSON at `path`, atomically (rewritten after every group: a run cut short
+  keeps what it finished)."""
+  with open(path + ".tmp", "w") as f:
+    json.dump(dict(device=device, **meta, rows=rows), f, indent=1)
+  os.replace(path + ".tmp", path)
 
 
 def blstm_candidates(lengths, on_gpu):
@@ -394,12 +406,10 @@ def main(argv=None):
   )
   rows = []
 
-  def keep(new_rows):  # the JSON after every group: a run cut short keeps what it finished
+  def keep(new_rows):
     rows.extend(new_rows)
     if args.json:
-      with open(args.json + ".tmp", "w") as f:
-        json.dump(dict(device=device.device_kind, rows=rows), f, indent=1)
-      os.replace(args.json + ".tmp", args.json)
+      write_rows(args.json, device.device_kind, rows)
 
   if args.only in (None, "swishrnn"):
     keep(swish_rnn_rows(swish_shape, reps, interpret, tilings))
@@ -409,7 +419,7 @@ def main(argv=None):
   if args.only in (None, "attention"):
     keep(attention_rows(attention_shape, reps, interpret))
   if reps:
-    print_rows(rows, args.only)
+    print_rows(rows, args.only, tiling_name("pallas", pallas_swish_rnn.TILING))
 
 
 def torch_main(args):
@@ -424,10 +434,16 @@ def torch_main(args):
   shape, reps, tilings = (args.batch_size, args.seq_length, args.swish_rnn_size), args.reps, TILINGS
   if args.smoke:
     shape, reps, tilings = (2, 16, 8), min(reps, 2), TILINGS[:2]
-  if not kernels.triton_runs():
+  default = None
+  if kernels.triton_runs():  # the sweep starts from the Triton kernels' own default
+    from recurrent_bert.layers.kernels import triton_swish_rnn
+
+    default = triton_swish_rnn.TILING
+    tilings = (default,) + tuple(t for t in tilings if t != default)
+  else:
     print(f"Triton's kernels cannot run here: they need {kernels.triton_missing()}")
     tilings = ()
-  interpreted = os.environ.get(kernels.TRITON_INTERPRET_ENV) == "1"
+  interpreted = kernels.triton_interpreted()
   print(
       f"One forward + backward under PyTorch on {device}"
       f"{', Triton interpreted' if interpreted else ''}: SwishRNN [B, T, d'] = {list(shape)} "
@@ -435,15 +451,14 @@ def torch_main(args):
   )
   rows = swish_rnn_rows(shape, reps, interpreted, tilings, runtime, kernel="triton")
   if args.json:
-    with open(args.json + ".tmp", "w") as f:
-      json.dump(dict(device=device, backend="torch", rows=rows), f, indent=1)
-    os.replace(args.json + ".tmp", args.json)
+    write_rows(args.json, device, rows, backend="torch")
   if reps:
-    print_rows(rows, "swishrnn", kernel="triton" if tilings else None)
+    print_rows(rows, "swishrnn", default and tiling_name("triton", default))
 
 
-def print_rows(rows, only, kernel="pallas"):
-  """The table, and swishrnn_base's recurrences per step (portable, default kernel)."""
+def print_rows(rows, only, default):
+  """The table, and swishrnn_base's recurrences per step: portable, and the `default`
+  kernel's row name (None: no kernel ran)."""
   print("\n| group | candidate | ms | × floor | × first | max difference vs first (relative) |")
   print("|---|---|---|---|---|---|")
   for r in rows:
@@ -452,13 +467,12 @@ def print_rows(rows, only, kernel="pallas"):
         f"| {r['group']} | {r['name']} | {r['ms']:.3f} | {r['x_floor']:.2f} | "
         f"{r['x_first']:.2f} | {diff} |"
     )
-  default = f"{kernel} " + "{}/{}/{}".format(*pallas_swish_rnn.TILING) if kernel else None
   per_step = {
       name: 4 * sum(r["ms"] for r in rows if r["name"] == name and r["group"].startswith("swish"))
       for name in ("portable", default)
   }
   if only != "blstm":
-    kernel_part = f", {default} {per_step[default]:.1f} ms" if kernel else ""
+    kernel_part = f", {default} {per_step[default]:.1f} ms" if default else ""
     print(
         f"\nswishrnn_base's 12 layers (k = 1, 2, 4, four times each): portable "
         f"{per_step['portable']:.1f} ms{kernel_part} a step"

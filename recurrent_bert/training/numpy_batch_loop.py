@@ -72,8 +72,8 @@ class NumpyBatchLoop(TrainingDriver):
 
   def _clipped(self, grads: List) -> List:
     """`grads` scaled to a global norm of at most `clip_norm` (tf.clip_by_global_norm),
-    unchanged when clip_norm is 0; in `keras.ops`, so JAX's jitted step and PyTorch's
-    step share it."""
+    unchanged when clip_norm is 0; in `keras.ops`, which XLA fuses inside JAX's jitted
+    step. PyTorch's loop, eager here, overrides it with multi-tensor kernels."""
     if self.clip_norm <= 0:
       return grads
     ops = keras.ops

@@ -120,6 +120,11 @@ def _triton_installed() -> bool:
   return importlib.util.find_spec("triton") is not None
 
 
+def triton_interpreted() -> bool:
+  """Whether this process asked Triton for its interpreter (at start, `TRITON_INTERPRET_ENV`)."""
+  return os.environ.get(TRITON_INTERPRET_ENV, "") == "1"
+
+
 def triton_missing() -> Optional[str]:
   """What the Triton kernels lack in this process (None: they run). Compiled for a CUDA
   GPU, Triton also builds a small C launcher per kernel with $CC, else gcc, else clang;
@@ -128,7 +133,7 @@ def triton_missing() -> Optional[str]:
     return "PyTorch"
   if not _triton_installed():
     return "Triton, which is not installed"
-  if os.environ.get(TRITON_INTERPRET_ENV, "") == "1":
+  if triton_interpreted():
     return None
   if not _torch_has_cuda():
     return "a CUDA GPU"
@@ -158,9 +163,9 @@ def check(field: str, implementation: str) -> None:
         f"{_jax_platform()!r}: choose 'auto' or 'portable' (or set "
         "RECURRENT_BERT_PALLAS_INTERPRET=1 to run the kernel in Pallas' slow interpreter)"
     )
-  if implementation == "triton" and not triton_runs():
+  needs = triton_missing() if implementation == "triton" else None
+  if needs:
     where = "a CUDA GPU" if _torch_has_cuda() else "a CPU"
-    needs = triton_missing()
     raise InputError(
         f"{field}='triton' needs {needs}, and this PyTorch process runs on {where}: choose "
         f"'auto' or 'portable' (or start the process with {TRITON_INTERPRET_ENV}=1 to run "

@@ -307,8 +307,8 @@ def _backward_shapes(dout, c, x1, residual_dtype, gate, state_bias, alpha, beta,
   per_row = lambda present: x1.new_empty((batch, depth) if present else (0,), dtype=torch.float32)
   return [
       sequence(x1.dtype),
-      sequence(residual_dtype) if residual_dtype is not None else x1.new_empty(0),
-      sequence(gate.dtype) if gate is not None else x1.new_empty(0),
+      sequence(residual_dtype) if residual_dtype is not None else _placeholder(x1),
+      sequence(gate.dtype) if gate is not None else _placeholder(x1),
       per_row(True),
       per_row(True),
       per_row(gate is not None),
