@@ -22,6 +22,8 @@ the SMALL variant u = 384), bfloat16 inputs and weights as under mixed precision
                   matmul a step; R's gradient one matmul after the loop); again with 8
                   steps per loop iteration (`portable_blstm.UNROLL`, to choose on a card);
   autodiff        the same forward scan differentiated by JAX (two matmuls a step);
+  pallas u/b/k    the Pallas kernels, one per time step and pass (`pallas_blstm`), tiling
+                  block_u/block_b/block_k (the first row is `pallas_blstm.TILING`);
   cudnn           `jax.experimental.rnn` (float32; a GPU only), what "auto" runs there;
   floor           the input projections alone (x W of both directions): the FLOPs the
                   recurrence adds to, with no recurrence.
@@ -61,6 +63,7 @@ import numpy as np
 from recurrent_bert.layers import dropout as dropout_layer
 from recurrent_bert.layers.kernels import jax_cudnn_lstm
 from recurrent_bert.layers.kernels import pallas_attention
+from recurrent_bert.layers.kernels import pallas_blstm
 from recurrent_bert.layers.kernels import pallas_swish_rnn
 from recurrent_bert.layers.kernels import portable_blstm
 from recurrent_bert.layers.kernels import portable_swish_rnn
@@ -121,7 +124,14 @@ def write_rows(path, device, rows, **meta):
   os.replace(path + ".tmp", path)
 
 
-def blstm_candidates(lengths, on_gpu):
+BLSTM_TILINGS = (
+    pallas_blstm.TILING,
+    pallas_blstm.TILING._replace(block_u=16),
+    pallas_blstm.TILING._replace(block_u=64),
+)
+
+
+def blstm_candidates(lengths, on_gpu, interpret, tilings=BLSTM_TILINGS):
   """{name: f(x, kernel, recurrent_kernel, bias, kernel_b, recurrent_kernel_b, bias_b)
   -> [B, T, 2u] or the floor's projections}, the floor first."""
 
@@ -149,12 +159,27 @@ def blstm_candidates(lengths, on_gpu):
   def cudnn(x, *weights):
     return jax_cudnn_lstm.bidirectional_lstm(x, lengths, weights[:3], weights[3:])
 
+  def pallas(tiling):
+    def recurrence(steps, recurrent_kernels, batch, units, length, unroll):
+      return pallas_blstm.recurrence(
+          steps, recurrent_kernels, batch, units, length, interpret=interpret, tiling=tiling
+      )
+
+    def run(x, *weights):
+      return portable_blstm.bidirectional_lstm(
+          x, lengths, weights[:3], weights[3:], recurrence_fn=recurrence
+      )
+
+    return run
+
   candidates = {
       "floor": floor,
       "portable": portable(1),
       "portable, 8 steps an iteration": portable(8),
   }
   candidates["autodiff"] = autodiff
+  for tiling in tilings:
+    candidates[f"pallas {tiling.block_u}/{tiling.block_b}/{tiling.block_k}"] = pallas(tiling)
   if on_gpu:
     candidates["cudnn"] = cudnn
   return candidates
@@ -352,7 +377,7 @@ def attention_rows(shape, reps, interpret):
   return rows
 
 
-def blstm_rows(shape, units, reps, on_gpu):
+def blstm_rows(shape, units, reps, on_gpu, interpret, tilings=BLSTM_TILINGS):
   rng = np.random.default_rng(1)
   batch, length, depth = shape
   cast = lambda a: jnp.asarray(a, jnp.bfloat16)
@@ -363,7 +388,7 @@ def blstm_rows(shape, units, reps, on_gpu):
     weights += [cast(rng.normal(scale=0.02, size=(units, 4 * units)))]
     weights += [cast(np.zeros(4 * units))]
   lengths = jnp.full((batch,), length, jnp.int32)
-  candidates = blstm_candidates(lengths, on_gpu)
+  candidates = blstm_candidates(lengths, on_gpu, interpret, tilings)
   return measure(f"blstm u={units}", candidates, (x, *weights), (batch, length, 8 * units), reps)
 
 
@@ -393,8 +418,10 @@ def main(argv=None):
   interpret = args.smoke or not on_gpu
   batch, length, hidden = args.batch_size, args.seq_length, args.hidden_size
   swish_shape, reps, tilings = (batch, length, args.swish_rnn_size), args.reps, TILINGS
+  blstm_tilings = BLSTM_TILINGS
   if args.smoke:
     batch, length, hidden, reps, tilings = 2, 16, 8, min(reps, 2), TILINGS[:2]
+    blstm_tilings = BLSTM_TILINGS[:1]
     swish_shape = (batch, length, 8)
   heads = 2 if args.smoke else args.heads
   attention_shape = (batch, length, heads, 16 if args.smoke else hidden // heads)
@@ -415,7 +442,7 @@ def main(argv=None):
     keep(swish_rnn_rows(swish_shape, reps, interpret, tilings))
   if args.only in (None, "blstm"):
     for units in (hidden, hidden // 2):
-      keep(blstm_rows((batch, length, hidden), units, reps, on_gpu))
+      keep(blstm_rows((batch, length, hidden), units, reps, on_gpu, interpret, blstm_tilings))
   if args.only in (None, "attention"):
     keep(attention_rows(attention_shape, reps, interpret))
   if reps:

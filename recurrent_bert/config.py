@@ -33,7 +33,7 @@ SWISH_RNN_RESIDUALS = ("x1", "x2")
 SWISH_RNN_GATES = ("gelu", "sigmoid")
 SWISH_RNN_DIRECTIONS = ("forward", "backward", "bidirectional")
 # How a BLSTM or SwishRNN runs, never what it computes (layers/blstm.py, layers/swish_rnn.py).
-BLSTM_IMPLEMENTATIONS = ("auto", "keras", "scan", "fused", "block", "portable", "cudnn")
+BLSTM_IMPLEMENTATIONS = ("auto", "keras", "scan", "fused", "block", "portable", "pallas", "cudnn")
 SWISH_RNN_IMPLEMENTATIONS = ("auto", "fused", "loop", "scan", "portable", "pallas", "triton")
 # Which encoder layers a task head reads (--layer_mix; layers/layer_combination.py). "Four"
 # means the last min(4, L) blocks of an L-block encoder.

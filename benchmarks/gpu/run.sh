@@ -17,10 +17,11 @@
 # then, one process at a time on an otherwise idle card, each reading its programs back:
 # the recurrences' kernels side by side (benchmarks/kernels_side_by_side.py: SwishRNN's
 # Pallas kernels at several tilings against the portable scan, the BLSTM's hand-written
-# scan against autodiff and cuDNN, at the base presets' shapes, each kernel's numbers
-# checked; then SwishRNN's Triton kernels under PyTorch the same way), the six base
-# presets at batch 64 x 128 tokens in mixed_bfloat16 (bfloat16
-# compute, float32 weights) under JAX, bert_base again through the package's own JAX loop
+# scan against autodiff, its Pallas kernels and cuDNN, at the base presets' shapes, each
+# kernel's numbers checked; then SwishRNN's Triton kernels under PyTorch the same way),
+# the six base presets at batch 64 x 128 tokens in mixed_bfloat16 (bfloat16 compute,
+# float32 weights) under JAX (then trans_blstm_2_base on the Pallas BLSTM kernels),
+# bert_base again through the package's own JAX loop
 # (step_time.py --trainer=package: what rbert-pretrain runs, beside Keras' fit), bert_base
 # at 256 x 128 under JAX, PyTorch compiled (`torch.compile`: bert_base, bert_rab_base and
 # swishrnn_base, whose recurrence is then the Triton kernels; the BLSTM presets' portable
@@ -100,12 +101,20 @@ STEP_TIME=("$PY" -c "$NO_TF" --seq_length="$SEQ" "${SETTINGS[@]}" --dtype="$DTYP
 # Each process runs its preset's first call (the compilation) and ends; the card's memory
 # is allocated as needed (not JAX's 75% up front), so the processes fit side by side.
 COMPILE_END=$((SECONDS + ${RB_COMPILE_S:-200}))
-# Jobs by name, the longest first: torch_P (compiled), torch_package, jax_P, jax_large,
-# jax_package, kernels.
+# Jobs by name, the longest first: torch_P (compiled), torch_package, jax_P, jax_pallas_P,
+# jax_large, jax_package, kernels.
 COMPILE_JOBS=()
 for preset in ${COMPILED//,/ }; do COMPILE_JOBS+=("torch_$preset"); done
 COMPILE_JOBS+=("torch_package_bert_$SIZE")
 for preset in ${PRESETS//,/ }; do COMPILE_JOBS+=("jax_$preset"); done
+# trans_blstm_2 once more on the Pallas BLSTM kernels ("auto" is cuDNN on a GPU): its row
+# follows the presets in JAX's pass (not in the CPU rehearsal, where Pallas would have to
+# be interpreted).
+BLSTM_VARIANTS=()
+if [[ "$SMOKE" != 1 ]]; then
+  COMPILE_JOBS+=("jax_pallas_trans_blstm_2_$SIZE")
+  BLSTM_VARIANTS=(--blstm_implementations auto pallas)
+fi
 COMPILE_JOBS+=("jax_large_bert_$SIZE" "jax_package_bert_$SIZE" kernels)
 echo "== compiling ${#COMPILE_JOBS[@]} programs, ${RB_PARALLEL:-6} at a time ($((SECONDS - START)) s)"
 rm -rf "$RESULTS/compile" "$RESULTS"/step_time_*.json "$RESULTS"/kernels_side_by_side*.json
@@ -114,6 +123,7 @@ compile_one() {  # NAME: one job, its log in $RESULTS/compile/NAME.txt, its stat
   local name=$1 code args
   case $name in
     kernels) args=(-c "${NO_TF/step_time.py/kernels_side_by_side.py}" $KERNEL_ARGS --reps=0) ;;
+    jax_pallas_*) args=("${STEP_TIME[@]:1}" --backend=jax --presets="${name#jax_pallas_}" --blstm_implementations pallas --batch_size="$BATCH") ;;
     jax_large_*) args=("${STEP_TIME[@]:1}" --backend=jax --presets="${name#jax_large_}" --batch_size="$LARGE_BATCH") ;;
     jax_package_*) args=("${STEP_TIME[@]:1}" --backend=jax --trainer=package --presets="${name#jax_package_}" --batch_size="$BATCH") ;;
     jax_*) args=("${STEP_TIME[@]:1}" --backend=jax --presets="${name#jax_}" --batch_size="$BATCH") ;;
@@ -202,7 +212,7 @@ left() { echo $((BUDGET_S - (SECONDS - START) - 15)); }  # 15 s for the report
 JAX_END=$((SECONDS + $(left) * ${RB_JAX_SHARE:-60} / 100))
 LARGE_S=${RB_LARGE_S:-35} PACKAGE_S=${RB_PACKAGE_S:-30}
 bench jax $((JAX_END - SECONDS - LARGE_S - PACKAGE_S)) "$(compiled jax "$PRESETS")" --backend=jax \
-  --batch_size="$BATCH"
+  --batch_size="$BATCH" "${BLSTM_VARIANTS[@]}"
 bench jax_package $((JAX_END - SECONDS - LARGE_S)) "$(compiled jax_package "bert_$SIZE")" \
   --backend=jax --trainer=package --batch_size="$BATCH"
 bench jax_large $((JAX_END - SECONDS)) "$(compiled jax_large "bert_$SIZE")" --backend=jax \

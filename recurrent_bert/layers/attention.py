@@ -66,9 +66,18 @@ def written_out_attention():
     _written_out_scopes -= 1
 
 
-@functools.cache
 def _cuda_flash_attention_available() -> bool:
-  """Whether JAX's default device is a CUDA GPU of compute capability 8.0 or above."""
+  """Whether the layers build for a CUDA GPU of compute capability 8.0 or above: JAX's
+  default device, or the platform `kernels.jax_target` names."""
+  from recurrent_bert.layers import kernels  # pylint: disable=g-import-not-at-top
+
+  if kernels.jax_target_set():
+    return kernels.jax_platform() == "gpu"
+  return _default_device_is_a_recent_cuda_gpu()
+
+
+@functools.cache
+def _default_device_is_a_recent_cuda_gpu() -> bool:
   import jax  # pylint: disable=g-import-not-at-top
   import jax.extend.backend  # pylint: disable=g-import-not-at-top
 

@@ -30,6 +30,9 @@ class BidirectionalLSTM(keras.layers.Layer):
       `keras.ops.scan` with a float32 cell state and a hand-written backward (one matmul
       a step; the recurrent kernel's gradient one matmul after the loop); the CPU
       choice there.
+    "pallas" (JAX on a CUDA GPU): `kernels.pallas_blstm`, the portable form's algorithm
+      with each time step one kernel (the recurrent matmul and the cell, or its
+      gradient, fused), where XLA makes each step several.
     TensorFlow's kernels (`kernels.tf_blstm`):
     "fused": `bidirectional_lstm_recurrence`: both directions in one XLA loop (one
       batched [2, B, u] x [2, u, 4u] matmul per step, the backward direction read and
@@ -125,6 +128,8 @@ class BidirectionalLSTM(keras.layers.Layer):
       else:
         if implementation == "portable":
           from recurrent_bert.layers.kernels import portable_blstm as run
+        elif implementation == "pallas":
+          from recurrent_bert.layers.kernels import pallas_blstm as run
         else:
           run = kernels.cudnn_lstm()
         weights = [

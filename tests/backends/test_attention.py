@@ -172,7 +172,7 @@ def test_cudnn_is_asked_for_only_on_a_cuda_gpu_and_in_16_bits(monkeypatch):
   import jax
   import jax.numpy as jnp
 
-  attention_lib._cuda_flash_attention_available.cache_clear()
+  attention_lib._default_device_is_a_recent_cuda_gpu.cache_clear()
   on_gpu = attention_lib._cuda_flash_attention_available()
   assert not (on_gpu and jax.default_backend() == "cpu")
   choose = attention_lib._jax_implementation

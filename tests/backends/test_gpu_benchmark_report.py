@@ -295,3 +295,53 @@ def test_rows_cut_off_or_built_under_another_policy_say_so(tmp_path, capsys):
   assert "| bert_base | 20.0 | 1.00 | - | 35.0% |" in out
   assert "| bert_rab_base | 34.0 (built in float32, not mixed_bfloat16) | 1.70 |" in out
   assert "| swishrnn_base | not run |" in out and "failed:" not in out
+
+
+# -- compiled_for_gpu: the kernels of a program compiled for a GPU ---------------------------
+
+compiled_for_gpu = _load("benchmarks/gpu/compiled_for_gpu.py")
+
+# The shape of XLA's optimized HLO for a GPU (instructions cut short): an entry with a
+# reduction, a copy and a while loop of 32 known trips whose body launches two Pallas
+# kernels, a matmul fusion, an in-place update and its counter.
+_COMPILED = """HloModule jit__step, entry_computation_layout={(f32[4]{0})->f32[]}
+
+%fused_add (param_0: s32[]) -> s32[] {
+  %param_0 = s32[] parameter(0)
+  ROOT %add.1 = s32[] add(%param_0, %param_0)
+}
+
+%body.1 (arg_tuple.1: (s32[], f32[4])) -> (s32[], f32[4]) {
+  %arg_tuple.1 = (s32[], f32[4]{0}) parameter(0)
+  %get-tuple-element.1 = s32[] get-tuple-element(%arg_tuple.1), index=0
+  %bitcast.1 = s32[1]{0} bitcast(%get-tuple-element.1)
+  %pallas_call.1 = f32[4]{0} custom-call(%bitcast.1), custom_call_target="__gpu$xla.gpu.triton", api_version=API_VERSION_TYPED_FFI
+  %pallas_call.2 = f32[4]{0} custom-call(%pallas_call.1), custom_call_target="__gpu$xla.gpu.triton", api_version=API_VERSION_TYPED_FFI
+  %gemm_fusion_dot_general.0 = bf16[2,4]{1,0} fusion(%pallas_call.2), kind=kCustom, calls=%gemm_fusion_dot_general.0_computation
+  %loop_dynamic_update_slice_fusion.1 = f32[4]{0} fusion(%pallas_call.2), kind=kCustom, calls=%fused_dynamic_update_slice.1
+  %loop_add_fusion = s32[] fusion(%get-tuple-element.1), kind=kLoop, calls=%fused_add
+  ROOT %tuple.1 = (s32[], f32[4]{0}) tuple(%loop_add_fusion, %loop_dynamic_update_slice_fusion.1)
+}
+
+ENTRY %main.9 (p.1: f32[4]) -> f32[] {
+  %p.1 = f32[4]{0} parameter(0)
+  %constant.1 = s32[] constant(0)
+  %tuple.2 = (s32[], f32[4]{0}) tuple(%constant.1, %p.1)
+  %while.1 = (s32[], f32[4]{0}) while(%tuple.2), condition=%cond.1, body=%body.1, backend_config={"known_trip_count":{"n":"32"},"known_init_step":{"init":"0","step":"1"}}
+  %get-tuple-element.2 = f32[4]{0} get-tuple-element(%while.1), index=1
+  %copy.1 = f32[4]{0} copy(%get-tuple-element.2)
+  ROOT %input_reduce_fusion = f32[] fusion(%copy.1), kind=kInput, calls=%fused_reduce
+}
+"""  # noqa: E501
+
+
+def test_compiled_program_kernels_are_counted_per_trip_of_each_loop():
+  count = compiled_for_gpu.count_kernels(_COMPILED)
+  assert [(loop.trips, dict(loop.per_trip)) for loop in count.loops] == [
+      (32, {"triton": 2, "gemm": 1, "loop": 2})
+  ]
+  assert dict(count.per_step) == {"triton": 64, "gemm": 32, "loop": 64, "copy": 1, "reduction": 1}
+  assert (count.total, count.in_loops) == (162, 160)
+  lines = compiled_for_gpu.describe("p", count)
+  assert lines[0].startswith("p: 162 kernels a step (") and "160 in while loops" in lines[0]
+  assert "1 loop(s) of 32 trips, 5 kernels a trip" in lines[1]

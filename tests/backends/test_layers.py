@@ -13,6 +13,7 @@ from recurrent_bert.layers import BidirectionalLSTM
 from recurrent_bert.layers import SwishRNN
 from recurrent_bert.layers import kernels
 from recurrent_bert.layers import swish_rnn_recurrence
+from recurrent_bert.layers.kernels import pallas_swish_rnn
 from recurrent_bert.models import Pretrainer
 from recurrent_bert.models import build_encoder
 from tests.backends.support import BACKEND
@@ -144,9 +145,15 @@ _BLSTM_NUMERIC = {}  # central differences per layer size, shared by the impleme
 
 @pytest.mark.parametrize("units,projection", [(4, None), (8, 8)])  # SMALL, full (H = 8)
 # PyTorch's packed-sequence LSTM ("cudnn") runs on a CPU too; JAX's cuDNN call does not.
-@pytest.mark.parametrize("implementation", ["auto", "keras"] + ["cudnn"] * (BACKEND == "torch"))
-def test_blstm_layer_outputs_and_gradients(units, projection, implementation):
+# Pallas' BLSTM kernels (JAX) run in Pallas' interpreter off a GPU.
+@pytest.mark.parametrize(
+    "implementation",
+    ["auto", "keras"] + ["cudnn"] * (BACKEND == "torch") + ["pallas"] * (BACKEND == "jax"),
+)
+def test_blstm_layer_outputs_and_gradients(units, projection, implementation, monkeypatch):
   """Padded rows of three lengths; the loss reads real positions only."""
+  if implementation == "pallas":
+    monkeypatch.setenv(pallas_swish_rnn.INTERPRET_ENV, "1")
   rng = np.random.default_rng(0)  # the same layer and data for both implementations
   layer = BidirectionalLSTM(units, projection, implementation=implementation)
   x = rng.normal(size=(3, 5, 8)).astype("float32")
@@ -164,7 +171,7 @@ def test_blstm_layer_outputs_and_gradients(units, projection, implementation):
   got, grads = outputs_and_gradients(layer, x, upstream, mask)
   want = ref.blstm_layer(arrays, lengths)
   np.testing.assert_allclose(got[real], want[real], **TOLERANCE)
-  if projection is None and implementation == "auto":
+  if projection is None and implementation in ("auto", "pallas"):
     np.testing.assert_array_equal(got[~real], 0)
   key = (units, projection)  # the same layer and data for both implementations
   if key not in _BLSTM_NUMERIC:
@@ -178,12 +185,22 @@ def test_blstm_layer_outputs_and_gradients(units, projection, implementation):
     np.testing.assert_allclose(by_variable[id(w)], g, **TOLERANCE, err_msg=w.path)
 
 
-@pytest.mark.parametrize("unroll", [1, 8])
-def test_portable_blstm_in_bfloat16_stays_near_the_float64_loop(rng, unroll):
+@pytest.mark.parametrize(
+    "implementation,unroll",
+    [("portable", 1), ("portable", 8)] + [("pallas", None)] * (BACKEND == "jax"),
+)
+def test_blstm_in_bfloat16_stays_near_the_float64_loop(rng, implementation, unroll, monkeypatch):
   """bfloat16 inputs and weights over 64 steps: the cell state and gates are float32
   inside, so the outputs and R's hand-written gradient stay within bfloat16's rounding of
-  the float64 loop run on the same (rounded) values; with 8 steps per loop iteration too."""
+  the float64 loop run on the same (rounded) values; with 8 steps per loop iteration too,
+  and on Pallas' kernels (JAX; in its interpreter off a GPU)."""
+  from recurrent_bert.layers.kernels import pallas_blstm
   from recurrent_bert.layers.kernels import portable_blstm
+
+  if implementation == "pallas":
+    monkeypatch.setenv(pallas_swish_rnn.INTERPRET_ENV, "1")
+  module = {"portable": portable_blstm, "pallas": pallas_blstm}[implementation]
+  extra = {} if unroll is None else dict(unroll=unroll)
 
   batch, length, depth, units = 2, 64, 8, 8
   lengths = np.array([length, 40])
@@ -200,9 +217,7 @@ def test_portable_blstm_in_bfloat16_stays_near_the_float64_loop(rng, unroll):
 
   def run(*arrays):
     x, *weights = (keras.ops.cast(a, "bfloat16") for a in arrays)
-    return portable_blstm.bidirectional_lstm(
-        x, lengths, tuple(weights[:3]), tuple(weights[3:]), unroll=unroll
-    )
+    return module.bidirectional_lstm(x, lengths, tuple(weights[:3]), tuple(weights[3:]), **extra)
 
   want = ref.blstm_layer(rounded, lengths)
   if BACKEND == "jax":

@@ -11,6 +11,8 @@ runs them; the implementation only decides how. Per backend (Keras' own layout,
                                      a hand-written reverse gradient): JAX, PyTorch.
   pallas_swish_rnn                   one Pallas (Triton) kernel per pass, the gating fused
                                      ("pallas"): JAX on a CUDA GPU.
+  pallas_blstm                       the BLSTM as one fused Pallas kernel per time step and
+                                     pass ("pallas"): JAX on a CUDA GPU.
   triton_swish_rnn                   the same algorithm as Triton kernels behind PyTorch
                                      custom operators ("triton"): PyTorch on a CUDA GPU.
   jax_cudnn_lstm, torch_cudnn_lstm   cuDNN's LSTM fed by each row's length ("cudnn"):
@@ -35,6 +37,7 @@ PyTorch process starts with TRITON_INTERPRET=1 (slow: for tests and for rehearsi
 script on a CPU).
 """
 
+import contextlib
 import os
 import shutil
 from typing import Optional, Tuple
@@ -52,7 +55,7 @@ SWISH_RNN_FIELD = "swish_rnn_implementation"
 OFFERED = {
     BLSTM_FIELD: {
         "tensorflow": ("keras", "fused", "block", "scan"),
-        "jax": ("cudnn", "portable", "keras"),
+        "jax": ("cudnn", "portable", "pallas", "keras"),
         "torch": ("cudnn", "portable", "keras"),
     },
     SWISH_RNN_FIELD: {
@@ -91,7 +94,34 @@ def gated(c, gate, state_bias):
   return c if gate is None else (c + state_bias) * gate
 
 
-def _jax_platform() -> str:
+# The JAX platform the layers choose their paths for, where it is not the default
+# device's: a compilation for a CUDA GPU on a machine without one
+# (benchmarks/gpu/compiled_for_gpu.py) sets "gpu" through `jax_target`.
+_jax_target: Optional[str] = None
+
+
+@contextlib.contextmanager
+def jax_target(platform: str):
+  """Within it, the layers build their programs for JAX `platform` ("gpu": a CUDA GPU of
+  compute capability 8.0 or above) whatever device this process has: "auto" picks that
+  platform's kernels, compiled rather than interpreted."""
+  global _jax_target
+  previous, _jax_target = _jax_target, platform
+  try:
+    yield
+  finally:
+    _jax_target = previous
+
+
+def jax_target_set() -> bool:
+  """Whether a `jax_target` is in force."""
+  return _jax_target is not None
+
+
+def jax_platform() -> str:
+  """The JAX platform the layers build for: `jax_target`'s, else the default device's."""
+  if _jax_target:
+    return _jax_target
   import jax
 
   return jax.devices()[0].platform
@@ -101,7 +131,7 @@ def pallas_runs() -> bool:
   """Whether the Pallas kernels run here: JAX on a CUDA GPU, or Pallas' interpreter."""
   from recurrent_bert.layers.kernels import pallas_swish_rnn
 
-  return backend() == "jax" and (_jax_platform() == "gpu" or pallas_swish_rnn.interpreted())
+  return backend() == "jax" and (jax_platform() == "gpu" or pallas_swish_rnn.interpreted())
 
 
 # Read by Triton when it first defines a kernel: set, the kernels run in its interpreter.
@@ -160,7 +190,7 @@ def check(field: str, implementation: str) -> None:
   if implementation == "pallas" and not pallas_runs():
     raise InputError(
         f"{field}='pallas' needs a CUDA GPU, and this JAX process runs on "
-        f"{_jax_platform()!r}: choose 'auto' or 'portable' (or set "
+        f"{jax_platform()!r}: choose 'auto' or 'portable' (or set "
         "RECURRENT_BERT_PALLAS_INTERPRET=1 to run the kernel in Pallas' slow interpreter)"
     )
   needs = triton_missing() if implementation == "triton" else None
@@ -174,7 +204,7 @@ def check(field: str, implementation: str) -> None:
   # PyTorch's packed-sequence LSTM also runs on a CPU; jax.experimental.rnn's does not.
   if implementation == "cudnn" and backend() == "jax" and not cudnn_lstm().available():
     raise InputError(
-        f"{field}='cudnn' needs a GPU, and this JAX process runs on {_jax_platform()!r}: "
+        f"{field}='cudnn' needs a GPU, and this JAX process runs on {jax_platform()!r}: "
         "choose 'auto' or 'portable'"
     )
 
@@ -192,5 +222,5 @@ def resolve(field: str, implementation: str) -> str:
   if name == "tensorflow":
     return "fused"
   if name == "jax":
-    return "pallas" if _jax_platform() == "gpu" else "portable"
+    return "pallas" if jax_platform() == "gpu" else "portable"
   return "triton" if _torch_has_cuda() and triton_runs() else "portable"

@@ -27,10 +27,11 @@ import numpy as np
 
 
 def available() -> bool:
-  """Whether the default JAX device is a GPU, where `jax.experimental.rnn.lstm` runs."""
-  import jax  # pylint: disable=g-import-not-at-top
+  """Whether the layers build for a GPU (the default JAX device's platform, or
+  `kernels.jax_target`'s), where `jax.experimental.rnn.lstm` runs."""
+  from recurrent_bert.layers import kernels  # pylint: disable=g-import-not-at-top
 
-  return jax.devices()[0].platform == "gpu"
+  return kernels.jax_platform() == "gpu"
 
 
 def pack_weights(forward, backward, xp=np):

@@ -71,7 +71,8 @@ def blocks_per_iteration(num_blocks: int, unroll: int) -> int:
   return u
 
 
-def _compiler_params(num_warps):
+def compiler_params(num_warps):
+  """Triton's settings for a recurrence kernel (this module's and pallas_blstm's)."""
   from jax.experimental.pallas import triton as pallas_triton
 
   # One stage: the loop's loads feed a serial chain; the unrolled body issues them early.
@@ -225,7 +226,7 @@ def _recurrence(k, has_residual, has_gate, interpret, shape, dtypes, tiling):
         out_shape=outputs,
         grid=(batch, padded_depth // block_d),
         interpret=interpret,
-        compiler_params=None if interpret else _compiler_params(tiling.num_warps),
+        compiler_params=None if interpret else compiler_params(tiling.num_warps),
         name=f"swish_rnn_{kernel.__name__.strip('_').split('_')[0]}_k{k}",
     )(*inputs)
 

@@ -35,7 +35,7 @@ def reversed_positions(lengths, length):
   return ops.where(positions < lengths, lengths - 1 - positions, positions)
 
 
-def bidirectional_lstm(x, lengths, forward, backward, unroll=None):
+def bidirectional_lstm(x, lengths, forward, backward, unroll=None, recurrence_fn=None):
   """Forward and backward LSTMs (Keras' weight layout, gates i, f, g, o) over right-padded rows.
 
   Args:
@@ -44,6 +44,8 @@ def bidirectional_lstm(x, lengths, forward, backward, unroll=None):
     forward, backward: (kernel [D, 4u], recurrent_kernel [u, 4u], bias [4u]) of each
       direction, in x's dtype.
     unroll: time steps per loop iteration; None is `UNROLL`.
+    recurrence_fn: what runs the recurrence, `recurrence`'s arguments and result; None is
+      `recurrence` (pallas_blstm passes its kernels').
   Returns:
     [B, T, 2u]: (forward, backward) at the original positions, 0 at padded ones.
   """
@@ -58,7 +60,8 @@ def bidirectional_lstm(x, lengths, forward, backward, unroll=None):
   )
   recurrent_kernels = ops.stack([forward[1], backward[1]])  # [2, u, 4u]
   steps = ops.transpose(gate_inputs, (2, 0, 1, 3))  # [T, 2, B, 4u]
-  h = recurrence(steps, recurrent_kernels, batch, units, x.shape[1], unroll)  # [T, 2, B, u]
+  run = recurrence_fn or recurrence
+  h = run(steps, recurrent_kernels, batch, units, x.shape[1], unroll)  # [T, 2, B, u]
   h = ops.transpose(h, (1, 2, 0, 3))  # [2, B, T, u]
   real = ops.cast(ops.arange(length)[None, :] < ops.cast(lengths, "int32")[:, None], x.dtype)
   outputs = ops.concatenate([h[0], ops.take_along_axis(h[1], reverse, axis=1)], axis=-1)
@@ -114,7 +117,7 @@ def _states(steps, recurrent_kernels, batch, units, length, unroll=1):
   return h, c, gates
 
 
-def _earlier(t):
+def earlier(t):
   """[T, ...] -> out[t] = t[t - 1], zeros at t = 0."""
   return ops.concatenate([ops.zeros_like(t[:1]), t[:-1]], axis=0)
 
@@ -136,14 +139,14 @@ def _gradients(dh, h, c, gates, recurrent_kernels, unroll=1):
   _, dz = ops.scan(
       step,
       (zeros, zeros),
-      (dh, c, _earlier(c), gates),
+      (dh, c, earlier(c), gates),
       length=h.shape[0],
       reverse=True,
       unroll=unroll,
   )
   dz_compute = ops.cast(dz, dtype)
   # One matmul for all steps: [2, u, T·B] x [2, T·B, 4u].
-  d_kernels = ops.einsum("tdbu,tdbg->dug", _earlier(h), dz_compute)
+  d_kernels = ops.einsum("tdbu,tdbg->dug", earlier(h), dz_compute)
   return dz_compute, d_kernels
 
 

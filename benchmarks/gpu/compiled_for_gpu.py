@@ -1,0 +1,317 @@
+"""The kernels a training step launches on an H100, read on a machine without a GPU.
+
+  benchmarks/gpu/fetch_cuda_plugin.sh          # once: JAX's CUDA plugin into .cuda_plugin/
+  python benchmarks/gpu/compiled_for_gpu.py --presets=bert_base,trans_blstm_2_base
+  python benchmarks/gpu/compiled_for_gpu.py --presets=trans_blstm_2_base \\
+      --blstm_implementations portable pallas --hlo_dir=output/gpu_hlo
+
+XLA compiles for a GPU it does not have when given the device's description (its
+"deviceless" compilation): this script builds each preset's JAX training step as
+`rbert-pretrain` runs it (training/jax_loop.py's jitted step: loss, gradients, global-norm
+clipping, AdamW), at batch B x T in mixed bfloat16, with the layers choosing their CUDA
+paths (`kernels.jax_target("gpu")`: the Pallas kernels compiled, cuDNN's attention and
+LSTM), compiles it for an H100 SXM with JAX's CUDA plugin (which the package does not
+install: `fetch_cuda_plugin.sh` puts the wheels of the installed jaxlib's version in
+.cuda_plugin/, about 180 MB), and counts the kernels in the optimized program: per step
+(each while loop's body counted once per trip), by kind, and for every while loop its
+trip count and kernels per trip. Nothing runs, so nothing is timed: on a GPU each kernel
+costs microseconds of launch and tail whatever its work, so a step of many small kernels
+is slow for that alone, and the count says where. XLA autotunes nothing here (no device),
+so its GEMM choices may differ from a card's; the fusions and loops do not.
+
+Kinds: "gemm" (XLA's matmul fusions and cuBLAS calls), "triton" (Pallas kernels), "cudnn"
+(cuDNN's attention and RNN calls), "loop" and "reduction" fusions (XLA's elementwise and
+reducing kernels), "copy", "other".
+"""
+
+import argparse
+import collections
+import dataclasses
+import json
+import os
+import re
+import sys
+import time
+from typing import Dict, List, Optional
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PLUGIN_DIR = os.path.join(ROOT, ".cuda_plugin")
+
+# XLA's description of an H100 SXM (80 GB HBM3): what its deviceless compiler reads
+# instead of asking a device (the values a CUDA driver reports for that card).
+H100_TARGET = """
+gpu_device_info {
+  threads_per_block_limit: 1024
+  threads_per_warp: 32
+  shared_memory_per_block: 49152
+  shared_memory_per_core: 233472
+  threads_per_core_limit: 2048
+  core_count: 132
+  fpus_per_core: 128
+  block_dim_limit_x: 2147483647
+  block_dim_limit_y: 65535
+  block_dim_limit_z: 65535
+  memory_bandwidth: 3352320000000
+  l2_cache_size: 52428800
+  clock_rate_ghz: 1.98
+  device_memory_size: 84929347584
+  shared_memory_per_block_optin: 232448
+  cuda_compute_capability { major: 9 minor: 0 }
+  registers_per_core_limit: 65536
+  registers_per_block_limit: 65536
+}
+platform_name: "CUDA"
+dnn_version_info { major: 9 minor: 8 }
+runtime_version { major: 12 minor: 8 }
+device_description_str: "NVIDIA H100 80GB HBM3"
+"""
+
+NOT_KERNELS = {"parameter", "get-tuple-element", "tuple", "bitcast", "constant", "after-all"}
+_COMPUTATION = re.compile(r"^(ENTRY )?%?([\w.\-]+) ")
+_OPCODE = re.compile(r"[\]})] ([a-z][a-z\-]*)\(")
+
+
+@dataclasses.dataclass
+class Loop:
+  body: str
+  trips: int  # -1 where XLA does not know the trip count
+  per_trip: collections.Counter
+
+
+@dataclasses.dataclass
+class KernelCount:
+  """The kernels of one compiled program: per step by kind, and its while loops."""
+
+  per_step: collections.Counter
+  loops: List[Loop]
+
+  @property
+  def total(self) -> int:
+    return sum(self.per_step.values())
+
+  @property
+  def in_loops(self) -> int:
+    return sum(sum(loop.per_trip.values()) * max(loop.trips, 1) for loop in self.loops)
+
+
+def computations(hlo_text: str) -> Dict[str, List[str]]:
+  """Optimized HLO text -> {computation name: its instruction lines}; "ENTRY" names the
+  entry computation too."""
+  out, name = {}, None
+  for line in hlo_text.splitlines():
+    if line and not line[0].isspace():
+      match = _COMPUTATION.match(line)
+      name = match.group(2) if match and line.rstrip().endswith("{") else None
+      if name:
+        out[name] = []
+        if match.group(1):
+          out["ENTRY"] = out[name]
+    elif name and line.strip():
+      out[name].append(line.strip())
+  return out
+
+
+def kind(instruction: str) -> Optional[str]:
+  """The kind of kernel an instruction launches, or None where it launches none."""
+  match = _OPCODE.search(instruction.split("=", 1)[1] if "=" in instruction else instruction)
+  opcode = match.group(1) if match else "other"
+  if opcode in NOT_KERNELS:
+    return None
+  if opcode == "custom-call":
+    target = re.search(r'custom_call_target="([^"]+)"', instruction)
+    target = target.group(1) if target else ""
+    if "triton" in target:
+      return "triton"
+    if "cudnn" in target:
+      return "cudnn"
+    return "gemm" if "cublas" in target else "other"
+  if opcode == "fusion":
+    fusion_kind = re.search(r"kind=(\w+)", instruction).group(1)
+    called = re.search(r"calls=%?([\w.\-]+)", instruction).group(1)
+    if fusion_kind == "kCustom":
+      if "gemm" in called or "cublas" in instruction:
+        return "gemm"
+      if "cudnn" in called or "cudnn" in instruction:
+        return "cudnn"
+      return "loop"  # XLA's in-place dynamic-update-slice and other emitters
+    return {"kLoop": "loop", "kInput": "reduction", "kOutput": "gemm"}.get(fusion_kind, "other")
+  if opcode in ("copy", "copy-start"):
+    return "copy"
+  return "other"
+
+
+def count_kernels(hlo_text: str) -> KernelCount:
+  """Counts the kernels of an optimized HLO program (module docstring)."""
+  comps = computations(hlo_text)
+
+  def walk(name: str, loops: List[Loop]) -> collections.Counter:
+    counter = collections.Counter()
+    for instruction in comps[name]:
+      if " while(" in instruction:
+        body = re.search(r"body=%?([\w.\-]+)", instruction).group(1)
+        trips = re.search(r'"known_trip_count":\{"n":"(\d+)"', instruction)
+        trips = int(trips.group(1)) if trips else -1
+        per_trip = walk(body, loops)
+        loops.append(Loop(body, trips, per_trip))
+        for k, v in per_trip.items():
+          counter[k] += v * max(trips, 1)
+        continue
+      if re.search(r"[\]})] (conditional|call)\(", instruction):
+        for called in re.findall(r"(?:calls|branch_computations)=\{?%?([\w.\-]+)", instruction):
+          if called in comps:
+            counter.update(walk(called, loops))
+        continue
+      k = kind(instruction)
+      if k:
+        counter[k] += 1
+    return counter
+
+  loops: List[Loop] = []
+  per_step = walk("ENTRY", loops)
+  return KernelCount(per_step, loops)
+
+
+def describe(preset: str, count: KernelCount) -> List[str]:
+  kinds = ", ".join(f"{k} {v}" for k, v in count.per_step.most_common())
+  lines = [f"{preset}: {count.total} kernels a step ({kinds}); {count.in_loops} in while loops"]
+  same = collections.Counter(
+      (loop.trips, tuple(sorted(loop.per_trip.items()))) for loop in count.loops
+  )
+  for (trips, per_trip), n in same.items():
+    per = ", ".join(f"{k} {v}" for k, v in per_trip)
+    lines.append(
+        f"  {n} loop(s) of {trips} trips, {sum(v for _, v in per_trip)} kernels a trip ({per})"
+    )
+  return lines
+
+
+# -- compiling a preset's step for the H100 -----------------------------------------------
+
+
+def _use_the_plugin() -> None:
+  """JAX's CUDA plugin from .cuda_plugin/, with no GPU: before JAX is imported."""
+  if not os.path.isdir(os.path.join(PLUGIN_DIR, "jax_plugins")):
+    print(
+        f"compiled_for_gpu.py: JAX's CUDA plugin is not in {PLUGIN_DIR}: run "
+        "benchmarks/gpu/fetch_cuda_plugin.sh first",
+        file=sys.stderr,
+    )
+    sys.exit(2)
+  sys.path.insert(0, PLUGIN_DIR)
+  # No CUDA runtime here: the plugin's version check would refuse to load.
+  os.environ["JAX_SKIP_CUDA_CONSTRAINTS_CHECK"] = "1"
+  os.environ.setdefault("KERAS_BACKEND", "jax")
+
+
+def compiled_step_text(config, batch_size: int, seq_length: int, dtype: str) -> str:
+  """The optimized HLO text of `config`'s JAX training step compiled for an H100."""
+  import jax
+  from jax.experimental import topologies
+  import keras
+  import numpy as np
+
+  sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+  from step_time import make_batch  # pylint: disable=import-outside-toplevel
+
+  from recurrent_bert.layers import kernels
+  from recurrent_bert.models import Pretrainer
+  from recurrent_bert.models import build_encoder
+  from recurrent_bert.training.jax_loop import JaxTrainingLoop
+  from recurrent_bert.training.objectives import PretrainingObjective
+  from recurrent_bert.training.optimizers import create_optimizer
+
+  topology = topologies.get_topology_desc(
+      platform="cuda", target_config=H100_TARGET, topology="1x1x1"
+  )
+  mesh = topologies.make_mesh(topology, (1,), ("device",))
+  on_the_gpu = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+  abstract = lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype, sharding=on_the_gpu)
+  with kernels.jax_target("gpu"):
+    keras.config.set_dtype_policy(dtype)
+    pretrainer = Pretrainer(build_encoder(config), use_nsp=True)
+    optimizer = create_optimizer(
+        pretrainer.trainable_variables, learning_rate=1e-4, num_train_steps=10_000, warmup_steps=100
+    )
+    batch = make_batch(config.vocab_size, batch_size, seq_length, -(-seq_length * 15 // 100))
+    loop = JaxTrainingLoop(
+        pretrainer,
+        optimizer,
+        lambda skip_batches: iter([batch]),
+        PretrainingObjective(use_nsp=True),
+        model_dir=os.devnull,
+        global_batch_size=batch_size,
+        num_train_steps=10_000,
+    )
+    state = tuple([abstract(v.value) for v in variables] for variables in loop._state_variables())  # pylint: disable=protected-access
+    micro_batches = ({name: abstract(x) for name, x in batch.items()},)
+    lowered = loop._jitted_step.lower(*state, micro_batches)  # pylint: disable=protected-access
+  return lowered.compile().as_text()
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+  parser = argparse.ArgumentParser(
+      prog="compiled_for_gpu.py",
+      description=__doc__,
+      formatter_class=argparse.RawDescriptionHelpFormatter,
+  )
+  parser.add_argument("--presets", default="bert_base,trans_blstm_2_base")
+  parser.add_argument("--batch_size", type=int, default=64)
+  parser.add_argument("--seq_length", type=int, default=128)
+  parser.add_argument("--dtype", default="mixed_bfloat16")
+  parser.add_argument("--blstm_implementations", nargs="+", default=["auto"])
+  parser.add_argument("--swish_rnn_implementations", nargs="+", default=["auto"])
+  parser.add_argument("--hlo_dir", default="", help="also write each optimized program here")
+  parser.add_argument("--json", default="", help="write the counts here")
+  args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+  _use_the_plugin()
+  from recurrent_bert.config import PRESETS
+
+  rows = []
+  for name in [n for n in args.presets.split(",") if n]:
+    if name not in PRESETS:
+      parser.error(f"--presets: unknown {name!r}")
+    config = PRESETS[name]
+    field = "blstm_implementation" if config.uses_blstm else None
+    field = "swish_rnn_implementation" if config.mixer == "swishrnn" else field
+    for implementation in getattr(args, f"{field}s") if field else ["auto"]:
+      variant = config if implementation == "auto" else config.replace(**{field: implementation})
+      label = name if implementation == "auto" else f"{name} [{implementation}]"
+      started = time.time()
+      try:
+        text = compiled_step_text(variant, args.batch_size, args.seq_length, args.dtype)
+      except Exception as e:  # pylint: disable=broad-except
+        # cuDNN's LSTM ("auto" for the BLSTMs) asks cuDNN for its workspace while tracing.
+        lines = [re.sub(r"\x1b\[[0-9;]*m", "", line).strip() for line in str(e).splitlines()]
+        lines = [line for line in lines if line] or [type(e).__name__]
+        why = next((line for line in lines if "INTERNAL" in line or "Error" in line), lines[0])
+        print(f"{label}: not compiled: {why}", flush=True)
+        rows.append(dict(preset=label, error=why))
+        continue
+      count = count_kernels(text)
+      print(
+          "\n".join(describe(label, count)) + f"  (compiled in {time.time() - started:.0f} s)",
+          flush=True,
+      )
+      if args.hlo_dir:
+        os.makedirs(args.hlo_dir, exist_ok=True)
+        with open(
+            os.path.join(args.hlo_dir, label.replace(" ", "_") + ".hlo"), "w", encoding="utf-8"
+        ) as f:
+          f.write(text)
+      rows.append(
+          dict(
+              preset=label,
+              kernels_per_step=count.total,
+              in_loops=count.in_loops,
+              by_kind=dict(count.per_step),
+              loops=[dict(trips=loop.trips, per_trip=dict(loop.per_trip)) for loop in count.loops],
+          )
+      )
+  if args.json:
+    with open(args.json, "w", encoding="utf-8") as f:
+      json.dump(dict(batch=args.batch_size, seq_length=args.seq_length, rows=rows), f, indent=1)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

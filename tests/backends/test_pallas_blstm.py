@@ -1,0 +1,88 @@
+"""The BLSTM's Pallas kernels ("pallas", JAX), checked without a GPU.
+
+On a CPU the kernels run in Pallas' interpreter: the recurrence and its gradients equal
+the portable scan's (the reference it replaces, itself held to the numpy loop in
+test_layers.py, where the "pallas" layer meets that loop too) at sizes that pad rows and
+units, with a step count that leaves a remainder after the unrolled loop; and the kernels
+lower to Triton for CUDA at the base presets' shapes. On a GPU the same tests run the
+compiled kernels.
+"""
+
+import numpy as np
+import pytest
+
+from recurrent_bert.errors import InputError
+from recurrent_bert.layers import BidirectionalLSTM
+from recurrent_bert.layers import kernels
+from tests.backends.support import BACKEND
+
+pytestmark = pytest.mark.skipif(BACKEND != "jax", reason="Pallas is JAX's")
+
+
+def _on_a_gpu() -> bool:
+  import jax
+
+  return jax.devices()[0].platform == "gpu"
+
+
+@pytest.mark.parametrize(
+    "length,batch,units,tiling",
+    [
+        (5, 3, 8, None),  # one program: rows and units padded to 16
+        (7, 20, 40, dict(block_u=16, block_b=16, block_k=16, steps_per_iteration=3)),
+    ],
+)
+def test_recurrence_and_gradients_equal_the_portable_scan(rng, length, batch, units, tiling):
+  import jax
+
+  from recurrent_bert.layers.kernels import pallas_blstm
+  from recurrent_bert.layers.kernels import portable_blstm
+
+  steps = rng.normal(size=(length, 2, batch, 4 * units)).astype(np.float32)
+  recurrent_kernels = rng.normal(scale=0.3, size=(2, units, 4 * units)).astype(np.float32)
+  upstream = rng.normal(size=(length, 2, batch, units)).astype(np.float32)
+  tiling = pallas_blstm.Tiling(**tiling) if tiling else None
+
+  def portable(s, r):
+    return portable_blstm.recurrence(s, r, batch, units, length)
+
+  def pallas(s, r):
+    return pallas_blstm.recurrence(
+        s, r, batch, units, length, interpret=not _on_a_gpu(), tiling=tiling
+    )
+
+  with jax.default_matmul_precision("highest"):
+    results = {}
+    for name, run in (("portable", portable), ("pallas", pallas)):
+      loss = lambda s, r, run=run: (run(s, r) * upstream).sum()
+      results[name] = [run(steps, recurrent_kernels)]
+      results[name] += jax.grad(loss, argnums=(0, 1))(steps, recurrent_kernels)
+  for what, want, got in zip(("h", "d steps", "d R"), results["portable"], results["pallas"]):
+    np.testing.assert_allclose(
+        np.asarray(got), np.asarray(want), atol=2e-6, rtol=1e-5, err_msg=what
+    )
+
+
+@pytest.mark.parametrize("units", [768, 384])  # trans_blstm_2_base, the SMALL one
+def test_the_kernels_lower_to_triton_for_cuda(units):
+  """Batch 64 x 128 steps in bfloat16: a forward and a backward kernel, each one Triton
+  call per step in the unrolled loop's body (128 steps leave no remainder)."""
+  from recurrent_bert.layers.kernels import pallas_blstm
+
+  text = pallas_blstm.triton_module_text(64, 128, units)
+  assert text.count("__gpu$xla.gpu.triton") == 2 * pallas_blstm.TILING.steps_per_iteration
+  assert "blstm_forward_step" in text and "blstm_backward_step" in text
+
+
+def test_the_kernels_are_refused_on_a_cpu_in_one_line(monkeypatch):
+  if _on_a_gpu():
+    pytest.skip("this process has a GPU")
+  from recurrent_bert.layers.kernels import pallas_swish_rnn
+
+  monkeypatch.delenv(pallas_swish_rnn.INTERPRET_ENV, raising=False)
+  assert kernels.resolve(kernels.BLSTM_FIELD, "auto") == "portable"
+  with pytest.raises(InputError) as error:
+    BidirectionalLSTM(4, implementation="pallas")
+  message = str(error.value)
+  assert "\n" not in message
+  assert "blstm_implementation='pallas'" in message and "'cpu'" in message
