@@ -143,6 +143,12 @@ def test_swish_rnn_layer_outputs_and_gradients(rng, k, residual, gate, direction
 _BLSTM_NUMERIC = {}  # central differences per layer size, shared by the implementations
 
 
+def _interpret_pallas_off_a_gpu(monkeypatch):
+  """Pallas' kernels run in its interpreter on a CPU; on a GPU they are compiled."""
+  if kernels.jax_platform() != "gpu":
+    monkeypatch.setenv(pallas_swish_rnn.INTERPRET_ENV, "1")
+
+
 @pytest.mark.parametrize("units,projection", [(4, None), (8, 8)])  # SMALL, full (H = 8)
 # PyTorch's packed-sequence LSTM ("cudnn") runs on a CPU too; JAX's cuDNN call does not.
 # Pallas' BLSTM kernels (JAX) run in Pallas' interpreter off a GPU.
@@ -153,7 +159,7 @@ _BLSTM_NUMERIC = {}  # central differences per layer size, shared by the impleme
 def test_blstm_layer_outputs_and_gradients(units, projection, implementation, monkeypatch):
   """Padded rows of three lengths; the loss reads real positions only."""
   if implementation == "pallas":
-    monkeypatch.setenv(pallas_swish_rnn.INTERPRET_ENV, "1")
+    _interpret_pallas_off_a_gpu(monkeypatch)
   rng = np.random.default_rng(0)  # the same layer and data for both implementations
   layer = BidirectionalLSTM(units, projection, implementation=implementation)
   x = rng.normal(size=(3, 5, 8)).astype("float32")
@@ -198,7 +204,7 @@ def test_blstm_in_bfloat16_stays_near_the_float64_loop(rng, implementation, unro
   from recurrent_bert.layers.kernels import portable_blstm
 
   if implementation == "pallas":
-    monkeypatch.setenv(pallas_swish_rnn.INTERPRET_ENV, "1")
+    _interpret_pallas_off_a_gpu(monkeypatch)
   module = {"portable": portable_blstm, "pallas": pallas_blstm}[implementation]
   extra = {} if unroll is None else dict(unroll=unroll)
 

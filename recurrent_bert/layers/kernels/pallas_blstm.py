@@ -48,6 +48,7 @@ class Tiling(NamedTuple):
   block_b: batch rows per program.
   block_k: the matmuls' reduction depth per iteration.
   num_warps: warps per program.
+  num_stages: Triton's software pipelining of the matmul's loads over block_k.
   steps_per_iteration: time steps per iteration of XLA's loop (its counter is a kernel
     of its own each iteration).
   """
@@ -56,6 +57,7 @@ class Tiling(NamedTuple):
   block_b: int = 64
   block_k: int = 64
   num_warps: int = 4
+  num_stages: int = 2
   steps_per_iteration: int = 4
 
 
@@ -226,7 +228,9 @@ def _recurrence(length, batch, units, dtype, interpret, tiling):
   h_stack, c_stack = stack(sizes.units, dtype), stack(sizes.units, jnp.float32)
   gates_stack, dz_stack = stack(GATES * sizes.units, jnp.float32), stack(GATES * sizes.units, dtype)
   dc_state = jax.ShapeDtypeStruct((2, sizes.batch, sizes.units), jnp.float32)
-  compiler_params = None if interpret else pallas_swish_rnn.compiler_params(tiling.num_warps)
+  compiler_params = (
+      None if interpret else pallas_swish_rnn.compiler_params(tiling.num_warps, tiling.num_stages)
+  )
 
   def call(kernel, outputs, aliases, name, *inputs):
     return pl.pallas_call(

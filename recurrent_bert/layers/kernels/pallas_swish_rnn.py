@@ -71,12 +71,13 @@ def blocks_per_iteration(num_blocks: int, unroll: int) -> int:
   return u
 
 
-def compiler_params(num_warps):
+def compiler_params(num_warps, num_stages=1):
   """Triton's settings for a recurrence kernel (this module's and pallas_blstm's)."""
   from jax.experimental.pallas import triton as pallas_triton
 
-  # One stage: the loop's loads feed a serial chain; the unrolled body issues them early.
-  return pallas_triton.CompilerParams(num_warps=num_warps, num_stages=1)
+  # Here one stage: the loop's loads feed a serial chain; the unrolled body issues them
+  # early. pallas_blstm's loops are matmuls' reductions, which stages can pipeline.
+  return pallas_triton.CompilerParams(num_warps=num_warps, num_stages=num_stages)
 
 
 def _forward_kernel(*refs, k, unroll, num_blocks, block_d, has_residual, has_gate):
