@@ -47,6 +47,7 @@ a run on a card checks the compiled kernels' numbers as well as their time.
 """
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -162,10 +163,7 @@ def blstm_candidates(lengths, on_gpu, interpret, tilings=BLSTM_TILINGS):
     return jax_cudnn_lstm.bidirectional_lstm(x, lengths, weights[:3], weights[3:])
 
   def pallas(tiling):
-    def recurrence(steps, recurrent_kernels, batch, units, length, unroll):
-      return pallas_blstm.recurrence(
-          steps, recurrent_kernels, batch, units, length, interpret=interpret, tiling=tiling
-      )
+    recurrence = functools.partial(pallas_blstm.recurrence, interpret=interpret, tiling=tiling)
 
     def run(x, *weights):
       return portable_blstm.bidirectional_lstm(

@@ -48,7 +48,7 @@ import statistics
 import sys
 import time
 import traceback
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -532,22 +532,27 @@ def select_rows(args) -> List[Row]:
     names = [f"{family}_{size}" for family in families]
   rows, variants = [], []
   for name in names:
-    config = PRESETS[name]
-    config.check_sequence_length(args.seq_length, "--seq_length", name)
-    field = "blstm_implementation" if config.uses_blstm else None
-    field = "swish_rnn_implementation" if config.mixer == "swishrnn" else field
-    for impl in getattr(args, f"{field}s") if field else ["auto"]:
-      variant = config if impl == "auto" else config.replace(**{field: impl})
+    PRESETS[name].check_sequence_length(args.seq_length, "--seq_length", name)
+    for label, variant in implementation_variants(name, PRESETS[name], args):
       flops = _model_flops().model_flops(
           variant, args.batch_size, args.seq_length, args.max_predictions, not args.no_nsp
       )
       # "auto" keeps the preset's name, so the ratios and goals find it; the others come
       # after every preset's own row (a pass cut short loses the extras first).
-      if impl == "auto":
-        rows.append(Row(name, variant, flops))
-      else:
-        variants.append(Row(f"{name} [{impl}]", variant, flops))
+      (rows if label == name else variants).append(Row(label, variant, flops))
   return rows + variants
+
+
+def implementation_variants(name: str, config, args) -> List[Tuple[str, "ModelConfig"]]:
+  """(label, config) per implementation `args` asks of the preset's recurrence
+  (`--blstm_implementations`, `--swish_rnn_implementations`): "auto" is the preset as it
+  is, under its own name; another is "name [implementation]"."""
+  field = "blstm_implementation" if config.uses_blstm else None
+  field = "swish_rnn_implementation" if config.mixer == "swishrnn" else field
+  return [
+      (name, config) if impl == "auto" else (f"{name} [{impl}]", config.replace(**{field: impl}))
+      for impl in (getattr(args, f"{field}s") if field else ["auto"])
+  ]
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -36,6 +36,8 @@ from typing import Dict, List, Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLUGIN_DIR = os.path.join(ROOT, ".cuda_plugin")
+# step_time.py (its batches and preset variants) is imported once the backend is set.
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 # XLA's description of an H100 SXM (80 GB HBM3): what its deviceless compiler reads
 # instead of asking a device (the values a CUDA driver reports for that card).
@@ -209,9 +211,7 @@ def compiled_step_text(config, batch_size: int, seq_length: int, dtype: str) -> 
   from jax.experimental import topologies
   import keras
   import numpy as np
-
-  sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-  from step_time import make_batch  # pylint: disable=import-outside-toplevel
+  import step_time  # pylint: disable=import-outside-toplevel
 
   from recurrent_bert.layers import kernels
   from recurrent_bert.models import Pretrainer
@@ -232,7 +232,9 @@ def compiled_step_text(config, batch_size: int, seq_length: int, dtype: str) -> 
     optimizer = create_optimizer(
         pretrainer.trainable_variables, learning_rate=1e-4, num_train_steps=10_000, warmup_steps=100
     )
-    batch = make_batch(config.vocab_size, batch_size, seq_length, -(-seq_length * 15 // 100))
+    batch = step_time.make_batch(
+        config.vocab_size, batch_size, seq_length, -(-seq_length * 15 // 100)
+    )
     loop = JaxTrainingLoop(
         pretrainer,
         optimizer,
@@ -264,18 +266,15 @@ def main(argv: Optional[List[str]] = None) -> int:
   parser.add_argument("--json", default="", help="write the counts here")
   args = parser.parse_args(sys.argv[1:] if argv is None else argv)
   _use_the_plugin()
+  import step_time  # pylint: disable=import-outside-toplevel
+
   from recurrent_bert.config import PRESETS
 
   rows = []
   for name in [n for n in args.presets.split(",") if n]:
     if name not in PRESETS:
       parser.error(f"--presets: unknown {name!r}")
-    config = PRESETS[name]
-    field = "blstm_implementation" if config.uses_blstm else None
-    field = "swish_rnn_implementation" if config.mixer == "swishrnn" else field
-    for implementation in getattr(args, f"{field}s") if field else ["auto"]:
-      variant = config if implementation == "auto" else config.replace(**{field: implementation})
-      label = name if implementation == "auto" else f"{name} [{implementation}]"
+    for label, variant in step_time.implementation_variants(name, PRESETS[name], args):
       started = time.time()
       try:
         text = compiled_step_text(variant, args.batch_size, args.seq_length, args.dtype)

@@ -243,18 +243,18 @@ def _recurrence(length, batch, units, dtype, interpret, tiling):
         name=name,
     )(*inputs)
 
-  def pad_rows(t, axis):
-    return jnp.pad(t, [(0, sizes.batch - batch if a == axis else 0) for a in range(t.ndim)])
+  def padded(t, axis, size, to):  # zeros after `size` along `axis`, to `to`
+    return jnp.pad(t, [(0, to - size if a == axis else 0) for a in range(t.ndim)])
+
+  def padded_gates(t):  # [..., 4u] -> [..., 4u']: each gate's u columns padded
+    t = padded(t.reshape(t.shape[:-1] + (GATES, units)), t.ndim, units, sizes.units)
+    return t.reshape(t.shape[:-2] + (GATES * sizes.units,))
 
   def padded_kernel(recurrent_kernels):  # [2, u, 4u] -> [2, u', 4u']
-    r = recurrent_kernels.reshape(2, units, GATES, units)
-    r = jnp.pad(r, [(0, 0), (0, sizes.units - units), (0, 0), (0, sizes.units - units)])
-    return r.reshape(2, sizes.units, GATES * sizes.units)
+    return padded(padded_gates(recurrent_kernels), 1, units, sizes.units)
 
-  def padded_gates(t):  # [..., B, 4u] -> [..., B', 4u']
-    t = t.reshape(t.shape[:-1] + (GATES, units))
-    t = jnp.pad(t, [(0, 0)] * (t.ndim - 2) + [(0, 0), (0, sizes.units - units)])
-    return pad_rows(t.reshape(t.shape[:-2] + (GATES * sizes.units,)), t.ndim - 3)
+  def padded_steps(t):  # [T, 2, B, 4u] -> [T, 2, B', 4u']
+    return padded(padded_gates(t), 2, batch, sizes.batch)
 
   def unpadded_gates(t):  # [..., B', 4u'] -> [..., B, 4u]
     t = t[..., :batch, :].reshape(t.shape[:-2] + (batch, GATES, sizes.units))
@@ -290,7 +290,7 @@ def _recurrence(length, batch, units, dtype, interpret, tiling):
         _forward_kernel,
         [h_stack, c_stack, gates_stack],
         "blstm_forward_step",
-        (padded_gates(steps), kernel_p),
+        (padded_steps(steps), kernel_p),
         zeros,
     )
     return h[:, :, :batch, :units], (h, c, gates, kernel_p)
@@ -301,7 +301,7 @@ def _recurrence(length, batch, units, dtype, interpret, tiling):
 
   def backward(saved, dh_out):
     h, c, gates, kernel_p = saved
-    dh_p = jnp.pad(dh_out, [(0, 0), (0, 0), (0, sizes.batch - batch), (0, sizes.units - units)])
+    dh_p = padded(padded(dh_out, 2, batch, sizes.batch), 3, units, sizes.units)
     kernel_t = jnp.transpose(kernel_p, (0, 2, 1))  # [2, 4u', u']
     dz, _ = every_step(
         _backward_kernel,
