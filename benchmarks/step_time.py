@@ -464,14 +464,7 @@ def parse_args(argv: List[str], backend: str):
   parser.add_argument("--json", default=None, help="write the rows here after each preset")
   parser.add_argument("--profile_top", type=int, default=0, help="N longest kernels; 0: none")
   parser.add_argument("--profile_steps", type=int, default=3, help="steps traced per profile")
-  for field, choices in RECURRENCE_FIELDS.items():
-    parser.add_argument(
-        f"--{field}s",
-        nargs="+",
-        default=["auto"],
-        help=f"time presets with a {field.split('_implementation')[0]} once per "
-        f"implementation (rows 'preset [name]', after the others'): {', '.join(choices)}",
-    )
+  add_implementation_flags(parser, "time")
   parser.error = fail  # a bad value (e.g. --batch_size=x): one line, not the usage
   args = parser.parse_args(argv)
   if args.dtype not in DTYPES:
@@ -487,10 +480,8 @@ def parse_args(argv: List[str], backend: str):
     )
   if args.json and args.jit_compile == "both" and not args.no_xla:
     fail("--json: takes one --jit_compile mode, not both")
-  for field, choices in RECURRENCE_FIELDS.items():
-    for impl in getattr(args, f"{field}s"):
-      if impl not in choices:
-        fail(f"--{field}s: {impl!r}: choose from {', '.join(choices)}")
+  if unknown_implementation(args):
+    fail(unknown_implementation(args))
   if args.seq_length is None:
     args.seq_length = 64 if args.quick else 128
   if args.max_predictions is None and args.seq_length > 0:
@@ -541,6 +532,28 @@ def select_rows(args) -> List[Row]:
       # after every preset's own row (a pass cut short loses the extras first).
       (rows if label == name else variants).append(Row(label, variant, flops))
   return rows + variants
+
+
+def add_implementation_flags(parser: argparse.ArgumentParser, verb: str) -> None:
+  """--blstm_implementations and --swish_rnn_implementations: each preset with that
+  recurrence once per implementation named (`implementation_variants`)."""
+  for field, choices in RECURRENCE_FIELDS.items():
+    parser.add_argument(
+        f"--{field}s",
+        nargs="+",
+        default=["auto"],
+        help=f"{verb} presets with a {field.split('_implementation')[0]} once per "
+        f"implementation (rows 'preset [name]', after the others'): {', '.join(choices)}",
+    )
+
+
+def unknown_implementation(args) -> Optional[str]:
+  """The one-line complaint about an implementation the flags name that does not exist."""
+  for field, choices in RECURRENCE_FIELDS.items():
+    for impl in getattr(args, f"{field}s"):
+      if impl not in choices:
+        return f"--{field}s: {impl!r}: choose from {', '.join(choices)}"
+  return None
 
 
 def implementation_variants(name: str, config, args) -> List[Tuple[str, "ModelConfig"]]:

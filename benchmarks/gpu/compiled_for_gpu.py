@@ -190,19 +190,20 @@ def describe(preset: str, count: KernelCount) -> List[str]:
 # -- compiling a preset's step for the H100 -----------------------------------------------
 
 
+def _fail(message: str) -> None:
+  """Bad input: one line on stderr, exit status 2."""
+  print(f"compiled_for_gpu.py: {message}", file=sys.stderr)
+  sys.exit(2)
+
+
 def _use_the_plugin() -> None:
-  """JAX's CUDA plugin from .cuda_plugin/, with no GPU: before JAX is imported."""
+  """JAX's CUDA plugin from .cuda_plugin/, with no GPU: before JAX's first device query,
+  when it looks for plugins."""
   if not os.path.isdir(os.path.join(PLUGIN_DIR, "jax_plugins")):
-    print(
-        f"compiled_for_gpu.py: JAX's CUDA plugin is not in {PLUGIN_DIR}: run "
-        "benchmarks/gpu/fetch_cuda_plugin.sh first",
-        file=sys.stderr,
-    )
-    sys.exit(2)
+    _fail(f"JAX's CUDA plugin is not in {PLUGIN_DIR}: run benchmarks/gpu/fetch_cuda_plugin.sh")
   sys.path.insert(0, PLUGIN_DIR)
   # No CUDA runtime here: the plugin's version check would refuse to load.
   os.environ["JAX_SKIP_CUDA_CONSTRAINTS_CHECK"] = "1"
-  os.environ.setdefault("KERAS_BACKEND", "jax")
 
 
 def compiled_step_text(config, batch_size: int, seq_length: int, dtype: str) -> str:
@@ -251,6 +252,11 @@ def compiled_step_text(config, batch_size: int, seq_length: int, dtype: str) -> 
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+  os.environ.setdefault("KERAS_BACKEND", "jax")  # before step_time imports the package
+  import step_time  # pylint: disable=import-outside-toplevel
+
+  from recurrent_bert.config import PRESETS
+
   parser = argparse.ArgumentParser(
       prog="compiled_for_gpu.py",
       description=__doc__,
@@ -260,20 +266,18 @@ def main(argv: Optional[List[str]] = None) -> int:
   parser.add_argument("--batch_size", type=int, default=64)
   parser.add_argument("--seq_length", type=int, default=128)
   parser.add_argument("--dtype", default="mixed_bfloat16")
-  parser.add_argument("--blstm_implementations", nargs="+", default=["auto"])
-  parser.add_argument("--swish_rnn_implementations", nargs="+", default=["auto"])
+  step_time.add_implementation_flags(parser, "compile")
   parser.add_argument("--hlo_dir", default="", help="also write each optimized program here")
   parser.add_argument("--json", default="", help="write the counts here")
+  parser.error = _fail  # a bad value (e.g. --batch_size=x): one line, not the usage
   args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+  presets = [n for n in args.presets.split(",") if n]
+  unknown = next((f"--presets: unknown {n!r}" for n in presets if n not in PRESETS), None)
+  if unknown or step_time.unknown_implementation(args):
+    _fail(unknown or step_time.unknown_implementation(args))
   _use_the_plugin()
-  import step_time  # pylint: disable=import-outside-toplevel
-
-  from recurrent_bert.config import PRESETS
-
   rows = []
-  for name in [n for n in args.presets.split(",") if n]:
-    if name not in PRESETS:
-      parser.error(f"--presets: unknown {name!r}")
+  for name in presets:
     for label, variant in step_time.implementation_variants(name, PRESETS[name], args):
       started = time.time()
       try:
