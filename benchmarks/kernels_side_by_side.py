@@ -34,7 +34,7 @@ relative bias and padded keys), without dropout and with the recipe's dropout 0.
   floor           `jax.nn.dot_product_attention`, no dropout (cuDNN's flash attention on
                   a GPU, XLA's form elsewhere): what attention costs without dropout;
   written-out     the layer's written-out form (logits, bias, float32 softmax, the
-                  package's Philox dropout, context), what JAX trains with off a GPU;
+                  package's hashed dropout, context), what JAX trains with off a GPU;
   pallas          the package's Pallas kernels, dropout drawn inside them.
 With dropout the three draw other masks (the floor none), so that group's rows compare
 times only; without it, each is checked against the written-out form.

@@ -18,6 +18,11 @@ The attention itself runs in one of two forms of the same function:
                included: its masks then come from torch's own generator, not the layer's
                Keras seed generator (as Keras' unseeded Dropout on torch does too).
 
+Where the fused form is asked for (JAX and PyTorch), the query, key and value projections
+are one matmul over the three layers' kernels side by side (`_projections_in_one_matmul`);
+the written-out form keeps the three EinsumDense calls, so TensorFlow's numerics do not
+change.
+
 Both forms compute the softmax in float32 under mixed precision: JAX's XLA form computes
 the logits of 16-bit q and k in float32 and takes their softmax there (then rounds the
 probabilities to q's dtype, as the written-out form does); cuDNN and PyTorch's kernels
@@ -243,15 +248,27 @@ class SelfAttention(keras.layers.Layer):
     self.built = True
 
   def call(self, x, attention_mask, attention_bias=None, training=None):
-    q = self.query(x)  # [B, T, A, d]
-    k = self.key(x)
-    v = self.value(x)
     context = None
     if self.fused and _fused_attention is not None and not _written_out_scopes:
+      q, k, v = self._projections_in_one_matmul(x)
       context = self._fused(q, k, v, attention_mask, attention_bias, training)
+    else:
+      q, k, v = self.query(x), self.key(x), self.value(x)  # [B, T, A, d] each
     if context is None:
       context = self._written_out(q, k, v, attention_mask, attention_bias, training)
     return self.output_dense(context)
+
+  def _projections_in_one_matmul(self, x):
+    """q, k, v of x [B, T, H] as one matmul with the three kernels side by side,
+    [H, 3, A, d]: the same variables, one GEMM for the three (and one for their input
+    gradient). The product comes out [B, T, 3, A, d], the GEMM's own layout, so slicing
+    it costs no transpose. Returns: q, k, v [B, T, A, d], as the three layers give."""
+    projections = (self.query, self.key, self.value)
+    dtype = self.compute_dtype
+    kernel = ops.stack([ops.cast(p.kernel, dtype) for p in projections], axis=1)
+    bias = ops.stack([ops.cast(p.bias, dtype) for p in projections], axis=0)  # [3, A, d]
+    qkv = ops.einsum("btd,dsnh->btsnh", x, kernel) + bias  # [B, T, 3, A, d]
+    return qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
 
   def _fused(self, q, k, v, attention_mask, attention_bias, training):
     """The backend's fused attention (module doc), or None where it declines. q, k, v:

@@ -3,11 +3,13 @@
 Under JAX, `keras.layers.Dropout` draws its mask with `jax.random.bernoulli` on the
 default threefry key: a uniform float per element from threefry's bits, then a compare.
 At BERT-base size that is some 300 million values per training step, and on a GPU JAX
-runs threefry as a kernel of its own whose output goes through memory. This layer draws
-the bits with XLA's own generator (`jax.lax.rng_bit_generator`, algorithm RNG_DEFAULT:
-Philox on CPUs and GPUs), which XLA expands into element-wise arithmetic it can fuse
-with the select, and keeps an element when its uint32 bits are at or above the integer
-`round(rate * 2**32)`: no float uniform, and the kept fraction is 1 - rate to 2**-32.
+runs threefry as a kernel of its own whose output goes through memory. This layer keeps
+an element when a 32-bit hash of (seed, the element's row-major index) is at or above the
+integer `round(rate * 2**32)` (`kernels/dropout_bits.py`, the hash the Pallas attention
+kernels draw with): integer arithmetic on an iota, which XLA fuses into the select, so
+the bits take no kernel and no memory of their own (XLA's Philox generator, tried before,
+took a kernel for its counters and laid the masks out batch-minor, which cost transposes
+around every residual add), and the kept fraction is 1 - rate to 2**-32.
 
 Everything else is Keras' layer: the same class name (so the same automatic layer names),
 config and seed generator, whose one state variable is where Keras keeps it, so saved
@@ -16,13 +18,14 @@ training call takes the generator's next seed, as Keras' Dropout does, inside Ke
 stateless scope too (`stateless_call` under `jax.jit`: the JAX loop and Keras' trainer).
 The masks are other masks than `keras.layers.Dropout` draws from the same seed; only
 their law is the same. TensorFlow and PyTorch run the parent's call unchanged, and so does
-JAX under a Keras distribution over several devices: XLA's SPMD partitioner does not split
-RngBitGenerator, so each device would draw the whole global batch's bits (seen on two CPU
-devices), where Keras' threefry draw is split by batch shard.
+JAX under a Keras distribution over several devices (the multi-device programs have been
+checked with Keras' threefry draw, which is split by batch shard, and with no other).
 """
 
 import keras
 import numpy as np
+
+from recurrent_bert.layers.kernels import dropout_bits
 
 
 def _jax_dropout(inputs, rate: float, noise_shape, seed):
@@ -44,12 +47,8 @@ def _jax_dropout(inputs, rate: float, noise_shape, seed):
   shape = inputs.shape
   if noise_shape is not None:
     shape = tuple(size if wanted is None else wanted for size, wanted in zip(shape, noise_shape))
-  # The generator's key is 128 bits; Keras' seed is (seed, call count). Threefry on four
-  # words spreads the two over the whole key, so neighbouring counts give unrelated keys
-  # whichever of the key's words XLA's Philox takes as key and which as counter.
-  key = jax.random.bits(seed, (4,), jnp.uint32)
-  _, bits = jax.lax.rng_bit_generator(key, shape, jnp.uint32)
-  threshold = np.uint32(min(round(rate * 2.0**32), 2**32 - 1))
+  bits = dropout_bits.keep_bits_of_shape(seed, shape)
+  threshold = dropout_bits.threshold(rate)
   keep = jnp.broadcast_to(bits >= threshold, inputs.shape)
   # Scaled in float32 at least, by 1 / (1 - rate) rounded once: XLA turns a division by a
   # constant into this product anyway, and a 16-bit factor (bfloat16's 1/0.9 is 1.109)
@@ -67,7 +66,7 @@ def on_one_device() -> bool:
 
 @keras.saving.register_keras_serializable(package="recurrent_bert")
 class Dropout(keras.layers.Dropout):
-  """`keras.layers.Dropout`, whose JAX masks come from XLA's Philox bits (module doc).
+  """`keras.layers.Dropout`, whose JAX masks come from a hash of position (module doc).
 
   Args: as `keras.layers.Dropout` (rate, noise_shape, seed).
   Call: inputs [...] float, any shape; training (bool). Output: like inputs.

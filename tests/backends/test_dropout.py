@@ -1,6 +1,6 @@
-"""The package's Dropout under JAX (XLA's Philox bits against an integer threshold)
-against the binomial law, eagerly and jitted through Keras' stateless calls; under
-PyTorch, Keras' own Dropout unchanged."""
+"""The package's Dropout under JAX (a hash of seed and position against an integer
+threshold) against a numpy transcription of the hash and the binomial law, eagerly and
+jitted through Keras' stateless calls; under PyTorch, Keras' own Dropout unchanged."""
 
 import types
 
@@ -40,6 +40,37 @@ def test_kept_fraction_is_binomial_and_kept_values_are_scaled_exactly(rng, rate,
   np.testing.assert_array_equal(y[kept], want)
   if dtype == "float32":
     np.testing.assert_allclose(y[kept], x[kept] / (1 - rate), rtol=2**-23, atol=0)
+
+
+def _numpy_keep_bits(seed, size):
+  """The hash of layers/kernels/dropout_bits.py in numpy uint32 arithmetic (wrapping):
+  mix(mix(i * 0x9E3779B9 + s0) + s1) for i = 0 .. size - 1, mix an xor-shift-multiply
+  round (>> 16, * 0x7FEB352D, >> 15, * 0x846CA68B, >> 16)."""
+
+  def mix(x):
+    x = x ^ (x >> np.uint32(16))
+    x = x * np.uint32(0x7FEB352D)
+    x = x ^ (x >> np.uint32(15))
+    x = x * np.uint32(0x846CA68B)
+    return x ^ (x >> np.uint32(16))
+
+  s0, s1 = np.asarray(seed).astype(np.uint32)
+  with np.errstate(over="ignore"):
+    return mix(mix(np.arange(size, dtype=np.uint32) * np.uint32(0x9E3779B9) + s0) + s1)
+
+
+@on_jax
+@pytest.mark.parametrize("rate", [0.1, 0.7])
+def test_the_mask_is_the_hash_of_seed_and_position(rate):
+  """Two calls: each keeps exactly the elements whose bits (numpy, from the seed the
+  generator held before the call) are at or above round(rate * 2**32)."""
+  layer = Dropout(rate, seed=11)
+  x = np.ones((8, 16, 32), "float32")
+  for _ in range(2):
+    seed = to_numpy(layer.seed_generator.state.value)
+    kept = to_numpy(layer(x, training=True)) != 0
+    want = _numpy_keep_bits(seed, x.size) >= np.uint32(round(rate * 2**32))
+    np.testing.assert_array_equal(kept, want.reshape(x.shape))
 
 
 @on_jax
@@ -98,7 +129,7 @@ def test_jitted_stateless_calls_advance_the_seed_state():
 
 @on_jax
 def test_a_distribution_over_several_devices_takes_keras_draw(monkeypatch):
-  """There XLA would draw the global batch's bits on every device (module doc)."""
+  """The multi-device programs keep Keras' draw (module doc)."""
   x = np.ones((64, 64), "float32")
   ours, theirs = Dropout(0.3, seed=5), keras.layers.Dropout(0.3, seed=5)
   assert not np.array_equal(to_numpy(ours(x, training=True)), to_numpy(theirs(x, training=True)))

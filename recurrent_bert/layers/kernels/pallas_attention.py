@@ -18,8 +18,8 @@ These kernels keep them on chip, FlashAttention's way, and draw the dropout mask
             writes dS ([B, A, T, T] float32), summed over the batch where the bias has none.
 
 The mask is a function of position, not a stream: element (b, h, i, j) is kept when
-`keep_bits(seed, ((b·A + h)·T + i)·T + j) >= round(rate · 2³²)`, a 32-bit integer hash
-(two rounds of an xor-shift-multiply mixer, the seed's two words added between them), so
+`keep_bits(seed, ((b·A + h)·T + i)·T + j) >= round(rate · 2³²)`, the 32-bit integer hash
+of `dropout_bits` that the package's Dropout draws its JAX masks with too, so
 the backward recomputes the forward's mask instead of storing it, and `dropout_keep` (the
 same function in plain jax.numpy) is the reference the tests hold the kernels to. The
 seed is the layer's Keras seed generator's next value, as its Dropout's.
@@ -35,8 +35,7 @@ JAX is imported inside the functions, so importing this module imports no framew
 import functools
 from typing import Optional
 
-import numpy as np
-
+from recurrent_bert.layers.kernels import dropout_bits
 from recurrent_bert.layers.kernels import pallas_swish_rnn
 
 # A padded key's logit: exp of it less any real logit is 0; finite, so that a block of
@@ -44,9 +43,6 @@ from recurrent_bert.layers.kernels import pallas_swish_rnn
 _PAD_LOGIT = -1e30
 _HEAD_SIZES = (16, 32, 64, 128)
 _MAX_LENGTH = 1024
-# Mixer constants (odd, well-spread bits): the hash of `keep_bits`.
-_GOLDEN = 0x9E3779B9
-_MIX_1, _MIX_2 = 0x7FEB352D, 0x846CA68B
 
 
 def fits(head_size: int, length: int) -> bool:
@@ -59,44 +55,16 @@ def _block(length: int) -> int:
   return min(64, max(16, 1 << max(length - 1, 0).bit_length()))
 
 
-def _mix(x):
-  """One xor-shift-multiply round on uint32 (wrapping arithmetic)."""
-  from jax import numpy as jnp
-
-  x = x ^ (x >> jnp.uint32(16))
-  x = x * jnp.uint32(_MIX_1)
-  x = x ^ (x >> jnp.uint32(15))
-  x = x * jnp.uint32(_MIX_2)
-  return x ^ (x >> jnp.uint32(16))
-
-
-def keep_bits(seed0, seed1, index):
-  """uint32 bits of element `index` (uint32) under the seed's two uint32 words."""
-  from jax import numpy as jnp
-
-  return _mix(_mix(index * jnp.uint32(_GOLDEN) + seed0) + seed1)
-
-
-def _threshold(rate: float) -> np.uint32:
-  return np.uint32(min(round(rate * 2.0**32), 2**32 - 1))
-
-
 def dropout_keep(seed, shape, rate: float):
-  """The kernels' mask in jax.numpy: [B, A, T, T] bool, True where kept.
+  """The kernels' mask in jax.numpy: [B, A, T, T] bool, True where kept (the bits of
+  each element's row-major index, `dropout_bits`).
 
   Args:
     seed: [2] uint32.
     shape: (B, A, T, T).
     rate: the fraction dropped.
   """
-  import jax
-  from jax import numpy as jnp
-
-  batch, heads, length, _ = shape
-  b, h, i, j = (jax.lax.broadcasted_iota(jnp.uint32, shape, axis) for axis in range(4))
-  index = ((b * jnp.uint32(heads) + h) * jnp.uint32(length) + i) * jnp.uint32(length) + j
-  seed = jnp.asarray(seed, jnp.uint32)
-  return keep_bits(seed[0], seed[1], index) >= _threshold(rate)
+  return dropout_bits.keep_bits_of_shape(seed, shape) >= dropout_bits.threshold(rate)
 
 
 def _kept(seed_ref, b, h, rows, cols, heads, length, rate):
@@ -106,7 +74,7 @@ def _kept(seed_ref, b, h, rows, cols, heads, length, rate):
   u = lambda x: jnp.asarray(x).astype(jnp.uint32)
   head_row = (u(b) * jnp.uint32(heads) + u(h)) * jnp.uint32(length)
   index = (head_row + u(rows)[:, None]) * jnp.uint32(length) + u(cols)[None, :]
-  return keep_bits(seed_ref[0], seed_ref[1], index) >= _threshold(rate)
+  return dropout_bits.keep_bits(seed_ref[0], seed_ref[1], index) >= dropout_bits.threshold(rate)
 
 
 def _logits(q, k, key_pad, bias, scale):
