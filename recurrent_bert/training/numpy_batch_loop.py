@@ -77,9 +77,14 @@ class NumpyBatchLoop(TrainingDriver):
     if self.clip_norm <= 0:
       return grads
     ops = keras.ops
-    norm = ops.sqrt(sum(ops.sum(ops.square(ops.cast(g, "float32"))) for g in grads))
+    norm = self._global_norm([ops.cast(g, "float32") for g in grads])
     scale = self.clip_norm / ops.maximum(norm, self.clip_norm)
     return [ops.cast(g * scale, keras.backend.standardize_dtype(g.dtype)) for g in grads]
+
+  def _global_norm(self, grads: List):
+    """[] float32: sqrt of the sum of the squares of every element of `grads` (float32)."""
+    ops = keras.ops
+    return ops.sqrt(sum(ops.sum(ops.square(g)) for g in grads))
 
   def _call_results(self, per_step: List[Dict[str, np.ndarray]]):
     """`train_steps`' return value from each step's numpy values."""

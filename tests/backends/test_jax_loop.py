@@ -1,4 +1,5 @@
-"""JAX's training loop (training/jax_loop.py) donates the state its step updates.
+"""JAX's training loop (training/jax_loop.py) donates the state its step updates, and
+clips by a global norm that equals numpy's.
 
 The jitted step gives XLA the buffers of the weights, the seed states and the optimizer's
 slots to write the new values into (on a GPU the state is then held once, not twice).
@@ -118,3 +119,19 @@ def test_after_whole_and_stopped_calls_the_variables_hold_live_arrays(tmp_path):
   assert not any(array.is_deleted() for array in _state(stopped))
   after = [keras.ops.convert_to_numpy(v) for v in stopped.model.trainable_variables]
   assert max(np.abs(a - b).max() for a, b in zip(after, initial)) > 1e-4  # one step's update
+
+
+def test_the_global_norm_is_numpys_with_small_and_large_gradients(rng):
+  """jax_loop.global_norm, jitted, against numpy's float64 norm over gradients on both
+  sides of the size at which they are concatenated (1, 768 and 2**16 - 1 elements
+  concatenated; 2**16 and [300, 400] summed alone), and with none small or none large."""
+  import jax
+
+  from recurrent_bert.training.jax_loop import global_norm
+
+  shapes = [(768,), (1,), (2**16 - 1,), (2**16,), (300, 400), (12, 64)]
+  grads = [rng.standard_normal(shape).astype("float32") for shape in shapes]
+  for subset in (grads, grads[3:5], [grads[0], grads[5]]):
+    want = np.sqrt(sum(np.sum(np.square(g.astype(np.float64))) for g in subset))
+    got = float(jax.jit(global_norm)(subset))
+    np.testing.assert_allclose(got, want, rtol=1e-6)
