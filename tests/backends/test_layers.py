@@ -347,6 +347,34 @@ def test_relative_bias_gradient_has_no_scatter_in_its_compiled_program(rng):
 
 
 @pytest.mark.skipif(BACKEND != "jax", reason="reads JAX's lowered program")
+def test_blstm_gradient_reverses_rows_by_gather_not_scatter(rng):
+  """The backward direction's row reversal within the real prefix, whose gradient
+  autodiff takes as a scatter-add: reversed_within_lengths gathers it instead (the
+  permutation is its own inverse), with the gradient autodiff gives through take."""
+  import jax
+  import jax.numpy as jnp
+
+  from recurrent_bert.layers.kernels import portable_blstm
+
+  x = jnp.asarray(rng.normal(size=(3, 6, 4)), "float32")
+  upstream = jnp.asarray(rng.normal(size=(3, 6, 4)), "float32")
+  lengths = jnp.asarray([6, 4, 1])
+
+  def loss(x, lengths, ours):
+    reverse = portable_blstm.reversed_positions(lengths, 6)[:, :, None]
+    if ours:
+      y = portable_blstm.reversed_within_lengths(x, reverse)
+    else:
+      y = jnp.take_along_axis(x, reverse, axis=1)
+    return jnp.sum(y * upstream)
+
+  grad = jax.jit(jax.grad(loss), static_argnums=2)
+  assert "scatter" in grad.lower(x, lengths, False).as_text()
+  assert "scatter" not in grad.lower(x, lengths, True).as_text()
+  np.testing.assert_array_equal(grad(x, lengths, True), grad(x, lengths, False))
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="reads JAX's lowered program")
 def test_bert_rab_training_gradient_has_no_scatter_that_bert_has_not():
   """The whole model's gradient under mixed_bfloat16: the embeddings' and the MLM head's
   gathers are scatters in both models; BERT-rab's relative bias adds none."""

@@ -35,6 +35,24 @@ def reversed_positions(lengths, length):
   return ops.where(positions < lengths, lengths - 1 - positions, positions)
 
 
+def reversed_within_lengths(x, reverse):
+  """x [B, T, ...] with each row's positions permuted by `reverse` [B, T, 1]
+  (`reversed_positions`, its own inverse), and as the gradient the same gather of the
+  upstream gradient. Autodiff would take a gather's gradient as a scatter-add, which a GPU
+  runs as atomic adds (for 16-bit values, compare-and-swap loops) though every position
+  gets exactly one value."""
+
+  @ops.custom_gradient
+  def run(x):
+    def grad(*grad_args, upstream=None):
+      dy = grad_args[0] if upstream is None else upstream  # (keras.ops.custom_gradient)
+      return ops.take_along_axis(dy, reverse, axis=1)
+
+    return ops.take_along_axis(x, reverse, axis=1), grad
+
+  return run(x)
+
+
 def bidirectional_lstm(x, lengths, forward, backward, unroll=None, recurrence_fn=None):
   """Forward and backward LSTMs (Keras' weight layout, gates i, f, g, o) over right-padded rows.
 
@@ -55,7 +73,7 @@ def bidirectional_lstm(x, lengths, forward, backward, unroll=None, recurrence_fn
   gate_inputs = ops.stack(  # [2, B, T, 4u]
       [
           ops.matmul(x, forward[0]) + forward[2],
-          ops.matmul(ops.take_along_axis(x, reverse, axis=1), backward[0]) + backward[2],
+          ops.matmul(reversed_within_lengths(x, reverse), backward[0]) + backward[2],
       ]
   )
   recurrent_kernels = ops.stack([forward[1], backward[1]])  # [2, u, 4u]
@@ -64,7 +82,7 @@ def bidirectional_lstm(x, lengths, forward, backward, unroll=None, recurrence_fn
   h = run(steps, recurrent_kernels, batch, units, x.shape[1], unroll)  # [T, 2, B, u]
   h = ops.transpose(h, (1, 2, 0, 3))  # [2, B, T, u]
   real = ops.cast(ops.arange(length)[None, :] < ops.cast(lengths, "int32")[:, None], x.dtype)
-  outputs = ops.concatenate([h[0], ops.take_along_axis(h[1], reverse, axis=1)], axis=-1)
+  outputs = ops.concatenate([h[0], reversed_within_lengths(h[1], reverse)], axis=-1)
   return outputs * real[:, :, None]
 
 
