@@ -167,7 +167,7 @@ def blstm_candidates(lengths, on_gpu, interpret, tilings=BLSTM_TILINGS):
 
     def run(x, *weights):
       return portable_blstm.bidirectional_lstm(
-          x, lengths, weights[:3], weights[3:], recurrence_fn=recurrence
+          x, lengths, weights[:3], weights[3:], recurrence_fn=recurrence, time_major=False
       )
 
     return run

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from recurrent_bert.layers.dropout import Dropout
+from recurrent_bert.layers.layer_norm import LayerNormalization
 
 
 @keras.saving.register_keras_serializable(package="recurrent_bert")
@@ -42,7 +43,7 @@ class Embeddings(keras.layers.Layer):
     self.segment_embedding = keras.layers.Embedding(
         type_vocab_size, hidden_size, embeddings_initializer=init, name="segment_embedding"
     )
-    self.layer_norm = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="layer_norm")
+    self.layer_norm = LayerNormalization(epsilon=layer_norm_epsilon, name="layer_norm")
     self.dropout = Dropout(dropout_rate)
 
   def build(self, input_shape):

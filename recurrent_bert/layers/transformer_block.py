@@ -7,6 +7,7 @@ from recurrent_bert.layers.attention import SelfAttention
 from recurrent_bert.layers.blstm import BidirectionalLSTM
 from recurrent_bert.layers.dropout import Dropout
 from recurrent_bert.layers.feedforward import FeedForward
+from recurrent_bert.layers.layer_norm import LayerNormalization
 from recurrent_bert.layers.swish_rnn import SwishRNN
 
 
@@ -88,7 +89,7 @@ class TransformerBlock(keras.layers.Layer):
       self.attention = SelfAttention(
           hidden_size, num_heads, attention_dropout_rate, initializer_range, name="attention"
       )
-      self.attention_layer_norm = keras.layers.LayerNormalization(
+      self.attention_layer_norm = LayerNormalization(
           epsilon=layer_norm_epsilon, name="attention_layer_norm"
       )
 
@@ -132,7 +133,7 @@ class TransformerBlock(keras.layers.Layer):
     self.branch_layers = [layer for layer, _ in branches]
     self._branch_reads_block_input = [reads for _, reads in branches]
     self.dropout = Dropout(dropout_rate)
-    self.output_layer_norm = keras.layers.LayerNormalization(
+    self.output_layer_norm = LayerNormalization(
         epsilon=layer_norm_epsilon, name="output_layer_norm"
     )
 

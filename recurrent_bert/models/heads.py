@@ -6,6 +6,7 @@ from keras import ops
 from recurrent_bert.layers import BidirectionalLSTM
 from recurrent_bert.layers import get_activation
 from recurrent_bert.layers.dropout import Dropout
+from recurrent_bert.layers.layer_norm import LayerNormalization
 
 _NEG_INF = -1e9  # finite, so an all-padding row gives a uniform softmax, not NaN
 
@@ -48,7 +49,7 @@ class MaskedLMHead(keras.layers.Layer):
         kernel_initializer=_initializer(initializer_range),
         name="transform",
     )
-    self.layer_norm = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="layer_norm")
+    self.layer_norm = LayerNormalization(epsilon=layer_norm_epsilon, name="layer_norm")
 
   def __setattr__(self, name, value):
     if name == "_embeddings":  # keep the tied layer out of Keras' tracking

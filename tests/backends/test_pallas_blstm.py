@@ -46,10 +46,11 @@ def test_recurrence_and_gradients_equal_the_portable_scan(rng, length, batch, un
   def portable(s, r):
     return portable_blstm.recurrence(s, r, batch, units, length)
 
-  def pallas(s, r):
-    return pallas_blstm.recurrence(
-        s, r, batch, units, length, interpret=not _on_a_gpu(), tiling=tiling
+  def pallas(s, r):  # direction-major: [2, B, T, ...] in and out
+    h = pallas_blstm.recurrence(
+        s.transpose(1, 2, 0, 3), r, batch, units, length, interpret=not _on_a_gpu(), tiling=tiling
     )
+    return h.transpose(2, 0, 1, 3)
 
   with jax.default_matmul_precision("highest"):
     results = {}

@@ -24,7 +24,10 @@ part of dz[t] is complete in itself; the next step's kernel reads all of dz[t] (
 h[t-1] going forward), which is why a launch is one step: a kernel sees the other
 programs' writes only after they have ended. The stacks h, c (float32), the gates
 (float32) and dz are read and written in place (aliased through the time loop), so no
-step copies them. As in the portable form, R's gradient is one matmul after the loop over
+step copies them. Everything is direction-major, [2, B, T, ...]: the input projections
+come out of one batched matmul so, and h, the steps' gradient and R's are read and
+written so, with no layout transpose of a [T, ...] stack on either side (the portable
+scan, whose loop runs over a leading T, needs them). As in the portable form, R's gradient is one matmul after the loop over
 all T·B rows, and the cell state and gates are float32 whatever the compute dtype.
 
 Sizes are padded to what Triton's blocks need (rows and units to multiples of powers of 2
@@ -131,7 +134,7 @@ def _forward_kernel(
     sizes,
 ):
   """Step t = `_time` of one program (module docstring). h_ref, c_ref and gates_ref alias
-  h_in, c_in and gates_in: the stacks [T, 2, B, u | 4u], read at t - 1 and written at t."""
+  h_in, c_in and gates_in: the stacks [2, B, T, u | 4u], read at t - 1 and written at t."""
   import jax
   from jax import numpy as jnp
   from jax.experimental import pallas as pl
@@ -146,19 +149,19 @@ def _forward_kernel(
 
   def accumulate(kb, z):
     depth = pl.ds(pl.multiple_of(kb * sizes.block_k, sizes.block_k), sizes.block_k)
-    h = h_ref[earlier, d, rows, depth]  # [block_b, block_k]: h[t-1], every program's units
+    h = h_ref[d, rows, earlier, depth]  # [block_b, block_k]: h[t-1], every program's units
     h = jnp.where(started, h, jnp.zeros_like(h))
     return tuple(zk + _dot(h, kernel_ref[d, depth, gate(k)]) for k, zk in enumerate(z))
 
-  z = tuple(steps_ref[t, d, rows, gate(k)].astype(jnp.float32) for k in range(GATES))
+  z = tuple(steps_ref[d, rows, t, gate(k)].astype(jnp.float32) for k in range(GATES))
   z = jax.lax.fori_loop(0, sizes.units // sizes.block_k, accumulate, z)
   i, f, o = jax.nn.sigmoid(z[0]), jax.nn.sigmoid(z[1]), jax.nn.sigmoid(z[3])
   g = jnp.tanh(z[2])
-  c = f * jnp.where(started, c_ref[earlier, d, rows, units], 0.0) + i * g
-  c_ref[t, d, rows, units] = c
-  h_ref[t, d, rows, units] = (o * jnp.tanh(c)).astype(h_ref.dtype)
+  c = f * jnp.where(started, c_ref[d, rows, earlier, units], 0.0) + i * g
+  c_ref[d, rows, t, units] = c
+  h_ref[d, rows, t, units] = (o * jnp.tanh(c)).astype(h_ref.dtype)
   for k, activated in enumerate((i, f, g, o)):
-    gates_ref[t, d, rows, gate(k)] = activated
+    gates_ref[d, rows, t, gate(k)] = activated
 
 
 def _backward_kernel(
@@ -175,7 +178,7 @@ def _backward_kernel(
     *,
     sizes,
 ):
-  """Reverse step t = T - 1 - `_time` of one program (module docstring). dz_ref [T, 2, B, 4u]
+  """Reverse step t = T - 1 - `_time` of one program (module docstring). dz_ref [2, B, T, 4u]
   (compute dtype) and dc_ref [2, B, u] (float32, the cell gradient passed back from
   t + 1) alias dz_in and dc_in."""
   import jax
@@ -192,15 +195,15 @@ def _backward_kernel(
 
   def accumulate(kb, dh):
     depth = pl.ds(pl.multiple_of(kb * sizes.block_k, sizes.block_k), sizes.block_k)
-    dz = dz_ref[later, d, rows, depth]  # [block_b, block_k]: dz[t+1], every program's gates
+    dz = dz_ref[d, rows, later, depth]  # [block_b, block_k]: dz[t+1], every program's gates
     dz = jnp.where(has_later, dz, jnp.zeros_like(dz))
     return dh + _dot(dz, kernel_t_ref[d, depth, units])
 
-  dh = dh_ref[t, d, rows, units].astype(jnp.float32)
+  dh = dh_ref[d, rows, t, units].astype(jnp.float32)
   dh = jax.lax.fori_loop(0, GATES * sizes.units // sizes.block_k, accumulate, dh)
-  i, f, g, o = (gates_ref[t, d, rows, gate(k)] for k in range(GATES))
-  c = c_ref[t, d, rows, units]
-  c_earlier = jnp.where(t > 0, c_ref[jnp.maximum(t - 1, 0), d, rows, units], 0.0)
+  i, f, g, o = (gates_ref[d, rows, t, gate(k)] for k in range(GATES))
+  c = c_ref[d, rows, t, units]
+  c_earlier = jnp.where(t > 0, c_ref[d, rows, jnp.maximum(t - 1, 0), units], 0.0)
   tanh_c = jnp.tanh(c)
   dc = jnp.where(has_later, dc_ref[d, rows, units], 0.0) + dh * o * (1.0 - tanh_c * tanh_c)
   parts = (
@@ -210,21 +213,21 @@ def _backward_kernel(
       dh * tanh_c * o * (1.0 - o),
   )
   for k, part in enumerate(parts):
-    dz_ref[t, d, rows, gate(k)] = part.astype(dz_ref.dtype)
+    dz_ref[d, rows, t, gate(k)] = part.astype(dz_ref.dtype)
   dc_ref[d, rows, units] = dc * f
 
 
 @functools.cache
 def _recurrence(length, batch, units, dtype, interpret, tiling):
-  """The custom-gradient function of (steps [T, 2, B, 4u], recurrent_kernels [2, u, 4u])
-  -> h [T, 2, B, u] for one static configuration."""
+  """The custom-gradient function of (steps [2, B, T, 4u], recurrent_kernels [2, u, 4u])
+  -> h [2, B, T, u] for one static configuration."""
   import jax
   from jax import numpy as jnp
   from jax.experimental import pallas as pl
 
   sizes = _sizes(length, batch, units, tiling)
   grid = (2, sizes.batch // sizes.block_b, sizes.units // sizes.block_u)
-  stack = lambda width, dt: jax.ShapeDtypeStruct((length, 2, sizes.batch, width), dt)
+  stack = lambda width, dt: jax.ShapeDtypeStruct((2, sizes.batch, length, width), dt)
   h_stack, c_stack = stack(sizes.units, dtype), stack(sizes.units, jnp.float32)
   gates_stack, dz_stack = stack(GATES * sizes.units, jnp.float32), stack(GATES * sizes.units, dtype)
   dc_state = jax.ShapeDtypeStruct((2, sizes.batch, sizes.units), jnp.float32)
@@ -253,12 +256,12 @@ def _recurrence(length, batch, units, dtype, interpret, tiling):
   def padded_kernel(recurrent_kernels):  # [2, u, 4u] -> [2, u', 4u']
     return padded(padded_gates(recurrent_kernels), 1, units, sizes.units)
 
-  def padded_steps(t):  # [T, 2, B, 4u] -> [T, 2, B', 4u']
-    return padded(padded_gates(t), 2, batch, sizes.batch)
+  def padded_steps(t):  # [2, B, T, 4u] -> [2, B', T, 4u']
+    return padded(padded_gates(t), 1, batch, sizes.batch)
 
-  def unpadded_gates(t):  # [..., B', 4u'] -> [..., B, 4u]
-    t = t[..., :batch, :].reshape(t.shape[:-2] + (batch, GATES, sizes.units))
-    return t[..., :units].reshape(t.shape[:-3] + (batch, GATES * units))
+  def unpadded_gates(t):  # [2, B', T, 4u'] -> [2, B, T, 4u]
+    t = t[:, :batch].reshape(2, batch, length, GATES, sizes.units)
+    return t[..., :units].reshape(2, batch, length, GATES * units)
 
   def every_step(kernel, outputs, name, constants, state):
     """Launches `kernel` for every step in order, the state (aliased: the last inputs)
@@ -293,7 +296,7 @@ def _recurrence(length, batch, units, dtype, interpret, tiling):
         (padded_steps(steps), kernel_p),
         zeros,
     )
-    return h[:, :, :batch, :units], (h, c, gates, kernel_p)
+    return h[:, :batch, :, :units], (h, c, gates, kernel_p)
 
   @jax.custom_vjp
   def run(steps, recurrent_kernels):
@@ -301,7 +304,7 @@ def _recurrence(length, batch, units, dtype, interpret, tiling):
 
   def backward(saved, dh_out):
     h, c, gates, kernel_p = saved
-    dh_p = padded(padded(dh_out, 2, batch, sizes.batch), 3, units, sizes.units)
+    dh_p = padded(padded(dh_out, 1, batch, sizes.batch), 3, units, sizes.units)
     kernel_t = jnp.transpose(kernel_p, (0, 2, 1))  # [2, 4u', u']
     dz, _ = every_step(
         _backward_kernel,
@@ -310,8 +313,9 @@ def _recurrence(length, batch, units, dtype, interpret, tiling):
         (dh_p, gates, c, kernel_t),
         [jnp.zeros(dz_stack.shape, dtype), jnp.zeros(dc_state.shape, jnp.float32)],
     )
-    # R's gradient, one matmul over all T·B rows: [2, u', T·B'] x [2, T·B', 4u'].
-    d_kernel = jnp.einsum("tdbu,tdbg->dug", portable_blstm.earlier(h), dz)
+    # R's gradient, one matmul over all B·T rows: [2, u', B'·T] x [2, B'·T, 4u'].
+    h_earlier = jnp.pad(h[:, :, :-1], ((0, 0), (0, 0), (1, 0), (0, 0)))  # h[t-1], 0 at t = 0
+    d_kernel = jnp.einsum("dbtu,dbtg->dug", h_earlier, dz)
     d_kernel = d_kernel.reshape(2, sizes.units, GATES, sizes.units)[:, :units, :, :units]
     return unpadded_gates(dz), d_kernel.reshape(2, units, GATES * units)
 
@@ -324,14 +328,14 @@ def recurrence(
 ):
   """Both directions' LSTM recurrence, one kernel a step and pass (module docstring).
 
-  Args: as `portable_blstm.recurrence`'s (steps [T, 2, B, 4u], recurrent_kernels [2, u,
-    4u] in steps' dtype; T static), and
+  Args: as `portable_blstm.recurrence`'s but direction-major (steps [2, B, T, 4u],
+    recurrent_kernels [2, u, 4u] in steps' dtype; T static), and
     unroll: unused (the tiling's steps_per_iteration unrolls XLA's loop).
     interpret: run Pallas' interpreter (any device); None reads the Pallas switch
       (pallas_swish_rnn.INTERPRET_ENV).
     tiling: a `Tiling`; None is `TILING`.
   Returns:
-    h: [T, 2, B, u] in steps' dtype.
+    h: [2, B, T, u] in steps' dtype.
   """
   del unroll
   if interpret is None:
@@ -342,7 +346,9 @@ def recurrence(
 
 def bidirectional_lstm(x, lengths, forward, backward):
   """`portable_blstm.bidirectional_lstm` (same arguments and result) on these kernels."""
-  return portable_blstm.bidirectional_lstm(x, lengths, forward, backward, recurrence_fn=recurrence)
+  return portable_blstm.bidirectional_lstm(
+      x, lengths, forward, backward, recurrence_fn=recurrence, time_major=False
+  )
 
 
 def triton_module_text(batch, length, units, dtype="bfloat16"):
@@ -351,7 +357,7 @@ def triton_module_text(batch, length, units, dtype="bfloat16"):
   import jax
   from jax import numpy as jnp
 
-  steps = jax.ShapeDtypeStruct((length, 2, batch, GATES * units), jnp.dtype(dtype))
+  steps = jax.ShapeDtypeStruct((2, batch, length, GATES * units), jnp.dtype(dtype))
   kernels = jax.ShapeDtypeStruct((2, units, GATES * units), jnp.dtype(dtype))
   run = _recurrence(length, batch, units, str(jnp.dtype(dtype)), False, TILING)
   loss = lambda s, r: run(s, r).astype(jnp.float32).sum()

@@ -53,7 +53,9 @@ def reversed_within_lengths(x, reverse):
   return run(x)
 
 
-def bidirectional_lstm(x, lengths, forward, backward, unroll=None, recurrence_fn=None):
+def bidirectional_lstm(
+    x, lengths, forward, backward, unroll=None, recurrence_fn=None, time_major=True
+):
   """Forward and backward LSTMs (Keras' weight layout, gates i, f, g, o) over right-padded rows.
 
   Args:
@@ -64,23 +66,28 @@ def bidirectional_lstm(x, lengths, forward, backward, unroll=None, recurrence_fn
     unroll: time steps per loop iteration; None is `UNROLL`.
     recurrence_fn: what runs the recurrence, `recurrence`'s arguments and result; None is
       `recurrence` (pallas_blstm passes its kernels').
+    time_major: whether recurrence_fn takes steps [T, 2, B, 4u] and gives h [T, 2, B, u]
+      (`recurrence`, whose scan runs over a leading T), or [2, B, T, 4u] and [2, B, T, u]
+      as the input projections come out (pallas_blstm's), saving two layout transposes.
   Returns:
     [B, T, 2u]: (forward, backward) at the original positions, 0 at padded ones.
   """
   batch, length = ops.shape(x)[0], ops.shape(x)[1]
   units = ops.shape(forward[1])[0]
   reverse = reversed_positions(lengths, length)[:, :, None]  # [B, T, 1]
-  gate_inputs = ops.stack(  # [2, B, T, 4u]
-      [
-          ops.matmul(x, forward[0]) + forward[2],
-          ops.matmul(reversed_within_lengths(x, reverse), backward[0]) + backward[2],
-      ]
-  )
+  # Both directions' input projections as one batched matmul: [2, B, T, D] x [2, D, 4u].
+  inputs = ops.stack([x, reversed_within_lengths(x, reverse)])
+  kernels = ops.stack([forward[0], backward[0]])
+  biases = ops.stack([forward[2], backward[2]])[:, None, None, :]  # [2, 1, 1, 4u]
+  gate_inputs = ops.einsum("kbtd,kdg->kbtg", inputs, kernels) + biases  # [2, B, T, 4u]
   recurrent_kernels = ops.stack([forward[1], backward[1]])  # [2, u, 4u]
-  steps = ops.transpose(gate_inputs, (2, 0, 1, 3))  # [T, 2, B, 4u]
   run = recurrence_fn or recurrence
-  h = run(steps, recurrent_kernels, batch, units, x.shape[1], unroll)  # [T, 2, B, u]
-  h = ops.transpose(h, (1, 2, 0, 3))  # [2, B, T, u]
+  if time_major:
+    steps = ops.transpose(gate_inputs, (2, 0, 1, 3))  # [T, 2, B, 4u]
+    h = run(steps, recurrent_kernels, batch, units, x.shape[1], unroll)  # [T, 2, B, u]
+    h = ops.transpose(h, (1, 2, 0, 3))  # [2, B, T, u]
+  else:
+    h = run(gate_inputs, recurrent_kernels, batch, units, x.shape[1], unroll)
   real = ops.cast(ops.arange(length)[None, :] < ops.cast(lengths, "int32")[:, None], x.dtype)
   outputs = ops.concatenate([h[0], reversed_within_lengths(h[1], reverse)], axis=-1)
   return outputs * real[:, :, None]
