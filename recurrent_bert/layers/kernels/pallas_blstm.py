@@ -27,8 +27,9 @@ programs' writes only after they have ended. The stacks h, c (float32), the gate
 step copies them. Everything is direction-major, [2, B, T, ...]: the input projections
 come out of one batched matmul so, and h, the steps' gradient and R's are read and
 written so, with no layout transpose of a [T, ...] stack on either side (the portable
-scan, whose loop runs over a leading T, needs them). As in the portable form, R's gradient is one matmul after the loop over
-all T·B rows, and the cell state and gates are float32 whatever the compute dtype.
+scan, whose loop runs over a leading T, needs them). As in the portable form, R's gradient
+is one matmul after the loop over all B·T rows, and the cell state and gates are float32
+whatever the compute dtype.
 
 Sizes are padded to what Triton's blocks need (rows and units to multiples of powers of 2
 of at least 16): padded units have zero weights and inputs, so their c and h stay 0 and
