@@ -64,10 +64,14 @@ def _both_forms(layer, x, upstream, monkeypatch):
   return fused, written_out
 
 
+@pytest.mark.parametrize("one_matmul", [False, True])  # q, k, v projected as on a GPU
 @pytest.mark.parametrize("bias_batch", [0, 1, 4])  # none, shared [1, A, T, T], per example
-def test_fused_equals_written_out_in_float32(rng, monkeypatch, bias_batch):
+def test_fused_equals_written_out_in_float32(rng, monkeypatch, bias_batch, one_matmul):
   """The loss reads every position, the all-padding example's too, so its rule (uniform
-  weights, gradients to the values only) is checked in the backward pass as well."""
+  weights, gradients to the values only) is checked in the backward pass as well. With
+  `one_matmul` the fused form projects q, k and v in one matmul, as it does on a GPU; the
+  written-out form keeps the three layers."""
+  monkeypatch.setattr(attention_lib, "_on_a_gpu", lambda x: one_matmul)
   layer = _WithBias(bias_batch, rng)
   x = rng.normal(size=(4, 6, HIDDEN)).astype("float32")
   upstream = rng.normal(size=x.shape)
@@ -100,9 +104,11 @@ def test_fused_equals_numpy_with_an_example_of_padding_only(rng):
   np.testing.assert_allclose(got[3:], uniform, **F32)
 
 
-def test_fused_equals_written_out_in_bfloat16(rng, monkeypatch):
+@pytest.mark.parametrize("one_matmul", [False, True])
+def test_fused_equals_written_out_in_bfloat16(rng, monkeypatch, one_matmul):
   """Mixed bfloat16: both forms take the softmax in float32; the fused one also keeps the
   logits in float32 (the written-out form rounds them to bfloat16 first), hence the bound."""
+  monkeypatch.setattr(attention_lib, "_on_a_gpu", lambda x: one_matmul)
   keras.config.set_dtype_policy("mixed_bfloat16")  # conftest restores float32
   layer = _WithBias(1, rng)
   x = rng.normal(size=(4, 6, HIDDEN)).astype("float32")
