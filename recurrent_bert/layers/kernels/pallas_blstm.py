@@ -6,8 +6,8 @@ in-place write of h, c and the gates into their [T, ...] stacks each, then the l
 counter; the backward step is as many (the cell's gradient, its write, a split-K matmul
 and the reduction of its parts). Read from the step compiled for an H100
 (benchmarks/gpu/compiled_for_gpu.py): 6 kernels a forward step and 6 a backward step,
-18,432 of the 20,787 of a trans_blstm_2_base training step at T = 128, each microseconds
-of work; here 1.25 a step (6,207 in all).
+18,432 of the 20,088 of a trans_blstm_2_base training step at T = 128, each microseconds
+of work; here 1.25 a step (5,398 in all).
 
 Here each step is one kernel. The program for direction d, rows [b, b + block_b) and
 hidden units [j, j + block_u) owns the four gate columns of those units:
