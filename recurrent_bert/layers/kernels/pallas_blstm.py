@@ -315,8 +315,7 @@ def _recurrence(length, batch, units, dtype, interpret, tiling):
         [jnp.zeros(dz_stack.shape, dtype), jnp.zeros(dc_state.shape, jnp.float32)],
     )
     # R's gradient, one matmul over all B·T rows: [2, u', B'·T] x [2, B'·T, 4u'].
-    h_earlier = jnp.pad(h[:, :, :-1], ((0, 0), (0, 0), (1, 0), (0, 0)))  # h[t-1], 0 at t = 0
-    d_kernel = jnp.einsum("dbtu,dbtg->dug", h_earlier, dz)
+    d_kernel = jnp.einsum("dbtu,dbtg->dug", portable_blstm.earlier(h, axis=2), dz)
     d_kernel = d_kernel.reshape(2, sizes.units, GATES, sizes.units)[:, :units, :, :units]
     return unpadded_gates(dz), d_kernel.reshape(2, units, GATES * units)
 

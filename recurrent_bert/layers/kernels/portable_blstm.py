@@ -142,9 +142,11 @@ def _states(steps, recurrent_kernels, batch, units, length, unroll=1):
   return h, c, gates
 
 
-def earlier(t):
-  """[T, ...] -> out[t] = t[t - 1], zeros at t = 0."""
-  return ops.concatenate([ops.zeros_like(t[:1]), t[:-1]], axis=0)
+def earlier(t, axis=0):
+  """t shifted one step later along its time axis `axis`: out[..., s, ...] = t[..., s - 1,
+  ...], zeros at s = 0 ([T, ...] by default; the Pallas BLSTM's stacks are [2, B, T, ...])."""
+  along = lambda positions: t[(slice(None),) * axis + (positions,)]
+  return ops.concatenate([ops.zeros_like(along(slice(0, 1))), along(slice(0, -1))], axis=axis)
 
 
 def _gradients(dh, h, c, gates, recurrent_kernels, unroll=1):
