@@ -16,8 +16,11 @@ install: `fetch_cuda_plugin.sh` puts the wheels of the installed jaxlib's versio
 (each while loop's body counted once per trip), by kind, and for every while loop its
 trip count and kernels per trip. Nothing runs, so nothing is timed: on a GPU each kernel
 costs microseconds of launch and tail whatever its work, so a step of many small kernels
-is slow for that alone, and the count says where. XLA autotunes nothing here (no device),
-so its GEMM choices may differ from a card's; the fusions and loops do not.
+is slow for that alone, and the count says where. Beside the count: the bytes the kernels
+outside while loops read and write (their operands and results added up, `KernelCount`;
+at an H100's 3.35 TB/s, 1 GB is 0.3 ms), and how many kernels only transpose. XLA
+autotunes nothing here (no device), so its GEMM choices may differ from a card's; the
+fusions, layouts and loops do not.
 
 Kinds: "gemm" (XLA's matmul fusions and cuBLAS calls), "triton" (Pallas kernels), "cudnn"
 (cuDNN's attention and RNN calls), "loop" and "reduction" fusions (XLA's elementwise and
@@ -71,6 +74,8 @@ device_description_str: "NVIDIA H100 80GB HBM3"
 NOT_KERNELS = {"parameter", "get-tuple-element", "tuple", "bitcast", "constant", "after-all"}
 _COMPUTATION = re.compile(r"^(ENTRY )?%?([\w.\-]+) ")
 _OPCODE = re.compile(r"[\]})] ([a-z][a-z\-]*)\(")
+_ARRAY = re.compile(r"\b(pred|[subf]\d+|bf16)\[([\d,]*)\]")
+_BITS = {"pred": 8, "bf16": 16}
 
 
 @dataclasses.dataclass
@@ -82,10 +87,22 @@ class Loop:
 
 @dataclasses.dataclass
 class KernelCount:
-  """The kernels of one compiled program: per step by kind, and its while loops."""
+  """The kernels of one compiled program: per step by kind, and its while loops.
+
+  `bytes_per_step` adds up the operands and results of the kernels outside while loops,
+  whole: what they would read from and write to the GPU's memory if each read every
+  operand once (an upper bound: a kernel may read part of an operand, or read it through
+  a cache; sliced and in-place operands of fusions count as their slices). Inside a
+  loop a kernel takes a whole stack of which it touches one step, which the program text
+  does not say for Pallas kernels, so loops add nothing here. A change that moves fewer
+  bytes through memory shows here. `transposes` counts the kernels whose fusion is named
+  for a transpose: data moved to another layout and nothing computed.
+  """
 
   per_step: collections.Counter
   loops: List[Loop]
+  bytes_per_step: int = 0
+  transposes: int = 0
 
   @property
   def total(self) -> int:
@@ -111,6 +128,66 @@ def computations(hlo_text: str) -> Dict[str, List[str]]:
     elif name and line.strip():
       out[name].append(line.strip())
   return out
+
+
+def array_bytes(type_text: str) -> int:
+  """Bytes of the arrays in an HLO type, e.g. "(bf16[8,4]{1,0}, f32[])" -> 68."""
+  total = 0
+  for dtype, dims in _ARRAY.findall(type_text):
+    elements = 1
+    for size in filter(None, dims.split(",")):
+      elements *= int(size)
+    total += elements * _BITS.get(dtype, int(dtype[1:]) if dtype[1:].isdigit() else 32) // 8
+  return total
+
+
+def _operands(instruction: str) -> List[str]:
+  """The names an instruction line takes as operands, in order."""
+  if " = " not in instruction:
+    return []
+  rest = instruction.split(" = ", 1)[1]
+  opcode = _OPCODE.search(rest)
+  return re.findall(r"%[\w.\-]+", rest[opcode.end() :].split(")", 1)[0]) if opcode else []
+
+
+def _types(lines: List[str]) -> Dict[str, str]:
+  """Each instruction's name -> its result type, for a computation's lines."""
+  types = {}
+  for line in lines:
+    if " = " in line:
+      result, rest = line.removeprefix("ROOT ").split(" = ", 1)
+      types[result] = rest.split(" ", 1)[0]
+  return types
+
+
+def _traffic(instruction: str, types: Dict[str, str], comps: Dict[str, List[str]]) -> int:
+  """An instruction's result and operands in bytes (`KernelCount.bytes_per_step`). In a
+  fusion, an operand that is only sliced counts as the slices it gives, and one updated
+  in place (a dynamic-update-slice: a scan writing step t of its stack) as the update
+  written, not the whole stack read and written."""
+  name = instruction.split(" = ", 1)[0]
+  operands = _operands(instruction)
+  read = [array_bytes(types.get(o, "")) for o in operands]
+  written = array_bytes(types.get(name, ""))
+  called = re.search(r"calls=%?([\w.\-]+)", instruction)
+  body = comps.get(called.group(1), []) if " fusion(" in instruction and called else []
+  inner = _types(body)
+  parameters = {}  # fused parameter name -> operand index
+  for line in body:
+    match = re.match(r"(%[\w.\-]+) = .* parameter\((\d+)\)", line)
+    if match:
+      parameters[match.group(1)] = int(match.group(2))
+  for parameter, index in parameters.items():
+    users = [line.removeprefix("ROOT ") for line in body if parameter in _operands(line)]
+    if not users or index >= len(read):
+      continue
+    if all(" dynamic-update-slice(" in u and _operands(u)[0] == parameter for u in users):
+      update = sum(array_bytes(inner.get(_operands(u)[1], "")) for u in users)
+      written -= read[index] - update  # the stack is written where updated, not read
+      read[index] = 0
+    elif all(re.search(r" (dynamic-slice|slice|gather)\(", u) for u in users):
+      read[index] = min(read[index], sum(array_bytes(inner[u.split(" = ")[0]]) for u in users))
+  return written + sum(read)
 
 
 def kind(instruction: str) -> Optional[str]:
@@ -146,36 +223,51 @@ def count_kernels(hlo_text: str) -> KernelCount:
   """Counts the kernels of an optimized HLO program (module docstring)."""
   comps = computations(hlo_text)
 
-  def walk(name: str, loops: List[Loop]) -> collections.Counter:
-    counter = collections.Counter()
+  def walk(name: str, loops: List[Loop]) -> KernelCount:
+    """The kernels of computation `name`, its loops' trips multiplied out."""
+    count = KernelCount(collections.Counter(), [])
+    types = _types(comps[name])
+
+    def add(inner: KernelCount, times: int, in_a_loop: bool) -> None:
+      for k, v in inner.per_step.items():
+        count.per_step[k] += v * times
+      count.bytes_per_step += 0 if in_a_loop else inner.bytes_per_step
+      count.transposes += inner.transposes * times
+
     for instruction in comps[name]:
+      instruction = instruction.removeprefix("ROOT ")
       if " while(" in instruction:
         body = re.search(r"body=%?([\w.\-]+)", instruction).group(1)
         trips = re.search(r'"known_trip_count":\{"n":"(\d+)"', instruction)
         trips = int(trips.group(1)) if trips else -1
         per_trip = walk(body, loops)
-        loops.append(Loop(body, trips, per_trip))
-        for k, v in per_trip.items():
-          counter[k] += v * max(trips, 1)
+        loops.append(Loop(body, trips, per_trip.per_step))
+        add(per_trip, max(trips, 1), in_a_loop=True)
         continue
       if re.search(r"[\]})] (conditional|call)\(", instruction):
         for called in re.findall(r"(?:calls|branch_computations)=\{?%?([\w.\-]+)", instruction):
           if called in comps:
-            counter.update(walk(called, loops))
+            add(walk(called, loops), 1, in_a_loop=False)
         continue
       k = kind(instruction)
       if k:
-        counter[k] += 1
-    return counter
+        count.per_step[k] += 1
+        count.bytes_per_step += _traffic(instruction, types, comps)
+        count.transposes += "transpose" in instruction.split(" = ", 1)[0]
+    return count
 
   loops: List[Loop] = []
-  per_step = walk("ENTRY", loops)
-  return KernelCount(per_step, loops)
+  count = walk("ENTRY", loops)
+  return KernelCount(count.per_step, loops, count.bytes_per_step, count.transposes)
 
 
 def describe(preset: str, count: KernelCount) -> List[str]:
   kinds = ", ".join(f"{k} {v}" for k, v in count.per_step.most_common())
-  lines = [f"{preset}: {count.total} kernels a step ({kinds}); {count.in_loops} in while loops"]
+  lines = [
+      f"{preset}: {count.total} kernels a step ({kinds}); {count.in_loops} in while loops; "
+      f"{count.bytes_per_step / 1e9:.2f} GB read and written outside them, "
+      f"{count.transposes} transposes"
+  ]
   same = collections.Counter(
       (loop.trips, tuple(sorted(loop.per_trip.items()))) for loop in count.loops
   )
@@ -306,6 +398,8 @@ def main(argv: Optional[List[str]] = None) -> int:
               preset=label,
               kernels_per_step=count.total,
               in_loops=count.in_loops,
+              bytes_per_step=count.bytes_per_step,
+              transposes=count.transposes,
               by_kind=dict(count.per_step),
               loops=[dict(trips=loop.trips, per_trip=dict(loop.per_trip)) for loop in count.loops],
           )

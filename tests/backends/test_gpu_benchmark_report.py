@@ -345,3 +345,45 @@ def test_compiled_program_kernels_are_counted_per_trip_of_each_loop():
   lines = compiled_for_gpu.describe("p", count)
   assert lines[0].startswith("p: 162 kernels a step (") and "160 in while loops" in lines[0]
   assert "1 loop(s) of 32 trips, 5 kernels a trip" in lines[1]
+  # Bytes outside the loop, by hand: the copy reads and writes 16 + 16, the reduction
+  # 16 + 4.
+  assert (count.bytes_per_step, count.transposes) == (52, 0)
+
+
+# A transpose, reading and writing all of its [64, 128] bfloat16; a scan's in-place
+# write of row t of a [32, 4] float32 stack, reading the row and t and writing the row;
+# a read of row t, reading the row and t and writing it.
+_STACKS_AND_A_TRANSPOSE = """HloModule m
+
+%fused_update (param_0: f32[32,4], param_1: f32[1,4], param_2: s32[]) -> f32[32,4] {
+  %param_0 = f32[32,4]{1,0} parameter(0)
+  %param_1 = f32[1,4]{1,0} parameter(1)
+  %param_2 = s32[] parameter(2)
+  %constant.0 = s32[] constant(0)
+  ROOT %dynamic-update-slice.1 = f32[32,4]{1,0} dynamic-update-slice(%param_0, %param_1, %param_2, %constant.0)
+}
+
+%fused_read (param_0.1: f32[32,4], param_1.1: s32[]) -> f32[1,4] {
+  %param_0.1 = f32[32,4]{1,0} parameter(0)
+  %param_1.1 = s32[] parameter(1)
+  %constant.1 = s32[] constant(0)
+  ROOT %dynamic-slice.1 = f32[1,4]{1,0} dynamic-slice(%param_0.1, %param_1.1, %constant.1), dynamic_slice_sizes={1,4}
+}
+
+ENTRY %main (p.1: bf16[64,128], stack: f32[32,4], row: f32[1,4], t: s32[]) -> bf16[128,64] {
+  %p.1 = bf16[64,128]{1,0} parameter(0)
+  %stack = f32[32,4]{1,0} parameter(1)
+  %row = f32[1,4]{1,0} parameter(2)
+  %t = s32[] parameter(3)
+  %loop_dynamic_update_slice_fusion = f32[32,4]{1,0} fusion(%stack, %row, %t), kind=kCustom, calls=%fused_update
+  %loop_dynamic_slice_fusion = f32[1,4]{1,0} fusion(%loop_dynamic_update_slice_fusion, %t), kind=kLoop, calls=%fused_read
+  ROOT %input_transpose_fusion = bf16[128,64]{1,0} fusion(%p.1), kind=kInput, calls=%t
+}
+"""  # noqa: E501
+
+
+def test_compiled_program_bytes_and_transposes():
+  assert compiled_for_gpu.array_bytes("(bf16[8,4]{1,0}, f32[], pred[3], s64[2])") == 64 + 4 + 3 + 16
+  count = compiled_for_gpu.count_kernels(_STACKS_AND_A_TRANSPOSE)
+  assert (count.total, count.transposes) == (3, 1)
+  assert count.bytes_per_step == 2 * 64 * 128 * 2 + (16 + 4 + 16) + (16 + 4 + 16)
