@@ -20,8 +20,12 @@ The attention itself runs in one of two forms of the same function:
 
 Where the fused form is asked for on a GPU (JAX and PyTorch), the query, key and value
 projections are one matmul over the three layers' kernels side by side
-(`_projections_in_one_matmul`: fewer, larger kernels); elsewhere, and in the written-out
-form, the three EinsumDense calls, so TensorFlow's numerics do not change.
+(`_projections_in_one_matmul`: fewer, larger kernels), and both it and the output
+projection multiply the tokens as the rows of one [B·T, ·] matrix by a 2-D kernel: a
+matmul with two row dimensions (B and T) leads XLA's GPU layout assignment to pick
+layouts for the activations that cost transposes around it. Elsewhere, and in the
+written-out form, the layers' own EinsumDense calls, so TensorFlow's numerics do not
+change.
 
 Both forms compute the softmax in float32 under mixed precision: JAX's XLA form computes
 the logits of 16-bit q and k in float32 and takes their softmax there (then rounds the
@@ -260,26 +264,39 @@ class SelfAttention(keras.layers.Layer):
 
   def call(self, x, attention_mask, attention_bias=None, training=None):
     fused = self.fused and _fused_attention is not None and not _written_out_scopes
-    if fused and _on_a_gpu(x):
+    as_matrices = fused and _on_a_gpu(x)
+    if as_matrices:
       q, k, v = self._projections_in_one_matmul(x)
     else:
       q, k, v = self.query(x), self.key(x), self.value(x)  # [B, T, A, d] each
     context = self._fused(q, k, v, attention_mask, attention_bias, training) if fused else None
     if context is None:
       context = self._written_out(q, k, v, attention_mask, attention_bias, training)
-    return self.output_dense(context)
+    return self._output_projection(context) if as_matrices else self.output_dense(context)
 
   def _projections_in_one_matmul(self, x):
-    """q, k, v of x [B, T, H] as one matmul with the three kernels side by side,
-    [H, 3, A, d]: the same variables, one GEMM for the three (and one for their input
-    gradient). The product comes out [B, T, 3, A, d], the GEMM's own layout, so slicing
-    it costs no transpose. Returns: q, k, v [B, T, A, d], as the three layers give."""
+    """q, k, v of x [B, T, H] as one matmul of its tokens [B·T, H] with the three kernels
+    side by side, [H, 3·A·d]: the same variables, one GEMM for the three (and one for
+    their input gradient). The product comes out [B, T, 3, A, d], the GEMM's own layout,
+    so slicing it costs no transpose. Returns: q, k, v [B, T, A, d], as the three layers
+    give."""
     projections = (self.query, self.key, self.value)
     dtype = self.compute_dtype
+    batch, length, hidden = ops.shape(x)
     kernel = ops.stack([ops.cast(p.kernel, dtype) for p in projections], axis=1)
     bias = ops.stack([ops.cast(p.bias, dtype) for p in projections], axis=0)  # [3, A, d]
-    qkv = ops.einsum("btd,dsnh->btsnh", x, kernel) + bias  # [B, T, 3, A, d]
+    qkv = ops.matmul(ops.reshape(x, (batch * length, hidden)), ops.reshape(kernel, (hidden, -1)))
+    qkv = ops.reshape(qkv, (batch, length, 3, self.num_heads, self.head_size)) + bias
     return qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+
+  def _output_projection(self, context):
+    """`output_dense(context)` as one matmul of the tokens [B·T, A·d] with its kernel
+    [A·d, H] (module doc). context: [B, T, A, d]. Returns: [B, T, H]."""
+    dense = self.output_dense
+    batch, length, heads, head_size = ops.shape(context)
+    kernel = ops.reshape(ops.cast(dense.kernel, context.dtype), (heads * head_size, -1))
+    rows = ops.matmul(ops.reshape(context, (batch * length, heads * head_size)), kernel)
+    return ops.reshape(rows + ops.cast(dense.bias, context.dtype), (batch, length, -1))
 
   def _fused(self, q, k, v, attention_mask, attention_bias, training):
     """The backend's fused attention (module doc), or None where it declines. q, k, v:

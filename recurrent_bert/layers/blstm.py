@@ -139,7 +139,9 @@ class BidirectionalLSTM(keras.layers.Layer):
         lengths = ops.sum(ops.cast(attention_mask, "int32"), axis=1)
         y = run.bidirectional_lstm(x, lengths, *weights)
     if self.projection is not None:
-      y = self.projection(y)
+      # The tokens as the rows of one matrix: see portable_blstm's input projections.
+      rows = self.projection(ops.reshape(y, (-1, 2 * self.units)))
+      y = ops.reshape(rows, (-1, ops.shape(y)[1], self.projection_size))
     return y
 
   def compute_output_shape(self, input_shape):

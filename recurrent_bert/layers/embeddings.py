@@ -2,9 +2,59 @@
 
 import keras
 from keras import ops
+import numpy as np
 
 from recurrent_bert.layers.dropout import Dropout
 from recurrent_bert.layers.layer_norm import LayerNormalization
+
+# Batch rows summed per group by the positions' gradient matmul (`_jax_add_positions`).
+_GROUPS = 8
+
+
+def _jax_add_positions(x, positions):
+  """x + positions, the [T, H] table broadcast over the batch, whose gradient sums the
+  upstream gradient over the batch as a matmul rather than a reduction.
+
+  The sum over B of a [B, T, H] gradient is a reduction over its major axis, which XLA's
+  GPU layout assignment turns into a row reduction by laying the gradient out batch-minor;
+  the layout then spreads through every residual add, LayerNorm and dropout of the
+  network, which pays for it with a transpose beside each matmul (about 100 a BERT-base
+  step). A matmul takes its operand as laid out. Its left side is [G, B], row g summing
+  the batch rows b = g mod G: a single row of ones would be a vector, which XLA rewrites
+  back into the reduction. The G partial sums, and the products, are float32.
+
+  Args:
+    x: [B, T, H].
+    positions: [T, H], x's dtype.
+  Returns:
+    [B, T, H].
+  """
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+
+  @jax.custom_vjp
+  def add(x, positions):
+    return x + positions[None]
+
+  def forward(x, positions):
+    return add(x, positions), None
+
+  def backward(_, upstream):
+    batch, length, hidden = upstream.shape
+    groups = (np.arange(batch)[None, :] % _GROUPS == np.arange(_GROUPS)[:, None]).astype(
+        upstream.dtype
+    )  # [G, B]
+    partial = jax.lax.dot_general(
+        groups,
+        upstream.reshape(batch, length * hidden),
+        (((1,), (0,)), ((), ())),
+        preferred_element_type=jnp.float32,
+    )  # [G, T·H]
+    summed = jnp.sum(partial, axis=0).reshape(length, hidden)
+    return upstream, summed.astype(positions.dtype)
+
+  add.defvjp(forward, backward)
+  return add(x, positions)
 
 
 @keras.saving.register_keras_serializable(package="recurrent_bert")
@@ -68,7 +118,7 @@ class Embeddings(keras.layers.Layer):
     if self.use_position_embedding:
       seq_length = ops.shape(input_ids)[1]
       positions = ops.cast(self.position_embeddings[:seq_length], x.dtype)
-      x = x + positions[None]
+      x = _jax_add_positions(x, positions) if keras.backend.backend() == "jax" else x + positions
     return self.dropout(self.layer_norm(x), training=training)
 
   def compute_output_shape(self, input_ids_shape, segment_ids_shape=None):

@@ -75,11 +75,16 @@ def bidirectional_lstm(
   batch, length = ops.shape(x)[0], ops.shape(x)[1]
   units = ops.shape(forward[1])[0]
   reverse = reversed_positions(lengths, length)[:, :, None]  # [B, T, 1]
-  # Both directions' input projections as one batched matmul: [2, B, T, D] x [2, D, 4u].
+  # Both directions' input projections as one batched matmul of the tokens as rows,
+  # [2, B·T, D] x [2, D, 4u]: with B and T as two row dimensions, XLA's GPU layout
+  # assignment lays the activations out in ways that cost transposes.
+  depth = ops.shape(x)[2]
   inputs = ops.stack([x, reversed_within_lengths(x, reverse)])
+  inputs = ops.reshape(inputs, (2, batch * length, depth))
   kernels = ops.stack([forward[0], backward[0]])
-  biases = ops.stack([forward[2], backward[2]])[:, None, None, :]  # [2, 1, 1, 4u]
-  gate_inputs = ops.einsum("kbtd,kdg->kbtg", inputs, kernels) + biases  # [2, B, T, 4u]
+  biases = ops.stack([forward[2], backward[2]])[:, None, :]  # [2, 1, 4u]
+  gate_inputs = ops.matmul(inputs, kernels) + biases  # [2, B·T, 4u]
+  gate_inputs = ops.reshape(gate_inputs, (2, batch, length, -1))  # [2, B, T, 4u]
   recurrent_kernels = ops.stack([forward[1], backward[1]])  # [2, u, 4u]
   run = recurrence_fn or recurrence
   if time_major:
