@@ -13,7 +13,7 @@ import math
 
 import keras
 
-# tanh GELU: 0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³))) (`gelu_and_slope`).
+# tanh GELU: 0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³))) (`_cdf`).
 _TANH_SCALE = math.sqrt(2.0 / math.pi)
 _CUBIC = 0.044715
 
@@ -30,23 +30,26 @@ def get_activation(name):
   raise ValueError(f"unknown activation {name!r}")
 
 
-def gelu_and_slope(x, approximate: bool):
-  """GELU of float32 x and its derivative, in jax.numpy.
-
-  exact:  x Φ(x), slope Φ(x) + x φ(x), Φ the standard normal CDF and φ its density.
-  tanh:   x (1 + tanh(u)) / 2 = x s, s = sigmoid(2u), u = √(2/π) (x + 0.044715 x³),
-          slope s + 2 x s (1 - s) √(2/π) (1 + 3 · 0.044715 x²). The sigmoid keeps the left
-          tail, where 1 + tanh(u) cancels to 0 in float32 from x ≈ -4.
-  """
+def _cdf(x, approximate: bool):
+  """GELU(x) / x for float32 x, in jax.numpy: Φ(x), the standard normal CDF (exact), or
+  s = sigmoid(2u), u = √(2/π) (x + 0.044715 x³), which is (1 + tanh(u)) / 2 without its
+  cancellation to 0 in float32 from x ≈ -4 (tanh). Φ through erfc, for the same reason."""
   import jax  # pylint: disable=g-import-not-at-top
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
 
   if approximate:
-    s = jax.nn.sigmoid(2.0 * _TANH_SCALE * (x + _CUBIC * x * x * x))
-    slope = s + 2.0 * x * s * (1.0 - s) * _TANH_SCALE * (1.0 + 3 * _CUBIC * x * x)
-    return x * s, slope
-  cdf = 0.5 * jax.lax.erfc(-x * math.sqrt(0.5))  # Φ(x), without 1 + erf's cancellation
-  return x * cdf, cdf + x * jnp.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+    return jax.nn.sigmoid(2.0 * _TANH_SCALE * (x + _CUBIC * x * x * x))
+  return 0.5 * jax.lax.erfc(-x * math.sqrt(0.5))
+
+
+def _gelu_slope(x, approximate: bool):
+  """d GELU / dx of float32 x: Φ(x) + x φ(x) (exact, φ the normal density), or
+  s + 2 x s (1 - s) √(2/π) (1 + 3 · 0.044715 x²) (tanh, s = `_cdf`)."""
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+
+  cdf = _cdf(x, approximate)
+  if approximate:
+    return cdf + 2.0 * x * cdf * (1.0 - cdf) * _TANH_SCALE * (1.0 + 3 * _CUBIC * x * x)
+  return cdf + x * jnp.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
 
 
 @functools.cache
@@ -57,7 +60,8 @@ def _jax_gelu(approximate: bool):
 
   @jax.custom_vjp
   def gelu(x):
-    return gelu_and_slope(x.astype(jnp.float32), approximate)[0].astype(x.dtype)
+    wide = x.astype(jnp.float32)
+    return (wide * _cdf(wide, approximate)).astype(x.dtype)
 
   def forward(x):
     return gelu(x), x
@@ -66,7 +70,7 @@ def _jax_gelu(approximate: bool):
     # The barrier keeps XLA from moving the float32 conversion into the forward pass,
     # where it would keep x in float32: twice the memory and traffic of x itself.
     x = jax.lax.optimization_barrier(x)
-    slope = gelu_and_slope(x.astype(jnp.float32), approximate)[1]
+    slope = _gelu_slope(x.astype(jnp.float32), approximate)
     return ((upstream.astype(jnp.float32) * slope).astype(x.dtype),)
 
   gelu.defvjp(forward, backward)

@@ -21,11 +21,9 @@ The attention itself runs in one of two forms of the same function:
 Where the fused form is asked for on a GPU (JAX and PyTorch), the query, key and value
 projections are one matmul over the three layers' kernels side by side
 (`_projections_in_one_matmul`: fewer, larger kernels), and both it and the output
-projection multiply the tokens as the rows of one [B·T, ·] matrix by a 2-D kernel: a
-matmul with two row dimensions (B and T) leads XLA's GPU layout assignment to pick
-layouts for the activations that cost transposes around it. Elsewhere, and in the
-written-out form, the layers' own EinsumDense calls, so TensorFlow's numerics do not
-change.
+projection multiply the tokens as the rows of one matrix by a 2-D kernel (`token_rows`:
+no layout transposes around them). Elsewhere, and in the written-out form, the layers'
+own EinsumDense calls, so TensorFlow's numerics do not change.
 
 Both forms compute the softmax in float32 under mixed precision: JAX's XLA form computes
 the logits of 16-bit q and k in float32 and takes their softmax there (then rounds the
@@ -54,6 +52,7 @@ import numpy as np
 
 from recurrent_bert.layers.dropout import Dropout
 from recurrent_bert.layers.dropout import on_one_device
+from recurrent_bert.layers.token_rows import over_token_rows
 
 _FLOAT32_MIN = float(np.finfo(np.float32).min)
 # PyTorch's padded keys: added to their logits, whose exp then underflows to 0 beside any
@@ -282,10 +281,11 @@ class SelfAttention(keras.layers.Layer):
     give."""
     projections = (self.query, self.key, self.value)
     dtype = self.compute_dtype
-    batch, length, hidden = ops.shape(x)
     kernel = ops.stack([ops.cast(p.kernel, dtype) for p in projections], axis=1)
+    kernel = ops.reshape(kernel, (self.hidden_size, -1))  # [H, 3·A·d]
     bias = ops.stack([ops.cast(p.bias, dtype) for p in projections], axis=0)  # [3, A, d]
-    qkv = ops.matmul(ops.reshape(x, (batch * length, hidden)), ops.reshape(kernel, (hidden, -1)))
+    qkv = over_token_rows(lambda rows: ops.matmul(rows, kernel), x)  # [B, T, 3·A·d]
+    batch, length, _ = ops.shape(x)
     qkv = ops.reshape(qkv, (batch, length, 3, self.num_heads, self.head_size)) + bias
     return qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
 
@@ -295,8 +295,9 @@ class SelfAttention(keras.layers.Layer):
     dense = self.output_dense
     batch, length, heads, head_size = ops.shape(context)
     kernel = ops.reshape(ops.cast(dense.kernel, context.dtype), (heads * head_size, -1))
-    rows = ops.matmul(ops.reshape(context, (batch * length, heads * head_size)), kernel)
-    return ops.reshape(rows + ops.cast(dense.bias, context.dtype), (batch, length, -1))
+    bias = ops.cast(dense.bias, context.dtype)
+    context = ops.reshape(context, (batch, length, heads * head_size))
+    return over_token_rows(lambda rows: ops.matmul(rows, kernel) + bias, context)
 
   def _fused(self, q, k, v, attention_mask, attention_bias, training):
     """The backend's fused attention (module doc), or None where it declines. q, k, v:

@@ -5,6 +5,7 @@ from keras import ops
 
 from recurrent_bert.config import BLSTM_IMPLEMENTATIONS as IMPLEMENTATIONS
 from recurrent_bert.layers import kernels
+from recurrent_bert.layers.token_rows import over_token_rows
 
 
 @keras.saving.register_keras_serializable(package="recurrent_bert")
@@ -139,9 +140,7 @@ class BidirectionalLSTM(keras.layers.Layer):
         lengths = ops.sum(ops.cast(attention_mask, "int32"), axis=1)
         y = run.bidirectional_lstm(x, lengths, *weights)
     if self.projection is not None:
-      # The tokens as the rows of one matrix: see portable_blstm's input projections.
-      rows = self.projection(ops.reshape(y, (-1, 2 * self.units)))
-      y = ops.reshape(rows, (-1, ops.shape(y)[1], self.projection_size))
+      y = over_token_rows(self.projection, y)
     return y
 
   def compute_output_shape(self, input_shape):

@@ -1,20 +1,15 @@
 """Position-wise feed-forward block of BERT (SPEC §3, mixer `ffn`)."""
 
 import keras
-from keras import ops
 
 from recurrent_bert.layers.activations import get_activation
+from recurrent_bert.layers.token_rows import over_token_rows
 
 
 @keras.saving.register_keras_serializable(package="recurrent_bert")
 class FeedForward(keras.layers.Layer):
-  """`W2 act(W1 x + b1) + b2`. Input [B, T, H] -> output [B, T, H]; inner size d_ff.
-
-  The two Dense layers multiply the tokens as the rows of one [B·T, H] matrix (as
-  google-research/bert's modeling.py keeps its activations): a matmul with two row
-  dimensions leads XLA's GPU layout assignment to lay the activations out in ways that
-  cost transposes around it.
-  """
+  """`W2 act(W1 x + b1) + b2`. Input [B, T, H] -> output [B, T, H]; inner size d_ff. The
+  two Dense layers multiply the tokens as the rows of one matrix (`token_rows`)."""
 
   def __init__(
       self, hidden_size, intermediate_size, activation="gelu", initializer_range=0.02, **kwargs
@@ -40,8 +35,7 @@ class FeedForward(keras.layers.Layer):
 
   def call(self, x, attention_mask=None, training=None):
     del attention_mask, training  # position-wise: padding cannot leak
-    rows = self.output_dense(self.intermediate(ops.reshape(x, (-1, self.hidden_size))))
-    return ops.reshape(rows, ops.shape(x))  # [B·T, H] -> [B, T, H]
+    return over_token_rows(lambda rows: self.output_dense(self.intermediate(rows)), x)
 
   def compute_output_shape(self, input_shape):
     return tuple(input_shape)

@@ -76,8 +76,7 @@ def bidirectional_lstm(
   units = ops.shape(forward[1])[0]
   reverse = reversed_positions(lengths, length)[:, :, None]  # [B, T, 1]
   # Both directions' input projections as one batched matmul of the tokens as rows,
-  # [2, B·T, D] x [2, D, 4u]: with B and T as two row dimensions, XLA's GPU layout
-  # assignment lays the activations out in ways that cost transposes.
+  # [2, B·T, D] x [2, D, 4u] (layers/token_rows.py says why rows).
   depth = ops.shape(x)[2]
   inputs = ops.stack([x, reversed_within_lengths(x, reverse)])
   inputs = ops.reshape(inputs, (2, batch * length, depth))
