@@ -130,15 +130,25 @@ def computations(hlo_text: str) -> Dict[str, List[str]]:
   return out
 
 
-def array_bytes(type_text: str) -> int:
-  """Bytes of the arrays in an HLO type, e.g. "(bf16[8,4]{1,0}, f32[])" -> 68."""
-  total = 0
+def _arrays(type_text: str) -> List[tuple]:
+  """(bits per element, elements) of each array in an HLO type."""
+  arrays = []
   for dtype, dims in _ARRAY.findall(type_text):
     elements = 1
     for size in filter(None, dims.split(",")):
       elements *= int(size)
-    total += elements * _BITS.get(dtype, int(dtype[1:]) if dtype[1:].isdigit() else 32) // 8
-  return total
+    arrays.append((_BITS.get(dtype, int(dtype[1:]) if dtype[1:].isdigit() else 32), elements))
+  return arrays
+
+
+def array_bytes(type_text: str) -> int:
+  """Bytes of the arrays in an HLO type, e.g. "(bf16[8,4]{1,0}, f32[])" -> 68."""
+  return sum(bits * elements // 8 for bits, elements in _arrays(type_text))
+
+
+def _elements(type_text: str) -> int:
+  """Elements of the arrays in an HLO type."""
+  return sum(elements for _, elements in _arrays(type_text))
 
 
 def _operands(instruction: str) -> List[str]:
@@ -150,21 +160,62 @@ def _operands(instruction: str) -> List[str]:
   return re.findall(r"%[\w.\-]+", rest[opcode.end() :].split(")", 1)[0]) if opcode else []
 
 
+def _result_type(rest: str) -> str:
+  """The result type at the start of an instruction's right-hand side: one array type, or
+  a tuple "(bf16[8]{0}, f32[])" whole (a multi-output fusion writes every element)."""
+  if not rest.startswith("("):
+    return rest.split(" ", 1)[0]
+  depth = 0
+  for end, char in enumerate(rest):
+    depth += {"(": 1, ")": -1}.get(char, 0)
+    if depth == 0:
+      return rest[: end + 1]
+  return rest
+
+
 def _types(lines: List[str]) -> Dict[str, str]:
   """Each instruction's name -> its result type, for a computation's lines."""
   types = {}
   for line in lines:
     if " = " in line:
       result, rest = line.removeprefix("ROOT ").split(" = ", 1)
-      types[result] = rest.split(" ", 1)[0]
+      types[result] = _result_type(rest)
   return types
+
+
+# Ops through which a fused parameter's elements pass one for one: a slice after them reads
+# only the sliced elements of the parameter.
+_ELEMENTWISE = re.compile(r" (convert|bitcast|copy|negate|reshape)\(")
+_SLICING = re.compile(r" (dynamic-slice|slice|gather)\(")
+
+
+def _sliced_elements(value: str, body: List[str], inner: Dict[str, str]) -> Optional[int]:
+  """How many elements of fused value `value` its users read, when every path from it
+  ends in a slice (through element-for-element ops); None when some user reads it whole."""
+  users = [line.removeprefix("ROOT ") for line in body if value in _operands(line)]
+  if not users:
+    return None
+  total = 0
+  for user in users:
+    name = user.split(" = ")[0]
+    if _SLICING.search(user) and _operands(user)[0] == value:
+      total += _elements(inner[name])
+    elif _ELEMENTWISE.search(user):
+      further = _sliced_elements(name, body, inner)
+      if further is None:
+        return None
+      total += further
+    else:
+      return None
+  return total
 
 
 def _traffic(instruction: str, types: Dict[str, str], comps: Dict[str, List[str]]) -> int:
   """An instruction's result and operands in bytes (`KernelCount.bytes_per_step`). In a
-  fusion, an operand that is only sliced counts as the slices it gives, and one updated
-  in place (a dynamic-update-slice: a scan writing step t of its stack) as the update
-  written, not the whole stack read and written."""
+  fusion, an operand that is only sliced (directly or through element-for-element ops)
+  counts as the slices it gives, and one updated in place (a dynamic-update-slice: a scan
+  writing step t of its stack) as the update written, not the whole stack read and
+  written. An operand named twice counts once."""
   name = instruction.split(" = ", 1)[0]
   operands = _operands(instruction)
   read = [array_bytes(types.get(o, "")) for o in operands]
@@ -185,9 +236,17 @@ def _traffic(instruction: str, types: Dict[str, str], comps: Dict[str, List[str]
       update = sum(array_bytes(inner.get(_operands(u)[1], "")) for u in users)
       written -= read[index] - update  # the stack is written where updated, not read
       read[index] = 0
-    elif all(re.search(r" (dynamic-slice|slice|gather)\(", u) for u in users):
-      read[index] = min(read[index], sum(array_bytes(inner[u.split(" = ")[0]]) for u in users))
-  return written + sum(read)
+    else:
+      sliced = _sliced_elements(parameter, body, inner)
+      whole = _elements(inner[parameter])
+      if sliced is not None and whole:
+        read[index] = min(read[index], read[index] * sliced // whole)
+  # An array passed as several operands (a Pallas kernel reading q, k and v from one
+  # array, each through its own block spec) is one buffer: counted once, at its largest.
+  largest = {}
+  for operand, size in zip(operands, read):
+    largest[operand] = max(largest.get(operand, 0), size)
+  return written + sum(largest.values())
 
 
 def kind(instruction: str) -> Optional[str]:

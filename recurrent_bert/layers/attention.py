@@ -32,10 +32,16 @@ accumulate and normalise in float32.
 
 A row whose keys are all padding (an example of padding only) attends to all its keys
 with equal weight: the written-out form sets all its logits to the same minimum, so its
-softmax is uniform. The fused forms follow one rule to agree: the kernel sees such a row
-unmasked (so no kernel meets a row with nothing to attend to), and its output is replaced
-by the mean of the row's values, which is what uniform weights give; its gradients then
-reach the values only, as in the written-out form. Such a row gets no attention dropout.
+softmax is uniform, and its gradients reach the values only. The Pallas kernels compute
+that rule themselves (their logits are zeroed across such an example, dropout included).
+The other fused forms agree by another way: the kernel sees such a row unmasked (so no
+kernel meets a row with nothing to attend to), and its output is replaced by the mean of
+the row's values, which is what uniform weights give; such a row gets no attention
+dropout there.
+
+On a GPU under JAX with attention dropout, the QKV matmul's product goes to the Pallas
+kernels as it is, [B, T, 3, A, d] with the three biases beside it: they read q, k and v
+from it in place and add the biases as they read (no pass that splits it).
 
 `SelfAttention(fused=False)`, or any call (or trace) inside `written_out_attention()`,
 takes the written-out form: the reference for tests and benchmarks. The switch is no part
@@ -157,18 +163,24 @@ def _jax_attention(q, k, v, key_is_real, bias, scale, dropout_rate):
   )
 
 
-def _pallas_dropout_attention_runs(q) -> bool:
-  """Whether the Pallas attention kernels take q [B, T, A, d] here (module doc)."""
+def _pallas_kernels():
+  """The Pallas attention kernels' module (imported where JAX runs them)."""
+  from recurrent_bert.layers.kernels import pallas_attention as module  # pylint: disable=g-import-not-at-top
+
+  return module
+
+
+def _pallas_dropout_attention_runs(length: int, head_size: int, dtype) -> bool:
+  """Whether the Pallas attention kernels take heads of `head_size` over `length`
+  positions in `dtype` here (module doc)."""
   from recurrent_bert.layers import kernels  # pylint: disable=g-import-not-at-top
-  from recurrent_bert.layers.kernels import pallas_attention  # pylint: disable=g-import-not-at-top
   from recurrent_bert.layers.kernels import pallas_swish_rnn  # pylint: disable=g-import-not-at-top
 
-  _, length, _, head_size = q.shape
-  sixteen_bit = q.dtype in ("bfloat16", "float16")
+  sixteen_bit = dtype in ("bfloat16", "float16")
   return (
       kernels.pallas_runs()
       and (sixteen_bit or pallas_swish_rnn.interpreted())
-      and pallas_attention.fits(head_size, length)
+      and _pallas_kernels().fits(head_size, length)
       and on_one_device()
   )
 
@@ -264,21 +276,52 @@ class SelfAttention(keras.layers.Layer):
   def call(self, x, attention_mask, attention_bias=None, training=None):
     fused = self.fused and _fused_attention is not None and not _written_out_scopes
     as_matrices = fused and _on_a_gpu(x)
+    rate = self.attention_dropout_rate if training else 0.0
     if as_matrices:
-      q, k, v = self._projections_in_one_matmul(x)
+      products, bias = self._projections_in_one_matmul(x)
+      if self._pallas_takes(products.shape[1], products.shape[-1], products.dtype, rate):
+        context = _pallas_kernels().attention_of_projections(
+            products,
+            bias,
+            self._key_is_real(attention_mask),
+            attention_bias,
+            self._scale,
+            rate,
+            self.dropout.seed_generator.next(),
+        )
+        return self._output_projection(context)
+      q, k, v = (products[:, :, slot] + bias[slot] for slot in range(3))
     else:
       q, k, v = self.query(x), self.key(x), self.value(x)  # [B, T, A, d] each
-    context = self._fused(q, k, v, attention_mask, attention_bias, training) if fused else None
+    context = self._fused(q, k, v, attention_mask, attention_bias, rate) if fused else None
     if context is None:
       context = self._written_out(q, k, v, attention_mask, attention_bias, training)
     return self._output_projection(context) if as_matrices else self.output_dense(context)
 
+  @property
+  def _scale(self) -> float:
+    return 1.0 / self.head_size**0.5
+
+  @staticmethod
+  def _key_is_real(attention_mask):
+    """[B, T] bool from the [B, T] 1/0 mask."""
+    return ops.cast(attention_mask, "float32") >= 0.5
+
+  def _pallas_takes(self, length, head_size, dtype, rate) -> bool:
+    """Whether the Pallas kernels compute this call's attention (module doc)."""
+    return (
+        0 < rate < 1
+        and keras.backend.backend() == "jax"
+        and _pallas_dropout_attention_runs(length, head_size, dtype)
+    )
+
   def _projections_in_one_matmul(self, x):
-    """q, k, v of x [B, T, H] as one matmul of its tokens [B·T, H] with the three kernels
-    side by side, [H, 3·A·d]: the same variables, one GEMM for the three (and one for
-    their input gradient). The product comes out [B, T, 3, A, d], the GEMM's own layout,
-    so slicing it costs no transpose. Returns: q, k, v [B, T, A, d], as the three layers
-    give."""
+    """The products of x [B, T, H] with the query, key and value kernels, as one matmul of
+    its tokens [B·T, H] with the three kernels side by side, [H, 3·A·d]: the same
+    variables, one GEMM for the three (and one for their input gradient). The product
+    comes out [B, T, 3, A, d], the GEMM's own layout, so slicing it costs no transpose.
+    Returns: ([B, T, 3, A, d] products, [3, A, d] biases), slot 0 the query's, 1 the
+    key's, 2 the value's; q = products[:, :, 0] + biases[0], and so on."""
     projections = (self.query, self.key, self.value)
     dtype = self.compute_dtype
     kernel = ops.stack([ops.cast(p.kernel, dtype) for p in projections], axis=1)
@@ -286,8 +329,7 @@ class SelfAttention(keras.layers.Layer):
     bias = ops.stack([ops.cast(p.bias, dtype) for p in projections], axis=0)  # [3, A, d]
     qkv = over_token_rows(lambda rows: ops.matmul(rows, kernel), x)  # [B, T, 3·A·d]
     batch, length, _ = ops.shape(x)
-    qkv = ops.reshape(qkv, (batch, length, 3, self.num_heads, self.head_size)) + bias
-    return qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+    return ops.reshape(qkv, (batch, length, 3, self.num_heads, self.head_size)), bias
 
   def _output_projection(self, context):
     """`output_dense(context)` as one matmul of the tokens [B·T, A·d] with its kernel
@@ -299,21 +341,20 @@ class SelfAttention(keras.layers.Layer):
     context = ops.reshape(context, (batch, length, heads * head_size))
     return over_token_rows(lambda rows: ops.matmul(rows, kernel) + bias, context)
 
-  def _fused(self, q, k, v, attention_mask, attention_bias, training):
+  def _fused(self, q, k, v, attention_mask, attention_bias, rate):
     """The backend's fused attention (module doc), or None where it declines. q, k, v:
-    [B, T, A, d]; the mask and bias as `call` takes them. Returns: [B, T, A, d] context."""
-    key_is_real = ops.cast(attention_mask, "float32") >= 0.5  # [B, T]
+    [B, T, A, d]; the mask and bias as `call` takes them; rate: the attention dropout
+    rate, 0 outside training. Returns: [B, T, A, d] context."""
+    key_is_real = self._key_is_real(attention_mask)  # [B, T]
+    _, length, _, head_size = q.shape
+    if self._pallas_takes(length, head_size, q.dtype, rate):
+      seed = self.dropout.seed_generator.next()
+      return _pallas_kernels().attention(
+          q, k, v, key_is_real, attention_bias, self._scale, rate, seed
+      )
     has_real_key = ops.any(key_is_real, axis=1, keepdims=True)  # [B, 1]
     attended = ops.logical_or(key_is_real, ops.logical_not(has_real_key))
-    scale = 1.0 / self.head_size**0.5
-    rate = self.attention_dropout_rate if training else 0.0
-    if 0 < rate < 1 and keras.backend.backend() == "jax" and _pallas_dropout_attention_runs(q):
-      from recurrent_bert.layers.kernels import pallas_attention  # pylint: disable=g-import-not-at-top
-
-      seed = self.dropout.seed_generator.next()
-      context = pallas_attention.attention(q, k, v, attended, attention_bias, scale, rate, seed)
-    else:
-      context = _fused_attention(q, k, v, attended, attention_bias, scale, dropout_rate=rate)
+    context = _fused_attention(q, k, v, attended, attention_bias, self._scale, dropout_rate=rate)
     if context is None:
       return None
     # The written-out form's uniform weights where a row has no real key (module doc).

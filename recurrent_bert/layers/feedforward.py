@@ -1,15 +1,19 @@
 """Position-wise feed-forward block of BERT (SPEC §3, mixer `ffn`)."""
 
 import keras
+from keras import ops
 
 from recurrent_bert.layers.activations import get_activation
+from recurrent_bert.layers.activations import get_biased_activation
 from recurrent_bert.layers.token_rows import over_token_rows
 
 
 @keras.saving.register_keras_serializable(package="recurrent_bert")
 class FeedForward(keras.layers.Layer):
   """`W2 act(W1 x + b1) + b2`. Input [B, T, H] -> output [B, T, H]; inner size d_ff. The
-  two Dense layers multiply the tokens as the rows of one matrix (`token_rows`)."""
+  two Dense layers multiply the tokens as the rows of one matrix (`token_rows`); where the
+  backend has act(· + b1) as one function (`get_biased_activation`: the GELUs under JAX),
+  the first layer's product goes to it with the bias, same variables."""
 
   def __init__(
       self, hidden_size, intermediate_size, activation="gelu", initializer_range=0.02, **kwargs
@@ -27,6 +31,7 @@ class FeedForward(keras.layers.Layer):
         name="intermediate",
     )
     self.output_dense = keras.layers.Dense(hidden_size, kernel_initializer=init, name="output")
+    self._biased_activation = get_biased_activation(activation)
 
   def build(self, input_shape):
     self.intermediate.build((None, None, self.hidden_size))
@@ -35,7 +40,15 @@ class FeedForward(keras.layers.Layer):
 
   def call(self, x, attention_mask=None, training=None):
     del attention_mask, training  # position-wise: padding cannot leak
-    return over_token_rows(lambda rows: self.output_dense(self.intermediate(rows)), x)
+    return over_token_rows(lambda rows: self.output_dense(self._inner(rows)), x)
+
+  def _inner(self, rows):
+    """act(W1 x + b1) of the tokens' rows [N, H] -> [N, d_ff] (class doc)."""
+    if self._biased_activation is None:
+      return self.intermediate(rows)
+    dense, dtype = self.intermediate, self.compute_dtype
+    product = ops.matmul(rows, ops.cast(dense.kernel, dtype))  # [N, d_ff]
+    return self._biased_activation(product, ops.cast(dense.bias, dtype))
 
   def compute_output_shape(self, input_shape):
     return tuple(input_shape)

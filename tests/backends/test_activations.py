@@ -79,3 +79,61 @@ def test_gelu_backward_keeps_only_its_input(capsys):
   assert len(kept(lambda v: keras.activations.gelu(v, approximate=False))) > 1
   for name in ("gelu", "gelu_approximate"):
     assert kept(get_activation(name)) == ["bf16[64] from the argument x"]
+
+
+@pytest.mark.parametrize("approximate", [False, True])
+@pytest.mark.parametrize("dtype, tolerance", [("float32", 2e-6), ("bfloat16", 2**-7)])
+def test_biased_gelu_values_and_gradients(approximate, dtype, tolerance):
+  """act(x + bias) after a matmul: the value, x's gradient and the bias' (summed over the
+  rows) against float64 formulas of the sum."""
+  import jax
+  import jax.numpy as jnp
+
+  from recurrent_bert.layers.activations import get_biased_activation
+
+  gelu = get_biased_activation("gelu_approximate" if approximate else "gelu")
+  rng = np.random.default_rng(0)
+  x = jnp.asarray(rng.normal(0.0, 3.0, (7, 5)), dtype)
+  bias = jnp.asarray(rng.normal(0.0, 1.0, (5,)), dtype)
+  upstream = jnp.asarray(rng.uniform(0.5, 1.5, (7, 5)), dtype)
+  x64, bias64, upstream64 = (
+      np.asarray(t.astype(jnp.float32), np.float64) for t in (x, bias, upstream)
+  )
+  sum64 = x64 + bias64
+
+  y, vjp = jax.vjp(gelu, x, bias)
+  dx, dbias = vjp(upstream)
+
+  assert y.dtype == dx.dtype == dbias.dtype == dtype
+  np.testing.assert_allclose(
+      np.asarray(y, np.float64), _gelu64(sum64, approximate), rtol=tolerance, atol=1e-6
+  )
+  d_sum64 = upstream64 * _slope64(sum64, approximate)
+  np.testing.assert_allclose(np.asarray(dx, np.float64), d_sum64, rtol=tolerance, atol=1e-6)
+  np.testing.assert_allclose(
+      np.asarray(dbias, np.float64), d_sum64.sum(axis=0), rtol=tolerance, atol=1e-5
+  )
+
+
+def test_biased_gelu_keeps_the_product_and_the_bias_not_their_sum(capsys):
+  """The FFN's activation keeps what is in memory anyway (the matmul's product and the
+  bias); `gelu(x + bias)` would keep the sum, a [rows, d_ff] array the forward pass then
+  writes out for the backward one."""
+  import jax
+  import jax.numpy as jnp
+
+  from recurrent_bert.layers.activations import get_activation
+  from recurrent_bert.layers.activations import get_biased_activation
+
+  x, bias = jnp.ones((4, 8), jnp.bfloat16), jnp.ones((8,), jnp.bfloat16)
+
+  def kept(fn):
+    jax.ad_checkpoint.print_saved_residuals(fn, x, bias)
+    return sorted(line for line in capsys.readouterr().out.splitlines() if "bf16" in line)
+
+  (the_sum,) = kept(lambda x, b: get_activation("gelu")(x + b))
+  assert the_sum.startswith("bf16[4,8] output of add")
+  assert kept(get_biased_activation("gelu")) == [
+      "bf16[4,8] from the argument x",
+      "bf16[8] from the argument bias",
+  ]

@@ -387,3 +387,39 @@ def test_compiled_program_bytes_and_transposes():
   count = compiled_for_gpu.count_kernels(_STACKS_AND_A_TRANSPOSE)
   assert (count.total, count.transposes) == (3, 1)
   assert count.bytes_per_step == 2 * 64 * 128 * 2 + (16 + 4 + 16) + (16 + 4 + 16)
+
+
+# A multi-output fusion reading [64, 128] bfloat16 and writing two of them; a row
+# statistic reading the first element of each of 64 rows through a conversion; a Pallas
+# kernel reading one [8, 4] float32 array through two operands.
+_MULTI_OUTPUT_AND_SLICES = """HloModule m
+
+%fused_two (param_0: bf16[64,128]) -> (bf16[64,128], bf16[64,128]) {
+  %param_0 = bf16[64,128]{1,0} parameter(0)
+  %negate.1 = bf16[64,128]{1,0} negate(%param_0)
+  ROOT %tuple.1 = (bf16[64,128]{1,0}, bf16[64,128]{1,0}) tuple(%param_0, %negate.1)
+}
+
+%fused_first (param_0.1: bf16[64,128]) -> f32[64,1] {
+  %param_0.1 = bf16[64,128]{1,0} parameter(0)
+  %convert.1 = f32[64,128]{1,0} convert(%param_0.1)
+  ROOT %slice.1 = f32[64,1]{1,0} slice(%convert.1), slice={[0:64], [0:1]}
+}
+
+ENTRY %main (p.1: bf16[64,128], q.1: f32[8,4]) -> f32[8,4] {
+  %p.1 = bf16[64,128]{1,0} parameter(0)
+  %q.1 = f32[8,4]{1,0} parameter(1)
+  %loop_negate_fusion = (bf16[64,128]{1,0}, bf16[64,128]{1,0}) fusion(%p.1), kind=kLoop, calls=%fused_two
+  %loop_slice_fusion = f32[64,1]{1,0} fusion(%p.1), kind=kLoop, calls=%fused_first
+  ROOT %pallas_call.1 = f32[8,4]{1,0} custom-call(%q.1, %q.1), custom_call_target="__gpu$xla.gpu.triton", api_version=API_VERSION_TYPED_FFI
+}
+"""  # noqa: E501
+
+
+def test_compiled_program_bytes_count_every_result_and_each_array_once():
+  count = compiled_for_gpu.count_kernels(_MULTI_OUTPUT_AND_SLICES)
+  assert count.total == 3
+  tile = 64 * 128 * 2
+  # Two results written and one operand read; 64 bfloat16 elements read, 64 float32 ones
+  # written; one [8, 4] float32 array read (named twice) and one written.
+  assert count.bytes_per_step == 3 * tile + (64 * 2 + 64 * 4) + 2 * 8 * 4 * 4

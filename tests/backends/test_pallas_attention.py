@@ -227,3 +227,64 @@ def test_the_kernels_lower_to_triton_for_cuda(has_bias):
   text = exported.mlir_module()
   for name in ("attention_forward", "attention_key_gradients", "attention_query_gradients"):
     assert name in text
+
+
+# Full, 4 real, 1 real, none: every row of the last example is padding only.
+_MASK = np.array([[1] * 6, [1] * 4 + [0] * 2, [1] + [0] * 5, [0] * 6], "int32")
+
+
+@pytest.mark.parametrize("one_matmul", [False, True])  # q, k, v as one product, as on a GPU
+def test_the_layer_with_dropout_equals_the_written_out_form(rng, monkeypatch, one_matmul):
+  """SelfAttention (2 heads of 16, relative bias, attention dropout 0.1) in training under
+  Pallas' interpreter against its written-out form, whose Dropout draws the same mask
+  from the same seed: outputs and the gradients of x, every weight and the bias, with an
+  example of padding only (uniform weights, dropped out; gradients to the values only).
+  With `one_matmul` the kernels read q, k and v from the one QKV product and add their
+  biases themselves (`attention_of_projections`)."""
+  import jax
+  import keras
+
+  from recurrent_bert.layers import SelfAttention
+  from recurrent_bert.layers import attention as attention_module
+  from recurrent_bert.layers.kernels import pallas_attention
+  from recurrent_bert.layers.kernels import pallas_swish_rnn
+
+  monkeypatch.setenv(pallas_swish_rnn.INTERPRET_ENV, "1")
+  monkeypatch.setattr(attention_module, "_on_a_gpu", lambda x: one_matmul)
+  called = []
+  for name in ("attention", "attention_of_projections"):
+    original = getattr(pallas_attention, name)
+    spy = lambda *a, _name=name, _original=original, **k: called.append(_name) or _original(*a, **k)
+    monkeypatch.setattr(pallas_attention, name, spy)
+  layer = SelfAttention(32, 2, attention_dropout_rate=0.1)
+  layer.build((None, None, 32))
+  for v in layer.trainable_weights:
+    v.assign(rng.normal(scale=0.3, size=v.shape).astype("float32"))
+  x = rng.normal(size=(4, 6, 32)).astype("float32")
+  bias = rng.normal(size=(1, 2, 6, 6)).astype("float32")
+  upstream = rng.normal(size=x.shape).astype("float32")
+  seeds = [v.value for v in layer.non_trainable_variables]
+
+  def outputs_and_gradients():
+    def loss(x, weights, bias):
+      y, _ = layer.stateless_call(weights, seeds, x, _MASK, bias, training=True)
+      return (y * upstream).sum(), y
+
+    grad = jax.value_and_grad(loss, argnums=(0, 1, 2), has_aux=True)
+    (_, y), (dx, dweights, dbias) = grad(x, [v.value for v in layer.trainable_weights], bias)
+    return [np.asarray(t) for t in (y, dx, *dweights, dbias)]
+
+  got = outputs_and_gradients()
+  # (`attention` stacks q, k and v and calls `attention_of_projections`.)
+  assert called[0] == ("attention_of_projections" if one_matmul else "attention")
+  calls = len(called)
+  with attention_module.written_out_attention():
+    want = outputs_and_gradients()
+  assert len(called) == calls
+  names = ["y", "x"] + [v.path for v in layer.trainable_weights] + ["bias"]
+  for name, g, w in zip(names, got, want):
+    np.testing.assert_allclose(g, w, atol=2e-5, rtol=1e-4, err_msg=name)
+  # The padding-only example: gradients reach the values only.
+  assert np.abs(want[-1]).max() > 0 and np.all(got[1][3] != 0)
+  assert not np.array_equal(got[0][3], got[0][3][:1].repeat(6, axis=0))  # dropped out
+  del keras

@@ -5,17 +5,24 @@ dropout, so the papers' recipe (attention dropout 0.1) otherwise writes attentio
 [B, A, T, T] logits, probabilities and mask each go through memory, forward and backward.
 These kernels keep them on chip, FlashAttention's way, and draw the dropout mask inside:
 
+  inputs    q, k and v as slots 0, 1 and 2 of one [B, T, 3, A, d] array (a QKV matmul's
+            product, read in place) and their bias [3, A, d], added as each block is read
+            (`attention_of_projections`; `attention` stacks separate q, k, v).
   forward   one program per (b, head, block of queries) walks the key blocks with a
-            running max m and sum l (the online softmax; `total` in the code): s = q kᵀ·scale
-            + bias + key padding (-1e30), p = exp(s - m), o = Σ keep·p·v / ((1 - r)·l);
+            running max m and sum l (the online softmax; `total` in the code): s = (q kᵀ·
+            scale + bias)·live + key padding (-1e30; live is 0 across an example without a
+            real key, whose weights are then uniform, as in the written-out form, else 1),
+            p = exp(s - m), o = Σ keep·p·v / ((1 - r)·l);
             saves lse = m + log l. l sums the probabilities before dropout, so o is dropout
             applied to the normalised probabilities, as the written-out form does.
   backward  D = rowsum(dO ∘ O) outside (it equals rowsum(P ∘ dP) with dropout too); one
             program per (b, head, key block) accumulates dV = Σ P̃ᵀ dO and dK = Σ dSᵀ q·scale
             over the query blocks, one per (b, head, query block) dQ = Σ dS k·scale over
             the key blocks, where P = exp(s - lse), P̃ = keep·P/(1 - r),
-            dP = keep·(dO vᵀ)/(1 - r), dS = P ∘ (dP - D). With a bias, the second also
-            writes dS ([B, A, T, T] float32), summed over the batch where the bias has none.
+            dP = keep·(dO vᵀ)/(1 - r), dS = P ∘ (dP - D)·live. With a bias, the second
+            also writes dS ([B, A, T, T] float32), summed over the batch where the bias has
+            none. dQ, dK and dV are stacked into the projections' gradient, and summed
+            over the tokens for their bias', in one pass.
 
 The mask is a function of position, not a stream: element (b, h, i, j) is kept when
 `keep_bits(seed, ((b·A + h)·T + i)·T + j) >= round(rate · 2³²)`, the 32-bit integer hash
@@ -55,6 +62,11 @@ def _block(length: int) -> int:
   return min(64, max(16, 1 << max(length - 1, 0).bit_length()))
 
 
+def _padded(length: int) -> int:
+  """T rounded up to whole blocks: the length the kernels see."""
+  return -(-length // _block(length)) * _block(length)
+
+
 def dropout_keep(seed, shape, rate: float):
   """The kernels' mask in jax.numpy: [B, A, T, T] bool, True where kept (the bits of
   each element's row-major index, `dropout_bits`).
@@ -77,16 +89,50 @@ def _kept(seed_ref, b, h, rows, cols, heads, length, rate):
   return dropout_bits.keep_bits(seed_ref[0], seed_ref[1], index) >= dropout_bits.threshold(rate)
 
 
-def _logits(q, k, key_pad, bias, scale):
-  """[bq, bk] float32: q kᵀ·scale + the key padding (+ the bias block)."""
+def _logits(q, k, keys, bias, scale):
+  """[bq, bk] float32: (q kᵀ·scale (+ the bias block)) · live + the key padding, where
+  keys = (key_pad, live) [bk] each (`_key_masks`)."""
   from jax import numpy as jnp
   from jax.experimental.pallas import triton as plgpu
 
-  s = plgpu.dot(q, k, trans_b=True).astype(jnp.float32) * scale + key_pad[None, :]
-  return s if bias is None else s + bias.astype(jnp.float32)
+  key_pad, live = keys
+  s = plgpu.dot(q, k, trans_b=True).astype(jnp.float32) * scale
+  s = s if bias is None else s + bias.astype(jnp.float32)
+  return s * live[None, :] + key_pad[None, :]
 
 
-def _forward_kernel(seed_ref, q_ref, k_ref, v_ref, pad_ref, *refs, statics):
+def _key_masks(key_is_real, padded: int):
+  """(key_pad, live), [B, padded] float32 each, from key_is_real [B, T] bool: a padded
+  key's logit gets -1e30 (`_PAD_LOGIT`) and a real one's 0; live is 1, and 0 across an
+  example without a real key, whose logits are then all 0 (uniform weights, the
+  written-out form's rule) and pass no gradient to q, k or the bias."""
+  from jax import numpy as jnp
+
+  has_real = jnp.any(key_is_real, axis=1, keepdims=True)  # [B, 1]
+  key_pad = jnp.where(key_is_real | ~has_real, 0.0, _PAD_LOGIT).astype(jnp.float32)
+  live = jnp.broadcast_to(has_real, key_is_real.shape).astype(jnp.float32)
+  extra = ((0, 0), (0, padded - key_is_real.shape[1]))
+  return jnp.pad(key_pad, extra, constant_values=_PAD_LOGIT), jnp.pad(live, extra)
+
+
+def _read(ref, bias_ref, rows=slice(None)):
+  """A block of q, k or v [rows, d] from the projections, plus its bias [d]."""
+  return ref[rows, :] + bias_ref[...][None, :]
+
+
+def _forward_kernel(
+    seed_ref,
+    q_ref,
+    k_ref,
+    v_ref,
+    q_bias_ref,
+    k_bias_ref,
+    v_bias_ref,
+    pad_ref,
+    live_ref,
+    *refs,
+    statics,
+):
   """Program (b, h, i): queries [i·bq, (i+1)·bq) of row b, head h, every key block."""
   import jax
   from jax import numpy as jnp
@@ -97,22 +143,23 @@ def _forward_kernel(seed_ref, q_ref, k_ref, v_ref, pad_ref, *refs, statics):
   o_ref, lse_ref = refs[-2:]
   block, rate = statics["block"], statics["rate"]
   b, h, i = pl.program_id(0), pl.program_id(1), pl.program_id(2)
-  q = q_ref[...]  # [bq, d]
+  q = _read(q_ref, q_bias_ref)  # [bq, d]
   rows = i * block + jnp.arange(block)
 
   def body(j, carry):
     acc, m, total = carry
     cols = pl.ds(j * block, block)
-    v = v_ref[cols, :]
+    v = _read(v_ref, v_bias_ref, cols)
     bias = None if bias_ref is None else bias_ref[:, cols]
-    s = _logits(q, k_ref[cols, :], pad_ref[cols], bias, statics["scale"])
+    keys = (pad_ref[cols], live_ref[cols])
+    s = _logits(q, _read(k_ref, k_bias_ref, cols), keys, bias, statics["scale"])
     m_new = jnp.maximum(m, s.max(axis=1))
     p = jnp.exp(s - m_new[:, None])
     correction = jnp.exp(m - m_new)
     total = total * correction + p.sum(axis=1)
     if rate:
-      keys = j * block + jnp.arange(block)
-      kept = _kept(seed_ref, b, h, rows, keys, statics["heads"], statics["length"], rate)
+      key_positions = j * block + jnp.arange(block)
+      kept = _kept(seed_ref, b, h, rows, key_positions, statics["heads"], statics["length"], rate)
       p = jnp.where(kept, p * (1.0 / (1.0 - rate)), 0.0)
     acc = acc * correction[:, None] + plgpu.dot(p.astype(v.dtype), v).astype(jnp.float32)
     return acc, m_new, total
@@ -127,15 +174,16 @@ def _forward_kernel(seed_ref, q_ref, k_ref, v_ref, pad_ref, *refs, statics):
   lse_ref[...] = m + jnp.log(total)
 
 
-def _probabilities(seed_ref, q, k, pad, bias, lse, b, h, rows, keys, statics):
+def _probabilities(seed_ref, q, k, keys, bias, lse, b, h, rows, key_positions, statics):
   """(P, keep or None): [bq, bk] softmax probabilities from the saved lse, and the mask."""
   from jax import numpy as jnp
 
-  p = jnp.exp(_logits(q, k, pad, bias, statics["scale"]) - lse[:, None])
+  p = jnp.exp(_logits(q, k, keys, bias, statics["scale"]) - lse[:, None])
   rate = statics["rate"]
   if not rate:
     return p, None
-  return p, _kept(seed_ref, b, h, rows, keys, statics["heads"], statics["length"], rate)
+  heads, length = statics["heads"], statics["length"]
+  return p, _kept(seed_ref, b, h, rows, key_positions, heads, length, rate)
 
 
 def _dropped(x, kept, rate):
@@ -145,7 +193,20 @@ def _dropped(x, kept, rate):
 
 
 def _key_gradients_kernel(
-    seed_ref, q_ref, k_ref, v_ref, pad_ref, do_ref, lse_ref, d_ref, *refs, statics
+    seed_ref,
+    q_ref,
+    k_ref,
+    v_ref,
+    q_bias_ref,
+    k_bias_ref,
+    v_bias_ref,
+    pad_ref,
+    live_ref,
+    do_ref,
+    lse_ref,
+    d_ref,
+    *refs,
+    statics,
 ):
   """Program (b, h, j): dK, dV of keys [j·bk, (j+1)·bk), over every query block."""
   import jax
@@ -157,22 +218,22 @@ def _key_gradients_kernel(
   dk_ref, dv_ref = refs[-2:]
   block, rate = statics["block"], statics["rate"]
   b, h, j = pl.program_id(0), pl.program_id(1), pl.program_id(2)
-  k, v = k_ref[...], v_ref[...]  # [bk, d]
-  keys = j * block + jnp.arange(block)
-  pad = pad_ref[pl.ds(j * block, block)]
+  k, v = _read(k_ref, k_bias_ref), _read(v_ref, v_bias_ref)  # [bk, d]
+  key_positions = j * block + jnp.arange(block)
+  keys = (pad_ref[pl.ds(j * block, block)], live_ref[pl.ds(j * block, block)])
 
   def body(i, carry):
     dk, dv = carry
     rows_slice = pl.ds(i * block, block)
-    q, do = q_ref[rows_slice, :], do_ref[rows_slice, :]
+    q, do = _read(q_ref, q_bias_ref, rows_slice), do_ref[rows_slice, :]
     bias = None if bias_ref is None else bias_ref[rows_slice, :]
     rows = i * block + jnp.arange(block)
     p, kept = _probabilities(
-        seed_ref, q, k, pad, bias, lse_ref[rows_slice], b, h, rows, keys, statics
+        seed_ref, q, k, keys, bias, lse_ref[rows_slice], b, h, rows, key_positions, statics
     )
     dv += plgpu.dot(_dropped(p, kept, rate).astype(do.dtype), do, trans_a=True).astype(jnp.float32)
     dp = _dropped(plgpu.dot(do, v, trans_b=True).astype(jnp.float32), kept, rate)
-    ds = p * (dp - d_ref[rows_slice][:, None])
+    ds = p * (dp - d_ref[rows_slice][:, None]) * keys[1][None, :]
     dk += plgpu.dot(ds.astype(q.dtype), q, trans_a=True).astype(jnp.float32)
     return dk, dv
 
@@ -183,7 +244,20 @@ def _key_gradients_kernel(
 
 
 def _query_gradients_kernel(
-    seed_ref, q_ref, k_ref, v_ref, pad_ref, do_ref, lse_ref, d_ref, *refs, statics
+    seed_ref,
+    q_ref,
+    k_ref,
+    v_ref,
+    q_bias_ref,
+    k_bias_ref,
+    v_bias_ref,
+    pad_ref,
+    live_ref,
+    do_ref,
+    lse_ref,
+    d_ref,
+    *refs,
+    statics,
 ):
   """Program (b, h, i): dQ of queries [i·bq, (i+1)·bq) (and their rows of dS, with a
   bias), over every key block."""
@@ -198,17 +272,19 @@ def _query_gradients_kernel(
   ds_ref = refs[2] if has_bias else None
   block, rate = statics["block"], statics["rate"]
   b, h, i = pl.program_id(0), pl.program_id(1), pl.program_id(2)
-  q, do, lse, d = q_ref[...], do_ref[...], lse_ref[...], d_ref[...]
+  q, do, lse, d = _read(q_ref, q_bias_ref), do_ref[...], lse_ref[...], d_ref[...]
   rows = i * block + jnp.arange(block)
 
   def body(j, dq):
     cols = pl.ds(j * block, block)
-    k = k_ref[cols, :]
+    k = _read(k_ref, k_bias_ref, cols)
     bias = None if bias_ref is None else bias_ref[:, cols]
-    keys = j * block + jnp.arange(block)
-    p, kept = _probabilities(seed_ref, q, k, pad_ref[cols], bias, lse, b, h, rows, keys, statics)
-    dp = _dropped(plgpu.dot(do, v_ref[cols, :], trans_b=True).astype(jnp.float32), kept, rate)
-    ds = p * (dp - d[:, None])
+    key_positions = j * block + jnp.arange(block)
+    keys = (pad_ref[cols], live_ref[cols])
+    p, kept = _probabilities(seed_ref, q, k, keys, bias, lse, b, h, rows, key_positions, statics)
+    v = _read(v_ref, v_bias_ref, cols)
+    dp = _dropped(plgpu.dot(do, v, trans_b=True).astype(jnp.float32), kept, rate)
+    ds = p * (dp - d[:, None]) * keys[1][None, :]
     if ds_ref is not None:
       ds_ref[:, cols] = ds
     return dq + plgpu.dot(ds.astype(k.dtype), k).astype(jnp.float32)
@@ -219,16 +295,16 @@ def _query_gradients_kernel(
 
 @functools.cache
 def _attention(shape, bias_batch, dtype, bias_dtype, scale, rate, interpret):
-  """The custom-VJP function (q, k, v, bias, key_pad, seed) -> context for one
-  configuration; shape: (B, T, A, d) of q; bias_batch: None (no bias), 1 or B."""
+  """The custom-VJP function (projections, projection_bias, bias, key_pad, live, seed)
+  -> context for one configuration; shape: (B, T, 3, A, d) of the projections;
+  bias_batch: None (no bias), 1 or B."""
   import jax
   from jax import numpy as jnp
   from jax.experimental import pallas as pl
 
-  batch, length, heads, head_size = shape
-  block = _block(length)
-  num_blocks = -(-length // block)
-  padded = num_blocks * block
+  batch, length, _, heads, head_size = shape
+  block, padded = _block(length), _padded(length)
+  num_blocks = padded // block
   has_bias = bias_batch is not None
   statics = dict(
       block=block,
@@ -240,8 +316,19 @@ def _attention(shape, bias_batch, dtype, bias_dtype, scale, rate, interpret):
       has_bias=has_bias,
   )
   grid = (batch, heads, num_blocks)
-  whole = pl.BlockSpec((None, padded, None, head_size), lambda b, h, i: (b, 0, h, 0))
-  tile = pl.BlockSpec((None, block, None, head_size), lambda b, h, i: (b, i, h, 0))
+  # q, k and v are slots 0, 1 and 2 of the projections [B, T, 3, A, d]: read in place.
+  whole = lambda slot: pl.BlockSpec(
+      (None, padded, None, None, head_size), lambda b, h, i: (b, 0, slot, h, 0)
+  )
+  tile = lambda slot: pl.BlockSpec(
+      (None, block, None, None, head_size), lambda b, h, i: (b, i, slot, h, 0)
+  )
+  projection_bias = [
+      pl.BlockSpec((None, None, head_size), lambda b, h, i, slot=slot: (slot, h, 0))
+      for slot in range(3)
+  ]
+  context_tile = pl.BlockSpec((None, block, None, head_size), lambda b, h, i: (b, i, h, 0))
+  context_whole = pl.BlockSpec((None, padded, None, head_size), lambda b, h, i: (b, 0, h, 0))
   seed_spec = pl.BlockSpec((2,), lambda b, h, i: (0,))
   pad_spec = pl.BlockSpec((None, padded), lambda b, h, i: (b, 0))
   per_query = pl.BlockSpec((None, None, block), lambda b, h, i: (b, h, i))
@@ -267,55 +354,64 @@ def _attention(shape, bias_batch, dtype, bias_dtype, scale, rate, interpret):
     )(*inputs)
 
   def pad_sequence(t):
-    return jnp.pad(t, ((0, 0), (0, padded - length), (0, 0), (0, 0)))
+    return jnp.pad(t, ((0, 0), (0, padded - length)) + ((0, 0),) * (t.ndim - 2))
 
-  def forward(q, k, v, bias, key_pad, seed):
-    q, k, v = (pad_sequence(t) for t in (q, k, v))
-    key_pad = jnp.pad(key_pad, ((0, 0), (0, padded - length)), constant_values=_PAD_LOGIT)
+  def forward(projections, projection_bias_, bias, key_pad, live, seed):
+    projections = pad_sequence(projections)
     if has_bias:
       bias = jnp.pad(bias, ((0, 0), (0, 0), (0, padded - length), (0, padded - length)))
-    inputs = [seed, q, k, v, key_pad] + ([bias] if has_bias else [])
-    specs = [seed_spec, tile, whole, whole, pad_spec] + ([bias_rows] if has_bias else [])
-    o, lse = call(_forward_kernel, specs, [tile, per_query], [sequence, rows_f32], *inputs)
+    inputs = [seed] + [projections] * 3 + [projection_bias_] * 3 + [key_pad, live]
+    inputs += [bias] if has_bias else []
+    specs = [seed_spec, tile(0), whole(1), whole(2), *projection_bias, pad_spec, pad_spec]
+    specs += [bias_rows] if has_bias else []
+    o, lse = call(_forward_kernel, specs, [context_tile, per_query], [sequence, rows_f32], *inputs)
     return o[:, :length], (inputs, o, lse)
 
   @jax.custom_vjp
-  def run(q, k, v, bias, key_pad, seed):
-    return forward(q, k, v, bias, key_pad, seed)[0]
+  def run(projections, projection_bias_, bias, key_pad, live, seed):
+    return forward(projections, projection_bias_, bias, key_pad, live, seed)[0]
 
   def backward(saved, d_context):
     inputs, o, lse = saved
-    seed, q, k, v, key_pad = inputs[:5]
     do = pad_sequence(d_context.astype(dtype))
     d = jnp.einsum("btad,btad->bat", do.astype(jnp.float32), o.astype(jnp.float32))
-    common = [seed, q, k, v, key_pad, do, lse, d]
-    bias = inputs[5:]
-    key_specs = [seed_spec, whole, tile, tile, pad_spec, whole, per_row, per_row]
+    common = inputs[:9] + [do, lse, d]
+    bias = inputs[9:]
+    shared = [seed_spec]
+    key_specs = shared + [whole(0), tile(1), tile(2), *projection_bias, pad_spec, pad_spec]
+    key_specs += [context_whole, per_row, per_row] + [bias_cols] * has_bias
     dk, dv = call(
-        _key_gradients_kernel,
-        key_specs + [bias_cols] * has_bias,
-        [tile, tile],
-        [sequence, sequence],
-        *common,
-        *bias,
+        _key_gradients_kernel, key_specs, [context_tile] * 2, [sequence] * 2, *common, *bias
     )
-    query_specs = [seed_spec, tile, whole, whole, pad_spec, tile, per_query, per_query]
+    query_specs = shared + [tile(0), whole(1), whole(2), *projection_bias, pad_spec, pad_spec]
+    query_specs += [context_tile, per_query, per_query] + [bias_rows] * has_bias
     ds_shape = jax.ShapeDtypeStruct((batch, heads, padded, padded), jnp.float32)
     results = call(
         _query_gradients_kernel,
-        query_specs + [bias_rows] * has_bias,
-        [tile] + [ds_rows] * has_bias,
+        query_specs,
+        [context_tile] + [ds_rows] * has_bias,
         [sequence] + [ds_shape] * has_bias,
         *common,
         *bias,
     )
-    dq = results[0]
     dbias = None
     if has_bias:
       ds = results[1][:, :, :length, :length]
       dbias = (ds.sum(axis=0, keepdims=True) if bias_batch == 1 else ds).astype(bias_dtype)
-    trim = lambda t: t[:, :length]
-    return trim(dq), trim(dk), trim(dv), dbias, None, None
+
+    # [B, T, 3, A, d]: dQ, dK and dV padded into their slots and added, not stacked: XLA
+    # fuses the pads and adds with the bias' sum into one pass, where a concatenation
+    # takes a pass of its own and the sum another. The bias' gradient is summed over the
+    # tokens in their dtype, as autodiff of a bias add sums it (a float32 sum takes a pass
+    # of its own too).
+    def in_slot(t, slot):
+      t = jnp.expand_dims(t[:, :length], 2)
+      return jnp.pad(t, ((0, 0), (0, 0), (slot, 2 - slot), (0, 0), (0, 0)))
+
+    d_projections = in_slot(results[0], 0) + in_slot(dk, 1) + in_slot(dv, 2)
+    zero = jnp.zeros((), d_projections.dtype)
+    d_projection_bias = jax.lax.reduce(d_projections, zero, jax.lax.add, (0, 1))
+    return d_projections, d_projection_bias, dbias, None, None, None
 
   run.defvjp(forward, backward)
   return run
@@ -334,7 +430,8 @@ def attention(
 
   Args:
     q, k, v: [B, T, A, d], one 16-bit or float32 dtype; `fits(d, T)`.
-    key_is_real: [B, T] bool, False for padded keys; every row has a True.
+    key_is_real: [B, T] bool, False for padded keys. An example without a real key
+      attends to all its keys with equal weight (the written-out form's rule).
     bias: None or [1 or B, A, T, T] float, added to the logits.
     scale: the logits' factor, 1/sqrt(d).
     rate: the attention-probability dropout rate, 0 <= rate < 1.
@@ -346,17 +443,48 @@ def attention(
   """
   from jax import numpy as jnp
 
+  projections = jnp.stack([q, k, v], axis=2)  # [B, T, 3, A, d]
+  zero = jnp.zeros(projections.shape[2:], q.dtype)
+  return attention_of_projections(
+      projections, zero, key_is_real, bias, scale, rate, seed, interpret
+  )
+
+
+def attention_of_projections(
+    projections,
+    projection_bias,
+    key_is_real,
+    bias,
+    scale: float,
+    rate: float,
+    seed,
+    interpret: Optional[bool] = None,
+):
+  """`attention` of q, k, v = projections[:, :, 0, 1, 2] + projection_bias[0, 1, 2]: the
+  kernels read them in place and add the bias as they read, so a QKV matmul's product goes
+  in as it is, with no pass that splits it or adds its bias; its gradient comes back as
+  one array of its shape.
+
+  Args:
+    projections: [B, T, 3, A, d], one 16-bit or float32 dtype; `fits(d, T)`.
+    projection_bias: [3, A, d] in the projections' dtype.
+    key_is_real, bias, scale, rate, seed, interpret: as `attention`'s.
+  Returns:
+    [B, T, A, d] context in the projections' dtype.
+  """
+  from jax import numpy as jnp
+
   if interpret is None:
     interpret = pallas_swish_rnn.interpreted()
   run = _attention(
-      tuple(q.shape),
+      tuple(projections.shape),
       None if bias is None else int(bias.shape[0]),
-      str(q.dtype),
+      str(projections.dtype),
       None if bias is None else str(bias.dtype),
       float(scale),
       float(rate),
       bool(interpret),
   )
-  key_pad = jnp.where(key_is_real, 0.0, _PAD_LOGIT).astype(jnp.float32)
+  key_pad, live = _key_masks(jnp.asarray(key_is_real), _padded(projections.shape[1]))
   seed = jnp.asarray(seed).astype(jnp.uint32).reshape((2,))
-  return run(q, k, v, bias, key_pad, seed)
+  return run(projections, projection_bias.astype(projections.dtype), bias, key_pad, live, seed)
