@@ -8,6 +8,7 @@ from recurrent_bert.config import SWISH_RNN_IMPLEMENTATIONS as IMPLEMENTATIONS
 from recurrent_bert.config import SWISH_RNN_RESIDUALS
 from recurrent_bert.layers import kernels
 from recurrent_bert.layers.activations import get_activation
+from recurrent_bert.layers.activations import get_biased_activation
 
 # How the recurrence runs, never what it computes (benchmarks/recurrence.py times them;
 # layers/kernels/__init__.py says which backend offers which and what "auto" picks):
@@ -23,6 +24,12 @@ from recurrent_bert.layers.activations import get_activation
 # Details of each: kernels/tf_swish_rnn.py, kernels/portable_swish_rnn.py,
 # kernels/pallas_swish_rnn.py, kernels/triton_swish_rnn.py.
 DEFAULT_UNROLL = 16  # "loop" only: under XLA unrolling measured slower (duplicated work)
+# The GPU kernels read 16-bit inputs and widen them in registers, and write the gated
+# output in the gate's dtype: given the projections and gate as the matmuls make them,
+# no pass over memory converts them to float32 and back (under mixed precision at
+# swishrnn_base's size, about 0.8 GB a layer a training step). The same values go in as
+# the others get after their float32 conversion, so the results are the same.
+_READ_ANY_FLOAT = ("pallas", "triton")
 
 
 def swish_rnn_recurrence(
@@ -110,7 +117,8 @@ class SwishRNN(keras.layers.Layer):
   sequence's backward scan starts clean at its last real token.
 
   The recurrence and the gating run in float32 even under mixed precision: a 512-step
-  chain of bfloat16 roundings would drift.
+  chain of bfloat16 roundings would drift. (The GPU kernels take 16-bit projections and
+  widen them as they read; the others get them converted to float32.)
 
   `implementation` and `unroll` choose how the recurrence runs, not what it computes
   (see `swish_rnn_recurrence`); the defaults are the fastest measured
@@ -155,6 +163,7 @@ class SwishRNN(keras.layers.Layer):
     self.implementation = implementation
     self.unroll = unroll
     self._gate_fn = get_activation(gate)
+    self._biased_gate = get_biased_activation(gate)  # None where the backend has none
     self.output_dense = keras.layers.Dense(
         hidden_size,
         kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
@@ -185,17 +194,23 @@ class SwishRNN(keras.layers.Layer):
   def call(self, x, attention_mask=None, training=None):
     x1 = _dense(x, ops.cast(self.x1_kernel, x.dtype))  # [B, T, d']
     gate_bias = ops.cast(self.gate_bias, x.dtype)
-    if self.residual == "x1":
-      gate = _dense(x, ops.cast(self.x2_kernel, x.dtype), gate_bias, self._gate_fn)
+    x2_kernel = ops.cast(self.x2_kernel, x.dtype)
+    if self.residual == "x1" and self._biased_gate is not None:
+      gate = self._biased_gate(ops.matmul(x, x2_kernel), gate_bias)
+      residual = None
+    elif self.residual == "x1":
+      gate = _dense(x, x2_kernel, gate_bias, self._gate_fn)
       residual = None
     else:  # X2 itself is needed as well as its gate
-      residual = _dense(x, ops.cast(self.x2_kernel, x.dtype))
+      residual = _dense(x, x2_kernel)
       gate = self._gate_fn(residual + gate_bias)
-    x1, residual, gate = (
-        None if t is None else ops.cast(t, "float32") for t in (x1, residual, gate)
-    )
+    implementation = kernels.resolve(kernels.SWISH_RNN_FIELD, self.implementation)
+    if implementation not in _READ_ANY_FLOAT:
+      x1, residual, gate = (
+          None if t is None else ops.cast(t, "float32") for t in (x1, residual, gate)
+      )
     if self.direction != "forward" and attention_mask is not None:
-      real = ops.cast(attention_mask, "float32")[:, :, None]
+      real = ops.cast(attention_mask, x1.dtype)[:, :, None]  # 0 or 1: exact in any dtype
       x1 = x1 * real
       if residual is not None:
         residual = residual * real
@@ -208,7 +223,7 @@ class SwishRNN(keras.layers.Layer):
         ops.cast(self.alpha, "float32"),
         ops.cast(self.beta, "float32"),
         self.step_size,
-        implementation=self.implementation,
+        implementation=implementation,
         unroll=self.unroll,
         gate=flip(gate),
         state_bias=ops.cast(self.state_bias, "float32"),
