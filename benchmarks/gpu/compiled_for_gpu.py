@@ -258,6 +258,8 @@ def kind(instruction: str) -> Optional[str]:
   if opcode == "custom-call":
     target = re.search(r'custom_call_target="([^"]+)"', instruction)
     target = target.group(1) if target else ""
+    if target == "AllocateBuffer":  # `jax.lax.empty`: memory, no kernel
+      return None
     if "triton" in target:
       return "triton"
     if "cudnn" in target:

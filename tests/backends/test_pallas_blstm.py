@@ -32,11 +32,22 @@ def _on_a_gpu() -> bool:
         (7, 20, 40, dict(block_u=16, block_b=16, block_k=16, steps_per_iteration=3)),
     ],
 )
-def test_recurrence_and_gradients_equal_the_portable_scan(rng, length, batch, units, tiling):
+@pytest.mark.parametrize("stacks", ["empty", "nan"])
+def test_recurrence_and_gradients_equal_the_portable_scan(
+    rng, monkeypatch, length, batch, units, tiling, stacks
+):
+  """The kernels' stacks start as `jax.lax.empty` (zeros off a GPU, whatever memory held
+  on one), or filled with NaN: a read of any element before a launch wrote it would show
+  as NaN here."""
   import jax
+  import jax.numpy as jnp
 
   from recurrent_bert.layers.kernels import pallas_blstm
   from recurrent_bert.layers.kernels import portable_blstm
+
+  if stacks == "nan":
+    nan = lambda stack: jnp.full(stack.shape, jnp.nan, stack.dtype)
+    monkeypatch.setattr(pallas_blstm, "uninitialized", nan)
 
   steps = rng.normal(size=(length, 2, batch, 4 * units)).astype(np.float32)
   recurrent_kernels = rng.normal(scale=0.3, size=(2, units, 4 * units)).astype(np.float32)

@@ -40,7 +40,7 @@ JAX is imported inside the functions, so importing this module imports no framew
 """
 
 import functools
-from typing import Optional
+from typing import Any, NamedTuple, Optional
 
 from recurrent_bert.layers.kernels import dropout_bits
 from recurrent_bert.layers.kernels import pallas_swish_rnn
@@ -192,48 +192,59 @@ def _dropped(x, kept, rate):
   return x if kept is None else jnp.where(kept, x * (1.0 / (1.0 - rate)), 0.0)
 
 
-def _key_gradients_kernel(
-    seed_ref,
-    q_ref,
-    k_ref,
-    v_ref,
-    q_bias_ref,
-    k_bias_ref,
-    v_bias_ref,
-    pad_ref,
-    live_ref,
-    do_ref,
-    lse_ref,
-    d_ref,
-    *refs,
-    statics,
-):
+class _BackwardInputs(NamedTuple):
+  """The backward kernels' first inputs, in order (refs; the forward's first nine too):
+  the seed, the projections read as q, k and v and their biases, the key padding and
+  liveness (`_key_masks`), dO, lse and D. The bias' block and the outputs follow."""
+
+  seed: Any
+  q: Any
+  k: Any
+  v: Any
+  q_bias: Any
+  k_bias: Any
+  v_bias: Any
+  pad: Any
+  live: Any
+  do: Any
+  lse: Any
+  d: Any
+
+
+def _split_backward_inputs(refs):
+  """(`_BackwardInputs`, the refs after them) of a backward kernel's refs."""
+  count = len(_BackwardInputs._fields)
+  return _BackwardInputs(*refs[:count]), refs[count:]
+
+
+def _key_gradients_kernel(*refs, statics):
   """Program (b, h, j): dK, dV of keys [j·bk, (j+1)·bk), over every query block."""
   import jax
   from jax import numpy as jnp
   from jax.experimental import pallas as pl
   from jax.experimental.pallas import triton as plgpu
 
+  r, refs = _split_backward_inputs(refs)
   bias_ref = refs[0] if statics["has_bias"] else None
   dk_ref, dv_ref = refs[-2:]
   block, rate = statics["block"], statics["rate"]
   b, h, j = pl.program_id(0), pl.program_id(1), pl.program_id(2)
-  k, v = _read(k_ref, k_bias_ref), _read(v_ref, v_bias_ref)  # [bk, d]
+  k, v = _read(r.k, r.k_bias), _read(r.v, r.v_bias)  # [bk, d]
   key_positions = j * block + jnp.arange(block)
-  keys = (pad_ref[pl.ds(j * block, block)], live_ref[pl.ds(j * block, block)])
+  keys = (r.pad[pl.ds(j * block, block)], r.live[pl.ds(j * block, block)])
 
   def body(i, carry):
     dk, dv = carry
     rows_slice = pl.ds(i * block, block)
-    q, do = _read(q_ref, q_bias_ref, rows_slice), do_ref[rows_slice, :]
+    q, do = _read(r.q, r.q_bias, rows_slice), r.do[rows_slice, :]
     bias = None if bias_ref is None else bias_ref[rows_slice, :]
     rows = i * block + jnp.arange(block)
     p, kept = _probabilities(
-        seed_ref, q, k, keys, bias, lse_ref[rows_slice], b, h, rows, key_positions, statics
+        r.seed, q, k, keys, bias, r.lse[rows_slice], b, h, rows, key_positions, statics
     )
     dv += plgpu.dot(_dropped(p, kept, rate).astype(do.dtype), do, trans_a=True).astype(jnp.float32)
     dp = _dropped(plgpu.dot(do, v, trans_b=True).astype(jnp.float32), kept, rate)
-    ds = p * (dp - d_ref[rows_slice][:, None]) * keys[1][None, :]
+    ds = p * (dp - r.d[rows_slice][:, None]) * keys[1][None, :]
     dk += plgpu.dot(ds.astype(q.dtype), q, trans_a=True).astype(jnp.float32)
     return dk, dv
 
@@ -243,22 +254,7 @@ def _key_gradients_kernel(
   dv_ref[...] = dv.astype(dv_ref.dtype)
 
 
-def _query_gradients_kernel(
-    seed_ref,
-    q_ref,
-    k_ref,
-    v_ref,
-    q_bias_ref,
-    k_bias_ref,
-    v_bias_ref,
-    pad_ref,
-    live_ref,
-    do_ref,
-    lse_ref,
-    d_ref,
-    *refs,
-    statics,
-):
+def _query_gradients_kernel(*refs, statics):
   """Program (b, h, i): dQ of queries [i·bq, (i+1)·bq) (and their rows of dS, with a
   bias), over every key block."""
   import jax
@@ -266,23 +262,24 @@ def _query_gradients_kernel(
   from jax.experimental import pallas as pl
   from jax.experimental.pallas import triton as plgpu
 
+  r, refs = _split_backward_inputs(refs)
   has_bias = statics["has_bias"]
   bias_ref = refs[0] if has_bias else None
   dq_ref = refs[1] if has_bias else refs[0]
   ds_ref = refs[2] if has_bias else None
   block, rate = statics["block"], statics["rate"]
   b, h, i = pl.program_id(0), pl.program_id(1), pl.program_id(2)
-  q, do, lse, d = _read(q_ref, q_bias_ref), do_ref[...], lse_ref[...], d_ref[...]
+  q, do, lse, d = _read(r.q, r.q_bias), r.do[...], r.lse[...], r.d[...]
   rows = i * block + jnp.arange(block)
 
   def body(j, dq):
     cols = pl.ds(j * block, block)
-    k = _read(k_ref, k_bias_ref, cols)
+    k = _read(r.k, r.k_bias, cols)
     bias = None if bias_ref is None else bias_ref[:, cols]
     key_positions = j * block + jnp.arange(block)
-    keys = (pad_ref[cols], live_ref[cols])
-    p, kept = _probabilities(seed_ref, q, k, keys, bias, lse, b, h, rows, key_positions, statics)
-    v = _read(v_ref, v_bias_ref, cols)
+    keys = (r.pad[cols], r.live[cols])
+    p, kept = _probabilities(r.seed, q, k, keys, bias, lse, b, h, rows, key_positions, statics)
+    v = _read(r.v, r.v_bias, cols)
     dp = _dropped(plgpu.dot(do, v, trans_b=True).astype(jnp.float32), kept, rate)
     ds = p * (dp - d[:, None]) * keys[1][None, :]
     if ds_ref is not None:

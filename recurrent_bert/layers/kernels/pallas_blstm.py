@@ -12,7 +12,7 @@ of work; here 1.25 a step (5,398 in all).
 Here each step is one kernel. The program for direction d, rows [b, b + block_b) and
 hidden units [j, j + block_u) owns the four gate columns of those units:
 
-  forward, step t:   z = steps[t] + h[t-1] R      (its 4 x block_u columns; K = u)
+  forward, step t:   z = steps[t] + b + h[t-1] R  (its 4 x block_u columns; K = u)
                      i, f, g, o = σ, σ, tanh, σ (z);  c = f c[t-1] + i g;  h = o tanh(c)
   backward, step t:  dh = dh_out[t] + dz[t+1] Rᵀ   (its block_u columns; K = 4u)
                      dc = dc_from_later + dh o (1 - tanh²c)
@@ -27,9 +27,11 @@ programs' writes only after they have ended. The stacks h, c (float32), the gate
 step copies them. Everything is direction-major, [2, B, T, ...]: the input projections
 come out of one batched matmul so, and h, the steps' gradient and R's are read and
 written so, with no layout transpose of a [T, ...] stack on either side (the portable
-scan, whose loop runs over a leading T, needs them). As in the portable form, R's gradient
-is one matmul after the loop over all B·T rows, and the cell state and gates are float32
-whatever the compute dtype.
+scan, whose loop runs over a leading T, needs them). The gates' bias b is added as the
+steps are read (in float32), so the input projections go in as the matmul makes them, with
+no pass that adds it (200 MB a layer at trans_blstm_2_base's size). As in the portable
+form, R's gradient is one matmul after the loop over all B·T rows, and the cell state and
+gates are float32 whatever the compute dtype.
 
 Sizes are padded to what Triton's blocks need (rows and units to multiples of powers of 2
 of at least 16): padded units have zero weights and inputs, so their c and h stay 0 and
@@ -125,6 +127,7 @@ def _forward_kernel(
     offset_ref,
     steps_ref,
     kernel_ref,
+    bias_ref,
     h_in,
     c_in,
     gates_in,
@@ -154,7 +157,11 @@ def _forward_kernel(
     h = jnp.where(started, h, jnp.zeros_like(h))
     return tuple(zk + _dot(h, kernel_ref[d, depth, gate(k)]) for k, zk in enumerate(z))
 
-  z = tuple(steps_ref[d, rows, t, gate(k)].astype(jnp.float32) for k in range(GATES))
+  z = tuple(
+      steps_ref[d, rows, t, gate(k)].astype(jnp.float32)
+      + bias_ref[d, gate(k)].astype(jnp.float32)[None, :]
+      for k in range(GATES)
+  )
   z = jax.lax.fori_loop(0, sizes.units // sizes.block_k, accumulate, z)
   i, f, o = jax.nn.sigmoid(z[0]), jax.nn.sigmoid(z[1]), jax.nn.sigmoid(z[3])
   g = jnp.tanh(z[2])
@@ -216,6 +223,17 @@ def _backward_kernel(
   for k, part in enumerate(parts):
     dz_ref[d, rows, t, gate(k)] = part.astype(dz_ref.dtype)
   dc_ref[d, rows, units] = dc * f
+
+
+def uninitialized(stack):
+  """An array of `stack`'s shape and dtype for the kernels to fill, left uninitialized on
+  a GPU (`jax.lax.empty`; zeros elsewhere). Every launch writes its step of every stack
+  for all rows and units, padded ones included, before any launch reads it (an earlier
+  or later step, read under a `where` at the ends), so nothing reads what the array held:
+  zeros there cost a pass over each stack, 3.6 GB a trans_blstm_2_base step."""
+  import jax
+
+  return jax.lax.empty(stack.shape, stack.dtype)
 
 
 @functools.cache
@@ -287,21 +305,21 @@ def _recurrence(length, batch, units, dtype, interpret, tiling):
       state = launch(length // spi, offset, state)
     return state
 
-  def forward(steps, recurrent_kernels):
+  def forward(steps, recurrent_kernels, biases):
     kernel_p = padded_kernel(recurrent_kernels)
-    zeros = [jnp.zeros(s.shape, s.dtype) for s in (h_stack, c_stack, gates_stack)]
+    stacks = [uninitialized(s) for s in (h_stack, c_stack, gates_stack)]
     h, c, gates = every_step(
         _forward_kernel,
         [h_stack, c_stack, gates_stack],
         "blstm_forward_step",
-        (padded_steps(steps), kernel_p),
-        zeros,
+        (padded_steps(steps), kernel_p, padded_gates(biases)),
+        stacks,
     )
     return h[:, :batch, :, :units], (h, c, gates, kernel_p)
 
   @jax.custom_vjp
-  def run(steps, recurrent_kernels):
-    return forward(steps, recurrent_kernels)[0]
+  def run(steps, recurrent_kernels, biases):
+    return forward(steps, recurrent_kernels, biases)[0]
 
   def backward(saved, dh_out):
     h, c, gates, kernel_p = saved
@@ -312,25 +330,38 @@ def _recurrence(length, batch, units, dtype, interpret, tiling):
         [dz_stack, dc_state],
         "blstm_backward_step",
         (dh_p, gates, c, kernel_t),
-        [jnp.zeros(dz_stack.shape, dtype), jnp.zeros(dc_state.shape, jnp.float32)],
+        [uninitialized(dz_stack), jnp.zeros(dc_state.shape, jnp.float32)],
     )
     # R's gradient, one matmul over all B·T rows: [2, u', B'·T] x [2, B'·T, 4u'].
     d_kernel = jnp.einsum("dbtu,dbtg->dug", portable_blstm.earlier(h, axis=2), dz)
     d_kernel = d_kernel.reshape(2, sizes.units, GATES, sizes.units)[:, :units, :, :units]
-    return unpadded_gates(dz), d_kernel.reshape(2, units, GATES * units)
+    d_steps = unpadded_gates(dz)
+    # The biases' gradient summed in dz's dtype, as autodiff of a bias add sums it.
+    d_biases = jax.lax.reduce(d_steps, jnp.zeros((), dtype), jax.lax.add, (1, 2))
+    return d_steps, d_kernel.reshape(2, units, GATES * units), d_biases
 
   run.defvjp(forward, backward)
   return run
 
 
 def recurrence(
-    steps, recurrent_kernels, batch, units, length, unroll=None, interpret=None, tiling=None
+    steps,
+    recurrent_kernels,
+    batch,
+    units,
+    length,
+    unroll=None,
+    interpret=None,
+    tiling=None,
+    biases=None,
 ):
   """Both directions' LSTM recurrence, one kernel a step and pass (module docstring).
 
   Args: as `portable_blstm.recurrence`'s but direction-major (steps [2, B, T, 4u],
     recurrent_kernels [2, u, 4u] in steps' dtype; T static), and
     unroll: unused (the tiling's steps_per_iteration unrolls XLA's loop).
+    biases: [2, 4u] in steps' dtype, added to the steps as the kernels read them; None:
+      the steps have theirs.
     interpret: run Pallas' interpreter (any device); None reads the Pallas switch
       (pallas_swish_rnn.INTERPRET_ENV).
     tiling: a `Tiling`; None is `TILING`.
@@ -340,15 +371,19 @@ def recurrence(
   del unroll
   if interpret is None:
     interpret = pallas_swish_rnn.interpreted()
+  from jax import numpy as jnp
+
   run = _recurrence(length, batch, units, str(steps.dtype), bool(interpret), tiling or TILING)
-  return run(steps, recurrent_kernels)
+  if biases is None:
+    biases = jnp.zeros((2, GATES * units), steps.dtype)
+  return run(steps, recurrent_kernels, biases)
 
 
 def bidirectional_lstm(x, lengths, forward, backward):
   """`portable_blstm.bidirectional_lstm` (same arguments and result) on these kernels."""
   return portable_blstm.bidirectional_lstm(
       x, lengths, forward, backward, recurrence_fn=recurrence, time_major=False
-  )
+  )  # direction-major: the kernels add the biases
 
 
 def triton_module_text(batch, length, units, dtype="bfloat16"):
@@ -359,11 +394,12 @@ def triton_module_text(batch, length, units, dtype="bfloat16"):
 
   steps = jax.ShapeDtypeStruct((2, batch, length, GATES * units), jnp.dtype(dtype))
   kernels = jax.ShapeDtypeStruct((2, units, GATES * units), jnp.dtype(dtype))
+  biases = jax.ShapeDtypeStruct((2, GATES * units), jnp.dtype(dtype))
   run = _recurrence(length, batch, units, str(jnp.dtype(dtype)), False, TILING)
-  loss = lambda s, r: run(s, r).astype(jnp.float32).sum()
+  loss = lambda s, r, b: run(s, r, b).astype(jnp.float32).sum()
   exported = jax.export.export(
-      jax.jit(jax.grad(loss, argnums=(0, 1))),
+      jax.jit(jax.grad(loss, argnums=(0, 1, 2))),
       platforms=["cuda"],
       disabled_checks=[jax.export.DisabledSafetyCheck.custom_call("__gpu$xla.gpu.triton")],
-  )(steps, kernels)
+  )(steps, kernels, biases)
   return exported.mlir_module()

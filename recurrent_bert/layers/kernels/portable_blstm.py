@@ -68,7 +68,9 @@ def bidirectional_lstm(
       `recurrence` (pallas_blstm passes its kernels').
     time_major: whether recurrence_fn takes steps [T, 2, B, 4u] and gives h [T, 2, B, u]
       (`recurrence`, whose scan runs over a leading T), or [2, B, T, 4u] and [2, B, T, u]
-      as the input projections come out (pallas_blstm's), saving two layout transposes.
+      as the input projections come out, without their biases, and the biases [2, 4u]
+      as `biases=` (pallas_blstm's, which adds them as it reads the steps), saving two
+      layout transposes and a pass that adds the biases.
   Returns:
     [B, T, 2u]: (forward, backward) at the original positions, 0 at padded ones.
   """
@@ -81,17 +83,16 @@ def bidirectional_lstm(
   inputs = ops.stack([x, reversed_within_lengths(x, reverse)])
   inputs = ops.reshape(inputs, (2, batch * length, depth))
   kernels = ops.stack([forward[0], backward[0]])
-  biases = ops.stack([forward[2], backward[2]])[:, None, :]  # [2, 1, 4u]
-  gate_inputs = ops.matmul(inputs, kernels) + biases  # [2, B·T, 4u]
-  gate_inputs = ops.reshape(gate_inputs, (2, batch, length, -1))  # [2, B, T, 4u]
+  biases = ops.stack([forward[2], backward[2]])  # [2, 4u]
+  products = ops.reshape(ops.matmul(inputs, kernels), (2, batch, length, -1))  # [2, B, T, 4u]
   recurrent_kernels = ops.stack([forward[1], backward[1]])  # [2, u, 4u]
   run = recurrence_fn or recurrence
   if time_major:
-    steps = ops.transpose(gate_inputs, (2, 0, 1, 3))  # [T, 2, B, 4u]
+    steps = ops.transpose(products + biases[:, None, None, :], (2, 0, 1, 3))  # [T, 2, B, 4u]
     h = run(steps, recurrent_kernels, batch, units, x.shape[1], unroll)  # [T, 2, B, u]
     h = ops.transpose(h, (1, 2, 0, 3))  # [2, B, T, u]
   else:
-    h = run(gate_inputs, recurrent_kernels, batch, units, x.shape[1], unroll)
+    h = run(products, recurrent_kernels, batch, units, x.shape[1], unroll, biases=biases)
   real = ops.cast(ops.arange(length)[None, :] < ops.cast(lengths, "int32")[:, None], x.dtype)
   outputs = ops.concatenate([h[0], reversed_within_lengths(h[1], reverse)], axis=-1)
   return outputs * real[:, :, None]
