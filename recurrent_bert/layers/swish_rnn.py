@@ -27,7 +27,7 @@ DEFAULT_UNROLL = 16  # "loop" only: under XLA unrolling measured slower (duplica
 # The GPU kernels read 16-bit inputs and widen them in registers, and write the gated
 # output in the gate's dtype: given the projections and gate as the matmuls make them,
 # no pass over memory converts them to float32 and back (under mixed precision at
-# swishrnn_base's size, about 0.8 GB a layer a training step). The same values go in as
+# swishrnn_base's size, about 0.7 GB a layer a training step). The same values go in as
 # the others get after their float32 conversion, so the results are the same.
 _READ_ANY_FLOAT = ("pallas", "triton")
 
@@ -195,15 +195,16 @@ class SwishRNN(keras.layers.Layer):
     x1 = _dense(x, ops.cast(self.x1_kernel, x.dtype))  # [B, T, d']
     gate_bias = ops.cast(self.gate_bias, x.dtype)
     x2_kernel = ops.cast(self.x2_kernel, x.dtype)
-    if self.residual == "x1" and self._biased_gate is not None:
-      gate = self._biased_gate(ops.matmul(x, x2_kernel), gate_bias)
-      residual = None
-    elif self.residual == "x1":
+    x2 = None
+    if self._biased_gate is not None:  # it keeps X2 and b_g, not their sum (activations.py)
+      x2 = ops.matmul(x, x2_kernel)
+      gate = self._biased_gate(x2, gate_bias)
+    elif self.residual == "x1":  # X2 + b_g and the gate fuse into the matmul (class doc)
       gate = _dense(x, x2_kernel, gate_bias, self._gate_fn)
-      residual = None
-    else:  # X2 itself is needed as well as its gate
-      residual = _dense(x, x2_kernel)
-      gate = self._gate_fn(residual + gate_bias)
+    else:
+      x2 = _dense(x, x2_kernel)
+      gate = self._gate_fn(x2 + gate_bias)
+    residual = x2 if self.residual == "x2" else None  # X2 itself as well as its gate
     implementation = kernels.resolve(kernels.SWISH_RNN_FIELD, self.implementation)
     if implementation not in _READ_ANY_FLOAT:
       x1, residual, gate = (
