@@ -18,6 +18,8 @@ import math
 
 import keras
 
+from recurrent_bert.layers.kernels.bias_gradient import bias_gradient
+
 # tanh GELU: 0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³))) (`_cdf`).
 _TANH_SCALE = math.sqrt(2.0 / math.pi)
 _CUBIC = 0.044715
@@ -94,12 +96,7 @@ def _jax_gelu(approximate: bool):
     dx = d_wide.astype(x.dtype)
     if bias is None:
       return dx, None
-    # The bias' gradient summed in dx's dtype, as autodiff of x + bias sums it: XLA then
-    # writes dx and the sum in one pass. A float32 sum would read d_wide, which XLA then
-    # writes out in float32 first (twice dx's bytes, and one pass more).
-    rows = tuple(range(x.ndim - 1))
-    d_bias = jax.lax.reduce(dx, jnp.zeros((), dx.dtype), jax.lax.add, rows)
-    return dx, d_bias.astype(bias.dtype)
+    return dx, bias_gradient(dx, range(x.ndim - 1)).astype(bias.dtype)
 
   gelu.defvjp(forward, backward)
   return gelu

@@ -44,6 +44,7 @@ from typing import Any, NamedTuple, Optional
 
 from recurrent_bert.layers.kernels import dropout_bits
 from recurrent_bert.layers.kernels import pallas_swish_rnn
+from recurrent_bert.layers.kernels.bias_gradient import bias_gradient
 
 # A padded key's logit: exp of it less any real logit is 0; finite, so that a block of
 # padding alone gives no inf - inf.
@@ -320,7 +321,7 @@ def _attention(shape, bias_batch, dtype, bias_dtype, scale, rate, interpret):
   tile = lambda slot: pl.BlockSpec(
       (None, block, None, None, head_size), lambda b, h, i: (b, i, slot, h, 0)
   )
-  projection_bias = [
+  projection_bias_specs = [
       pl.BlockSpec((None, None, head_size), lambda b, h, i, slot=slot: (slot, h, 0))
       for slot in range(3)
   ]
@@ -353,20 +354,20 @@ def _attention(shape, bias_batch, dtype, bias_dtype, scale, rate, interpret):
   def pad_sequence(t):
     return jnp.pad(t, ((0, 0), (0, padded - length)) + ((0, 0),) * (t.ndim - 2))
 
-  def forward(projections, projection_bias_, bias, key_pad, live, seed):
+  def forward(projections, projection_bias, bias, key_pad, live, seed):
     projections = pad_sequence(projections)
     if has_bias:
       bias = jnp.pad(bias, ((0, 0), (0, 0), (0, padded - length), (0, padded - length)))
-    inputs = [seed] + [projections] * 3 + [projection_bias_] * 3 + [key_pad, live]
+    inputs = [seed] + [projections] * 3 + [projection_bias] * 3 + [key_pad, live]
     inputs += [bias] if has_bias else []
-    specs = [seed_spec, tile(0), whole(1), whole(2), *projection_bias, pad_spec, pad_spec]
+    specs = [seed_spec, tile(0), whole(1), whole(2), *projection_bias_specs, pad_spec, pad_spec]
     specs += [bias_rows] if has_bias else []
     o, lse = call(_forward_kernel, specs, [context_tile, per_query], [sequence, rows_f32], *inputs)
     return o[:, :length], (inputs, o, lse)
 
   @jax.custom_vjp
-  def run(projections, projection_bias_, bias, key_pad, live, seed):
-    return forward(projections, projection_bias_, bias, key_pad, live, seed)[0]
+  def run(projections, projection_bias, bias, key_pad, live, seed):
+    return forward(projections, projection_bias, bias, key_pad, live, seed)[0]
 
   def backward(saved, d_context):
     inputs, o, lse = saved
@@ -374,13 +375,20 @@ def _attention(shape, bias_batch, dtype, bias_dtype, scale, rate, interpret):
     d = jnp.einsum("btad,btad->bat", do.astype(jnp.float32), o.astype(jnp.float32))
     common = inputs[:9] + [do, lse, d]
     bias = inputs[9:]
-    shared = [seed_spec]
-    key_specs = shared + [whole(0), tile(1), tile(2), *projection_bias, pad_spec, pad_spec]
+    key_specs = [seed_spec, whole(0), tile(1), tile(2), *projection_bias_specs, pad_spec, pad_spec]
     key_specs += [context_whole, per_row, per_row] + [bias_cols] * has_bias
     dk, dv = call(
         _key_gradients_kernel, key_specs, [context_tile] * 2, [sequence] * 2, *common, *bias
     )
-    query_specs = shared + [tile(0), whole(1), whole(2), *projection_bias, pad_spec, pad_spec]
+    query_specs = [
+        seed_spec,
+        tile(0),
+        whole(1),
+        whole(2),
+        *projection_bias_specs,
+        pad_spec,
+        pad_spec,
+    ]
     query_specs += [context_tile, per_query, per_query] + [bias_rows] * has_bias
     ds_shape = jax.ShapeDtypeStruct((batch, heads, padded, padded), jnp.float32)
     results = call(
@@ -397,17 +405,14 @@ def _attention(shape, bias_batch, dtype, bias_dtype, scale, rate, interpret):
       dbias = (ds.sum(axis=0, keepdims=True) if bias_batch == 1 else ds).astype(bias_dtype)
 
     # [B, T, 3, A, d]: dQ, dK and dV padded into their slots and added, not stacked: XLA
-    # fuses the pads and adds with the bias' sum into one pass, where a concatenation
-    # takes a pass of its own and the sum another. The bias' gradient is summed over the
-    # tokens in their dtype, as autodiff of a bias add sums it (a float32 sum takes a pass
-    # of its own too).
+    # fuses the pads and adds with the biases' sum into one pass, where a concatenation
+    # takes a pass of its own and the sum another.
     def in_slot(t, slot):
       t = jnp.expand_dims(t[:, :length], 2)
       return jnp.pad(t, ((0, 0), (0, 0), (slot, 2 - slot), (0, 0), (0, 0)))
 
     d_projections = in_slot(results[0], 0) + in_slot(dk, 1) + in_slot(dv, 2)
-    zero = jnp.zeros((), d_projections.dtype)
-    d_projection_bias = jax.lax.reduce(d_projections, zero, jax.lax.add, (0, 1))
+    d_projection_bias = bias_gradient(d_projections, (0, 1))
     return d_projections, d_projection_bias, dbias, None, None, None
 
   run.defvjp(forward, backward)

@@ -45,6 +45,7 @@ from typing import NamedTuple
 
 from recurrent_bert.layers.kernels import pallas_swish_rnn
 from recurrent_bert.layers.kernels import portable_blstm
+from recurrent_bert.layers.kernels.bias_gradient import bias_gradient
 
 
 class Tiling(NamedTuple):
@@ -336,9 +337,7 @@ def _recurrence(length, batch, units, dtype, interpret, tiling):
     d_kernel = jnp.einsum("dbtu,dbtg->dug", portable_blstm.earlier(h, axis=2), dz)
     d_kernel = d_kernel.reshape(2, sizes.units, GATES, sizes.units)[:, :units, :, :units]
     d_steps = unpadded_gates(dz)
-    # The biases' gradient summed in dz's dtype, as autodiff of a bias add sums it.
-    d_biases = jax.lax.reduce(d_steps, jnp.zeros((), dtype), jax.lax.add, (1, 2))
-    return d_steps, d_kernel.reshape(2, units, GATES * units), d_biases
+    return d_steps, d_kernel.reshape(2, units, GATES * units), bias_gradient(d_steps, (1, 2))
 
   run.defvjp(forward, backward)
   return run
