@@ -11,6 +11,7 @@ compiles to PTX for an H100), so a kernel the compiler cannot take fails here, n
 card. On a GPU the same tests run the compiled kernels.
 """
 
+import math
 import os
 
 import keras
@@ -185,6 +186,80 @@ def test_bfloat16_inputs_compute_in_float32(kernel_module, rng):
   np.testing.assert_allclose(dx1, dx1_f32, atol=3e-2, rtol=2e-2)
 
 
+def _numpy_from_projections(k, residual_is_x2, gate):
+  """arrays (projections [B, T, 2, D], gate_bias, state_bias, alpha, beta) -> the gated
+  output of `recurrence_of_projections`, from SPEC §4's loop and the gate's formula."""
+  activation = {"gelu": ref.gelu, "sigmoid": ref.sigmoid}[gate]
+
+  def run(arrays):
+    projections, gate_bias, state_bias, alpha, beta = arrays
+    x1, x2 = projections[:, :, 0], projections[:, :, 1]
+    c = ref.swish_rnn_states(x1, x2 if residual_is_x2 else x1, alpha, beta, k)
+    return (c + state_bias) * activation(x2 + gate_bias)
+
+  return run
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="the Pallas kernels' fused form")
+@pytest.mark.parametrize(
+    "k,shape,residual_is_x2,gate",
+    [
+        (1, (2, 16, 3), False, "gelu"),
+        (3, (2, 7, 3), True, "gelu"),  # T not a multiple of k, three chains
+        (2, (1, 6, 3), True, "sigmoid"),
+        (2, (1, 5, 130), False, "gelu"),  # two programs across D, the second mostly padding
+    ],
+)
+def test_the_projections_form_against_the_numpy_loop(
+    kernel_module, rng, k, shape, residual_is_x2, gate
+):
+  """X1 and X2 read from one [B, T, 2, D] product, the gate computed in the kernels (the
+  exact GELU through the kernels' own erfc): output and every gradient, the projections'
+  as one tensor, against the loop and central differences of it."""
+  batch, length, depth = shape
+  arrays = [rng.normal(size=(batch, length, 2, depth)) * 1.5, rng.normal(size=depth)]
+  arrays += [rng.normal(size=depth), rng.uniform(0.5, 1.5, size=depth), rng.normal(size=depth)]
+  arrays = [a.astype("float32") for a in arrays]
+  upstream = rng.normal(size=shape)
+
+  def run(projections, gate_bias, state_bias, alpha, beta):
+    return kernel_module.recurrence_of_projections(
+        projections, gate_bias, state_bias, alpha, beta, k, gate, residual_is_x2, INTERPRET
+    )
+
+  numpy_run = _numpy_from_projections(k, residual_is_x2, gate)
+  got, grads = _value_and_gradients(run, _tensors(arrays), upstream)
+  np.testing.assert_allclose(got, numpy_run(arrays), atol=1e-5, rtol=1e-5)
+  if depth > 8:
+    return
+  want = ref.finite_difference_gradients(numpy_run, arrays, upstream)
+  for i, (g, w) in enumerate(zip(grads, want)):
+    np.testing.assert_allclose(g, w, atol=2e-5, rtol=1e-4, err_msg=f"input {i}")
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="the Pallas kernels' erfc")
+def test_the_kernels_erfc_against_the_math_library(kernel_module):
+  """float32 erfc from exp alone, against the float64 value: relative error under 6e-7
+  for |x| <= 2 and 3e-6 to 4.5 (XLA's own float32 erfc: 6e-7 and 1.1e-6; the rounding of
+  x² in float32 sets the floor), and the GELU and slope made of it within float32
+  rounding of the float64 formulas everywhere."""
+  from jax import numpy as jnp
+
+  x = np.linspace(-4.5, 4.5, 9001).astype(np.float32)
+  got = to_numpy(kernel_module.erfc(jnp.asarray(x))).astype(np.float64)
+  want = np.vectorize(math.erfc)(x.astype(np.float64))
+  error = np.abs(got - want) / want
+  assert error[np.abs(x) <= 2].max() < 6e-7 and error.max() < 3e-6
+  u = np.linspace(-12, 12, 24001).astype(np.float32)
+  value, slope = kernel_module.activated("gelu", jnp.asarray(u))
+  np.testing.assert_allclose(to_numpy(value), ref.gelu(u.astype(np.float64)), atol=2e-7, rtol=2e-6)
+  u64 = u.astype(np.float64)
+  want_slope = 0.5 * np.vectorize(math.erfc)(-u64 / math.sqrt(2)) + u64 * np.exp(
+      -0.5 * u64**2
+  ) / math.sqrt(2 * math.pi)
+  np.testing.assert_allclose(to_numpy(slope), want_slope, atol=2e-7, rtol=2e-6)
+
+
 class _InFloat32(keras.layers.Layer):
   """A layer's output in float32 (numpy has no bfloat16 for PyTorch's tensors)."""
 
@@ -198,29 +273,39 @@ class _InFloat32(keras.layers.Layer):
 
 
 @pytest.mark.parametrize(
-    "k,residual,direction,policy",
+    "k,residual,direction,policy,gate",
     [
-        (1, "x1", "forward", "float32"),
-        (4, "x2", "bidirectional", "float32"),
-        (1, "x1", "forward", "mixed_bfloat16"),
-        (2, "x2", "bidirectional", "mixed_bfloat16"),
+        (1, "x1", "forward", "float32", "gelu"),
+        (4, "x2", "bidirectional", "float32", "gelu"),
+        (1, "x1", "forward", "mixed_bfloat16", "gelu"),
+        (2, "x2", "bidirectional", "mixed_bfloat16", "gelu"),
+        (2, "x2", "forward", "mixed_bfloat16", "sigmoid"),
     ],
 )
 def test_the_layer_on_the_kernel_equals_the_layer_on_portable(
-    kernel_module, rng, monkeypatch, k, residual, direction, policy
+    kernel_module, rng, monkeypatch, k, residual, direction, policy, gate
 ):
   """Under mixed bfloat16 the kernel reads the bfloat16 projections and gate as they are
   and "portable" their float32 conversions: the same values, so the same results to
-  float32 rounding, before the outputs' and gradients' one rounding to bfloat16."""
+  float32 rounding, before the outputs' and gradients' one rounding to bfloat16. Under
+  JAX the forward direction takes the kernels' projections form (one [B, T, 2, d']
+  product, the gate made in the kernels)."""
   if INTERPRET:
     monkeypatch.setenv(INTERPRET_ENV, "1")
   keras.config.set_dtype_policy(policy)  # conftest restores float32
-  read = []
-  recurrence = kernel_module.recurrence
-  spy = lambda x1, *args, **kwargs: read.append(str(x1.dtype)) or recurrence(x1, *args, **kwargs)
-  monkeypatch.setattr(kernel_module, "recurrence", spy)
+  read = []  # (the kernels' entry point, the dtype of the sequence it read)
+
+  def spy(entry):
+    run = getattr(kernel_module, entry)
+    return lambda x1, *a, **kw: read.append((entry, str(x1.dtype))) or run(x1, *a, **kw)
+
+  for entry in ("recurrence", "recurrence_of_projections"):
+    if hasattr(kernel_module, entry):
+      monkeypatch.setattr(kernel_module, entry, spy(entry))
   layers = {
-      name: SwishRNN(8, 6, step_size=k, residual=residual, direction=direction, implementation=name)
+      name: SwishRNN(
+          8, 6, step_size=k, residual=residual, gate=gate, direction=direction, implementation=name
+      )
       for name in ("portable", IMPLEMENTATION)
   }
   x = rng.normal(size=(2, 9, 8)).astype("float32")
@@ -247,7 +332,9 @@ def test_the_layer_on_the_kernel_equals_the_layer_on_portable(
   np.testing.assert_allclose(got, want, **close(want))
   for w, g in zip(want_grads, got_grads):
     np.testing.assert_allclose(g, w, **close(w))
-  assert read and all(("float32" if policy == "float32" else "bfloat16") in r for r in read)
+  assert read and all(("float32" if policy == "float32" else "bfloat16") in r for _, r in read)
+  fused = BACKEND == "jax" and direction == "forward"
+  assert {entry for entry, _ in read} == {"recurrence_of_projections" if fused else "recurrence"}
 
 
 @pytest.mark.skipif(BACKEND != "torch", reason="torch.compile is PyTorch's")
@@ -271,10 +358,15 @@ def test_torch_compile_keeps_the_triton_kernels_whole(kernel_module, rng):
 @pytest.mark.parametrize("k", [1, 2, 4])
 @pytest.mark.skipif(BACKEND != "jax", reason="Pallas' lowering")
 def test_the_pallas_kernels_lower_to_triton_for_cuda(kernel_module, k):
-  """The base size's shapes (d' = 2048) in bfloat16, gated, both residual forms: the
-  forward and the backward kernel each become one Triton call."""
-  for has_residual in (False, True):
-    text = kernel_module.triton_module_text((4, 128, 2048), k, has_residual, True, "bfloat16")
+  """The base size's shapes (d' = 2048) in bfloat16, gated, both residual forms, and the
+  projections form with the exact GELU (the presets') and, at k = 2, with X2 as the
+  residual and the sigmoid gate: the forward and the backward kernel each become one
+  Triton call."""
+  forms = [(False, None), (True, None), (False, "gelu")] + [(True, "sigmoid")] * (k == 2)
+  for has_residual, fused_gate in forms:
+    text = kernel_module.triton_module_text(
+        (4, 128, 2048), k, has_residual, True, "bfloat16", fused_gate
+    )
     assert text.count("__gpu$xla.gpu.triton") == 2
     assert f"swish_rnn_forward_k{k}" in text and f"swish_rnn_backward_k{k}" in text
 

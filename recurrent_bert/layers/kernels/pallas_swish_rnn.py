@@ -19,6 +19,13 @@ interleaved chains of step size k are k carries of the loop, so k need not be a 
 The [D] sums come out per row ([B, D] partial sums, one writer each) and are added up
 outside: no atomics.
 
+`recurrence_of_projections` is the layer's form on a GPU: the kernels read X1 and X2 from
+the one matmul's [B, T, 2, D] product in place and compute the gate act(X2 + b_g) in
+registers, forward and backward, writing X1's and X2's gradients into one [B, T, 2, D]
+tensor (the input's gradient is then one matmul too). Against the gate made by XLA, at
+swishrnn_base's size, no pass copies X1 out of the product, writes the gate or makes
+X2's gradient from the gate's (about 0.3 GB a layer a training step).
+
 Where it runs: Pallas lowers the kernels to Triton for a CUDA GPU. `interpret=True` runs
 the same kernel bodies through Pallas' interpreter on any device, which is how the CPU
 tests check them against the numpy loop of SPEC §4, and how a CPU rehearses a GPU script
@@ -80,23 +87,97 @@ def compiler_params(num_warps, num_stages=1):
   return pallas_triton.CompilerParams(num_warps=num_warps, num_stages=num_stages)
 
 
-def _forward_kernel(*refs, k, unroll, num_blocks, block_d, has_residual, has_gate):
+# Φ(x) = erfc(-x / √2) / 2 for the exact GELU: Triton has no erfc, so the kernels use a
+# Chebyshev fit of erfc with fractional error below 1.2e-7 for every x (Press et al.,
+# Numerical Recipes, 2nd ed., §6.2): erfc(z) = t exp(-z² + P(t)), t = 1 / (1 + z / 2),
+# z >= 0, P's coefficients below from t⁰ up; erfc(-z) = 2 - erfc(z).
+_ERFC_FIT = (
+    -1.26551223,
+    1.00002368,
+    0.37409196,
+    0.09678418,
+    -0.18628806,
+    0.27886807,
+    -1.13520398,
+    1.48851587,
+    -0.82215223,
+    0.17087277,
+)
+_SQRT_HALF = 0.7071067811865476
+_INV_SQRT_2PI = 0.3989422804014327
+GATES = ("gelu", "sigmoid")  # the gates `recurrence_of_projections` computes in a kernel
+
+
+def erfc(x):
+  """erfc of float32 x (any shape) from exp and arithmetic alone (the fit above)."""
+  from jax import numpy as jnp
+
+  z = jnp.abs(x)
+  t = 1.0 / (1.0 + 0.5 * z)
+  fit = _ERFC_FIT[-1]
+  for coefficient in reversed(_ERFC_FIT[:-1]):
+    fit = fit * t + coefficient
+  tail = t * jnp.exp(fit - z * z)
+  return jnp.where(x >= 0, tail, 2.0 - tail)
+
+
+def activated(gate, u):
+  """(act(u), act'(u)) of float32 u for a gate in `GATES`."""
+  import jax
+  from jax import numpy as jnp
+
+  if gate == "sigmoid":
+    s = jax.nn.sigmoid(u)
+    return s, s * (1.0 - s)
+  cdf = 0.5 * erfc(-u * _SQRT_HALF)  # exact GELU: u Φ(u), slope Φ(u) + u φ(u)
+  return u * cdf, cdf + u * jnp.exp(-0.5 * u * u) * _INV_SQRT_2PI
+
+
+class _Reads(NamedTuple):
+  """One program's reads of its inputs at position t, float32 [block_d] each: `x1(t)`,
+  `residual(t)` (x1 where x1 is the residual) and `gate(t)` -> (gate, its slope), the
+  slope None for a gate given activated."""
+
+  x1: object
+  residual: object
+  gate: object
+
+
+def _reads(refs, b, cols, has_residual, has_gate, fused_gate):
+  """`_Reads` from the input refs (popped from the front of `refs`, in the order the
+  kernels take them: x1 or the projections, residual, gate or gate bias, state bias)."""
+  from jax import numpy as jnp
+
+  f32 = lambda value: value.astype(jnp.float32)
+  if fused_gate:  # [B, T, 2, D]: X1 in slot 0, X2 in slot 1
+    projections_ref, gate_bias_ref = refs.pop(0), refs.pop(0)
+    gate_bias = f32(gate_bias_ref[cols])
+    x1 = lambda t: f32(projections_ref[b, t, 0, cols])
+    x2 = lambda t: f32(projections_ref[b, t, 1, cols])
+    residual = x2 if has_residual else x1
+    return _Reads(x1, residual, lambda t: activated(fused_gate, x2(t) + gate_bias))
+  x1_ref = refs.pop(0)
+  x1 = lambda t: f32(x1_ref[b, t, cols])
+  residual_ref = refs.pop(0) if has_residual else None
+  residual = (lambda t: f32(residual_ref[b, t, cols])) if has_residual else x1
+  gate_ref = refs.pop(0) if has_gate else None
+  return _Reads(x1, residual, (lambda t: (f32(gate_ref[b, t, cols]), None)) if has_gate else None)
+
+
+def _forward_kernel(*refs, k, unroll, num_blocks, block_d, has_residual, has_gate, fused_gate):
   """One program: row b, channels [j·block_d, (j+1)·block_d), all T positions."""
   import jax
   from jax import numpy as jnp
   from jax.experimental import pallas as pl
 
   refs = list(refs)
-  x1_ref = refs.pop(0)
-  residual_ref = refs.pop(0) if has_residual else None
-  gate_ref, state_bias_ref = (refs.pop(0), refs.pop(0)) if has_gate else (None, None)
+  b, cols = pl.program_id(0), pl.ds(pl.program_id(1) * block_d, block_d)
+  read = _reads(refs, b, cols, has_residual, has_gate, fused_gate)
+  state_bias = refs.pop(0)[cols].astype(jnp.float32) if has_gate else None
   alpha_ref, beta_ref, c_ref = refs[:3]
   out_ref = refs[3] if has_gate else None
-
-  b, cols = pl.program_id(0), pl.ds(pl.program_id(1) * block_d, block_d)
   alpha = alpha_ref[cols].astype(jnp.float32)
   beta = beta_ref[cols].astype(jnp.float32)
-  state_bias = state_bias_ref[cols].astype(jnp.float32) if has_gate else None
 
   width = unroll * k  # positions per iteration
 
@@ -104,14 +185,11 @@ def _forward_kernel(*refs, k, unroll, num_blocks, block_d, has_residual, has_gat
     chains = list(chains)
     for p in range(width):
       t = n * width + p
-      x1 = x1_ref[b, t, cols].astype(jnp.float32)
-      residual = residual_ref[b, t, cols].astype(jnp.float32) if has_residual else x1
-      z = chains[p % k] - x1
-      c = z * jax.nn.sigmoid(alpha * z + beta) + residual
+      z = chains[p % k] - read.x1(t)
+      c = z * jax.nn.sigmoid(alpha * z + beta) + read.residual(t)
       c_ref[b, t, cols] = c
       if has_gate:
-        gate = gate_ref[b, t, cols].astype(jnp.float32)
-        out_ref[b, t, cols] = ((c + state_bias) * gate).astype(out_ref.dtype)
+        out_ref[b, t, cols] = ((c + state_bias) * read.gate(t)[0]).astype(out_ref.dtype)
       chains[p % k] = c
     return tuple(chains)
 
@@ -119,25 +197,27 @@ def _forward_kernel(*refs, k, unroll, num_blocks, block_d, has_residual, has_gat
   jax.lax.fori_loop(0, num_blocks // unroll, blocks, (zeros,) * k)
 
 
-def _backward_kernel(*refs, k, unroll, num_blocks, block_d, has_residual, has_gate):
-  """The reverse walk of one program (module docstring); partial [D] sums per row."""
+def _backward_kernel(*refs, k, unroll, num_blocks, block_d, has_residual, has_gate, fused_gate):
+  """The reverse walk of one program (module docstring); partial [D] sums per row. The
+  fused form writes dX1 and dX2 (the gate's gradient through act', plus g where X2 is
+  the residual) into one [B, T, 2, D] output and sums the gate bias' gradient too."""
   import jax
   from jax import numpy as jnp
   from jax.experimental import pallas as pl
 
   refs = list(refs)
-  dout_ref, c_ref, x1_ref = refs.pop(0), refs.pop(0), refs.pop(0)
-  gate_ref, state_bias_ref = (refs.pop(0), refs.pop(0)) if has_gate else (None, None)
-  alpha_ref, beta_ref, dx1_ref = refs.pop(0), refs.pop(0), refs.pop(0)
-  dresidual_ref = refs.pop(0) if has_residual else None
-  dgate_ref = refs.pop(0) if has_gate else None
-  dalpha_ref, dbeta_ref = refs.pop(0), refs.pop(0)
-  dstate_bias_ref = refs.pop(0) if has_gate else None
-
   b, cols = pl.program_id(0), pl.ds(pl.program_id(1) * block_d, block_d)
-  alpha = alpha_ref[cols].astype(jnp.float32)
-  beta = beta_ref[cols].astype(jnp.float32)
-  state_bias = state_bias_ref[cols].astype(jnp.float32) if has_gate else None
+  dout_ref, c_ref = refs.pop(0), refs.pop(0)
+  # A separate residual is not read: its gradient is g itself.
+  read = _reads(refs, b, cols, has_residual and bool(fused_gate), has_gate, fused_gate)
+  state_bias = refs.pop(0)[cols].astype(jnp.float32) if has_gate else None
+  alpha = refs.pop(0)[cols].astype(jnp.float32)
+  beta = refs.pop(0)[cols].astype(jnp.float32)
+  dx1_ref = refs.pop(0)  # the fused form's [B, T, 2, D] gradient
+  dresidual_ref = refs.pop(0) if has_residual and not fused_gate else None
+  dgate_ref = refs.pop(0) if has_gate and not fused_gate else None
+  # [B, S, D]: per row, dalpha, dbeta, then d state bias and d gate bias where present
+  (sums_ref,) = refs
 
   width = unroll * k  # positions per iteration
   iterations = num_blocks // unroll
@@ -145,66 +225,74 @@ def _backward_kernel(*refs, k, unroll, num_blocks, block_d, has_residual, has_ga
   def blocks(m, carry):  # walks positions T-1 .. 0
     chains, sums = carry  # chains[p % k]: (g, a) at position t + k
     n = iterations - 1 - m
-    chains = list(chains)
-    dalpha, dbeta, dstate_bias = sums
+    chains, sums = list(chains), list(sums)
     for p in reversed(range(width)):
       t = n * width + p
       dout = dout_ref[b, t, cols].astype(jnp.float32)
       c = c_ref[b, t, cols]
+      dc, dx2 = dout, None
       if has_gate:
-        gate = gate_ref[b, t, cols].astype(jnp.float32)
-        dgate_ref[b, t, cols] = (dout * (c + state_bias)).astype(dgate_ref.dtype)
+        gate, slope = read.gate(t)
+        dgate = dout * (c + state_bias)
         dc = dout * gate
-        dstate_bias = dstate_bias + dc
-      else:
-        dc = dout
+        sums[2] = sums[2] + dc
+        if fused_gate:
+          dx2 = dgate * slope
+          sums[3] = sums[3] + dx2
+        else:
+          dgate_ref[b, t, cols] = dgate.astype(dgate_ref.dtype)
       g_next, a_next = chains[p % k]
       g = dc + a_next * g_next
       # c[t - k], 0 before the sequence: the index is clamped, the value masked.
       previous = jnp.where(t >= k, c_ref[b, jnp.maximum(t - k, 0), cols], 0.0)
-      z = previous - x1_ref[b, t, cols].astype(jnp.float32)
+      z = previous - read.x1(t)
       s = jax.nn.sigmoid(alpha * z + beta)
       q = z * s * (1.0 - s)
       a = s + alpha * q
-      if has_residual:
-        dx1_ref[b, t, cols] = (-g * a).astype(dx1_ref.dtype)
-        dresidual_ref[b, t, cols] = g.astype(dresidual_ref.dtype)
-      else:  # x1 is the residual too: both uses in one gradient
-        dx1_ref[b, t, cols] = (g - g * a).astype(dx1_ref.dtype)
-      dalpha = dalpha + g * z * q
-      dbeta = dbeta + g * q
+      dx1 = -g * a if has_residual else g - g * a  # x1 as the residual: both uses in one
+      if fused_gate:
+        dx1_ref[b, t, 0, cols] = dx1.astype(dx1_ref.dtype)
+        dx1_ref[b, t, 1, cols] = (dx2 + g if has_residual else dx2).astype(dx1_ref.dtype)
+      else:
+        dx1_ref[b, t, cols] = dx1.astype(dx1_ref.dtype)
+        if has_residual:
+          dresidual_ref[b, t, cols] = g.astype(dresidual_ref.dtype)
+      sums[0] = sums[0] + g * z * q
+      sums[1] = sums[1] + g * q
       chains[p % k] = (g, a)
-    return tuple(chains), (dalpha, dbeta, dstate_bias)
+    return tuple(chains), tuple(sums)
 
   zeros = jnp.zeros((block_d,), jnp.float32)
-  _, (dalpha, dbeta, dstate_bias) = jax.lax.fori_loop(
-      0, iterations, blocks, (((zeros, zeros),) * k, (zeros, zeros, zeros))
+  _, sums = jax.lax.fori_loop(
+      0, iterations, blocks, (((zeros, zeros),) * k, (zeros,) * sums_ref.shape[1])
   )
-  dalpha_ref[b, cols] = dalpha
-  dbeta_ref[b, cols] = dbeta
-  if has_gate:
-    dstate_bias_ref[b, cols] = dstate_bias
+  for i, total in enumerate(sums):
+    sums_ref[b, i, cols] = total
 
 
 def _padded(t, length, depth):
-  """[B, T, D] zero-padded at the end to [B, length, depth]; [D] to [depth]."""
+  """[B, T, ..., D] zero-padded at the end to [B, length, ..., depth]; [D] to [depth]."""
   from jax import numpy as jnp
 
-  if t.ndim == 1:
-    return jnp.pad(t, [(0, depth - t.shape[0])])
-  return jnp.pad(t, [(0, 0), (0, length - t.shape[1]), (0, depth - t.shape[2])])
+  widths = [(0, 0)] * t.ndim
+  widths[-1] = (0, depth - t.shape[-1])
+  if t.ndim > 1:
+    widths[1] = (0, length - t.shape[1])
+  return jnp.pad(t, widths) if any(w for _, w in widths) else t
 
 
 @functools.cache
-def _recurrence(k, has_residual, has_gate, interpret, shape, dtypes, tiling):
+def _recurrence(k, has_residual, has_gate, fused_gate, interpret, shape, dtypes, tiling):
   """The custom-gradient function of (x1, residual, gate, state_bias, alpha, beta) for
   one static configuration: x1's `shape` [B, T, D], `dtypes` of (x1, residual, gate, alpha,
-  beta, state_bias) (None where absent; absent inputs are passed as None), a `Tiling`."""
+  beta, state_bias) (None where absent; absent inputs are passed as None), a `Tiling`.
+  With a `fused_gate` (a name in `GATES`), x1 is the [B, T, 2, D] projections, gate the
+  gate's bias [D] and `has_residual` says the residual is X2 (residual passed as None)."""
   import jax
   from jax import numpy as jnp
   from jax.experimental import pallas as pl
 
-  batch, length, depth = shape
+  batch, length, depth = shape[0], shape[1], shape[-1]
   block_d = channels_per_program(depth, tiling.block_d)
   num_blocks = -(-length // k)
   padded_length, padded_depth = num_blocks * k, -(-depth // block_d) * block_d
@@ -215,11 +303,15 @@ def _recurrence(k, has_residual, has_gate, interpret, shape, dtypes, tiling):
       block_d=block_d,
       has_residual=has_residual,
       has_gate=has_gate,
+      fused_gate=fused_gate,
   )
-  sequence = lambda dtype: jax.ShapeDtypeStruct((batch, padded_length, padded_depth), dtype)
+  sequence = lambda dtype, *slots: jax.ShapeDtypeStruct(
+      (batch, padded_length, *slots, padded_depth), dtype
+  )
   pad = lambda t: None if t is None else _padded(t, padded_length, padded_depth)
-  trim = lambda t: t[:, :length, :depth]
+  trim = lambda t: t[:, :length, ..., :depth]
   x1_dtype, residual_dtype, gate_dtype, alpha_dtype, beta_dtype, state_bias_dtype = dtypes
+  separate_residual = has_residual and not fused_gate
 
   def call(kernel, inputs, outputs):
     return pl.pallas_call(
@@ -232,9 +324,10 @@ def _recurrence(k, has_residual, has_gate, interpret, shape, dtypes, tiling):
     )(*inputs)
 
   def forward(x1, residual, gate, state_bias, alpha, beta):
-    inputs = [pad(x1)] + [pad(residual)] * has_residual + [pad(gate), pad(state_bias)] * has_gate
-    inputs += [pad(alpha), pad(beta)]
-    outputs = [sequence(jnp.float32)] + ([sequence(gate_dtype)] if has_gate else [])  # c, out
+    inputs = [pad(x1)] + [pad(residual)] * separate_residual
+    inputs += [pad(gate), pad(state_bias)] * has_gate + [pad(alpha), pad(beta)]
+    out_dtype = x1_dtype if fused_gate else gate_dtype
+    outputs = [sequence(jnp.float32)] + ([sequence(out_dtype)] if has_gate else [])  # c, out
     results = call(_forward_kernel, inputs, outputs)
     out = results[-1] if has_gate else results[0].astype(x1_dtype)
     return trim(out), (results[0], inputs)
@@ -245,21 +338,24 @@ def _recurrence(k, has_residual, has_gate, interpret, shape, dtypes, tiling):
 
   def run_backward(saved, dout):
     c, inputs = saved
-    x1 = inputs[0]
-    gate_and_bias = inputs[1 + has_residual : 3 + has_residual] if has_gate else []
-    kernel_inputs = [pad(dout), c, x1] + gate_and_bias + inputs[-2:]
-    per_row = jax.ShapeDtypeStruct((batch, padded_depth), jnp.float32)
-    outputs = [sequence(x1_dtype)]
-    outputs += [sequence(residual_dtype)] if has_residual else []
-    outputs += [sequence(gate_dtype)] if has_gate else []
-    outputs += [per_row, per_row] + [per_row] * has_gate
+    kernel_inputs = [pad(dout), c, inputs[0]] + inputs[1 + separate_residual :]
+    # The [D] sums' partial sums per row, all in one array: one kernel adds them up.
+    sums = jax.ShapeDtypeStruct((batch, 2 + has_gate + bool(fused_gate), padded_depth), jnp.float32)
+    if fused_gate:  # dX1 and dX2 in one, then the gate bias' sums after the state bias'
+      outputs = [sequence(x1_dtype, 2), sums]
+    else:
+      outputs = [sequence(x1_dtype)] + ([sequence(residual_dtype)] if has_residual else [])
+      outputs += ([sequence(gate_dtype)] if has_gate else []) + [sums]
     results = list(call(_backward_kernel, kernel_inputs, outputs))
     dx1 = trim(results.pop(0))
-    dresidual = trim(results.pop(0)) if has_residual else None
-    dgate = trim(results.pop(0)) if has_gate else None
-    sums = [s.sum(axis=0)[:depth] for s in results]  # [B, D] partial sums -> [D]
+    dresidual = trim(results.pop(0)) if separate_residual else None
+    dgate = trim(results.pop(0)) if has_gate and not fused_gate else None
+    (sums,) = results
+    sums = sums.sum(axis=0)[:, :depth]  # [B, S, D] partial sums -> [S, D]
     dalpha, dbeta = sums[0].astype(alpha_dtype), sums[1].astype(beta_dtype)
     dstate_bias = sums[2].astype(state_bias_dtype) if has_gate else None
+    if fused_gate:
+      dgate = sums[3].astype(gate_dtype)  # the gate bias'
     return dx1, dresidual, dgate, dstate_bias, dalpha, dbeta
 
   run.defvjp(forward, run_backward)
@@ -282,49 +378,90 @@ def recurrence(
   Returns:
     (c + state_bias) * gate in gate's dtype, or c in x1's dtype: [B, T, D].
   """
-  if interpret is None:
-    interpret = interpreted()
-  run = _configured(x1, residual, alpha, beta, step_size, gate, state_bias, interpret, tiling)
+  run = _configured(x1, residual, gate, alpha, beta, state_bias, step_size, None, interpret, tiling)
   return run(x1, residual, gate, state_bias, alpha, beta)
 
 
-def _configured(x1, residual, alpha, beta, step_size, gate, state_bias, interpret, tiling):
+def recurrence_of_projections(
+    projections,
+    gate_bias,
+    state_bias,
+    alpha,
+    beta,
+    step_size,
+    gate,
+    residual_is_x2=False,
+    interpret=None,
+    tiling=None,
+):
+  """The gated recurrence from the [B, T, 2, D] product of X W1 and X W2 as it is:
+
+    c[i] = Swish(c[i - k] - X1[i]) + (X2[i] if residual_is_x2 else X1[i]),  c[< 0] = 0
+    out  = (c + state_bias) * gate(X2 + gate_bias)
+
+  Args:
+    projections: [B, T, 2, D] float: X1 in slot 0, X2 in slot 1.
+    gate_bias, state_bias, alpha, beta: [D].
+    step_size: k >= 1.
+    gate: the gate's activation, a name in `GATES` (the exact GELU for "gelu").
+    residual_is_x2: the paper's eq. 3 residual, X2; else X1.
+    interpret, tiling: as for `recurrence`.
+  Returns:
+    out: [B, T, D] in the projections' dtype. Its gradient reaches the projections as one
+    [B, T, 2, D] tensor.
+  """
+  if gate not in GATES:
+    raise ValueError(f"gate must be one of {GATES}, got {gate!r}")
+  residual = projections if residual_is_x2 else None  # only says there is one
+  run = _configured(
+      projections, residual, gate_bias, alpha, beta, state_bias, step_size, gate, interpret, tiling
+  )
+  return run(projections, None, gate_bias, state_bias, alpha, beta)
+
+
+def _configured(
+    x1, residual, gate, alpha, beta, state_bias, step_size, fused_gate, interpret, tiling
+):
   dtypes = tuple(
       None if t is None else str(t.dtype) for t in (x1, residual, gate, alpha, beta, state_bias)
   )
   has_residual, has_gate = residual is not None, gate is not None
   return _recurrence(
-      step_size, has_residual, has_gate, bool(interpret), tuple(x1.shape), dtypes, tiling or TILING
+      step_size,
+      has_residual,
+      has_gate,
+      fused_gate,
+      interpreted() if interpret is None else bool(interpret),
+      tuple(x1.shape),
+      dtypes,
+      tiling or TILING,
   )
 
 
-def triton_module_text(x1_shape, step_size, has_residual, has_gate, dtype="float32"):
+def triton_module_text(
+    x1_shape, step_size, has_residual, has_gate, dtype="float32", fused_gate=None
+):
   """The StableHLO text of the forward and backward kernels lowered for a CUDA GPU, which
-  needs no GPU: lowering fails here if Triton cannot take a kernel at these shapes."""
+  needs no GPU: lowering fails here if Triton cannot take a kernel at these shapes. With
+  a `fused_gate`, the form of `recurrence_of_projections` ([B, T, 2, D] from x1_shape)."""
   import jax
   from jax import numpy as jnp
 
-  depth = x1_shape[-1]
-  sequence = jax.ShapeDtypeStruct(x1_shape, jnp.dtype(dtype))
+  batch, length, depth = x1_shape
+  shape = (batch, length, 2, depth) if fused_gate else x1_shape
+  sequence = jax.ShapeDtypeStruct(shape, jnp.dtype(dtype))
   vector = jax.ShapeDtypeStruct((depth,), jnp.float32)
+  residual = sequence if has_residual else None
+  gate = (vector if fused_gate else sequence) if has_gate or fused_gate else None
+  state_bias = vector if gate is not None else None
   run = _configured(
-      sequence,
-      sequence if has_residual else None,
-      vector,
-      vector,
-      step_size,
-      sequence if has_gate else None,
-      vector if has_gate else None,
-      False,
-      None,
+      sequence, residual, gate, vector, vector, state_bias, step_size, fused_gate, False, None
   )
 
   def loss(x1, residual, gate, state_bias, alpha, beta):
     return run(x1, residual, gate, state_bias, alpha, beta).astype(jnp.float32).sum()
 
-  args = (sequence, sequence if has_residual else None)
-  args += (sequence, vector) if has_gate else (None, None)
-  args += (vector, vector)
+  args = (sequence, None if fused_gate else residual, gate, state_bias, vector, vector)
   grad = jax.jit(jax.grad(loss, argnums=(0, 4, 5)))
   exported = jax.export.export(
       grad,
