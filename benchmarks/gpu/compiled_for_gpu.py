@@ -210,12 +210,26 @@ def _sliced_elements(value: str, body: List[str], inner: Dict[str, str]) -> Opti
   return total
 
 
+def _aliasing(instruction: str) -> str:
+  """An instruction's `output_to_operand_aliasing={...}` text, "" where it has none."""
+  start = instruction.find("output_to_operand_aliasing={")
+  if start < 0:
+    return ""
+  depth = 0
+  for end in range(start + len("output_to_operand_aliasing="), len(instruction)):
+    depth += {"{": 1, "}": -1}.get(instruction[end], 0)
+    if depth == 0:
+      return instruction[start : end + 1]
+  return instruction[start:]
+
+
 def _traffic(instruction: str, types: Dict[str, str], comps: Dict[str, List[str]]) -> int:
   """An instruction's result and operands in bytes (`KernelCount.bytes_per_step`). In a
   fusion, an operand that is only sliced (directly or through element-for-element ops)
   counts as the slices it gives, and one updated in place (a dynamic-update-slice: a scan
   writing step t of its stack) as the update written, not the whole stack read and
-  written. An operand named twice counts once."""
+  written. An operand named twice counts once, and one aliased to a result not at all
+  (the result is its buffer)."""
   name = instruction.split(" = ", 1)[0]
   operands = _operands(instruction)
   read = [array_bytes(types.get(o, "")) for o in operands]
@@ -241,6 +255,10 @@ def _traffic(instruction: str, types: Dict[str, str], comps: Dict[str, List[str]
       whole = _elements(inner[parameter])
       if sliced is not None and whole:
         read[index] = min(read[index], read[index] * sliced // whole)
+  # An operand aliased to a result (a kernel filling part of an array another wrote, in
+  # place) is the result's buffer: counted once, as written.
+  for operand_index in re.findall(r"\{[\d,]*\}: \((\d+), \{", _aliasing(instruction)):
+    read[int(operand_index)] = 0
   # An array passed as several operands (a Pallas kernel reading q, k and v from one
   # array, each through its own block spec) is one buffer: counted once, at its largest.
   largest = {}

@@ -163,6 +163,9 @@ def _jax_attention(q, k, v, key_is_real, bias, scale, dropout_rate):
   )
 
 
+_QKV = ("query", "key", "value")
+
+
 def _pallas_kernels():
   """The Pallas attention kernels' module (imported where JAX runs them)."""
   from recurrent_bert.layers.kernels import pallas_attention as module  # pylint: disable=g-import-not-at-top
@@ -290,7 +293,8 @@ class SelfAttention(keras.layers.Layer):
             self.dropout.seed_generator.next(),
         )
         return self._output_projection(context)
-      q, k, v = (products[:, :, slot] + bias[slot] for slot in range(3))
+      slots = _pallas_kernels().SLOTS
+      q, k, v = (products[:, :, slots.index(n)] + bias[slots.index(n)] for n in _QKV)
     else:
       q, k, v = self.query(x), self.key(x), self.value(x)  # [B, T, A, d] each
     context = self._fused(q, k, v, attention_mask, attention_bias, rate) if fused else None
@@ -320,9 +324,10 @@ class SelfAttention(keras.layers.Layer):
     its tokens [B·T, H] with the three kernels side by side, [H, 3·A·d]: the same
     variables, one GEMM for the three (and one for their input gradient). The product
     comes out [B, T, 3, A, d], the GEMM's own layout, so slicing it costs no transpose.
-    Returns: ([B, T, 3, A, d] products, [3, A, d] biases), slot 0 the query's, 1 the
-    key's, 2 the value's; q = products[:, :, 0] + biases[0], and so on."""
-    projections = (self.query, self.key, self.value)
+    Returns: ([B, T, 3, A, d] products, [3, A, d] biases) in the Pallas kernels' order
+    of slots (`pallas_attention.SLOTS`: the key's, the value's, the query's), so that
+    they take the product as it is; k = products[:, :, 0] + biases[0], and so on."""
+    projections = [getattr(self, name) for name in _pallas_kernels().SLOTS]
     dtype = self.compute_dtype
     kernel = ops.stack([ops.cast(p.kernel, dtype) for p in projections], axis=1)
     kernel = ops.reshape(kernel, (self.hidden_size, -1))  # [H, 3·A·d]

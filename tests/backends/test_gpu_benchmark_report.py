@@ -411,15 +411,18 @@ ENTRY %main (p.1: bf16[64,128], q.1: f32[8,4]) -> f32[8,4] {
   %q.1 = f32[8,4]{1,0} parameter(1)
   %loop_negate_fusion = (bf16[64,128]{1,0}, bf16[64,128]{1,0}) fusion(%p.1), kind=kLoop, calls=%fused_two
   %loop_slice_fusion = f32[64,1]{1,0} fusion(%p.1), kind=kLoop, calls=%fused_first
-  ROOT %pallas_call.1 = f32[8,4]{1,0} custom-call(%q.1, %q.1), custom_call_target="__gpu$xla.gpu.triton", api_version=API_VERSION_TYPED_FFI
+  %pallas_call.1 = f32[8,4]{1,0} custom-call(%q.1, %q.1), custom_call_target="__gpu$xla.gpu.triton", api_version=API_VERSION_TYPED_FFI
+  ROOT %pallas_call.2 = (f32[8,4]{1,0}, f32[2]{0}) custom-call(%q.1, %pallas_call.1), custom_call_target="__gpu$xla.gpu.triton", output_to_operand_aliasing={{0}: (1, {})}, api_version=API_VERSION_TYPED_FFI
 }
 """  # noqa: E501
 
 
 def test_compiled_program_bytes_count_every_result_and_each_array_once():
   count = compiled_for_gpu.count_kernels(_MULTI_OUTPUT_AND_SLICES)
-  assert count.total == 3
+  assert count.total == 4
   tile = 64 * 128 * 2
   # Two results written and one operand read; 64 bfloat16 elements read, 64 float32 ones
-  # written; one [8, 4] float32 array read (named twice) and one written.
-  assert count.bytes_per_step == 3 * tile + (64 * 2 + 64 * 4) + 2 * 8 * 4 * 4
+  # written; one [8, 4] float32 array read (named twice) and one written; then one read,
+  # one filled in place (aliased: counted as written, not read too) and [2] written.
+  matrix = 8 * 4 * 4
+  assert count.bytes_per_step == 3 * tile + (64 * 2 + 64 * 4) + 2 * matrix + 2 * matrix + 2 * 4

@@ -5,9 +5,10 @@ dropout, so the papers' recipe (attention dropout 0.1) otherwise writes attentio
 [B, A, T, T] logits, probabilities and mask each go through memory, forward and backward.
 These kernels keep them on chip, FlashAttention's way, and draw the dropout mask inside:
 
-  inputs    q, k and v as slots 0, 1 and 2 of one [B, T, 3, A, d] array (a QKV matmul's
-            product, read in place) and their bias [3, A, d], added as each block is read
-            (`attention_of_projections`; `attention` stacks separate q, k, v).
+  inputs    k, v and q as slots 0, 1 and 2 of one [B, T, 3, A, d] array (`SLOTS`; a QKV
+            matmul's product, read in place) and their bias [3, A, d], added as each
+            block is read (`attention_of_projections`; `attention` stacks separate q, k,
+            v).
   forward   one program per (b, head, block of queries) walks the key blocks with a
             running max m and sum l (the online softmax; `total` in the code): s = (q kᵀ·
             scale + bias)·live + key padding (-1e30; live is 0 across an example without a
@@ -20,9 +21,13 @@ These kernels keep them on chip, FlashAttention's way, and draw the dropout mask
             over the query blocks, one per (b, head, query block) dQ = Σ dS k·scale over
             the key blocks, where P = exp(s - lse), P̃ = keep·P/(1 - r),
             dP = keep·(dO vᵀ)/(1 - r), dS = P ∘ (dP - D)·live. With a bias, the second
-            also writes dS ([B, A, T, T] float32), summed over the batch where the bias has
-            none. dQ, dK and dV are stacked into the projections' gradient, and summed
-            over the tokens for their bias', in one pass.
+            also writes dS ([B, A, T, T] in the bias' dtype), summed over the batch (in
+            float32) where the bias has none. The projections' gradient [B, T, 3, A, d]
+            is one array the two kernels fill: the first writes dK and dV as one block
+            of their two slots, the second takes it aliased and writes dQ into the
+            third. Each also sums its block's rows, [B, T / bq, 3, A, d] float32, which
+            a small reduction turns into the biases' gradient: no pass stacks dQ, dK
+            and dV or reads them again.
 
 The mask is a function of position, not a stream: element (b, h, i, j) is kept when
 `keep_bits(seed, ((b·A + h)·T + i)·T + j) >= round(rate · 2³²)`, the 32-bit integer hash
@@ -44,13 +49,16 @@ from typing import Any, NamedTuple, Optional
 
 from recurrent_bert.layers.kernels import dropout_bits
 from recurrent_bert.layers.kernels import pallas_swish_rnn
-from recurrent_bert.layers.kernels.bias_gradient import bias_gradient
 
 # A padded key's logit: exp of it less any real logit is 0; finite, so that a block of
 # padding alone gives no inf - inf.
 _PAD_LOGIT = -1e30
 _HEAD_SIZES = (16, 32, 64, 128)
 _MAX_LENGTH = 1024
+# The projections' slots, [B, T, 3, A, d]: the key's and the value's first, so that the
+# kernel computing their gradients writes both as one block of two slots.
+SLOTS = ("key", "value", "query")
+KEY, VALUE, QUERY = (SLOTS.index(name) for name in ("key", "value", "query"))
 
 
 def fits(head_size: int, length: int) -> bool:
@@ -215,7 +223,7 @@ class _BackwardInputs(NamedTuple):
 def _split_backward_inputs(refs):
   """(`_BackwardInputs`, the refs after them) of a backward kernel's refs."""
   count = len(_BackwardInputs._fields)
-  return _BackwardInputs(*refs[:count]), refs[count:]
+  return _BackwardInputs(*refs[:count]), list(refs[count:])
 
 
 def _key_gradients_kernel(*refs, statics):
@@ -227,7 +235,7 @@ def _key_gradients_kernel(*refs, statics):
 
   r, refs = _split_backward_inputs(refs)
   bias_ref = refs[0] if statics["has_bias"] else None
-  dk_ref, dv_ref = refs[-2:]
+  dkv_ref, sums_ref = refs[-2:]  # [bk, 2, d] of the projections' gradient, [2, d]
   block, rate = statics["block"], statics["rate"]
   b, h, j = pl.program_id(0), pl.program_id(1), pl.program_id(2)
   k, v = _read(r.k, r.k_bias), _read(r.v, r.v_bias)  # [bk, d]
@@ -251,8 +259,10 @@ def _key_gradients_kernel(*refs, statics):
 
   zeros = jnp.zeros(k.shape, jnp.float32)
   dk, dv = jax.lax.fori_loop(0, statics["num_blocks"], body, (zeros, zeros))
-  dk_ref[...] = (dk * statics["scale"]).astype(dk_ref.dtype)
-  dv_ref[...] = dv.astype(dv_ref.dtype)
+  dk = dk * statics["scale"]
+  for slot, gradient in ((KEY, dk), (VALUE, dv)):
+    dkv_ref[:, slot, :] = gradient.astype(dkv_ref.dtype)
+    sums_ref[slot, :] = gradient.sum(axis=0)  # the bias' gradient, this block's part
 
 
 def _query_gradients_kernel(*refs, statics):
@@ -265,9 +275,10 @@ def _query_gradients_kernel(*refs, statics):
 
   r, refs = _split_backward_inputs(refs)
   has_bias = statics["has_bias"]
-  bias_ref = refs[0] if has_bias else None
-  dq_ref = refs[1] if has_bias else refs[0]
-  ds_ref = refs[2] if has_bias else None
+  bias_ref = refs.pop(0) if has_bias else None
+  # refs[:2]: the first kernel's outputs, aliased to dq_ref's and sums_ref's arrays.
+  dq_ref, sums_ref = refs[2:4]  # [bq, d] of the projections' gradient, [d]
+  ds_ref = refs[4] if has_bias else None
   block, rate = statics["block"], statics["rate"]
   b, h, i = pl.program_id(0), pl.program_id(1), pl.program_id(2)
   q, do, lse, d = _read(r.q, r.q_bias), r.do[...], r.lse[...], r.d[...]
@@ -284,11 +295,13 @@ def _query_gradients_kernel(*refs, statics):
     dp = _dropped(plgpu.dot(do, v, trans_b=True).astype(jnp.float32), kept, rate)
     ds = p * (dp - d[:, None]) * keys[1][None, :]
     if ds_ref is not None:
-      ds_ref[:, cols] = ds
+      ds_ref[:, cols] = ds.astype(ds_ref.dtype)
     return dq + plgpu.dot(ds.astype(k.dtype), k).astype(jnp.float32)
 
   dq = jax.lax.fori_loop(0, statics["num_blocks"], body, jnp.zeros(q.shape, jnp.float32))
-  dq_ref[...] = (dq * statics["scale"]).astype(dq_ref.dtype)
+  dq = dq * statics["scale"]
+  dq_ref[...] = dq.astype(dq_ref.dtype)
+  sums_ref[...] = dq.sum(axis=0)
 
 
 @functools.cache
@@ -314,16 +327,16 @@ def _attention(shape, bias_batch, dtype, bias_dtype, scale, rate, interpret):
       has_bias=has_bias,
   )
   grid = (batch, heads, num_blocks)
-  # q, k and v are slots 0, 1 and 2 of the projections [B, T, 3, A, d]: read in place.
+  # q, k and v are slots of the projections [B, T, 3, A, d] (`SLOTS`): read in place.
   whole = lambda slot: pl.BlockSpec(
       (None, padded, None, None, head_size), lambda b, h, i: (b, 0, slot, h, 0)
   )
   tile = lambda slot: pl.BlockSpec(
       (None, block, None, None, head_size), lambda b, h, i: (b, i, slot, h, 0)
   )
-  projection_bias_specs = [
+  projection_bias_specs = [  # q's, k's, v's
       pl.BlockSpec((None, None, head_size), lambda b, h, i, slot=slot: (slot, h, 0))
-      for slot in range(3)
+      for slot in (QUERY, KEY, VALUE)
   ]
   context_tile = pl.BlockSpec((None, block, None, head_size), lambda b, h, i: (b, i, h, 0))
   context_whole = pl.BlockSpec((None, padded, None, head_size), lambda b, h, i: (b, 0, h, 0))
@@ -339,13 +352,26 @@ def _attention(shape, bias_batch, dtype, bias_dtype, scale, rate, interpret):
   sequence = jax.ShapeDtypeStruct((batch, padded, heads, head_size), dtype)
   rows_f32 = jax.ShapeDtypeStruct((batch, heads, padded), jnp.float32)
 
-  def call(kernel, in_specs, out_specs, out_shape, *inputs):
+  # The projections' gradient and its rows' sums per block (the biases' gradient in
+  # parts): the first backward kernel writes dK and dV as one block of their two slots,
+  # the second, taking both arrays aliased, dQ into the query's (no pass stacks them).
+  d_projections = jax.ShapeDtypeStruct((batch, padded, 3, heads, head_size), dtype)
+  sums = jax.ShapeDtypeStruct((batch, num_blocks, 3, heads, head_size), jnp.float32)
+  assert (KEY, VALUE) == (0, 1)  # one block of 2 slots: block index 0
+  pair_tile = pl.BlockSpec((None, block, 2, None, head_size), lambda b, h, j: (b, j, 0, h, 0))
+  pair_sums = pl.BlockSpec((None, None, 2, None, head_size), lambda b, h, j: (b, j, 0, h, 0))
+  query_sums = pl.BlockSpec(
+      (None, None, None, None, head_size), lambda b, h, i: (b, i, QUERY, h, 0)
+  )
+
+  def call(kernel, in_specs, out_specs, out_shape, *inputs, aliases=None):
     return pl.pallas_call(
         functools.partial(kernel, statics=statics),
         grid=grid,
         in_specs=in_specs,
         out_specs=out_specs,
         out_shape=out_shape,
+        input_output_aliases=aliases or {},
         interpret=interpret,
         compiler_params=None if interpret else _compiler_params(),
         name=f"attention_{kernel.__name__.strip('_').replace('_kernel', '')}",
@@ -360,7 +386,8 @@ def _attention(shape, bias_batch, dtype, bias_dtype, scale, rate, interpret):
       bias = jnp.pad(bias, ((0, 0), (0, 0), (0, padded - length), (0, padded - length)))
     inputs = [seed] + [projections] * 3 + [projection_bias] * 3 + [key_pad, live]
     inputs += [bias] if has_bias else []
-    specs = [seed_spec, tile(0), whole(1), whole(2), *projection_bias_specs, pad_spec, pad_spec]
+    specs = [seed_spec, tile(QUERY), whole(KEY), whole(VALUE), *projection_bias_specs]
+    specs += [pad_spec, pad_spec]
     specs += [bias_rows] if has_bias else []
     o, lse = call(_forward_kernel, specs, [context_tile, per_query], [sequence, rows_f32], *inputs)
     return o[:, :length], (inputs, o, lse)
@@ -375,45 +402,40 @@ def _attention(shape, bias_batch, dtype, bias_dtype, scale, rate, interpret):
     d = jnp.einsum("btad,btad->bat", do.astype(jnp.float32), o.astype(jnp.float32))
     common = inputs[:9] + [do, lse, d]
     bias = inputs[9:]
-    key_specs = [seed_spec, whole(0), tile(1), tile(2), *projection_bias_specs, pad_spec, pad_spec]
-    key_specs += [context_whole, per_row, per_row] + [bias_cols] * has_bias
-    dk, dv = call(
-        _key_gradients_kernel, key_specs, [context_tile] * 2, [sequence] * 2, *common, *bias
-    )
-    query_specs = [
-        seed_spec,
-        tile(0),
-        whole(1),
-        whole(2),
-        *projection_bias_specs,
-        pad_spec,
-        pad_spec,
-    ]
-    query_specs += [context_tile, per_query, per_query] + [bias_rows] * has_bias
-    ds_shape = jax.ShapeDtypeStruct((batch, heads, padded, padded), jnp.float32)
-    results = call(
-        _query_gradients_kernel,
-        query_specs,
-        [context_tile] + [ds_rows] * has_bias,
-        [sequence] + [ds_shape] * has_bias,
+    key_specs = [seed_spec, whole(QUERY), tile(KEY), tile(VALUE), *projection_bias_specs]
+    key_specs += [pad_spec, pad_spec, context_whole, per_row, per_row] + [bias_cols] * has_bias
+    gradients = call(
+        _key_gradients_kernel,
+        key_specs,
+        [pair_tile, pair_sums],
+        [d_projections, sums],
         *common,
         *bias,
     )
+    query_specs = [seed_spec, tile(QUERY), whole(KEY), whole(VALUE), *projection_bias_specs]
+    query_specs += [pad_spec, pad_spec, context_tile, per_query, per_query]
+    query_specs += [bias_rows] * has_bias + [tile(QUERY), query_sums]
+    # dS in the bias' dtype: the bias' gradient is that dtype anyway, and a 16-bit dS
+    # halves the [B, A, T, T] written and read again for the batch's sum (50 MB each way
+    # a layer at bert_rab_base's 64 x 128).
+    ds_shape = jax.ShapeDtypeStruct((batch, heads, padded, padded), bias_dtype or jnp.float32)
+    inputs = [*common, *bias, *gradients]
+    results = call(
+        _query_gradients_kernel,
+        query_specs,
+        [tile(QUERY), query_sums] + [ds_rows] * has_bias,
+        [d_projections, sums] + [ds_shape] * has_bias,
+        *inputs,
+        aliases={len(inputs) - 2: 0, len(inputs) - 1: 1},
+    )
     dbias = None
     if has_bias:
-      ds = results[1][:, :, :length, :length]
-      dbias = (ds.sum(axis=0, keepdims=True) if bias_batch == 1 else ds).astype(bias_dtype)
-
-    # [B, T, 3, A, d]: dQ, dK and dV padded into their slots and added, not stacked: XLA
-    # fuses the pads and adds with the biases' sum into one pass, where a concatenation
-    # takes a pass of its own and the sum another.
-    def in_slot(t, slot):
-      t = jnp.expand_dims(t[:, :length], 2)
-      return jnp.pad(t, ((0, 0), (0, 0), (slot, 2 - slot), (0, 0), (0, 0)))
-
-    d_projections = in_slot(results[0], 0) + in_slot(dk, 1) + in_slot(dv, 2)
-    d_projection_bias = bias_gradient(d_projections, (0, 1))
-    return d_projections, d_projection_bias, dbias, None, None, None
+      ds = results[2][:, :, :length, :length]
+      if bias_batch == 1:  # summed in float32
+        ds = ds.astype(jnp.float32).sum(axis=0, keepdims=True)
+      dbias = ds.astype(bias_dtype)
+    d_projection_bias = results[1].sum(axis=(0, 1)).astype(dtype)  # padded rows add 0
+    return results[0][:, :length], d_projection_bias, dbias, None, None, None
 
   run.defvjp(forward, backward)
   return run
@@ -445,7 +467,8 @@ def attention(
   """
   from jax import numpy as jnp
 
-  projections = jnp.stack([q, k, v], axis=2)  # [B, T, 3, A, d]
+  by_name = dict(query=q, key=k, value=v)
+  projections = jnp.stack([by_name[name] for name in SLOTS], axis=2)  # [B, T, 3, A, d]
   zero = jnp.zeros(projections.shape[2:], q.dtype)
   return attention_of_projections(
       projections, zero, key_is_real, bias, scale, rate, seed, interpret
@@ -462,14 +485,14 @@ def attention_of_projections(
     seed,
     interpret: Optional[bool] = None,
 ):
-  """`attention` of q, k, v = projections[:, :, 0, 1, 2] + projection_bias[0, 1, 2]: the
-  kernels read them in place and add the bias as they read, so a QKV matmul's product goes
-  in as it is, with no pass that splits it or adds its bias; its gradient comes back as
-  one array of its shape.
+  """`attention` of k, v, q = projections[:, :, slot] + projection_bias[slot], slots 0, 1
+  and 2 (`SLOTS`): the kernels read them in place and add the bias as they read, so a QKV
+  matmul's product goes in as it is, with no pass that splits it or adds its bias; its
+  gradient comes back as one array of its shape.
 
   Args:
     projections: [B, T, 3, A, d], one 16-bit or float32 dtype; `fits(d, T)`.
-    projection_bias: [3, A, d] in the projections' dtype.
+    projection_bias: [3, A, d] in the projections' dtype, slots as the projections'.
     key_is_real, bias, scale, rate, seed, interpret: as `attention`'s.
   Returns:
     [B, T, A, d] context in the projections' dtype.
