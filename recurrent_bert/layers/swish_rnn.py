@@ -126,7 +126,7 @@ class SwishRNN(keras.layers.Layer):
   (benchmarks/recurrence.py). W1 and W2 are two kernels, not one [H, 2d'] kernel split
   in two: X2 + b_g and the gate then fuse into its MatMul as in the FFN, and no slice
   or concatenation of a [B, T, 2d'] tensor is needed (measured 10-15% of the block).
-  On the Pallas kernels (forward direction) the two are side by side in one matmul
+  On the GPU kernels (forward direction) the two are side by side in one matmul
   instead, whose [B, T, 2, d'] product the kernels read as it is, making the gate
   themselves (`_gated_from_projections`).
 
@@ -195,17 +195,21 @@ class SwishRNN(keras.layers.Layer):
     half = self.inner_size // 2
     return ops.concatenate([t[..., :half], ops.flip(t[..., half:], axis=1)], axis=-1)
 
-  def _gated_from_projections(self, x):
-    """The Pallas kernels' form of the forward direction: one matmul makes X1 and X2 side
-    by side, [B, T, 2, d'], which the kernels read in place, computing the gate in
-    registers (kernels/pallas_swish_rnn.py, `recurrence_of_projections`): [B, T, H] ->
-    the gated output [B, T, d']. Padding needs nothing: the scan runs left to right."""
+  def _gated_from_projections(self, x, implementation):
+    """The GPU kernels' form of the forward direction: one matmul makes X1 and X2 side by
+    side, [B, T, 2, d'], which the kernels ("pallas" or "triton") read in place,
+    computing the gate in registers (`recurrence_of_projections`): [B, T, H] -> the gated
+    output [B, T, d']. Padding needs nothing: the scan runs left to right."""
+    if implementation == "pallas":
+      module = pallas_swish_rnn
+    else:
+      from recurrent_bert.layers.kernels import triton_swish_rnn as module
     batch, length = ops.shape(x)[0], ops.shape(x)[1]
     kernel = ops.stack([self.x1_kernel, self.x2_kernel], axis=1)  # [H, 2, d']
     kernel = ops.reshape(ops.cast(kernel, x.dtype), (self.hidden_size, 2 * self.inner_size))
     projections = ops.reshape(ops.matmul(x, kernel), (batch, length, 2, self.inner_size))
     float32 = lambda v: ops.cast(v, "float32")
-    return pallas_swish_rnn.recurrence_of_projections(
+    return module.recurrence_of_projections(
         projections,
         *map(float32, (self.gate_bias, self.state_bias, self.alpha, self.beta)),
         self.step_size,
@@ -216,8 +220,8 @@ class SwishRNN(keras.layers.Layer):
   def call(self, x, attention_mask=None, training=None):
     implementation = kernels.resolve(kernels.SWISH_RNN_FIELD, self.implementation)
     fused = self.direction == "forward" and self.gate in pallas_swish_rnn.GATES
-    if implementation == "pallas" and fused:
-      return self.output_dense(self._gated_from_projections(x))
+    if implementation in _READ_ANY_FLOAT and fused:
+      return self.output_dense(self._gated_from_projections(x, implementation))
     x1 = _dense(x, ops.cast(self.x1_kernel, x.dtype))  # [B, T, d']
     gate_bias = ops.cast(self.gate_bias, x.dtype)
     x2_kernel = ops.cast(self.x2_kernel, x.dtype)

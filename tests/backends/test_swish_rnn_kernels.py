@@ -200,7 +200,6 @@ def _numpy_from_projections(k, residual_is_x2, gate):
   return run
 
 
-@pytest.mark.skipif(BACKEND != "jax", reason="the Pallas kernels' fused form")
 @pytest.mark.parametrize(
     "k,shape,residual_is_x2,gate",
     [
@@ -222,9 +221,11 @@ def test_the_projections_form_against_the_numpy_loop(
   arrays = [a.astype("float32") for a in arrays]
   upstream = rng.normal(size=shape)
 
+  extra = dict(interpret=INTERPRET) if BACKEND == "jax" else {}
+
   def run(projections, gate_bias, state_bias, alpha, beta):
     return kernel_module.recurrence_of_projections(
-        projections, gate_bias, state_bias, alpha, beta, k, gate, residual_is_x2, INTERPRET
+        projections, gate_bias, state_bias, alpha, beta, k, gate, residual_is_x2, **extra
     )
 
   numpy_run = _numpy_from_projections(k, residual_is_x2, gate)
@@ -287,9 +288,9 @@ def test_the_layer_on_the_kernel_equals_the_layer_on_portable(
 ):
   """Under mixed bfloat16 the kernel reads the bfloat16 projections and gate as they are
   and "portable" their float32 conversions: the same values, so the same results to
-  float32 rounding, before the outputs' and gradients' one rounding to bfloat16. Under
-  JAX the forward direction takes the kernels' projections form (one [B, T, 2, d']
-  product, the gate made in the kernels)."""
+  float32 rounding, before the outputs' and gradients' one rounding to bfloat16. The
+  forward direction takes the kernels' projections form (one [B, T, 2, d'] product, the
+  gate made in the kernels)."""
   if INTERPRET:
     monkeypatch.setenv(INTERPRET_ENV, "1")
   keras.config.set_dtype_policy(policy)  # conftest restores float32
@@ -333,18 +334,25 @@ def test_the_layer_on_the_kernel_equals_the_layer_on_portable(
   for w, g in zip(want_grads, got_grads):
     np.testing.assert_allclose(g, w, **close(w))
   assert read and all(("float32" if policy == "float32" else "bfloat16") in r for _, r in read)
-  fused = BACKEND == "jax" and direction == "forward"
+  fused = direction == "forward"
   assert {entry for entry, _ in read} == {"recurrence_of_projections" if fused else "recurrence"}
 
 
 @pytest.mark.skipif(BACKEND != "torch", reason="torch.compile is PyTorch's")
-def test_torch_compile_keeps_the_triton_kernels_whole(kernel_module, rng):
-  """The custom operators and their shape functions: compiled with fullgraph=True (a graph
-  break would raise), the result and gradient equal the eager ones."""
+@pytest.mark.parametrize("projections", [False, True])
+def test_torch_compile_keeps_the_triton_kernels_whole(kernel_module, rng, projections):
+  """The custom operators and their shape functions, in both forms: compiled with
+  fullgraph=True (a graph break would raise), the result and gradient equal the eager
+  ones."""
   import torch
 
   arrays = _inputs(rng, (2, 6, 4), shared=True, gated=True)
   run = _kernel(kernel_module, 2, True, True)
+  if projections:  # [B, T, 2, D], gate bias, state bias, alpha, beta
+    _, alpha, beta, _, state_bias = arrays
+    sequence, gate_bias = (rng.normal(size=n).astype("float32") for n in ((2, 6, 2, 4), 4))
+    arrays = [sequence, gate_bias, state_bias, alpha, beta]
+    run = lambda *a: kernel_module.recurrence_of_projections(*a, 2, "gelu", True)
   upstream = rng.normal(size=(2, 6, 4))
   want, want_grads = _value_and_gradients(run, _tensors(arrays), upstream)
   torch._dynamo.reset()
@@ -373,14 +381,18 @@ def test_the_pallas_kernels_lower_to_triton_for_cuda(kernel_module, k):
 
 @pytest.mark.skipif(BACKEND != "torch", reason="Triton's compiler")
 def test_the_triton_kernels_compile_for_an_h100(kernel_module):
-  """The same shapes and forms, k = 1, 2, 4 (and one ungated): Triton compiles both
-  kernels to PTX for compute capability 9.0. In a process of its own, without the
-  interpreter's switch (kernels defined for the interpreter cannot be compiled)."""
+  """The same shapes and forms, k = 1, 2, 4 (and one ungated, and the projections form
+  with either gate): Triton compiles both kernels to PTX for compute capability 9.0. In a
+  process of its own, without the interpreter's switch (kernels defined for the
+  interpreter cannot be compiled)."""
   code = """
       from recurrent_bert.layers.kernels import triton_swish_rnn
-      forms = [(k, residual, True) for k in (1, 2, 4) for residual in (False, True)]
-      for k, residual, gated in forms + [(2, False, False)]:
-        assembly = triton_swish_rnn.cuda_assembly((4, 128, 2048), k, residual, gated, "bfloat16")
+      forms = [(k, residual, True, None) for k in (1, 2, 4) for residual in (False, True)]
+      forms += [(2, False, False, None), (1, False, True, "gelu"), (2, True, True, "sigmoid")]
+      for k, residual, gated, fused in forms:
+        assembly = triton_swish_rnn.cuda_assembly(
+            (4, 128, 2048), k, residual, gated, "bfloat16", fused_gate=fused
+        )
         for name, text in assembly.items():
           assert ".target sm_90" in text and f"_{name}_kernel(" in text, (k, name)
       print("compiled")

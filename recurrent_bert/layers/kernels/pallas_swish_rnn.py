@@ -91,7 +91,7 @@ def compiler_params(num_warps, num_stages=1):
 # Chebyshev fit of erfc with fractional error below 1.2e-7 for every x (Press et al.,
 # Numerical Recipes, 2nd ed., §6.2): erfc(z) = t exp(-z² + P(t)), t = 1 / (1 + z / 2),
 # z >= 0, P's coefficients below from t⁰ up; erfc(-z) = 2 - erfc(z).
-_ERFC_FIT = (
+ERFC_FIT = (
     -1.26551223,
     1.00002368,
     0.37409196,
@@ -103,8 +103,8 @@ _ERFC_FIT = (
     -0.82215223,
     0.17087277,
 )
-_SQRT_HALF = 0.7071067811865476
-_INV_SQRT_2PI = 0.3989422804014327
+SQRT_HALF = 0.7071067811865476
+INV_SQRT_2PI = 0.3989422804014327
 GATES = ("gelu", "sigmoid")  # the gates `recurrence_of_projections` computes in a kernel
 
 
@@ -114,8 +114,8 @@ def erfc(x):
 
   z = jnp.abs(x)
   t = 1.0 / (1.0 + 0.5 * z)
-  fit = _ERFC_FIT[-1]
-  for coefficient in reversed(_ERFC_FIT[:-1]):
+  fit = ERFC_FIT[-1]
+  for coefficient in reversed(ERFC_FIT[:-1]):
     fit = fit * t + coefficient
   tail = t * jnp.exp(fit - z * z)
   return jnp.where(x >= 0, tail, 2.0 - tail)
@@ -129,8 +129,8 @@ def activated(gate, u):
   if gate == "sigmoid":
     s = jax.nn.sigmoid(u)
     return s, s * (1.0 - s)
-  cdf = 0.5 * erfc(-u * _SQRT_HALF)  # exact GELU: u Φ(u), slope Φ(u) + u φ(u)
-  return u * cdf, cdf + u * jnp.exp(-0.5 * u * u) * _INV_SQRT_2PI
+  cdf = 0.5 * erfc(-u * SQRT_HALF)  # exact GELU: u Φ(u), slope Φ(u) + u φ(u)
+  return u * cdf, cdf + u * jnp.exp(-0.5 * u * u) * INV_SQRT_2PI
 
 
 class _Reads(NamedTuple):
