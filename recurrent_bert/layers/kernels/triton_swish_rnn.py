@@ -82,16 +82,27 @@ def _activated(u, FUSED_GATE: tl.constexpr):
 
 @triton.jit
 def _channel_vectors(
-    alpha_ptr, beta_ptr, state_bias_ptr, cols, D: tl.constexpr, HAS_GATE: tl.constexpr
+    alpha_ptr,
+    beta_ptr,
+    state_bias_ptr,
+    gate_ptr,
+    cols,
+    D: tl.constexpr,
+    HAS_GATE: tl.constexpr,
+    FUSED_GATE: tl.constexpr,
 ):
-  """A program's alpha, beta and state bias as float32 [1, BLOCK_D] (state bias: alpha's
-  values, unused, without a gate)."""
+  """A program's alpha, beta, state bias and gate bias as float32 [1, BLOCK_D] (the
+  biases: alpha's values, unused, without a gate or without a fused gate; a fused gate's
+  bias is at gate_ptr)."""
   alpha = tl.load(alpha_ptr + cols, mask=cols < D, other=0.0).to(tl.float32)
   beta = tl.load(beta_ptr + cols, mask=cols < D, other=0.0).to(tl.float32)
   state_bias = alpha
   if HAS_GATE:
     state_bias = tl.load(state_bias_ptr + cols, mask=cols < D, other=0.0).to(tl.float32)
-  return alpha, beta, state_bias
+  gate_bias = alpha
+  if FUSED_GATE:
+    gate_bias = tl.load(gate_ptr + cols, mask=cols < D, other=0.0).to(tl.float32)
+  return alpha, beta, state_bias, gate_bias
 
 
 @triton.jit
@@ -158,10 +169,9 @@ def _forward_kernel(
   b = tl.program_id(0).to(tl.int64)
   chain = tl.arange(0, K_TILE)[:, None]  # [K_TILE, 1]
   cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)[None, :]  # [1, BLOCK_D]
-  alpha, beta, state_bias = _channel_vectors(alpha_ptr, beta_ptr, state_bias_ptr, cols, D, HAS_GATE)
-  gate_bias = alpha  # unused without a fused gate
-  if FUSED_GATE:
-    gate_bias = tl.load(gate_ptr + cols, mask=cols < D, other=0.0).to(tl.float32)
+  alpha, beta, state_bias, gate_bias = _channel_vectors(
+      alpha_ptr, beta_ptr, state_bias_ptr, gate_ptr, cols, D, HAS_GATE, FUSED_GATE
+  )
   c_previous = tl.zeros((K_TILE, BLOCK_D), tl.float32)  # c at the block before
   num_blocks: tl.constexpr = (T + K - 1) // K
   for outer in range(num_blocks // UNROLL):
@@ -225,10 +235,9 @@ def _backward_kernel(
   b = tl.program_id(0).to(tl.int64)
   chain = tl.arange(0, K_TILE)[:, None]  # [K_TILE, 1]
   cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)[None, :]  # [1, BLOCK_D]
-  alpha, beta, state_bias = _channel_vectors(alpha_ptr, beta_ptr, state_bias_ptr, cols, D, HAS_GATE)
-  gate_bias = alpha  # unused without a fused gate
-  if FUSED_GATE:
-    gate_bias = tl.load(gate_ptr + cols, mask=cols < D, other=0.0).to(tl.float32)
+  alpha, beta, state_bias, gate_bias = _channel_vectors(
+      alpha_ptr, beta_ptr, state_bias_ptr, gate_ptr, cols, D, HAS_GATE, FUSED_GATE
+  )
   g_next = tl.zeros((K_TILE, BLOCK_D), tl.float32)  # g and a at the block after
   a_next = tl.zeros((K_TILE, BLOCK_D), tl.float32)
   dalpha = tl.zeros((K_TILE, BLOCK_D), tl.float32)
