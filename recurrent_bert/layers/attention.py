@@ -276,7 +276,10 @@ class SelfAttention(keras.layers.Layer):
     self.output_dense.build((None, None, self.num_heads, self.head_size))
     self.built = True
 
-  def call(self, x, attention_mask, attention_bias=None, training=None):
+  def call(self, x, attention_mask, attention_bias=None, training=None, output_bias=True):
+    """x [B, T, H]; attention_mask [B, T] (1 real, 0 padding); attention_bias None or
+    [1 or B, A, T, T]. Returns [B, T, H]; with `output_bias=False`, without the output
+    projection's bias (`output_dense.bias`, for a caller that adds it itself)."""
     fused = self.fused and _fused_attention is not None and not _written_out_scopes
     as_matrices = fused and _on_a_gpu(x)
     rate = self.attention_dropout_rate if training else 0.0
@@ -292,7 +295,7 @@ class SelfAttention(keras.layers.Layer):
             rate,
             self.dropout.seed_generator.next(),
         )
-        return self._output_projection(context)
+        return self._output_projection(context, output_bias)
       slots = _pallas_kernels().SLOTS
       q, k, v = (products[:, :, slots.index(n)] + bias[slots.index(n)] for n in _QKV)
     else:
@@ -300,7 +303,9 @@ class SelfAttention(keras.layers.Layer):
     context = self._fused(q, k, v, attention_mask, attention_bias, rate) if fused else None
     if context is None:
       context = self._written_out(q, k, v, attention_mask, attention_bias, training)
-    return self._output_projection(context) if as_matrices else self.output_dense(context)
+    if as_matrices or not output_bias:
+      return self._output_projection(context, output_bias)
+    return self.output_dense(context)
 
   @property
   def _scale(self) -> float:
@@ -336,15 +341,19 @@ class SelfAttention(keras.layers.Layer):
     batch, length, _ = ops.shape(x)
     return ops.reshape(qkv, (batch, length, 3, self.num_heads, self.head_size)), bias
 
-  def _output_projection(self, context):
+  def _output_projection(self, context, with_bias=True):
     """`output_dense(context)` as one matmul of the tokens [B·T, A·d] with its kernel
-    [A·d, H] (module doc). context: [B, T, A, d]. Returns: [B, T, H]."""
+    [A·d, H] (module doc), its bias added `with_bias`. context: [B, T, A, d]. Returns:
+    [B, T, H]."""
     dense = self.output_dense
     batch, length, heads, head_size = ops.shape(context)
     kernel = ops.reshape(ops.cast(dense.kernel, context.dtype), (heads * head_size, -1))
     bias = ops.cast(dense.bias, context.dtype)
     context = ops.reshape(context, (batch, length, heads * head_size))
-    return over_token_rows(lambda rows: ops.matmul(rows, kernel) + bias, context)
+    project = lambda rows: (
+        ops.matmul(rows, kernel) + bias if with_bias else ops.matmul(rows, kernel)
+    )
+    return over_token_rows(project, context)
 
   def _fused(self, q, k, v, attention_mask, attention_bias, rate):
     """The backend's fused attention (module doc), or None where it declines. q, k, v:

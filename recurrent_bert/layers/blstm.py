@@ -6,6 +6,7 @@ from keras import ops
 from recurrent_bert.config import BLSTM_IMPLEMENTATIONS as IMPLEMENTATIONS
 from recurrent_bert.layers import kernels
 from recurrent_bert.layers.token_rows import over_token_rows
+from recurrent_bert.layers.token_rows import without_bias
 
 
 @keras.saving.register_keras_serializable(package="recurrent_bert")
@@ -116,7 +117,9 @@ class BidirectionalLSTM(keras.layers.Layer):
         return "fused"  # BlockLSTMV2 has no XLA kernel
     return implementation
 
-  def call(self, x, attention_mask, training=None):
+  def call(self, x, attention_mask, training=None, output_bias=True):
+    """x [B, T, D]; attention_mask [B, T]. Returns [B, T, projection_size or 2u]; with
+    `output_bias=False`, the projection without its bias (for a caller that adds it)."""
     implementation = self.resolved_implementation
     if implementation == "keras":
       y = self.bilstm(x, mask=ops.cast(attention_mask, "bool"), training=training)
@@ -140,7 +143,7 @@ class BidirectionalLSTM(keras.layers.Layer):
         lengths = ops.sum(ops.cast(attention_mask, "int32"), axis=1)
         y = run.bidirectional_lstm(x, lengths, *weights)
     if self.projection is not None:
-      y = over_token_rows(self.projection, y)
+      y = over_token_rows(self.projection if output_bias else without_bias(self.projection), y)
     return y
 
   def compute_output_shape(self, input_shape):

@@ -6,6 +6,7 @@ from keras import ops
 from recurrent_bert.layers.activations import get_activation
 from recurrent_bert.layers.activations import get_biased_activation
 from recurrent_bert.layers.token_rows import over_token_rows
+from recurrent_bert.layers.token_rows import without_bias
 
 
 @keras.saving.register_keras_serializable(package="recurrent_bert")
@@ -38,9 +39,12 @@ class FeedForward(keras.layers.Layer):
     self.output_dense.build((None, None, self.intermediate_size))
     self.built = True
 
-  def call(self, x, attention_mask=None, training=None):
+  def call(self, x, attention_mask=None, training=None, output_bias=True):
+    """x [B, T, H] -> [B, T, H]; with `output_bias=False`, without the output layer's
+    bias (`output_dense.bias`, for a caller that adds it itself)."""
     del attention_mask, training  # position-wise: padding cannot leak
-    return over_token_rows(lambda rows: self.output_dense(self._inner(rows)), x)
+    output = self.output_dense if output_bias else without_bias(self.output_dense)
+    return over_token_rows(lambda rows: output(self._inner(rows)), x)
 
   def _inner(self, rows):
     """act(W1 x + b1) of the tokens' rows [N, H] -> [N, d_ff] (class doc)."""

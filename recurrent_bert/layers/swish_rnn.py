@@ -10,6 +10,8 @@ from recurrent_bert.layers import kernels
 from recurrent_bert.layers.activations import get_activation
 from recurrent_bert.layers.activations import get_biased_activation
 from recurrent_bert.layers.kernels import pallas_swish_rnn
+from recurrent_bert.layers.token_rows import over_token_rows
+from recurrent_bert.layers.token_rows import without_bias
 
 # How the recurrence runs, never what it computes (benchmarks/recurrence.py times them;
 # layers/kernels/__init__.py says which backend offers which and what "auto" picks):
@@ -217,11 +219,13 @@ class SwishRNN(keras.layers.Layer):
         residual_is_x2=self.residual == "x2",
     )
 
-  def call(self, x, attention_mask=None, training=None):
+  def call(self, x, attention_mask=None, training=None, output_bias=True):
+    """x [B, T, H]; attention_mask [B, T] or None. Returns [B, T, H]; with
+    `output_bias=False`, W3's product without b3 (for a caller that adds it)."""
     implementation = kernels.resolve(kernels.SWISH_RNN_FIELD, self.implementation)
     fused = self.direction == "forward" and self.gate in pallas_swish_rnn.GATES
     if implementation in _READ_ANY_FLOAT and fused:
-      return self.output_dense(self._gated_from_projections(x, implementation))
+      return self._output(self._gated_from_projections(x, implementation), output_bias)
     x1 = _dense(x, ops.cast(self.x1_kernel, x.dtype))  # [B, T, d']
     gate_bias = ops.cast(self.gate_bias, x.dtype)
     x2_kernel = ops.cast(self.x2_kernel, x.dtype)
@@ -258,7 +262,13 @@ class SwishRNN(keras.layers.Layer):
         gate=flip(gate),
         state_bias=ops.cast(self.state_bias, "float32"),
     )
-    return self.output_dense(ops.cast(flip(out), x.dtype))
+    return self._output(ops.cast(flip(out), x.dtype), output_bias)
+
+  def _output(self, gated, with_bias):
+    """W3 gated (+ b3 `with_bias`): [B, T, d'] -> [B, T, H]."""
+    if with_bias:
+      return self.output_dense(gated)
+    return over_token_rows(without_bias(self.output_dense), gated)
 
   def get_config(self):
     return {

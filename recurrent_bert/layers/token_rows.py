@@ -23,3 +23,10 @@ def over_token_rows(fn, x):
   """
   rows = fn(ops.reshape(x, (-1, ops.shape(x)[-1])))
   return ops.reshape(rows, tuple(ops.shape(x)[:-1]) + (ops.shape(rows)[-1],))
+
+
+def without_bias(dense):
+  """`dense`'s matmul alone, a per-row map [N, H] -> [N, H'] with its 2-D kernel in the
+  rows' dtype: for a caller that adds the bias itself (an encoder block's one-kernel
+  LayerNorm, `TransformerBlock`)."""
+  return lambda rows: ops.matmul(rows, ops.cast(dense.kernel, rows.dtype))

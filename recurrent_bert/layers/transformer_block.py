@@ -3,9 +3,11 @@
 import keras
 
 from recurrent_bert.config import MIXERS
+from recurrent_bert.layers import kernels
 from recurrent_bert.layers.attention import SelfAttention
 from recurrent_bert.layers.blstm import BidirectionalLSTM
 from recurrent_bert.layers.dropout import Dropout
+from recurrent_bert.layers.dropout import on_one_device
 from recurrent_bert.layers.feedforward import FeedForward
 from recurrent_bert.layers.layer_norm import LayerNormalization
 from recurrent_bert.layers.swish_rnn import SwishRNN
@@ -24,6 +26,11 @@ class TransformerBlock(keras.layers.Layer):
 
   With `use_attention=False` there is no attention sublayer (Xbar = X): with the
   `blstm` mixer that is the block of the BLSTM-only encoder, `LN(X + Drop(BLSTM(X)))`.
+
+  Where the Pallas kernels run (JAX on a CUDA GPU with 16-bit activations, or Pallas'
+  interpreter; one device), each `LN(residual + Drop(branch))` is one kernel forward and
+  one backward (`kernels/pallas_layer_norm.py`): the same variables, and the same dropout
+  mask from the same seed as the Dropout layer draws. Elsewhere the layers run as written.
 
   Inputs: x [B, T, H]; attention_mask [B, T] (1 real, 0 padding); attention_bias
   optional [1 or B, A, T, T]. Output: [B, T, H].
@@ -148,18 +155,93 @@ class TransformerBlock(keras.layers.Layer):
     self.built = True
 
   def call(self, x, attention_mask, attention_bias=None, training=None):
-    x_bar = x
+    x_bar = total = x
     if self.use_attention:
-      attended = self.attention(x, attention_mask, attention_bias, training=training)
-      x_bar = self.attention_layer_norm(x + self.dropout(attended, training=training))
-    total = x_bar
-    for layer, reads_block_input in zip(self.branch_layers, self._branch_reads_block_input):
-      branch = layer(x if reads_block_input else x_bar, attention_mask, training=training)
+      one_kernel = self._one_kernel_takes(x, self.attention_layer_norm)
+      attended = self.attention(
+          x, attention_mask, attention_bias, training=training, output_bias=not one_kernel
+      )
+      # X̄ twice: the branches read one, the residual sum starts from the other.
+      x_bar, total = self._residual_norm(
+          x, attended, self.attention, self.attention_layer_norm, one_kernel, training, copies=2
+      )
+    *first, (last, reads_block_input) = zip(self.branch_layers, self._branch_reads_block_input)
+    for layer, reads in first:
+      branch = layer(x if reads else x_bar, attention_mask, training=training)
       total = total + self.dropout(branch, training=training)
-    return self.output_layer_norm(total)
+    one_kernel = self._one_kernel_takes(total, self.output_layer_norm)
+    options = {"output_bias": False} if one_kernel and _output_bias(last) is not None else {}
+    branch = last(x if reads_block_input else x_bar, attention_mask, training=training, **options)
+    return self._residual_norm(total, branch, last, self.output_layer_norm, one_kernel, training)
+
+  def _residual_norm(
+      self, residual, branch, branch_layer, layer_norm, one_kernel, training, copies=1
+  ):
+    """layer_norm(residual + dropout(branch)): residual, branch [B, T, H]. As one Pallas
+    kernel if `one_kernel` (class doc), drawing the dropout's next seed as the layer
+    would, and adding the branch layer's output bias where the layer left it out.
+    Returns: [B, T, H] in the layer norm's compute dtype; `copies=2`: a pair of it
+    (`pallas_layer_norm.residual_layer_norm`'s copies: their gradients add in the
+    kernel)."""
+    bias = _output_bias(branch_layer) if one_kernel else None
+    if not one_kernel or branch.dtype != residual.dtype:
+      # As written; a branch of another dtype (which the sum would promote) gets back
+      # the bias it left out.
+      if bias is not None:
+        branch = branch + keras.ops.cast(bias, branch.dtype)
+      y = layer_norm(residual + self.dropout(branch, training=training))
+      return (y,) * copies if copies > 1 else y
+    from recurrent_bert.layers.kernels import pallas_layer_norm  # pylint: disable=g-import-not-at-top
+
+    rate = self.dropout.rate if training and 0 < self.dropout.rate < 1 else 0.0
+    seed = self.dropout.seed_generator.next() if rate else None
+    return pallas_layer_norm.residual_layer_norm(
+        residual,
+        branch,
+        None if bias is None else bias.value,
+        layer_norm.gamma.value,
+        layer_norm.beta.value,
+        layer_norm.epsilon,
+        rate,
+        seed,
+        copies=copies,
+    )
+
+  def _one_kernel_takes(self, residual, layer_norm) -> bool:
+    """Whether `LN(residual + Drop(branch))` runs as one Pallas kernel here (class doc):
+    residual [B, T, H] and the branch in the layer norm's compute dtype."""
+    # Symbolic shapes (Keras tracing a functional model's output spec) run as written.
+    if not kernels.pallas_runs() or not all(isinstance(n, int) for n in residual.shape):
+      return False
+    from recurrent_bert.layers.kernels import pallas_layer_norm  # pylint: disable=g-import-not-at-top
+    from recurrent_bert.layers.kernels import pallas_swish_rnn  # pylint: disable=g-import-not-at-top
+
+    dtype = keras.backend.standardize_dtype(residual.dtype)
+    axis = layer_norm.axis if isinstance(layer_norm.axis, int) else tuple(layer_norm.axis)
+    last = len(residual.shape) - 1
+    return (
+        dtype == layer_norm.compute_dtype
+        and (dtype in ("bfloat16", "float16") or pallas_swish_rnn.interpreted())
+        and axis in (-1, (-1,), last, (last,))
+        and layer_norm.center
+        and layer_norm.scale
+        and not layer_norm.rms_scaling
+        and self.dropout.noise_shape is None
+        and pallas_layer_norm.fits(int(residual.shape[-1]))
+        and on_one_device()
+    )
 
   def compute_output_shape(self, input_shape):
     return tuple(input_shape)
 
   def get_config(self):
     return {**super().get_config(), **self._config}
+
+
+def _output_bias(branch_layer):
+  """The variable of the bias of `branch_layer`'s last matmul, or None (a BLSTM without
+  its projection). Every branch layer leaves it out given `output_bias=False`."""
+  dense = getattr(
+      branch_layer, "projection" if isinstance(branch_layer, BidirectionalLSTM) else "output_dense"
+  )
+  return None if dense is None else dense.bias

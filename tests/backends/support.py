@@ -69,6 +69,24 @@ def run_under_backend(code: str, backend: str = "tensorflow", **arrays) -> Dict[
       return {name: outputs[name] for name in outputs.files}
 
 
+def numpy_keep_bits(seed, size: int) -> np.ndarray:
+  """[size] uint32: the hash of layers/kernels/dropout_bits.py in numpy uint32 arithmetic
+  (wrapping): mix(mix(i * 0x9E3779B9 + s0) + s1) for the row-major indices i = 0 ..
+  size - 1, mix an xor-shift-multiply round (>> 16, * 0x7FEB352D, >> 15, * 0x846CA68B,
+  >> 16). A mask keeps the elements whose bits are at or above round(rate * 2**32)."""
+
+  def mix(x):
+    x = x ^ (x >> np.uint32(16))
+    x = x * np.uint32(0x7FEB352D)
+    x = x ^ (x >> np.uint32(15))
+    x = x * np.uint32(0x846CA68B)
+    return x ^ (x >> np.uint32(16))
+
+  s0, s1 = np.asarray(seed).astype(np.uint32)
+  with np.errstate(over="ignore"):
+    return mix(mix(np.arange(size, dtype=np.uint32) * np.uint32(0x9E3779B9) + s0) + s1)
+
+
 def to_numpy(x) -> np.ndarray:
   """A backend tensor (or nest-free array-like) as float64/int numpy."""
   return np.asarray(keras.ops.convert_to_numpy(x))

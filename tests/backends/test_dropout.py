@@ -10,6 +10,7 @@ import pytest
 
 from recurrent_bert.layers.dropout import Dropout
 from tests.backends.support import BACKEND
+from tests.backends.support import numpy_keep_bits
 from tests.backends.support import to_numpy
 
 N = 2**20  # elements per mask: the 5-sigma band of the kept fraction is about 1.5e-3 wide
@@ -42,23 +43,6 @@ def test_kept_fraction_is_binomial_and_kept_values_are_scaled_exactly(rng, rate,
     np.testing.assert_allclose(y[kept], x[kept] / (1 - rate), rtol=2**-23, atol=0)
 
 
-def _numpy_keep_bits(seed, size):
-  """The hash of layers/kernels/dropout_bits.py in numpy uint32 arithmetic (wrapping):
-  mix(mix(i * 0x9E3779B9 + s0) + s1) for i = 0 .. size - 1, mix an xor-shift-multiply
-  round (>> 16, * 0x7FEB352D, >> 15, * 0x846CA68B, >> 16)."""
-
-  def mix(x):
-    x = x ^ (x >> np.uint32(16))
-    x = x * np.uint32(0x7FEB352D)
-    x = x ^ (x >> np.uint32(15))
-    x = x * np.uint32(0x846CA68B)
-    return x ^ (x >> np.uint32(16))
-
-  s0, s1 = np.asarray(seed).astype(np.uint32)
-  with np.errstate(over="ignore"):
-    return mix(mix(np.arange(size, dtype=np.uint32) * np.uint32(0x9E3779B9) + s0) + s1)
-
-
 @on_jax
 @pytest.mark.parametrize("rate", [0.1, 0.7])
 def test_the_mask_is_the_hash_of_seed_and_position(rate):
@@ -69,7 +53,7 @@ def test_the_mask_is_the_hash_of_seed_and_position(rate):
   for _ in range(2):
     seed = to_numpy(layer.seed_generator.state.value)
     kept = to_numpy(layer(x, training=True)) != 0
-    want = _numpy_keep_bits(seed, x.size) >= np.uint32(round(rate * 2**32))
+    want = numpy_keep_bits(seed, x.size) >= np.uint32(round(rate * 2**32))
     np.testing.assert_array_equal(kept, want.reshape(x.shape))
 
 
