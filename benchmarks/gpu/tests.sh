@@ -2,11 +2,11 @@
 # The backend layer tests on a GPU machine (jax, torch, pytest, CUDA; no keras, no
 # TensorFlow, no package index): tests/backends/test_layers.py, test_cudnn_lstm.py,
 # test_swish_rnn_kernels.py, test_pallas_blstm.py, test_pallas_attention.py,
-# test_attention.py and test_dropout.py
+# test_pallas_layer_norm.py, test_attention.py and test_dropout.py
 # under JAX then PyTorch, 4 pytest workers each, each backend stopped at 200 s. On a GPU
 # "auto" is the cuDNN BLSTM and SwishRNN's kernels (Pallas under JAX, Triton under
 # PyTorch, compiled, not interpreted), the BLSTM's "pallas" and the attention kernels with
-# dropout are compiled by Triton (not interpreted), and attention in bfloat16 without
+# dropout and the LayerNorm kernels are compiled by Triton (not interpreted), and attention in bfloat16 without
 # dropout is cuDNN's flash attention, so their outputs and gradients meet the references
 # there.
 #
@@ -29,7 +29,7 @@ for backend in jax torch; do
   KERAS_BACKEND=$backend timeout -k 5 200 "$PY" -m pytest -q -p no:cacheprovider -n 4 \
     tests/backends/test_cudnn_lstm.py tests/backends/test_layers.py \
     tests/backends/test_swish_rnn_kernels.py tests/backends/test_pallas_blstm.py \
-    tests/backends/test_pallas_attention.py \
+    tests/backends/test_pallas_attention.py tests/backends/test_pallas_layer_norm.py \
     tests/backends/test_attention.py \
     tests/backends/test_dropout.py -k "not on_a_cpu" \
     2>&1 | tee "$RESULTS/pytest_$backend.txt" | grep -E "passed|failed|^FAILED"
