@@ -26,7 +26,8 @@ def over_token_rows(fn, x):
 
 
 def without_bias(dense):
-  """`dense`'s matmul alone, a per-row map [N, H] -> [N, H'] with its 2-D kernel in the
-  rows' dtype: for a caller that adds the bias itself (an encoder block's one-kernel
-  LayerNorm, `TransformerBlock`)."""
-  return lambda rows: ops.matmul(rows, ops.cast(dense.kernel, rows.dtype))
+  """`dense`'s matmul alone, a per-row map [N, H] -> [N, H'] in the layer's compute dtype
+  (rows and 2-D kernel cast to it, as the layer's call casts them): for a caller that
+  adds the bias itself (an encoder block's one-kernel LayerNorm, `TransformerBlock`)."""
+  dtype = dense.compute_dtype
+  return lambda rows: ops.matmul(ops.cast(rows, dtype), ops.cast(dense.kernel, dtype))
