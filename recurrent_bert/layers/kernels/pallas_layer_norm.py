@@ -49,7 +49,7 @@ class Tiling(NamedTuple):
 
   rows: rows per block (each program's forward block; the backward's loop step).
   programs: at most this many backward programs (each loops over its blocks and writes
-    one partial sum of dγ and dβ).
+    one partial sum of db, dγ and dβ).
   num_warps: warps per program.
   """
 
@@ -71,13 +71,6 @@ def chunk_width(hidden_size: int) -> int:
 def fits(hidden_size: int) -> bool:
   """Whether the kernels take rows of `hidden_size` features (chunks of 16 or more)."""
   return hidden_size > 0 and chunk_width(hidden_size) >= _MIN_CHUNK
-
-
-def _largest_power_of_2_dividing(n: int, at_most: int) -> int:
-  p = 1
-  while p * 2 <= at_most and n % (p * 2) == 0:
-    p *= 2
-  return p
 
 
 class _Statics(NamedTuple):
@@ -195,7 +188,7 @@ def _residual_layer_norm(num_rows, hidden_size, dtype, rate, epsilon, copies, in
 
   width = chunk_width(hidden_size)
   chunks = hidden_size // width
-  rows = _largest_power_of_2_dividing(num_rows, tiling.rows)
+  rows = pallas_swish_rnn.blocks_per_iteration(num_rows, tiling.rows)  # divides N
   num_blocks = num_rows // rows
   blocks = 1
   while num_blocks % (blocks * 2) == 0 and num_blocks // blocks > tiling.programs:
