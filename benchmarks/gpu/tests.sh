@@ -5,10 +5,10 @@
 # test_pallas_layer_norm.py, test_attention.py and test_dropout.py
 # under JAX then PyTorch, 4 pytest workers each, each backend stopped at 200 s. On a GPU
 # "auto" is the cuDNN BLSTM and SwishRNN's kernels (Pallas under JAX, Triton under
-# PyTorch, compiled, not interpreted), the BLSTM's "pallas" and the attention kernels with
-# dropout and the LayerNorm kernels are compiled by Triton (not interpreted), and attention in bfloat16 without
-# dropout is cuDNN's flash attention, so their outputs and gradients meet the references
-# there.
+# PyTorch, compiled, not interpreted), the BLSTM's "pallas", the attention kernels with
+# dropout and the LayerNorm kernels are compiled by Triton (not interpreted), and
+# attention in bfloat16 without dropout is cuDNN's flash attention, so their outputs and
+# gradients meet the references there.
 #
 #   benchmarks/gpu/fetch_wheels.sh     # here, once: keras, namex, optree into .whl/
 #   bash benchmarks/gpu/tests.sh       # there, in a copy of the checkout with .whl/ beside it

@@ -177,14 +177,9 @@ def _pallas_dropout_attention_runs(length: int, head_size: int, dtype) -> bool:
   """Whether the Pallas attention kernels take heads of `head_size` over `length`
   positions in `dtype` here (module doc)."""
   from recurrent_bert.layers import kernels  # pylint: disable=g-import-not-at-top
-  from recurrent_bert.layers.kernels import pallas_swish_rnn  # pylint: disable=g-import-not-at-top
 
-  sixteen_bit = dtype in ("bfloat16", "float16")
   return (
-      kernels.pallas_runs()
-      and (sixteen_bit or pallas_swish_rnn.interpreted())
-      and _pallas_kernels().fits(head_size, length)
-      and on_one_device()
+      kernels.pallas_takes(dtype) and _pallas_kernels().fits(head_size, length) and on_one_device()
   )
 
 
@@ -350,9 +345,11 @@ class SelfAttention(keras.layers.Layer):
     kernel = ops.reshape(ops.cast(dense.kernel, context.dtype), (heads * head_size, -1))
     bias = ops.cast(dense.bias, context.dtype)
     context = ops.reshape(context, (batch, length, heads * head_size))
-    project = lambda rows: (
-        ops.matmul(rows, kernel) + bias if with_bias else ops.matmul(rows, kernel)
-    )
+
+    def project(rows):
+      product = ops.matmul(rows, kernel)
+      return product + bias if with_bias else product
+
     return over_token_rows(project, context)
 
   def _fused(self, q, k, v, attention_mask, attention_bias, rate):

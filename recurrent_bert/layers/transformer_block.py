@@ -170,8 +170,12 @@ class TransformerBlock(keras.layers.Layer):
       branch = layer(x if reads else x_bar, attention_mask, training=training)
       total = total + self.dropout(branch, training=training)
     one_kernel = self._one_kernel_takes(total, self.output_layer_norm)
-    options = {"output_bias": False} if one_kernel and _output_bias(last) is not None else {}
-    branch = last(x if reads_block_input else x_bar, attention_mask, training=training, **options)
+    branch = last(
+        x if reads_block_input else x_bar,
+        attention_mask,
+        training=training,
+        output_bias=not one_kernel,
+    )
     return self._residual_norm(total, branch, last, self.output_layer_norm, one_kernel, training)
 
   def _residual_norm(
@@ -209,24 +213,17 @@ class TransformerBlock(keras.layers.Layer):
 
   def _one_kernel_takes(self, residual, layer_norm) -> bool:
     """Whether `LN(residual + Drop(branch))` runs as one Pallas kernel here (class doc):
-    residual [B, T, H] and the branch in the layer norm's compute dtype."""
+    residual [B, T, H] in the layer norm's compute dtype. (The block makes its layer
+    norms over the last axis, centred and scaled, and its Dropout without a noise shape:
+    what the kernel computes.)"""
     # Symbolic shapes (Keras tracing a functional model's output spec) run as written.
-    if not kernels.pallas_runs() or not all(isinstance(n, int) for n in residual.shape):
+    static = all(isinstance(n, int) for n in residual.shape)
+    if not (static and kernels.pallas_takes(residual.dtype)):
       return False
     from recurrent_bert.layers.kernels import pallas_layer_norm  # pylint: disable=g-import-not-at-top
-    from recurrent_bert.layers.kernels import pallas_swish_rnn  # pylint: disable=g-import-not-at-top
 
-    dtype = keras.backend.standardize_dtype(residual.dtype)
-    axis = layer_norm.axis if isinstance(layer_norm.axis, int) else tuple(layer_norm.axis)
-    last = len(residual.shape) - 1
     return (
-        dtype == layer_norm.compute_dtype
-        and (dtype in ("bfloat16", "float16") or pallas_swish_rnn.interpreted())
-        and axis in (-1, (-1,), last, (last,))
-        and layer_norm.center
-        and layer_norm.scale
-        and not layer_norm.rms_scaling
-        and self.dropout.noise_shape is None
+        keras.backend.standardize_dtype(residual.dtype) == layer_norm.compute_dtype
         and pallas_layer_norm.fits(int(residual.shape[-1]))
         and on_one_device()
     )
@@ -240,7 +237,8 @@ class TransformerBlock(keras.layers.Layer):
 
 def _output_bias(branch_layer):
   """The variable of the bias of `branch_layer`'s last matmul, or None (a BLSTM without
-  its projection). Every branch layer leaves it out given `output_bias=False`."""
+  its projection, for which `output_bias` changes nothing). Every branch layer leaves it
+  out given `output_bias=False`."""
   dense = getattr(
       branch_layer, "projection" if isinstance(branch_layer, BidirectionalLSTM) else "output_dense"
   )

@@ -134,6 +134,16 @@ def pallas_runs() -> bool:
   return backend() == "jax" and (jax_platform() == "gpu" or pallas_swish_rnn.interpreted())
 
 
+def pallas_takes(dtype) -> bool:
+  """Whether the Pallas kernels of a layer's computation run here on activations of
+  `dtype`: 16-bit ones on a CUDA GPU (what a mixed-precision step gives them), any in
+  Pallas' interpreter."""
+  from recurrent_bert.layers.kernels import pallas_swish_rnn
+
+  sixteen_bit = keras.backend.standardize_dtype(dtype) in ("bfloat16", "float16")
+  return pallas_runs() and (sixteen_bit or pallas_swish_rnn.interpreted())
+
+
 # Read by Triton when it first defines a kernel: set, the kernels run in its interpreter.
 TRITON_INTERPRET_ENV = "TRITON_INTERPRET"
 

@@ -38,6 +38,7 @@ runs the same kernels in Pallas' interpreter on any device (the CPU tests);
 """
 
 import functools
+import math
 from typing import NamedTuple, Optional
 
 from recurrent_bert.layers.kernels import dropout_bits
@@ -304,7 +305,7 @@ def residual_layer_norm(
     interpret = pallas_swish_rnn.interpreted()
   shape = residual.shape
   hidden_size = int(shape[-1])
-  num_rows = int(functools.reduce(lambda a, b: a * b, shape[:-1], 1))
+  num_rows = math.prod(int(n) for n in shape[:-1])
   width = chunk_width(hidden_size)
   run = _residual_layer_norm(
       num_rows,
