@@ -48,22 +48,39 @@ import numpy as np
 from recurrent_bert.errors import InputError
 from recurrent_bert.training.numpy_batch_loop import NumpyBatchLoop
 
-# Gradients of fewer elements go into the global norm as one vector (`_global_norm`).
+# Gradients of fewer elements go into the global norm as one vector (`global_norm`).
 _SMALL = 1 << 16
+# A larger gradient's squares are first summed over rows of a [rows, -1] view of it.
+_ROWS = 1024
+
+
+def _row_count(size: int) -> int:
+  """The largest power of 2 up to `_ROWS` that divides `size`."""
+  return min(_ROWS, size & -size)
 
 
 def global_norm(grads):
   """`NumpyBatchLoop._global_norm` ([] float32, the root of the sum of every squared
-  element of `grads`, float32 arrays), with the gradients of fewer than `_SMALL` elements
-  (biases and LayerNorms: most of a model's variables, few of its elements) squared and
-  summed as one concatenated vector. A GPU then runs one reduction for all of them, not a
-  kernel launch each (about 130 of BERT-base's 206). The barrier keeps XLA from splitting
-  the sum of the concatenation back into one sum per part."""
+  element of `grads`, float32 arrays) in few GPU kernels.
+
+  The gradients of fewer than `_SMALL` elements (biases and LayerNorms: most of a model's
+  variables, few of its elements) are squared as one concatenated vector. A larger one
+  is summed over each row of a [rows, -1] view of it ([rows] float32), one kernel that
+  reads it once; XLA splits a plain sum of it into two kernels, the second a launch for
+  a few hundred numbers. The rows' sums and the small squares then make one last sum:
+  BERT-base's training step compiled for an H100 is 74 kernels fewer (881 to 807). The
+  barriers keep XLA from splitting the concatenated sums back into one per part."""
+  parts = [
+      jnp.sum(jnp.square(g.reshape(_row_count(g.size), -1)), axis=1)
+      for g in grads
+      if g.size >= _SMALL
+  ]
   small = [jnp.ravel(g) for g in grads if g.size < _SMALL]
-  squares = sum(jnp.sum(jnp.square(g)) for g in grads if g.size >= _SMALL)
   if small:
-    squares += jnp.sum(jnp.square(jax.lax.optimization_barrier(jnp.concatenate(small))))
-  return jnp.sqrt(squares)
+    parts.append(jnp.square(jax.lax.optimization_barrier(jnp.concatenate(small))))
+  if not parts:
+    return jnp.zeros((), jnp.float32)
+  return jnp.sqrt(jnp.sum(jax.lax.optimization_barrier(jnp.concatenate(parts))))
 
 
 def set_up_devices(devices: Optional[int], micro_batch_size: int) -> int:

@@ -124,14 +124,15 @@ def test_after_whole_and_stopped_calls_the_variables_hold_live_arrays(tmp_path):
 def test_the_global_norm_is_numpys_with_small_and_large_gradients(rng):
   """jax_loop.global_norm, jitted, against numpy's float64 norm over gradients on both
   sides of the size at which they are concatenated (1, 768 and 2**16 - 1 elements
-  concatenated; 2**16 and [300, 400] summed alone), and with none small or none large."""
+  concatenated; 2**16, [300, 400] and [3, 2**15] summed over 1,024, 32 and 1,024 rows,
+  the odd 2**16 + 1 over one), and with none small or none large."""
   import jax
 
   from recurrent_bert.training.jax_loop import global_norm
 
-  shapes = [(768,), (1,), (2**16 - 1,), (2**16,), (300, 400), (12, 64)]
+  shapes = [(768,), (1,), (2**16 - 1,), (2**16,), (300, 400), (3, 2**15), (2**16 + 1,), (12, 64)]
   grads = [rng.standard_normal(shape).astype("float32") for shape in shapes]
-  for subset in (grads, grads[3:5], [grads[0], grads[5]]):
+  for subset in (grads, grads[3:7], [grads[0], grads[7]]):
     want = np.sqrt(sum(np.sum(np.square(g.astype(np.float64))) for g in subset))
     got = float(jax.jit(global_norm)(subset))
     np.testing.assert_allclose(got, want, rtol=1e-6)
