@@ -47,7 +47,6 @@ a run on a card checks the compiled kernels' numbers as well as their time.
 """
 
 import argparse
-import functools
 import json
 import os
 import statistics
@@ -163,11 +162,9 @@ def blstm_candidates(lengths, on_gpu, interpret, tilings=BLSTM_TILINGS):
     return jax_cudnn_lstm.bidirectional_lstm(x, lengths, weights[:3], weights[3:])
 
   def pallas(tiling):
-    recurrence = functools.partial(pallas_blstm.recurrence, interpret=interpret, tiling=tiling)
-
     def run(x, *weights):
-      return portable_blstm.bidirectional_lstm(
-          x, lengths, weights[:3], weights[3:], recurrence_fn=recurrence, time_major=False
+      return pallas_blstm.bidirectional_lstm(
+          x, lengths, weights[:3], weights[3:], interpret=interpret, tiling=tiling
       )
 
     return run

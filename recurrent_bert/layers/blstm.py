@@ -34,7 +34,7 @@ class BidirectionalLSTM(keras.layers.Layer):
       choice there.
     "pallas" (JAX on a CUDA GPU): `kernels.pallas_blstm`, the portable form's algorithm
       with each time step one kernel (the recurrent matmul and the cell, or its
-      gradient, fused), where XLA makes each step several.
+      gradient, fused), where XLA makes each step several, and no reversed copies.
     TensorFlow's kernels (`kernels.tf_blstm`):
     "fused": `bidirectional_lstm_recurrence`: both directions in one XLA loop (one
       batched [2, B, u] x [2, u, 4u] matmul per step, the backward direction read and
@@ -50,8 +50,9 @@ class BidirectionalLSTM(keras.layers.Layer):
       measured on CPU in graph mode and under XLA, benchmarks/recurrence.py) and
       "portable" elsewhere.
   All but "cudnn" run every direction over the whole padded length and zero the padded
-  outputs; the backward direction reads each sequence reversed within its real prefix,
-  so it starts at the last real token.
+  outputs; the backward direction starts at each row's last real token, reading the row
+  reversed within its real prefix ("pallas": walking it from the end with the state held
+  at 0 over the padding, which needs no reversed copy).
 
   Inputs: x [B, T, H_in]; attention_mask [B, T] (1 real, 0 padding).
   Output: [B, T, projection_size] if projecting, else [B, T, 2 * units].

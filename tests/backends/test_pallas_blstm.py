@@ -1,10 +1,9 @@
 """The BLSTM's Pallas kernels ("pallas", JAX), checked without a GPU.
 
-On a CPU the kernels run in Pallas' interpreter: the recurrence and its gradients equal
-the portable scan's (the reference it replaces, itself held to the numpy loop in
-test_layers.py, where the "pallas" layer meets that loop too) at sizes that pad rows and
-units, with a step count that leaves a remainder after the unrolled loop; and the kernels
-lower to Triton for CUDA at the base presets' shapes. On a GPU the same tests run the
+On a CPU the kernels run in Pallas' interpreter: the BLSTM and its gradients equal the
+portable scan's over padded rows, at sizes that pad rows and units, with a step count
+that leaves a remainder after the unrolled loop; and the kernels lower to Triton for CUDA
+at the base presets' shapes. On a GPU the same tests run the
 compiled kernels.
 """
 
@@ -26,17 +25,23 @@ def _on_a_gpu() -> bool:
 
 
 @pytest.mark.parametrize(
-    "length,batch,units,tiling",
+    "length,batch,depth,units,tiling",
     [
-        (5, 3, 8, None),  # one program: rows and units padded to 16
-        (7, 20, 40, dict(block_u=16, block_b=16, block_k=16, steps_per_iteration=3)),
+        (5, 3, 6, 8, None),  # one program: rows and units padded to 16
+        (7, 20, 12, 40, dict(block_u=16, block_b=16, block_k=16, steps_per_iteration=3)),
     ],
 )
 @pytest.mark.parametrize("stacks", ["empty", "nan"])
-def test_recurrence_and_gradients_equal_the_portable_scan(
-    rng, monkeypatch, length, batch, units, tiling, stacks
+def test_the_blstm_and_its_gradients_equal_the_portable_scan(
+    rng, monkeypatch, length, batch, depth, units, tiling, stacks
 ):
-  """The kernels' stacks start as `jax.lax.empty` (zeros off a GPU, whatever memory held
+  """`bidirectional_lstm` on the kernels against the portable scan's (the reference they
+  replace, itself held to the numpy loop in test_layers.py, where the "pallas" layer meets
+  that loop too): the output and the gradients of x and of both directions' three weights,
+  over rows of every length from 0 to T (the portable scan reverses each row within its
+  real prefix; the kernels walk the backward direction over padding held at 0).
+
+  The kernels' stacks start as `jax.lax.empty` (zeros off a GPU, whatever memory held
   on one), or filled with NaN: a read of any element before a launch wrote it would show
   as NaN here."""
   import jax
@@ -49,29 +54,32 @@ def test_recurrence_and_gradients_equal_the_portable_scan(
     nan = lambda stack: jnp.full(stack.shape, jnp.nan, stack.dtype)
     monkeypatch.setattr(pallas_blstm, "uninitialized", nan)
 
-  steps = rng.normal(size=(length, 2, batch, 4 * units)).astype(np.float32)
-  recurrent_kernels = rng.normal(scale=0.3, size=(2, units, 4 * units)).astype(np.float32)
-  upstream = rng.normal(size=(length, 2, batch, units)).astype(np.float32)
+  lengths = (length - np.arange(batch)) % (length + 1)
+  x = rng.normal(size=(batch, length, depth)).astype(np.float32)
+  shapes = [(depth, 4 * units), (units, 4 * units), (4 * units,)] * 2
+  weights = [rng.normal(scale=0.3, size=shape).astype(np.float32) for shape in shapes]
+  upstream = rng.normal(size=(batch, length, 2 * units)).astype(np.float32)
   tiling = pallas_blstm.Tiling(**tiling) if tiling else None
 
-  def portable(s, r):
-    return portable_blstm.recurrence(s, r, batch, units, length)
+  def portable(x, *w):
+    return portable_blstm.bidirectional_lstm(x, lengths, w[:3], w[3:])
 
-  def pallas(s, r):  # direction-major: [2, B, T, ...] in and out
-    h = pallas_blstm.recurrence(
-        s.transpose(1, 2, 0, 3), r, batch, units, length, interpret=not _on_a_gpu(), tiling=tiling
+  def pallas(x, *w):
+    interpret = not _on_a_gpu()
+    return pallas_blstm.bidirectional_lstm(
+        x, lengths, w[:3], w[3:], interpret=interpret, tiling=tiling
     )
-    return h.transpose(2, 0, 1, 3)
 
   with jax.default_matmul_precision("highest"):
     results = {}
     for name, run in (("portable", portable), ("pallas", pallas)):
-      loss = lambda s, r, run=run: (run(s, r) * upstream).sum()
-      results[name] = [run(steps, recurrent_kernels)]
-      results[name] += jax.grad(loss, argnums=(0, 1))(steps, recurrent_kernels)
-  for what, want, got in zip(("h", "d steps", "d R"), results["portable"], results["pallas"]):
+      loss = lambda *a, run=run: (run(*a) * upstream).sum()
+      results[name] = [run(x, *weights)]
+      results[name] += jax.grad(loss, argnums=tuple(range(7)))(x, *weights)
+  names = ["h", "d x"] + [f"d {d} {w}" for d in ("forward", "backward") for w in "WRb"]
+  for what, want, got in zip(names, results["portable"], results["pallas"]):
     np.testing.assert_allclose(
-        np.asarray(got), np.asarray(want), atol=2e-6, rtol=1e-5, err_msg=what
+        np.asarray(got), np.asarray(want), atol=1e-5, rtol=1e-5, err_msg=what
     )
 
 

@@ -10,28 +10,39 @@ and the reduction of its parts). Read from the step compiled for an H100
 of work; here 1.25 a step (5,398 in all).
 
 Here each step is one kernel. The program for direction d, rows [b, b + block_b) and
-hidden units [j, j + block_u) owns the four gate columns of those units:
+hidden units [j, j + block_u) owns the four gate columns of those units. The forward
+direction walks positions t = 0, 1, ..., T - 1, the backward one T - 1, ..., 0; "prev" is
+the position the walk read before t (t - 1 or t + 1), "next" the one it reads after:
 
-  forward, step t:   z = steps[t] + b + h[t-1] R  (its 4 x block_u columns; K = u)
-                     i, f, g, o = σ, σ, tanh, σ (z);  c = f c[t-1] + i g;  h = o tanh(c)
-  backward, step t:  dh = dh_out[t] + dz[t+1] Rᵀ   (its block_u columns; K = 4u)
-                     dc = dc_from_later + dh o (1 - tanh²c)
-                     dz[t] = (dc g i', dc c[t-1] f', dc i g', dh tanh(c) o')
-                     dc_from_later ← dc f
+  forward, at t:     z = steps[t, d] + b + h[prev] R  (its 4 x block_u columns; K = u)
+                     i, f, g, o = σ, σ, tanh, σ (z);  c = f c[prev] + i g;  h = o tanh(c)
+                     c = h = 0 where t is padding
+  backward, at t:    dh = dh_out[t, d] + dz[next] Rᵀ  (its block_u columns; K = 4u)
+                     dc = dc_from_next + dh o (1 - tanh²c)
+                     dz[t] = (dc g i', dc c[prev] f', dc i g', dh tanh(c) o')
+                     dc_from_next ← dc f;  dz[t] = dc_from_next = 0 where t is padding
+
+A row's padding (its positions from its length on) holds the state at 0, so the backward
+direction, which meets the padding first, starts at the row's last real token as if the
+row were reversed within its real prefix (the portable scan's way, which gathers the
+reversed rows in and out), and the output is 0 at padding in both directions. No pass
+reverses a row or concatenates the directions: the input projections of both directions
+are one matmul of the tokens as rows, [B·T, D] x [D, 2·4u], whose [B, T, 2, 4u] product
+the kernels read in place; they write h as [B, T, 2, u], which is the layer's [B, T, 2u]
+output as it is; and they write dz as [B, T, 2, 4u], so the input's gradient is one matmul
+too, with no add of the directions' parts. Against the portable scan's layout with the
+reversals, about 0.2 GB less a layer a training step at trans_blstm_2_base's size.
 
 An LSTM unit's cell gradient needs only that unit's own quantities, so each program's
 part of dz[t] is complete in itself; the next step's kernel reads all of dz[t] (all of
-h[t-1] going forward), which is why a launch is one step: a kernel sees the other
+h[t] going forward), which is why a launch is one step: a kernel sees the other
 programs' writes only after they have ended. The stacks h, c (float32), the gates
 (float32) and dz are read and written in place (aliased through the time loop), so no
-step copies them. Everything is direction-major, [2, B, T, ...]: the input projections
-come out of one batched matmul so, and h, the steps' gradient and R's are read and
-written so, with no layout transpose of a [T, ...] stack on either side (the portable
-scan, whose loop runs over a leading T, needs them). The gates' bias b is added as the
-steps are read (in float32), so the input projections go in as the matmul makes them, with
-no pass that adds it (200 MB a layer at trans_blstm_2_base's size). As in the portable
-form, R's gradient is one matmul after the loop over all B·T rows, and the cell state and
-gates are float32 whatever the compute dtype.
+step copies them. The gates' bias b is added as the steps are read (in float32), so the
+input projections go in as the matmul makes them, with no pass that adds it (200 MB a
+layer at trans_blstm_2_base's size). As in the portable form, R's gradient is one matmul
+after the loop over all B·T rows; a column of ones beside the h that each step read makes
+it sum b's gradient too. The cell state and gates are float32 whatever the compute dtype.
 
 Sizes are padded to what Triton's blocks need (rows and units to multiples of powers of 2
 of at least 16): padded units have zero weights and inputs, so their c and h stay 0 and
@@ -44,8 +55,6 @@ import functools
 from typing import NamedTuple
 
 from recurrent_bert.layers.kernels import pallas_swish_rnn
-from recurrent_bert.layers.kernels import portable_blstm
-from recurrent_bert.layers.kernels.bias_gradient import bias_gradient
 
 
 class Tiling(NamedTuple):
@@ -123,12 +132,24 @@ def _time(count_ref, offset_ref, sizes):
   return count_ref[0] * sizes.steps_per_iteration + offset_ref[0]
 
 
+def _positions(d, walked, sizes):
+  """Where direction d's walk is after `walked` steps, and the position its previous step
+  read: (t, earlier). The forward direction walks t = 0, 1, ... (earlier t - 1), the
+  backward one t = T - 1, T - 2, ... (earlier t + 1)."""
+  from jax import numpy as jnp
+
+  forward = d == 0
+  t = jnp.where(forward, walked, sizes.length - 1 - walked)
+  return t, jnp.where(forward, t - 1, t + 1)
+
+
 def _forward_kernel(
     count_ref,
     offset_ref,
     steps_ref,
     kernel_ref,
     bias_ref,
+    lengths_ref,
     h_in,
     c_in,
     gates_in,
@@ -138,8 +159,9 @@ def _forward_kernel(
     *,
     sizes,
 ):
-  """Step t = `_time` of one program (module docstring). h_ref, c_ref and gates_ref alias
-  h_in, c_in and gates_in: the stacks [2, B, T, u | 4u], read at t - 1 and written at t."""
+  """Step `_time` of direction d's walk, one program (module docstring). h_ref [B, T, 2, u]
+  (token-major: the layer's output), c_ref [2, B, T, u] and gates_ref [2, B, T, 4u] alias
+  h_in, c_in and gates_in, read at the previous step's position and written at this one."""
   import jax
   from jax import numpy as jnp
   from jax.experimental import pallas as pl
@@ -149,26 +171,30 @@ def _forward_kernel(
   own = pl.program_id(2) * sizes.block_u
   units = pl.ds(own, sizes.block_u)
   gate = lambda k: pl.ds(k * sizes.units + own, sizes.block_u)  # gate k of these units
-  t = _time(count_ref, offset_ref, sizes)
-  earlier, started = jnp.maximum(t - 1, 0), t > 0
+  walked = _time(count_ref, offset_ref, sizes)
+  t, earlier = _positions(d, walked, sizes)
+  started, earlier = walked > 0, jnp.clip(earlier, 0, sizes.length - 1)
+  real = (t < lengths_ref[rows])[:, None]  # [block_b, 1]
 
   def accumulate(kb, z):
     depth = pl.ds(pl.multiple_of(kb * sizes.block_k, sizes.block_k), sizes.block_k)
-    h = h_ref[d, rows, earlier, depth]  # [block_b, block_k]: h[t-1], every program's units
+    h = h_ref[rows, earlier, d, depth]  # [block_b, block_k]: every program's units
     h = jnp.where(started, h, jnp.zeros_like(h))
     return tuple(zk + _dot(h, kernel_ref[d, depth, gate(k)]) for k, zk in enumerate(z))
 
   z = tuple(
-      steps_ref[d, rows, t, gate(k)].astype(jnp.float32)
+      steps_ref[rows, t, d, gate(k)].astype(jnp.float32)
       + bias_ref[d, gate(k)].astype(jnp.float32)[None, :]
       for k in range(GATES)
   )
   z = jax.lax.fori_loop(0, sizes.units // sizes.block_k, accumulate, z)
   i, f, o = jax.nn.sigmoid(z[0]), jax.nn.sigmoid(z[1]), jax.nn.sigmoid(z[3])
   g = jnp.tanh(z[2])
-  c = f * jnp.where(started, c_ref[d, rows, earlier, units], 0.0) + i * g
+  # A padded position keeps the state at its start, 0: the backward direction then
+  # starts at each row's last real token, and the output there is 0.
+  c = jnp.where(real, f * jnp.where(started, c_ref[d, rows, earlier, units], 0.0) + i * g, 0.0)
   c_ref[d, rows, t, units] = c
-  h_ref[d, rows, t, units] = (o * jnp.tanh(c)).astype(h_ref.dtype)
+  h_ref[rows, t, d, units] = jnp.where(real, o * jnp.tanh(c), 0.0).astype(h_ref.dtype)
   for k, activated in enumerate((i, f, g, o)):
     gates_ref[d, rows, t, gate(k)] = activated
 
@@ -180,6 +206,7 @@ def _backward_kernel(
     gates_ref,
     c_ref,
     kernel_t_ref,
+    lengths_ref,
     dz_in,
     dc_in,
     dz_ref,
@@ -187,9 +214,10 @@ def _backward_kernel(
     *,
     sizes,
 ):
-  """Reverse step t = T - 1 - `_time` of one program (module docstring). dz_ref [2, B, T, 4u]
-  (compute dtype) and dc_ref [2, B, u] (float32, the cell gradient passed back from
-  t + 1) alias dz_in and dc_in."""
+  """Step `_time` of direction d's walk in reverse, one program (module docstring): dh_ref
+  and dz_ref are token-major ([B, T, 2, u | 4u], compute dtype). dz_ref and dc_ref
+  ([2, B, u], float32: the cell gradient passed back from the step after) alias dz_in and
+  dc_in."""
   import jax
   from jax import numpy as jnp
   from jax.experimental import pallas as pl
@@ -199,20 +227,24 @@ def _backward_kernel(
   own = pl.program_id(2) * sizes.block_u
   units = pl.ds(own, sizes.block_u)
   gate = lambda k: pl.ds(k * sizes.units + own, sizes.block_u)
-  t = sizes.length - 1 - _time(count_ref, offset_ref, sizes)
-  later, has_later = jnp.minimum(t + 1, sizes.length - 1), t + 1 < sizes.length
+  walked = sizes.length - 1 - _time(count_ref, offset_ref, sizes)
+  t, earlier = _positions(d, walked, sizes)
+  later = jnp.clip(2 * t - earlier, 0, sizes.length - 1)  # the walk's next position
+  has_later, started = walked + 1 < sizes.length, walked > 0
+  real = (t < lengths_ref[rows])[:, None]
 
   def accumulate(kb, dh):
     depth = pl.ds(pl.multiple_of(kb * sizes.block_k, sizes.block_k), sizes.block_k)
-    dz = dz_ref[d, rows, later, depth]  # [block_b, block_k]: dz[t+1], every program's gates
+    dz = dz_ref[rows, later, d, depth]  # [block_b, block_k]: every program's gates
     dz = jnp.where(has_later, dz, jnp.zeros_like(dz))
     return dh + _dot(dz, kernel_t_ref[d, depth, units])
 
-  dh = dh_ref[d, rows, t, units].astype(jnp.float32)
+  dh = dh_ref[rows, t, d, units].astype(jnp.float32)
   dh = jax.lax.fori_loop(0, GATES * sizes.units // sizes.block_k, accumulate, dh)
   i, f, g, o = (gates_ref[d, rows, t, gate(k)] for k in range(GATES))
   c = c_ref[d, rows, t, units]
-  c_earlier = jnp.where(t > 0, c_ref[d, rows, jnp.maximum(t - 1, 0), units], 0.0)
+  c_earlier = c_ref[d, rows, jnp.clip(earlier, 0, sizes.length - 1), units]
+  c_earlier = jnp.where(started, c_earlier, 0.0)
   tanh_c = jnp.tanh(c)
   dc = jnp.where(has_later, dc_ref[d, rows, units], 0.0) + dh * o * (1.0 - tanh_c * tanh_c)
   parts = (
@@ -221,9 +253,10 @@ def _backward_kernel(
       dc * i * (1.0 - g * g),
       dh * tanh_c * o * (1.0 - o),
   )
+  # A padded position's state is 0 whatever came before: nothing flows back through it.
   for k, part in enumerate(parts):
-    dz_ref[d, rows, t, gate(k)] = part.astype(dz_ref.dtype)
-  dc_ref[d, rows, units] = dc * f
+    dz_ref[rows, t, d, gate(k)] = jnp.where(real, part, 0.0).astype(dz_ref.dtype)
+  dc_ref[d, rows, units] = jnp.where(real, dc * f, 0.0)
 
 
 def uninitialized(stack):
@@ -239,17 +272,20 @@ def uninitialized(stack):
 
 @functools.cache
 def _recurrence(length, batch, units, dtype, interpret, tiling):
-  """The custom-gradient function of (steps [2, B, T, 4u], recurrent_kernels [2, u, 4u])
-  -> h [2, B, T, u] for one static configuration."""
+  """The custom-gradient function of (steps [B, T, 2, 4u], recurrent_kernels [2, u, 4u],
+  biases [2, 4u], lengths [B]) -> h [B, T, 2, u] for one static configuration."""
   import jax
   from jax import numpy as jnp
   from jax.experimental import pallas as pl
 
   sizes = _sizes(length, batch, units, tiling)
   grid = (2, sizes.batch // sizes.block_b, sizes.units // sizes.block_u)
-  stack = lambda width, dt: jax.ShapeDtypeStruct((2, sizes.batch, length, width), dt)
-  h_stack, c_stack = stack(sizes.units, dtype), stack(sizes.units, jnp.float32)
-  gates_stack, dz_stack = stack(GATES * sizes.units, jnp.float32), stack(GATES * sizes.units, dtype)
+  # h and dz token-major, [B', T, 2, ...] (the layer's output, the input projections'
+  # gradient); c and the gates, which only the kernels read, direction-major (float32).
+  tokens = lambda width: jax.ShapeDtypeStruct((sizes.batch, length, 2, width), dtype)
+  directions = lambda width: jax.ShapeDtypeStruct((2, sizes.batch, length, width), jnp.float32)
+  h_stack, dz_stack = tokens(sizes.units), tokens(GATES * sizes.units)
+  c_stack, gates_stack = directions(sizes.units), directions(GATES * sizes.units)
   dc_state = jax.ShapeDtypeStruct((2, sizes.batch, sizes.units), jnp.float32)
   compiler_params = (
       None if interpret else pallas_swish_rnn.compiler_params(tiling.num_warps, tiling.num_stages)
@@ -276,12 +312,12 @@ def _recurrence(length, batch, units, dtype, interpret, tiling):
   def padded_kernel(recurrent_kernels):  # [2, u, 4u] -> [2, u', 4u']
     return padded(padded_gates(recurrent_kernels), 1, units, sizes.units)
 
-  def padded_steps(t):  # [2, B, T, 4u] -> [2, B', T, 4u']
-    return padded(padded_gates(t), 1, batch, sizes.batch)
+  def padded_rows(t):  # [B, ...] -> [B', ...]; padded rows have length 0
+    return padded(t, 0, batch, sizes.batch)
 
-  def unpadded_gates(t):  # [2, B', T, 4u'] -> [2, B, T, 4u]
-    t = t[:, :batch].reshape(2, batch, length, GATES, sizes.units)
-    return t[..., :units].reshape(2, batch, length, GATES * units)
+  def unpadded_gates(t):  # [B', T, 2, 4u'] -> [B, T, 2, 4u]
+    t = t[:batch].reshape(batch, length, 2, GATES, sizes.units)
+    return t[..., :units].reshape(batch, length, 2, GATES * units)
 
   def every_step(kernel, outputs, name, constants, state):
     """Launches `kernel` for every step in order, the state (aliased: the last inputs)
@@ -306,83 +342,102 @@ def _recurrence(length, batch, units, dtype, interpret, tiling):
       state = launch(length // spi, offset, state)
     return state
 
-  def forward(steps, recurrent_kernels, biases):
-    kernel_p = padded_kernel(recurrent_kernels)
+  def forward(steps, recurrent_kernels, biases, lengths):
+    kernel_p, lengths_p = padded_kernel(recurrent_kernels), padded_rows(lengths.astype(jnp.int32))
     stacks = [uninitialized(s) for s in (h_stack, c_stack, gates_stack)]
     h, c, gates = every_step(
         _forward_kernel,
         [h_stack, c_stack, gates_stack],
         "blstm_forward_step",
-        (padded_steps(steps), kernel_p, padded_gates(biases)),
+        (padded_rows(padded_gates(steps)), kernel_p, padded_gates(biases), lengths_p),
         stacks,
     )
-    return h[:, :batch, :, :units], (h, c, gates, kernel_p)
+    return h[:batch, :, :, :units], (h, c, gates, kernel_p, lengths_p)
 
   @jax.custom_vjp
-  def run(steps, recurrent_kernels, biases):
-    return forward(steps, recurrent_kernels, biases)[0]
+  def run(steps, recurrent_kernels, biases, lengths):
+    return forward(steps, recurrent_kernels, biases, lengths)[0]
 
   def backward(saved, dh_out):
-    h, c, gates, kernel_p = saved
-    dh_p = padded(padded(dh_out, 1, batch, sizes.batch), 3, units, sizes.units)
+    h, c, gates, kernel_p, lengths_p = saved
+    dh_p = padded(padded_rows(dh_out), 3, units, sizes.units)
     kernel_t = jnp.transpose(kernel_p, (0, 2, 1))  # [2, 4u', u']
     dz, _ = every_step(
         _backward_kernel,
         [dz_stack, dc_state],
         "blstm_backward_step",
-        (dh_p, gates, c, kernel_t),
+        (dh_p, gates, c, kernel_t, lengths_p),
         [uninitialized(dz_stack), jnp.zeros(dc_state.shape, jnp.float32)],
     )
-    # R's gradient, one matmul over all B·T rows: [2, u', B'·T] x [2, B'·T, 4u'].
-    d_kernel = jnp.einsum("dbtu,dbtg->dug", portable_blstm.earlier(h, axis=2), dz)
-    d_kernel = d_kernel.reshape(2, sizes.units, GATES, sizes.units)[:, :units, :, :units]
-    d_steps = unpadded_gates(dz)
-    return d_steps, d_kernel.reshape(2, units, GATES * units), bias_gradient(d_steps, (1, 2))
+    # R's gradient, one matmul over all B·T rows of each direction, with the h that each
+    # step read, [2, u', B'·T] x [2, B'·T, 4u'] (XLA reads the token-major stacks as they
+    # are); a column of ones beside h makes the same matmul sum the biases' gradient,
+    # where a pass of its own would read dz again.
+    zero, one = jnp.zeros_like(h[:, :1, 0]), jnp.ones_like(h[:, :, 0, :1])
+    h_read = jnp.stack(
+        [
+            jnp.concatenate([jnp.concatenate([zero, h[:, :-1, 0]], axis=1), one], axis=2),
+            jnp.concatenate([jnp.concatenate([h[:, 1:, 1], zero], axis=1), one], axis=2),
+        ],
+        axis=2,
+    )  # [B', T, 2, u' + 1]
+    d_read = jnp.einsum("btdu,btdg->dug", h_read, dz)  # [2, u' + 1, 4u']
+    d_kernel = d_read[:, :-1].reshape(2, sizes.units, GATES, sizes.units)[:, :units, :, :units]
+    d_biases = d_read[:, -1].reshape(2, GATES, sizes.units)[..., :units]
+    return (
+        unpadded_gates(dz),
+        d_kernel.reshape(2, units, GATES * units),
+        d_biases.reshape(2, GATES * units),
+        None,
+    )
 
   run.defvjp(forward, backward)
   return run
 
 
-def recurrence(
-    steps,
-    recurrent_kernels,
-    batch,
-    units,
-    length,
-    unroll=None,
-    interpret=None,
-    tiling=None,
-    biases=None,
-):
-  """Both directions' LSTM recurrence, one kernel a step and pass (module docstring).
+def bidirectional_lstm(x, lengths, forward, backward, interpret=None, tiling=None):
+  """`portable_blstm.bidirectional_lstm`'s arguments and result, on these kernels.
 
-  Args: as `portable_blstm.recurrence`'s but direction-major (steps [2, B, T, 4u],
-    recurrent_kernels [2, u, 4u] in steps' dtype; T static), and
-    unroll: unused (the tiling's steps_per_iteration unrolls XLA's loop).
-    biases: [2, 4u] in steps' dtype, added to the steps as the kernels read them; None:
-      the steps have theirs.
+  The projections of both directions are one matmul of the tokens as rows, [B·T, D] x
+  [D, 2·4u], whose [B, T, 2, 4u] product the kernels read in place; their h, [B, T, 2, u],
+  is the layer's [B, T, 2u] output as it is. Neither direction's input or output is
+  reversed: the backward direction walks positions T - 1 down to 0, its state held at 0
+  over padding, which is the same as starting at each row's last real token. So no pass
+  gathers reversed rows or concatenates the directions, and the input's gradient is one
+  matmul with no add of the directions' parts (at trans_blstm_2_base's size, about 0.2 GB
+  a layer a training step).
+
+  Args:
+    x: [B, T, D], T static.
+    lengths: [B] int, real positions per row.
+    forward, backward: (kernel [D, 4u], recurrent_kernel [u, 4u], bias [4u]) of each
+      direction, in x's dtype.
     interpret: run Pallas' interpreter (any device); None reads the Pallas switch
       (pallas_swish_rnn.INTERPRET_ENV).
     tiling: a `Tiling`; None is `TILING`.
   Returns:
-    h: [2, B, T, u] in steps' dtype.
+    [B, T, 2u]: (forward, backward) h, 0 at padded positions.
   """
-  del unroll
-  if interpret is None:
-    interpret = pallas_swish_rnn.interpreted()
+  import jax
   from jax import numpy as jnp
 
-  run = _recurrence(length, batch, units, str(steps.dtype), bool(interpret), tiling or TILING)
-  if biases is None:
-    biases = jnp.zeros((2, GATES * units), steps.dtype)
-  return run(steps, recurrent_kernels, biases)
-
-
-def bidirectional_lstm(x, lengths, forward, backward):
-  """`portable_blstm.bidirectional_lstm` (same arguments and result) on these kernels."""
-  return portable_blstm.bidirectional_lstm(
-      x, lengths, forward, backward, recurrence_fn=recurrence, time_major=False
-  )  # direction-major: the kernels add the biases
+  if interpret is None:
+    interpret = pallas_swish_rnn.interpreted()
+  batch, length, _ = x.shape
+  units = forward[1].shape[0]
+  kernels = jnp.stack([forward[0], backward[0]], axis=1)  # [D, 2, 4u]
+  # The barrier keeps XLA from merging this matmul with another of x (TRANS-BLSTM-2's
+  # attention projections read the same x): the kernels would then read a copy of this
+  # part of the merged product, 0.2 GB a layer at base size.
+  steps = jnp.einsum("btk,kdg->btdg", jax.lax.optimization_barrier(x), kernels)  # [B, T, 2, 4u]
+  run = _recurrence(length, batch, units, str(x.dtype), bool(interpret), tiling or TILING)
+  h = run(
+      steps,
+      jnp.stack([forward[1], backward[1]]),
+      jnp.stack([forward[2], backward[2]]),
+      jnp.asarray(lengths),
+  )
+  return h.reshape(batch, length, 2 * units)
 
 
 def triton_module_text(batch, length, units, dtype="bfloat16"):
@@ -391,14 +446,15 @@ def triton_module_text(batch, length, units, dtype="bfloat16"):
   import jax
   from jax import numpy as jnp
 
-  steps = jax.ShapeDtypeStruct((2, batch, length, GATES * units), jnp.dtype(dtype))
+  steps = jax.ShapeDtypeStruct((batch, length, 2, GATES * units), jnp.dtype(dtype))
   kernels = jax.ShapeDtypeStruct((2, units, GATES * units), jnp.dtype(dtype))
   biases = jax.ShapeDtypeStruct((2, GATES * units), jnp.dtype(dtype))
+  lengths = jax.ShapeDtypeStruct((batch,), jnp.int32)
   run = _recurrence(length, batch, units, str(jnp.dtype(dtype)), False, TILING)
-  loss = lambda s, r, b: run(s, r, b).astype(jnp.float32).sum()
+  loss = lambda s, r, b, n: run(s, r, b, n).astype(jnp.float32).sum()
   exported = jax.export.export(
       jax.jit(jax.grad(loss, argnums=(0, 1, 2))),
       platforms=["cuda"],
       disabled_checks=[jax.export.DisabledSafetyCheck.custom_call("__gpu$xla.gpu.triton")],
-  )(steps, kernels, biases)
+  )(steps, kernels, biases, lengths)
   return exported.mlir_module()

@@ -53,9 +53,7 @@ def reversed_within_lengths(x, reverse):
   return run(x)
 
 
-def bidirectional_lstm(
-    x, lengths, forward, backward, unroll=None, recurrence_fn=None, time_major=True
-):
+def bidirectional_lstm(x, lengths, forward, backward, unroll=None):
   """Forward and backward LSTMs (Keras' weight layout, gates i, f, g, o) over right-padded rows.
 
   Args:
@@ -64,13 +62,6 @@ def bidirectional_lstm(
     forward, backward: (kernel [D, 4u], recurrent_kernel [u, 4u], bias [4u]) of each
       direction, in x's dtype.
     unroll: time steps per loop iteration; None is `UNROLL`.
-    recurrence_fn: what runs the recurrence, `recurrence`'s arguments and result; None is
-      `recurrence` (pallas_blstm passes its kernels').
-    time_major: whether recurrence_fn takes steps [T, 2, B, 4u] and gives h [T, 2, B, u]
-      (`recurrence`, whose scan runs over a leading T), or [2, B, T, 4u] and [2, B, T, u]
-      as the input projections come out, without their biases, and the biases [2, 4u]
-      as `biases=` (pallas_blstm's, which adds them as it reads the steps), saving two
-      layout transposes and a pass that adds the biases.
   Returns:
     [B, T, 2u]: (forward, backward) at the original positions, 0 at padded ones.
   """
@@ -86,13 +77,9 @@ def bidirectional_lstm(
   biases = ops.stack([forward[2], backward[2]])  # [2, 4u]
   products = ops.reshape(ops.matmul(inputs, kernels), (2, batch, length, -1))  # [2, B, T, 4u]
   recurrent_kernels = ops.stack([forward[1], backward[1]])  # [2, u, 4u]
-  run = recurrence_fn or recurrence
-  if time_major:
-    steps = ops.transpose(products + biases[:, None, None, :], (2, 0, 1, 3))  # [T, 2, B, 4u]
-    h = run(steps, recurrent_kernels, batch, units, x.shape[1], unroll)  # [T, 2, B, u]
-    h = ops.transpose(h, (1, 2, 0, 3))  # [2, B, T, u]
-  else:
-    h = run(products, recurrent_kernels, batch, units, x.shape[1], unroll, biases=biases)
+  steps = ops.transpose(products + biases[:, None, None, :], (2, 0, 1, 3))  # [T, 2, B, 4u]
+  h = recurrence(steps, recurrent_kernels, batch, units, x.shape[1], unroll)  # [T, 2, B, u]
+  h = ops.transpose(h, (1, 2, 0, 3))  # [2, B, T, u]
   real = ops.cast(ops.arange(length)[None, :] < ops.cast(lengths, "int32")[:, None], x.dtype)
   outputs = ops.concatenate([h[0], reversed_within_lengths(h[1], reverse)], axis=-1)
   return outputs * real[:, :, None]
@@ -147,11 +134,9 @@ def _states(steps, recurrent_kernels, batch, units, length, unroll=1):
   return h, c, gates
 
 
-def earlier(t, axis=0):
-  """t shifted one step later along its time axis `axis`: out[..., s, ...] = t[..., s - 1,
-  ...], zeros at s = 0 ([T, ...] by default; the Pallas BLSTM's stacks are [2, B, T, ...])."""
-  along = lambda positions: t[(slice(None),) * axis + (positions,)]
-  return ops.concatenate([ops.zeros_like(along(slice(0, 1))), along(slice(0, -1))], axis=axis)
+def earlier(t):
+  """t [T, ...] shifted one step later: out[s] = t[s - 1], zeros at s = 0."""
+  return ops.concatenate([ops.zeros_like(t[:1]), t[:-1]], axis=0)
 
 
 def _gradients(dh, h, c, gates, recurrent_kernels, unroll=1):
