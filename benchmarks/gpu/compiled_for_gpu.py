@@ -416,7 +416,8 @@ def compiled_step_text(config, batch_size: int, seq_length: int, dtype: str) -> 
         global_batch_size=batch_size,
         num_train_steps=10_000,
     )
-    state = tuple([abstract(v.value) for v in variables] for variables in loop._state_variables())  # pylint: disable=protected-access
+    state = loop._step_state((batch,))  # pylint: disable=protected-access
+    state = tuple([abstract(x) for x in arrays] for arrays in state)
     micro_batches = ({name: abstract(x) for name, x in batch.items()},)
     lowered = loop._jitted_step.lower(*state, micro_batches)  # pylint: disable=protected-access
   return lowered.compile().as_text()

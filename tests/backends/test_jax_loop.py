@@ -74,19 +74,26 @@ def _main_arguments(text):
   return re.split(r",\s*(?=%arg\d+:)", signature)
 
 
-def test_the_lowered_step_donates_every_state_argument_and_no_batch(tmp_path):
-  loop = _loop(tmp_path)
-  state = [[v.value for v in variables] for variables in loop._state_variables()]
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_the_lowered_step_donates_every_state_argument_and_no_batch(tmp_path, policy):
+  """Under mixed_bfloat16 the state has a fourth list, the weights' 16-bit copies."""
+  keras.config.set_dtype_policy(policy)
+  try:
+    loop = _loop(tmp_path)
+  finally:
+    keras.config.set_dtype_policy("float32")
   batch = loop._device_batch(_pretraining_batch())
+  state = loop._step_state((batch,))
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     lowered = loop._jitted_step.lower(*state, (batch,))
     lowered.compile()
   arguments = _main_arguments(lowered.as_text())
   num_state = sum(len(arrays) for arrays in state)
-  assert num_state == len(_state(loop)) and len(arguments) == num_state + len(batch)
+  assert (num_state > len(_state(loop))) == (policy == "mixed_bfloat16")
+  assert num_state == len(_state(loop)) + len(state[3]) and len(arguments) == num_state + len(batch)
   donated = [bool(DONATED.search(argument)) for argument in arguments]
-  # Flattened in argument order: the three state lists, then the batch dict.
+  # Flattened in argument order: the four state lists, then the batch dict.
   assert donated == [True] * num_state + [False] * len(batch), arguments
   # Every donated buffer has an output of its shape and dtype to go to.
   assert not [w for w in caught if "donated" in str(w.message).lower()], caught
@@ -136,3 +143,61 @@ def test_the_global_norm_is_numpys_with_small_and_large_gradients(rng):
     want = np.sqrt(sum(np.sum(np.square(g.astype(np.float64))) for g in subset))
     got = float(jax.jit(global_norm)(subset))
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_steps_on_16_bit_copies_equal_steps_on_the_float32_weights(tmp_path, monkeypatch):
+  """Under mixed_bfloat16, with two micro-batches a step: the loop reading the 16-bit
+  copies it keeps (`_step_state`) gives the losses, weights and optimizer slots of the
+  loop that casts the float32 weights in every step (no copies), bit for bit, over two
+  loop calls; and it keeps copies of most weights, not of the LayerNorms' (read in
+  float32) or the token embeddings' (never cast)."""
+  from recurrent_bert.training import jax_loop
+
+  results = {}
+  for copies in (True, False):
+    if not copies:
+      monkeypatch.setattr(jax_loop, "read_only_cast", lambda *args: ())
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+      loop = _loop(tmp_path / str(copies))
+    finally:
+      keras.config.set_dtype_policy("float32")
+    loop.accumulation_steps = 2
+    losses = [loop.train_steps(2)[1]["loss"], loop.train_steps(1)[1]["loss"]]
+    state = [np.asarray(keras.ops.convert_to_numpy(v)) for v in _state_variables(loop)]
+    results[copies] = (np.concatenate(losses), state, loop._read_cast)
+  (losses, state, read_cast), (plain_losses, plain_state, _) = results[True], results[False]
+  np.testing.assert_array_equal(losses, plain_losses)
+  for got, want in zip(state, plain_state):
+    np.testing.assert_array_equal(got, want)
+  paths = [loop.model.trainable_variables[i].path for i, _ in read_cast]
+  assert "block_0/attention/query/kernel" in paths and "block_0/ffn/intermediate/kernel" in paths
+  assert not [p for p in paths if "layer_norm" in p or "token_embedding" in p], paths
+
+
+def _state_variables(loop):
+  return [v for variables in loop._state_variables() for v in variables]
+
+
+def test_read_only_cast_finds_the_weights_used_only_cast():
+  """On small traced functions, against the rule written out: a weight read only through
+  casts to one 16-bit dtype is found with that dtype; one also read as it is, cast to two
+  dtypes, cast only to float32, stacked after its cast, or not float32 is not."""
+  import jax.numpy as jnp
+
+  from recurrent_bert.training.jax_loop import read_only_cast
+
+  def loss(weights, x):
+    bf16, twice, raw, two, f32, stacked, f16, already = weights
+    total = (x.astype(jnp.bfloat16) * bf16.astype(jnp.bfloat16)).sum()
+    total = total + (twice.astype(jnp.bfloat16) * 2).sum() + twice.astype(jnp.bfloat16).sum()
+    total = total + raw.astype(jnp.bfloat16).sum() + raw.sum()
+    total = total + two.astype(jnp.bfloat16).sum() + two.astype(jnp.float16).sum()
+    total = total + f32.astype(jnp.float32).sum()
+    total = total + jnp.stack([stacked.astype(jnp.bfloat16), x.astype(jnp.bfloat16)]).sum()
+    total = total + f16.astype(jnp.float16).sum() + already.astype(jnp.bfloat16).sum()
+    return total.astype(jnp.float32)
+
+  weights = [jnp.ones(3, jnp.float32)] * 7 + [jnp.ones(3, jnp.bfloat16)]
+  found = read_only_cast(loss, weights, jnp.ones(3))
+  assert found == ((0, jnp.bfloat16), (1, jnp.bfloat16), (6, jnp.float16)), found
