@@ -49,19 +49,16 @@ import keras
 import numpy as np
 
 from recurrent_bert.errors import InputError
+from recurrent_bert.layers.kernels.pallas_swish_rnn import blocks_per_iteration
 from recurrent_bert.training.numpy_batch_loop import NumpyBatchLoop
 
 # Gradients of fewer elements go into the global norm as one vector (`global_norm`).
 _SMALL = 1 << 16
-# A larger gradient's squares are first summed over rows of a [rows, -1] view of it.
+# A larger gradient's squares are first summed over rows of a [rows, -1] view of it, rows
+# the largest power of 2 up to this that divides its size.
 _ROWS = 1024
 # What may stand between a cast and the concatenation that reads it.
 _RESHAPES = ("reshape", "broadcast_in_dim", "expand_dims", "squeeze")
-
-
-def _row_count(size: int) -> int:
-  """The largest power of 2 up to `_ROWS` that divides `size`."""
-  return min(_ROWS, size & -size)
 
 
 def global_norm(grads):
@@ -76,7 +73,7 @@ def global_norm(grads):
   BERT-base's training step compiled for an H100 is 74 kernels fewer (881 to 807). The
   barriers keep XLA from splitting the concatenated sums back into one per part."""
   parts = [
-      jnp.sum(jnp.square(g.reshape(_row_count(g.size), -1)), axis=1)
+      jnp.sum(jnp.square(g.reshape(blocks_per_iteration(g.size, _ROWS), -1)), axis=1)
       for g in grads
       if g.size >= _SMALL
   ]
@@ -107,10 +104,10 @@ def read_only_cast(loss_fn, trainable, *arguments):
     if any(e.primitive.name != "convert_element_type" for e in readers):
       continue
     dtypes = {jnp.dtype(e.params["new_dtype"]) for e in readers}
-    stacked = any(_concatenated(e.outvars[0], uses) for e in readers)
-    if len(dtypes) == 1 and dtypes <= {jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16)}:
-      if not stacked:
-        cast.append((index, dtypes.pop()))
+    if len(dtypes) != 1 or not dtypes <= {jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16)}:
+      continue
+    if not any(_concatenated(e.outvars[0], uses) for e in readers):
+      cast.append((index, dtypes.pop()))
   return tuple(cast)
 
 

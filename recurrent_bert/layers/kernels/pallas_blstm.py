@@ -133,14 +133,17 @@ def _time(count_ref, offset_ref, sizes):
 
 
 def _positions(d, walked, sizes):
-  """Where direction d's walk is after `walked` steps, and the position its previous step
-  read: (t, earlier). The forward direction walks t = 0, 1, ... (earlier t - 1), the
-  backward one t = T - 1, T - 2, ... (earlier t + 1)."""
+  """Where direction d's walk is after `walked` steps: (t, earlier, later), the position
+  it is at, the one it read before t and the one it reads after. The forward direction
+  walks t = 0, 1, ... (earlier t - 1, later t + 1), the backward one t = T - 1, T - 2, ...
+  (earlier t + 1, later t - 1). Positions past the ends are clipped to them: the kernels
+  read them under a `where` that discards what they hold."""
   from jax import numpy as jnp
 
-  forward = d == 0
-  t = jnp.where(forward, walked, sizes.length - 1 - walked)
-  return t, jnp.where(forward, t - 1, t + 1)
+  step = 1 - 2 * d  # +1 forward, -1 backward
+  t = jnp.where(d == 0, walked, sizes.length - 1 - walked)
+  inside = lambda position: jnp.clip(position, 0, sizes.length - 1)
+  return t, inside(t - step), inside(t + step)
 
 
 def _forward_kernel(
@@ -172,8 +175,8 @@ def _forward_kernel(
   units = pl.ds(own, sizes.block_u)
   gate = lambda k: pl.ds(k * sizes.units + own, sizes.block_u)  # gate k of these units
   walked = _time(count_ref, offset_ref, sizes)
-  t, earlier = _positions(d, walked, sizes)
-  started, earlier = walked > 0, jnp.clip(earlier, 0, sizes.length - 1)
+  t, earlier, _ = _positions(d, walked, sizes)
+  started = walked > 0
   real = (t < lengths_ref[rows])[:, None]  # [block_b, 1]
 
   def accumulate(kb, z):
@@ -228,8 +231,7 @@ def _backward_kernel(
   units = pl.ds(own, sizes.block_u)
   gate = lambda k: pl.ds(k * sizes.units + own, sizes.block_u)
   walked = sizes.length - 1 - _time(count_ref, offset_ref, sizes)
-  t, earlier = _positions(d, walked, sizes)
-  later = jnp.clip(2 * t - earlier, 0, sizes.length - 1)  # the walk's next position
+  t, earlier, later = _positions(d, walked, sizes)
   has_later, started = walked + 1 < sizes.length, walked > 0
   real = (t < lengths_ref[rows])[:, None]
 
@@ -243,8 +245,7 @@ def _backward_kernel(
   dh = jax.lax.fori_loop(0, GATES * sizes.units // sizes.block_k, accumulate, dh)
   i, f, g, o = (gates_ref[d, rows, t, gate(k)] for k in range(GATES))
   c = c_ref[d, rows, t, units]
-  c_earlier = c_ref[d, rows, jnp.clip(earlier, 0, sizes.length - 1), units]
-  c_earlier = jnp.where(started, c_earlier, 0.0)
+  c_earlier = jnp.where(started, c_ref[d, rows, earlier, units], 0.0)
   tanh_c = jnp.tanh(c)
   dc = jnp.where(has_later, dc_ref[d, rows, units], 0.0) + dh * o * (1.0 - tanh_c * tanh_c)
   parts = (
