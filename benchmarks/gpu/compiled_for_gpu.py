@@ -386,6 +386,7 @@ def compiled_step_text(config, batch_size: int, seq_length: int, dtype: str) -> 
   import step_time  # pylint: disable=import-outside-toplevel
 
   from recurrent_bert.layers import kernels
+  from recurrent_bert.layers.kernels import pallas_swish_rnn
   from recurrent_bert.models import Pretrainer
   from recurrent_bert.models import build_encoder
   from recurrent_bert.training.jax_loop import JaxTrainingLoop
@@ -398,7 +399,7 @@ def compiled_step_text(config, batch_size: int, seq_length: int, dtype: str) -> 
   mesh = topologies.make_mesh(topology, (1,), ("device",))
   on_the_gpu = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
   abstract = lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype, sharding=on_the_gpu)
-  with kernels.jax_target("gpu"):
+  with kernels.jax_target("gpu"), pallas_swish_rnn.lowering_for_a_gpu():
     keras.config.set_dtype_policy(dtype)
     pretrainer = Pretrainer(build_encoder(config), use_nsp=True)
     optimizer = create_optimizer(

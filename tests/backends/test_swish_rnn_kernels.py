@@ -379,6 +379,27 @@ def test_the_pallas_kernels_lower_to_triton_for_cuda(kernel_module, k):
     assert f"swish_rnn_forward_k{k}" in text and f"swish_rnn_backward_k{k}" in text
 
 
+@pytest.mark.skipif(BACKEND != "jax", reason="Pallas' lowering")
+def test_lowering_without_a_gpu_targets_an_h100():
+  """Pallas lowers a kernel for the compute capability of the device it asks about; with
+  no GPU, JAX 0.11 and later answer from the abstract mesh in force, which the lowering
+  helper sets to one H100 for as long as it lasts (JAX 0.10 does not ask)."""
+  import jax
+
+  from recurrent_bert.layers.kernels import pallas_swish_rnn
+
+  with pallas_swish_rnn.lowering_for_a_gpu():
+    device = jax.sharding.get_abstract_mesh().abstract_device
+    assert (device.device_kind, device.platform) == ("NVIDIA H100 80GB HBM3", "gpu")
+    try:
+      from jax._src.pallas.triton import gpu_info  # pylint: disable=g-import-not-at-top
+    except ImportError:  # JAX 0.10
+      gpu_info = None
+    if gpu_info is not None:
+      assert gpu_info.get_gpu_info().compute_capability == 90
+  assert jax.sharding.get_abstract_mesh().abstract_device is None
+
+
 @pytest.mark.skipif(BACKEND != "torch", reason="Triton's compiler")
 def test_the_triton_kernels_compile_for_an_h100(kernel_module):
   """The same shapes and forms, k = 1, 2, 4 (and one ungated, and the projections form

@@ -453,9 +453,5 @@ def triton_module_text(batch, length, units, dtype="bfloat16"):
   lengths = jax.ShapeDtypeStruct((batch,), jnp.int32)
   run = _recurrence(length, batch, units, str(jnp.dtype(dtype)), False, TILING)
   loss = lambda s, r, b, n: run(s, r, b, n).astype(jnp.float32).sum()
-  exported = jax.export.export(
-      jax.jit(jax.grad(loss, argnums=(0, 1, 2))),
-      platforms=["cuda"],
-      disabled_checks=[jax.export.DisabledSafetyCheck.custom_call("__gpu$xla.gpu.triton")],
-  )(steps, kernels, biases, lengths)
-  return exported.mlir_module()
+  grad = jax.grad(loss, argnums=(0, 1, 2))
+  return pallas_swish_rnn.cuda_module_text(grad, steps, kernels, biases, lengths)

@@ -347,9 +347,5 @@ def triton_module_text(shape, dtype="bfloat16", rate=0.1, tiling=None):
     y = residual_layer_norm(residual, branch, bias, gamma, beta, 1e-12, rate, seed, False, tiling)
     return y.astype(jnp.float32).sum()
 
-  exported = jax.export.export(
-      jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3, 4))),
-      platforms=["cuda"],
-      disabled_checks=[jax.export.DisabledSafetyCheck.custom_call("__gpu$xla.gpu.triton")],
-  )(sequence, sequence, sequence_vector, vector, vector)
-  return exported.mlir_module()
+  grad = jax.grad(loss, argnums=(0, 1, 2, 3, 4))
+  return pallas_swish_rnn.cuda_module_text(grad, sequence, sequence, sequence_vector, vector, vector)

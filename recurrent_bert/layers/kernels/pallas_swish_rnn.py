@@ -35,6 +35,7 @@ tests also check that the Triton lowering accepts every kernel.
 JAX is imported inside the functions, so importing this module imports no framework.
 """
 
+import contextlib
 import functools
 import os
 from typing import NamedTuple
@@ -85,6 +86,40 @@ def compiler_params(num_warps, num_stages=1):
   # Here one stage: the loop's loads feed a serial chain; the unrolled body issues them
   # early. pallas_blstm's loops are matmuls' reductions, which stages can pipeline.
   return pallas_triton.CompilerParams(num_warps=num_warps, num_stages=num_stages)
+
+
+# The card that lowering without a GPU targets (Hopper, compute capability 9.0).
+LOWERING_DEVICE_KIND = "NVIDIA H100 80GB HBM3"
+
+
+@contextlib.contextmanager
+def lowering_for_a_gpu(device_kind: str = LOWERING_DEVICE_KIND):
+  """Within it, Pallas lowers its Triton kernels for a GPU of `device_kind` whatever device
+  this process has. Pallas asks the device for its compute capability as it lowers a
+  kernel; on a machine without a GPU, JAX 0.11 and later answer from the abstract device
+  of the abstract mesh in force (one of 1 device, automatic sharding), which 0.10 ignores."""
+  import jax
+
+  device = jax.sharding.AbstractDevice(device_kind=device_kind, num_cores=None, platform="gpu")
+  mesh = jax.sharding.AbstractMesh(
+      (1,), ("device",), (jax.sharding.AxisType.Auto,), abstract_device=device
+  )
+  with jax.sharding.use_abstract_mesh(mesh):
+    yield
+
+
+def cuda_module_text(fn, *args) -> str:
+  """The StableHLO text of jitted `fn` at `args` (shapes and dtypes) exported for CUDA,
+  which needs no GPU: lowering fails here if Triton cannot take one of its kernels."""
+  import jax
+
+  with lowering_for_a_gpu():
+    exported = jax.export.export(
+        jax.jit(fn),
+        platforms=["cuda"],
+        disabled_checks=[jax.export.DisabledSafetyCheck.custom_call("__gpu$xla.gpu.triton")],
+    )(*args)
+  return exported.mlir_module()
 
 
 # Φ(x) = erfc(-x / √2) / 2 for the exact GELU: Triton has no erfc, so the kernels use a
@@ -462,10 +497,4 @@ def triton_module_text(
     return run(x1, residual, gate, state_bias, alpha, beta).astype(jnp.float32).sum()
 
   args = (sequence, None if fused_gate else residual, gate, state_bias, vector, vector)
-  grad = jax.jit(jax.grad(loss, argnums=(0, 4, 5)))
-  exported = jax.export.export(
-      grad,
-      platforms=["cuda"],
-      disabled_checks=[jax.export.DisabledSafetyCheck.custom_call("__gpu$xla.gpu.triton")],
-  )(*args)
-  return exported.mlir_module()
+  return cuda_module_text(jax.grad(loss, argnums=(0, 4, 5)), *args)
