@@ -22,9 +22,10 @@ the SMALL variant u = 384), bfloat16 inputs and weights as under mixed precision
                   matmul a step; R's gradient one matmul after the loop); again with 8
                   steps per loop iteration (`portable_blstm.UNROLL`, to choose on a card);
   autodiff        the same forward scan differentiated by JAX (two matmuls a step);
-  pallas u/b/k/s  the Pallas kernels, one per time step and pass (`pallas_blstm`), tiling
-                  block_u/block_b/block_k/num_stages (the first row is
-                  `pallas_blstm.TILING`);
+  pallas u/b/k/s, n steps an iteration
+                  the Pallas kernels, one per time step and pass (`pallas_blstm`), tiling
+                  block_u/block_b/block_k/num_stages and steps_per_iteration (the first
+                  row is `pallas_blstm.TILING`);
   cudnn           `jax.experimental.rnn` (float32; a GPU only), what "auto" runs there;
   floor           the input projections alone (x W of both directions): the FLOPs the
                   recurrence adds to, with no recurrence.
@@ -130,6 +131,7 @@ BLSTM_TILINGS = (
     pallas_blstm.TILING._replace(block_u=16),
     pallas_blstm.TILING._replace(block_u=64),
     pallas_blstm.TILING._replace(num_stages=1),
+    pallas_blstm.TILING._replace(steps_per_iteration=4),
 )
 
 
@@ -176,7 +178,8 @@ def blstm_candidates(lengths, on_gpu, interpret, tilings=BLSTM_TILINGS):
   }
   candidates["autodiff"] = autodiff
   for tiling in tilings:
-    name = f"pallas {tiling.block_u}/{tiling.block_b}/{tiling.block_k}/{tiling.num_stages}"
+    sizes = (tiling.block_u, tiling.block_b, tiling.block_k, tiling.num_stages)
+    name = f"pallas {'/'.join(map(str, sizes))}, {tiling.steps_per_iteration} steps an iteration"
     candidates[name] = pallas(tiling)
   if on_gpu:
     candidates["cudnn"] = cudnn
