@@ -14,7 +14,8 @@ rows whole in registers:
             ds = rstd · (g - mean(g) - x̂ · mean(g · x̂))       (per row)
             dbranch = Drop'(ds);  db = Σ dbranch, dγ = Σ dy · x̂,  dβ = Σ dy  (over rows)
             reads dy and s, writes ds (the residual's gradient) and dbranch, and each
-            program's partial sums of db, dγ and dβ
+            program's partial sums of db, dγ and dβ, in one [programs, 3, H] array that
+            one reduction adds up (three arrays would be three reductions: kernels)
 
 With `copies=2` the function returns y twice (one array): a block whose normalised X̄
 feeds both its next branch and the next residual uses one copy for each, so that the two
@@ -138,7 +139,7 @@ def _forward_kernel(*refs, statics: _Statics, keeps_sum: bool):
 
 def _backward_kernel(*refs, statics: _Statics, has_dropout: bool, copies: int):
   """`blocks` blocks of R rows in a loop: ds and Drop'(ds), and this program's sums of
-  db, dγ and dβ over its rows ([c, w] each)."""
+  db, dγ and dβ over its rows ([3, c, w], in that order)."""
   import jax
   from jax import numpy as jnp
   from jax.experimental import pallas as pl
@@ -146,7 +147,7 @@ def _backward_kernel(*refs, statics: _Statics, has_dropout: bool, copies: int):
   seed_ref, *dy_refs = refs[: 1 + copies]
   s_ref, mean_ref, rstd_ref, gamma_ref, ds_ref, *rest = refs[1 + copies :]
   dbranch_ref = rest[0] if has_dropout else None
-  sum_refs = rest[-3:]  # db, dγ, dβ
+  sums_ref = rest[-1]  # [3, c, w]: db, dγ, dβ
   c, w, rows = statics.chunks, statics.width, statics.rows
   gamma = [gamma_ref[j, :][None, :] for j in range(c)]
   first = pl.program_id(0) * statics.blocks * rows
@@ -174,9 +175,9 @@ def _backward_kernel(*refs, statics: _Statics, has_dropout: bool, copies: int):
 
   zeros = tuple(jnp.zeros((w,), jnp.float32) for _ in range(3 * c))
   sums = jax.lax.fori_loop(0, statics.blocks, block, zeros)
-  for k, ref in enumerate(sum_refs):
+  for k in range(3):
     for j in range(c):
-      ref[j, :] = sums[k * c + j]
+      sums_ref[k, j, :] = sums[k * c + j]
 
 
 @functools.cache
@@ -217,10 +218,10 @@ def _residual_layer_norm(num_rows, hidden_size, dtype, rate, epsilon, copies, in
   per_row = pl.BlockSpec((rows,), lambda i: (i,))
   program_rows = pl.BlockSpec((rows * blocks, chunks, width), lambda i: (i, 0, 0))
   program_per_row = pl.BlockSpec((rows * blocks,), lambda i: (i,))
-  program_sums = pl.BlockSpec((None, chunks, width), lambda i: (i, 0, 0))
+  program_sums = pl.BlockSpec((None, 3, chunks, width), lambda i: (i, 0, 0, 0))
   sequence = jax.ShapeDtypeStruct((num_rows, chunks, width), dtype)
   rows_f32 = jax.ShapeDtypeStruct((num_rows,), jnp.float32)
-  sums = jax.ShapeDtypeStruct((programs, chunks, width), jnp.float32)
+  sums = jax.ShapeDtypeStruct((programs, 3, chunks, width), jnp.float32)
   in_specs = [seed_spec, row_block, row_block, vector_spec, vector_spec, vector_spec]
 
   def forward(residual, branch, bias, gamma, beta, seed):
@@ -250,8 +251,8 @@ def _residual_layer_norm(num_rows, hidden_size, dtype, rate, epsilon, copies, in
         _backward_kernel,
         programs,
         [seed_spec] + [program_rows] * (copies + 1) + [program_per_row] * 2 + [vector_spec],
-        [program_rows] * (1 + has_dropout) + [program_sums] * 3,
-        [sequence] * (1 + has_dropout) + [sums] * 3,
+        [program_rows] * (1 + has_dropout) + [program_sums],
+        [sequence] * (1 + has_dropout) + [sums],
         seed,
         *dys,
         s,
@@ -262,7 +263,7 @@ def _residual_layer_norm(num_rows, hidden_size, dtype, rate, epsilon, copies, in
         copies=copies,
     )
     ds, dbranch = results[0], results[1 if has_dropout else 0]
-    dbias, dgamma, dbeta = (partial.sum(axis=0) for partial in results[-3:])
+    dbias, dgamma, dbeta = results[-1].sum(axis=0)  # [3, c, w] -> 3 x [c, w]
     return ds, dbranch, dbias.astype(dtype), dgamma, dbeta, None
 
   run.defvjp(forward, backward)
