@@ -7,7 +7,7 @@ counter; the backward step is as many (the cell's gradient, its write, a split-K
 and the reduction of its parts). Read from the step compiled for an H100
 (benchmarks/gpu/compiled_for_gpu.py): 6 kernels a forward step and 6 a backward step,
 18,432 of the 20,088 of a trans_blstm_2_base training step at T = 128, each microseconds
-of work; here 17 for every 16 steps (4,405 in all).
+of work; here 17 for every 16 steps (4,272 in all).
 
 Here each step is one kernel. The program for direction d, rows [b, b + block_b) and
 hidden units [j, j + block_u) owns the four gate columns of those units. The forward
@@ -119,13 +119,17 @@ def _sizes(length: int, batch: int, units: int, tiling: Tiling) -> _Sizes:
   )
 
 
-def _dot(a, b):
-  """a [m, k] x b [k, n] accumulated in float32; exact float32 products for float32."""
+def _dot(a, b, b_transposed=False):
+  """a [m, k] x b [k, n] (b [n, k] when `b_transposed`) accumulated in float32; exact
+  float32 products for float32."""
   import jax
   from jax import numpy as jnp
 
   precision = jax.lax.Precision.HIGHEST if a.dtype == jnp.float32 else None
-  return jnp.dot(a, b, preferred_element_type=jnp.float32, precision=precision)
+  contracted = (((1,), (1 if b_transposed else 0,)), ((), ()))
+  return jax.lax.dot_general(
+      a, b, contracted, precision=precision, preferred_element_type=jnp.float32
+  )
 
 
 def _time(count_ref, offset_ref, sizes):
@@ -210,7 +214,7 @@ def _backward_kernel(
     dh_ref,
     gates_ref,
     c_ref,
-    kernel_t_ref,
+    kernel_ref,
     lengths_ref,
     dz_in,
     dc_in,
@@ -241,7 +245,9 @@ def _backward_kernel(
     depth = pl.ds(pl.multiple_of(kb * sizes.block_k, sizes.block_k), sizes.block_k)
     dz = dz_ref[rows, later, d, depth]  # [block_b, block_k]: every program's gates
     dz = jnp.where(has_later, dz, jnp.zeros_like(dz))
-    return dh + _dot(dz, kernel_t_ref[d, depth, units])
+    # R's rows of these units, [block_u, block_k], contracted along the gates: Rᵀ is
+    # read as R is stored, so no pass transposes it.
+    return dh + _dot(dz, kernel_ref[d, units, depth], b_transposed=True)
 
   dh = dh_ref[rows, t, d, units].astype(jnp.float32)
   dh = jax.lax.fori_loop(0, GATES * sizes.units // sizes.block_k, accumulate, dh)
@@ -364,12 +370,11 @@ def _recurrence(length, batch, units, dtype, interpret, tiling):
   def backward(saved, dh_out):
     h, c, gates, kernel_p, lengths_p = saved
     dh_p = padded(padded_rows(dh_out), 3, units, sizes.units)
-    kernel_t = jnp.transpose(kernel_p, (0, 2, 1))  # [2, 4u', u']
     dz, _ = every_step(
         _backward_kernel,
         [dz_stack, dc_state],
         "blstm_backward_step",
-        (dh_p, gates, c, kernel_t, lengths_p),
+        (dh_p, gates, c, kernel_p, lengths_p),
         [uninitialized(dz_stack), jnp.zeros(dc_state.shape, jnp.float32)],
     )
     # R's gradient, one matmul over all B·T rows of each direction, with the h that each
