@@ -349,4 +349,6 @@ def triton_module_text(shape, dtype="bfloat16", rate=0.1, tiling=None):
     return y.astype(jnp.float32).sum()
 
   grad = jax.grad(loss, argnums=(0, 1, 2, 3, 4))
-  return pallas_swish_rnn.cuda_module_text(grad, sequence, sequence, sequence_vector, vector, vector)
+  return pallas_swish_rnn.cuda_module_text(
+      grad, sequence, sequence, sequence_vector, vector, vector
+  )
