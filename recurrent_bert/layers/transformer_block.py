@@ -33,7 +33,12 @@ class TransformerBlock(keras.layers.Layer):
   mask from the same seed as the Dropout layer draws. Elsewhere the layers run as written.
 
   Inputs: x [B, T, H]; attention_mask [B, T] (1 real, 0 padding); attention_bias
-  optional [1 or B, A, T, T]. Output: [B, T, H].
+  optional [1 or B, A, T, T]; residual optional [B, T, H], a second copy of x that the
+  residual sums start from (the previous block's with `output_copies=2`). Output: [B, T,
+  H], or `output_copies=2` of it. A block's output feeds the next block's branches and
+  its residual sum; as two copies, the two gradients reach this block's last kernel
+  apart and it adds them as it reads them, where autodiff would add them at the fork in
+  a pass of its own (read two [B, T, H], write one).
 
   Args:
     blstm_units: u per direction; `blstm_projection` adds the 2u -> H dense layer;
@@ -154,8 +159,11 @@ class TransformerBlock(keras.layers.Layer):
     self.output_layer_norm.build(shape)
     self.built = True
 
-  def call(self, x, attention_mask, attention_bias=None, training=None):
-    x_bar = total = x
+  def call(
+      self, x, attention_mask, attention_bias=None, training=None, residual=None, output_copies=1
+  ):
+    residual = x if residual is None else residual
+    x_bar, total = x, residual
     if self.use_attention:
       one_kernel = self._one_kernel_takes(x, self.attention_layer_norm)
       attended = self.attention(
@@ -163,7 +171,13 @@ class TransformerBlock(keras.layers.Layer):
       )
       # X̄ twice: the branches read one, the residual sum starts from the other.
       x_bar, total = self._residual_norm(
-          x, attended, self.attention, self.attention_layer_norm, one_kernel, training, copies=2
+          residual,
+          attended,
+          self.attention,
+          self.attention_layer_norm,
+          one_kernel,
+          training,
+          copies=2,
       )
     *first, (last, reads_block_input) = zip(self.branch_layers, self._branch_reads_block_input)
     for layer, reads in first:
@@ -176,7 +190,9 @@ class TransformerBlock(keras.layers.Layer):
         training=training,
         output_bias=not one_kernel,
     )
-    return self._residual_norm(total, branch, last, self.output_layer_norm, one_kernel, training)
+    return self._residual_norm(
+        total, branch, last, self.output_layer_norm, one_kernel, training, copies=output_copies
+    )
 
   def _residual_norm(
       self, residual, branch, branch_layer, layer_norm, one_kernel, training, copies=1
@@ -230,6 +246,14 @@ class TransformerBlock(keras.layers.Layer):
 
   def compute_output_shape(self, input_shape):
     return tuple(input_shape)
+
+  def compute_output_spec(self, x, *args, output_copies=1, **kwargs):
+    del args, kwargs
+    # One symbolic tensor per copy: a functional model maps each to its own value (one
+    # tensor twice would hand both consumers the same copy).
+    shape = self.compute_output_shape(x.shape)
+    copies = [keras.KerasTensor(shape, dtype=self.compute_dtype) for _ in range(output_copies)]
+    return tuple(copies) if output_copies > 1 else copies[0]
 
   def get_config(self):
     return {**super().get_config(), **self._config}

@@ -107,9 +107,15 @@ class Encoder(FunctionalSubclass):
     x = self.embeddings(inputs["input_ids"], inputs["segment_ids"])
     shared_bias = self.shared_relative_bias(x) if self.shared_relative_bias else None
     encoder_outputs = []
+    residual = None
     for i, block in enumerate(self.blocks):
       bias = self.block_relative_biases[i](x) if self.block_relative_biases else shared_bias
-      x = block(x, inputs["input_mask"], bias)
+      # Each block but the last hands the next its output twice: one copy for the next
+      # block's branches, one for its residual sum (`TransformerBlock`'s copies).
+      if i + 1 < len(self.blocks):
+        x, residual = block(x, inputs["input_mask"], bias, residual=residual, output_copies=2)
+      else:
+        x = block(x, inputs["input_mask"], bias, residual=residual)
       encoder_outputs.append(x)
     pooled = self.pooler(x[:, 0, :])
     self._init_functional(

@@ -148,17 +148,19 @@ def test_inference_and_float32_rows_of_one_chunk(rng):
 
 
 @pytest.mark.parametrize(
-    "mixer,use_attention,dtype",
+    "mixer,use_attention,dtype,chained",
     [
-        ("ffn", True, "float32"),
-        ("parallel_blstm", True, "float32"),
-        ("swishrnn", True, "float32"),
-        ("blstm", False, "float32"),
-        ("ffn", True, "mixed_bfloat16"),
+        ("ffn", True, "float32", False),
+        ("parallel_blstm", True, "float32", False),
+        ("swishrnn", True, "float32", False),
+        ("blstm", False, "float32", False),
+        ("ffn", True, "mixed_bfloat16", False),
+        ("parallel_blstm", True, "float32", True),
+        ("blstm", False, "float32", True),
     ],
 )
 def test_the_block_in_training_equals_its_layers_as_written(
-    rng, monkeypatch, mixer, use_attention, dtype
+    rng, monkeypatch, mixer, use_attention, dtype, chained
 ):
   """TransformerBlock (H = 48, 2 heads, dropout 0.1 everywhere) in training under Pallas'
   interpreter, against the same block with the kernel switched off: outputs, the
@@ -166,7 +168,9 @@ def test_the_block_in_training_equals_its_layers_as_written(
   Every kind of branch leaves its output bias to the kernel. parallel_blstm has two
   branches: the kernel takes the last, its residual the rest; the BLSTM-only block has
   no attention sublayer (one kernel). Under mixed bfloat16 (a GPU's policy) the two
-  round differently in places: to bfloat16's precision."""
+  round differently in places: to bfloat16's precision. `chained`: as an encoder's inner
+  block, with a residual input of its own and two output copies, each with its own
+  upstream gradient (the kernel adds them): the gradient of the residual input too."""
   import jax
   import keras
 
@@ -194,19 +198,25 @@ def test_the_block_in_training_equals_its_layers_as_written(
   block.build((None, None, 48))
   for v in block.trainable_weights:
     v.assign(rng.normal(scale=0.3, size=v.shape).astype("float32"))
-  x = rng.normal(size=(2, 5, 48)).astype(block.compute_dtype)
+  x, residual = (rng.normal(size=(2, 5, 48)).astype(block.compute_dtype) for _ in range(2))
   mask = np.array([[1] * 5, [1] * 3 + [0] * 2], "int32")
-  upstream = rng.normal(size=x.shape).astype("float32")
+  upstream = [rng.normal(size=x.shape).astype("float32") for _ in range(2)]
   seeds = [v.value for v in block.non_trainable_variables]
+  chain = dict(output_copies=2) if chained else {}
 
   def outputs_and_gradients():
-    def loss(x, weights):
-      y, states = block.stateless_call(weights, seeds, x, mask, training=True)
-      return (y.astype("float32") * upstream).sum(), (y, states)
+    def loss(x, residual, weights):
+      y, states = block.stateless_call(
+          weights, seeds, x, mask, training=True, residual=residual if chained else None, **chain
+      )
+      ys = y if chained else (y,)
+      total = sum((c.astype("float32") * u).sum() for c, u in zip(ys, upstream))
+      return total, (ys[0], states)
 
-    grad = jax.value_and_grad(loss, argnums=(0, 1), has_aux=True)
-    (_, (y, states)), (dx, dweights) = grad(x, [v.value for v in block.trainable_weights])
-    return [np.asarray(t, np.float64) for t in (y, dx, *dweights, *states)]
+    grad = jax.value_and_grad(loss, argnums=(0, 1, 2), has_aux=True)
+    weights = [v.value for v in block.trainable_weights]
+    (_, (y, states)), (dx, dresidual, dweights) = grad(x, residual, weights)
+    return [np.asarray(t, np.float64) for t in (y, dx, dresidual, *dweights, *states)]
 
   got = outputs_and_gradients()
   assert len(calls) == 1 + use_attention
@@ -214,7 +224,7 @@ def test_the_block_in_training_equals_its_layers_as_written(
     switched_off.setattr(transformer_block.TransformerBlock, "_one_kernel_takes", lambda *a: False)
     want = outputs_and_gradients()
   assert len(calls) == 1 + use_attention
-  names = ["y", "x"] + [v.path for v in block.trainable_weights]
+  names = ["y", "x", "residual"] + [v.path for v in block.trainable_weights]
   names += [v.path for v in block.non_trainable_variables]
   assert len(got) == len(want) == len(names)
   sixteen_bit = dtype != "float32"
@@ -223,6 +233,9 @@ def test_the_block_in_training_equals_its_layers_as_written(
       continue  # 0 in exact arithmetic (softmax ignores a constant per query): noise here
     atol = 3e-2 * np.abs(w).max() if sixteen_bit else 2e-5
     np.testing.assert_allclose(g, w, atol=atol, rtol=3e-2 if sixteen_bit else 1e-4, err_msg=name)
+  # The residual sums start from the residual input where there is one, and only then.
+  dx, dresidual = want[1], want[2]
+  assert (np.abs(dresidual).max() > 0.1 * np.abs(dx).max()) == chained
 
 
 @pytest.mark.parametrize("shape", [(64, 128, 768), (8, 128, 1024)])
