@@ -70,6 +70,8 @@ dnn_version_info { major: 9 minor: 8 }
 runtime_version { major: 12 minor: 8 }
 device_description_str: "NVIDIA H100 80GB HBM3"
 """
+# The same card's name, for Pallas' lowering of the kernels (`lowering_for_a_gpu`).
+H100_KIND = re.search(r'device_description_str: "([^"]+)"', H100_TARGET).group(1)
 
 NOT_KERNELS = {"parameter", "get-tuple-element", "tuple", "bitcast", "constant", "after-all"}
 _COMPUTATION = re.compile(r"^(ENTRY )?%?([\w.\-]+) ")
@@ -399,7 +401,7 @@ def compiled_step_text(config, batch_size: int, seq_length: int, dtype: str) -> 
   mesh = topologies.make_mesh(topology, (1,), ("device",))
   on_the_gpu = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
   abstract = lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype, sharding=on_the_gpu)
-  with kernels.jax_target("gpu"), pallas_swish_rnn.lowering_for_a_gpu():
+  with kernels.jax_target("gpu"), pallas_swish_rnn.lowering_for_a_gpu(H100_KIND):
     keras.config.set_dtype_policy(dtype)
     pretrainer = Pretrainer(build_encoder(config), use_nsp=True)
     optimizer = create_optimizer(
