@@ -48,7 +48,7 @@ import statistics
 import sys
 import time
 import traceback
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 import numpy as np
 
@@ -85,48 +85,19 @@ def select_backend(argv: List[str]) -> str:
 if __name__ == "__main__":
   select_backend(sys.argv[1:])
 
-from recurrent_bert.config import BLSTM_IMPLEMENTATIONS  # noqa: E402
+# The modules beside this file, also when it runs through runpy (which adds no path).
+if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
+  sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import model_flops  # noqa: E402
+from step_inputs import add_implementation_flags  # noqa: E402
+from step_inputs import implementation_variants  # noqa: E402
+from step_inputs import make_batch  # noqa: E402
+from step_inputs import unknown_implementation  # noqa: E402
+
 from recurrent_bert.config import FAMILIES  # noqa: E402
 from recurrent_bert.config import PRESETS  # noqa: E402
-from recurrent_bert.config import SWISH_RNN_IMPLEMENTATIONS  # noqa: E402
 from recurrent_bert.config import ModelConfig  # noqa: E402
-
-# The recurrences' config fields, each timed once per implementation its flag names.
-RECURRENCE_FIELDS = {
-    "blstm_implementation": BLSTM_IMPLEMENTATIONS,
-    "swish_rnn_implementation": SWISH_RNN_IMPLEMENTATIONS,
-}
-
-
-def _model_flops():
-  """model_flops.py, beside this file (also when run through runpy, which adds no path)."""
-  here = os.path.dirname(os.path.abspath(__file__))
-  if here not in sys.path:
-    sys.path.insert(0, here)
-  import model_flops
-
-  return model_flops
-
-
-def make_batch(vocab_size, batch, length, predictions, seed=0) -> Dict[str, np.ndarray]:
-  """A synthetic pretraining batch in the schema's names (data/schema.py), no padding.
-
-  input_ids, input_mask, segment_ids int32 [B, T]; masked_lm_positions (distinct, sorted,
-  never [CLS]), masked_lm_ids int32 [B, P]; masked_lm_weights float32 [B, P];
-  next_sentence_labels int32 [B, 1].
-  """
-  rng = np.random.default_rng(seed)
-  first = length // 2
-  positions = rng.permuted(np.tile(np.arange(1, length), (batch, 1)), axis=1)[:, :predictions]
-  return {
-      "input_ids": rng.integers(5, vocab_size, (batch, length)).astype(np.int32),
-      "input_mask": np.ones((batch, length), np.int32),
-      "segment_ids": np.tile([0] * first + [1] * (length - first), (batch, 1)).astype(np.int32),
-      "masked_lm_positions": np.sort(positions, axis=1).astype(np.int32),
-      "masked_lm_ids": rng.integers(5, vocab_size, (batch, predictions)).astype(np.int32),
-      "masked_lm_weights": np.ones((batch, predictions), np.float32),
-      "next_sentence_labels": rng.integers(0, 2, (batch, 1)).astype(np.int32),
-  }
 
 
 def device_description(backend: str) -> str:
@@ -485,7 +456,7 @@ def parse_args(argv: List[str], backend: str):
   if args.seq_length is None:
     args.seq_length = 64 if args.quick else 128
   if args.max_predictions is None and args.seq_length > 0:
-    args.max_predictions = _model_flops().default_predictions(args.seq_length)
+    args.max_predictions = model_flops.default_predictions(args.seq_length)
   if args.steps is None:
     args.steps = 5 if args.quick else 10
   for flag in ("batch_size", "seq_length", "max_predictions", "steps", "steps_per_call"):
@@ -525,47 +496,13 @@ def select_rows(args) -> List[Row]:
   for name in names:
     PRESETS[name].check_sequence_length(args.seq_length, "--seq_length", name)
     for label, variant in implementation_variants(name, PRESETS[name], args):
-      flops = _model_flops().model_flops(
+      flops = model_flops.model_flops(
           variant, args.batch_size, args.seq_length, args.max_predictions, not args.no_nsp
       )
       # "auto" keeps the preset's name, so the ratios and goals find it; the others come
       # after every preset's own row (a pass cut short loses the extras first).
       (rows if label == name else variants).append(Row(label, variant, flops))
   return rows + variants
-
-
-def add_implementation_flags(parser: argparse.ArgumentParser, verb: str) -> None:
-  """--blstm_implementations and --swish_rnn_implementations: each preset with that
-  recurrence once per implementation named (`implementation_variants`)."""
-  for field, choices in RECURRENCE_FIELDS.items():
-    parser.add_argument(
-        f"--{field}s",
-        nargs="+",
-        default=["auto"],
-        help=f"{verb} presets with a {field.split('_implementation')[0]} once per "
-        f"implementation (rows 'preset [name]', after the others'): {', '.join(choices)}",
-    )
-
-
-def unknown_implementation(args) -> Optional[str]:
-  """The one-line complaint about an implementation the flags name that does not exist."""
-  for field, choices in RECURRENCE_FIELDS.items():
-    for impl in getattr(args, f"{field}s"):
-      if impl not in choices:
-        return f"--{field}s: {impl!r}: choose from {', '.join(choices)}"
-  return None
-
-
-def implementation_variants(name: str, config, args) -> List[Tuple[str, "ModelConfig"]]:
-  """(label, config) per implementation `args` asks of the preset's recurrence
-  (`--blstm_implementations`, `--swish_rnn_implementations`): "auto" is the preset as it
-  is, under its own name; another is "name [implementation]"."""
-  field = "blstm_implementation" if config.uses_blstm else None
-  field = "swish_rnn_implementation" if config.mixer == "swishrnn" else field
-  return [
-      (name, config) if impl == "auto" else (f"{name} [{impl}]", config.replace(**{field: impl}))
-      for impl in (getattr(args, f"{field}s") if field else ["auto"])
-  ]
 
 
 def main(argv: Optional[List[str]] = None) -> int:

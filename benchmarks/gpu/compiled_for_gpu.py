@@ -39,7 +39,7 @@ from typing import Dict, List, Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLUGIN_DIR = os.path.join(ROOT, ".cuda_plugin")
-# step_time.py (its batches and preset variants) is imported once the backend is set.
+# step_inputs.py (batches and preset variants) is imported once the backend is set.
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 # XLA's description of an H100 SXM (80 GB HBM3): what its deviceless compiler reads
@@ -385,10 +385,10 @@ def compiled_step_text(config, batch_size: int, seq_length: int, dtype: str) -> 
   from jax.experimental import topologies
   import keras
   import numpy as np
-  import step_time  # pylint: disable=import-outside-toplevel
+  import step_inputs  # pylint: disable=import-outside-toplevel
 
   from recurrent_bert.layers import kernels
-  from recurrent_bert.layers.kernels import pallas_swish_rnn
+  from recurrent_bert.layers.kernels import pallas_support
   from recurrent_bert.models import Pretrainer
   from recurrent_bert.models import build_encoder
   from recurrent_bert.training.jax_loop import JaxTrainingLoop
@@ -401,13 +401,13 @@ def compiled_step_text(config, batch_size: int, seq_length: int, dtype: str) -> 
   mesh = topologies.make_mesh(topology, (1,), ("device",))
   on_the_gpu = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
   abstract = lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype, sharding=on_the_gpu)
-  with kernels.jax_target("gpu"), pallas_swish_rnn.lowering_for_a_gpu(H100_KIND):
+  with kernels.jax_target("gpu"), pallas_support.lowering_for_a_gpu(H100_KIND):
     keras.config.set_dtype_policy(dtype)
     pretrainer = Pretrainer(build_encoder(config), use_nsp=True)
     optimizer = create_optimizer(
         pretrainer.trainable_variables, learning_rate=1e-4, num_train_steps=10_000, warmup_steps=100
     )
-    batch = step_time.make_batch(
+    batch = step_inputs.make_batch(
         config.vocab_size, batch_size, seq_length, -(-seq_length * 15 // 100)
     )
     loop = JaxTrainingLoop(
@@ -427,8 +427,8 @@ def compiled_step_text(config, batch_size: int, seq_length: int, dtype: str) -> 
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-  os.environ.setdefault("KERAS_BACKEND", "jax")  # before step_time imports the package
-  import step_time  # pylint: disable=import-outside-toplevel
+  os.environ.setdefault("KERAS_BACKEND", "jax")  # before step_inputs imports the package
+  import step_inputs  # pylint: disable=import-outside-toplevel
 
   from recurrent_bert.config import PRESETS
 
@@ -441,19 +441,19 @@ def main(argv: Optional[List[str]] = None) -> int:
   parser.add_argument("--batch_size", type=int, default=64)
   parser.add_argument("--seq_length", type=int, default=128)
   parser.add_argument("--dtype", default="mixed_bfloat16")
-  step_time.add_implementation_flags(parser, "compile")
+  step_inputs.add_implementation_flags(parser, "compile")
   parser.add_argument("--hlo_dir", default="", help="also write each optimized program here")
   parser.add_argument("--json", default="", help="write the counts here")
   parser.error = _fail  # a bad value (e.g. --batch_size=x): one line, not the usage
   args = parser.parse_args(sys.argv[1:] if argv is None else argv)
   presets = [n for n in args.presets.split(",") if n]
   unknown = next((f"--presets: unknown {n!r}" for n in presets if n not in PRESETS), None)
-  if unknown or step_time.unknown_implementation(args):
-    _fail(unknown or step_time.unknown_implementation(args))
+  if unknown or step_inputs.unknown_implementation(args):
+    _fail(unknown or step_inputs.unknown_implementation(args))
   _use_the_plugin()
   rows = []
   for name in presets:
-    for label, variant in step_time.implementation_variants(name, PRESETS[name], args):
+    for label, variant in step_inputs.implementation_variants(name, PRESETS[name], args):
       started = time.time()
       try:
         text = compiled_step_text(variant, args.batch_size, args.seq_length, args.dtype)

@@ -49,7 +49,7 @@ import keras
 import numpy as np
 
 from recurrent_bert.errors import InputError
-from recurrent_bert.layers.kernels.pallas_swish_rnn import blocks_per_iteration
+from recurrent_bert.layers.kernels.pallas_support import blocks_per_iteration
 from recurrent_bert.training.numpy_batch_loop import NumpyBatchLoop
 
 # Gradients of fewer elements go into the global norm as one vector (`global_norm`).

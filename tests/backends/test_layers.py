@@ -13,7 +13,7 @@ from recurrent_bert.layers import BidirectionalLSTM
 from recurrent_bert.layers import SwishRNN
 from recurrent_bert.layers import kernels
 from recurrent_bert.layers import swish_rnn_recurrence
-from recurrent_bert.layers.kernels import pallas_swish_rnn
+from recurrent_bert.layers.kernels import pallas_support
 from recurrent_bert.models import Pretrainer
 from recurrent_bert.models import build_encoder
 from tests.backends.support import BACKEND
@@ -146,7 +146,7 @@ _BLSTM_NUMERIC = {}  # central differences per layer size, shared by the impleme
 def _interpret_pallas_off_a_gpu(monkeypatch):
   """Pallas' kernels run in its interpreter on a CPU; on a GPU they are compiled."""
   if kernels.jax_platform() != "gpu":
-    monkeypatch.setenv(pallas_swish_rnn.INTERPRET_ENV, "1")
+    monkeypatch.setenv(pallas_support.INTERPRET_ENV, "1")
 
 
 @pytest.mark.parametrize("units,projection", [(4, None), (8, 8)])  # SMALL, full (H = 8)

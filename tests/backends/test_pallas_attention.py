@@ -178,9 +178,9 @@ def test_the_layer_in_training_takes_the_kernels(rng, monkeypatch):
 
   from recurrent_bert.layers import SelfAttention
   from recurrent_bert.layers import attention as attention_module
-  from recurrent_bert.layers.kernels import pallas_swish_rnn
+  from recurrent_bert.layers.kernels import pallas_support
 
-  monkeypatch.setenv(pallas_swish_rnn.INTERPRET_ENV, "1")
+  monkeypatch.setenv(pallas_support.INTERPRET_ENV, "1")
   layer = SelfAttention(32, 2, attention_dropout_rate=0.1)
   x = rng.normal(size=(2, 24, 32)).astype("float32")
   mask = (np.arange(24)[None, :] < np.array([[24], [10]])).astype("int32")
@@ -208,7 +208,7 @@ def test_the_kernels_lower_to_triton_for_cuda(has_bias):
   from jax import numpy as jnp
 
   from recurrent_bert.layers.kernels import pallas_attention
-  from recurrent_bert.layers.kernels import pallas_swish_rnn
+  from recurrent_bert.layers.kernels import pallas_support
 
   sequence = jax.ShapeDtypeStruct((64, 128, 12, 64), jnp.bfloat16)
   bias = jax.ShapeDtypeStruct((1, 12, 128, 128), jnp.bfloat16) if has_bias else None
@@ -221,7 +221,7 @@ def test_the_kernels_lower_to_triton_for_cuda(has_bias):
 
   argnums = (0, 1, 2, 3) if has_bias else (0, 1, 2)
   grad = jax.grad(loss, argnums=argnums)
-  text = pallas_swish_rnn.cuda_module_text(grad, sequence, sequence, sequence, bias)
+  text = pallas_support.cuda_module_text(grad, sequence, sequence, sequence, bias)
   for name in ("attention_forward", "attention_key_gradients", "attention_query_gradients"):
     assert name in text
 
@@ -244,9 +244,9 @@ def test_the_layer_with_dropout_equals_the_written_out_form(rng, monkeypatch, on
   from recurrent_bert.layers import SelfAttention
   from recurrent_bert.layers import attention as attention_module
   from recurrent_bert.layers.kernels import pallas_attention
-  from recurrent_bert.layers.kernels import pallas_swish_rnn
+  from recurrent_bert.layers.kernels import pallas_support
 
-  monkeypatch.setenv(pallas_swish_rnn.INTERPRET_ENV, "1")
+  monkeypatch.setenv(pallas_support.INTERPRET_ENV, "1")
   monkeypatch.setattr(attention_module, "_on_a_gpu", lambda x: one_matmul)
   called = []
   for name in ("attention", "attention_of_projections"):

@@ -97,9 +97,9 @@ def test_the_kernels_lower_to_triton_for_cuda(units):
 def test_the_kernels_are_refused_on_a_cpu_in_one_line(monkeypatch):
   if _on_a_gpu():
     pytest.skip("this process has a GPU")
-  from recurrent_bert.layers.kernels import pallas_swish_rnn
+  from recurrent_bert.layers.kernels import pallas_support
 
-  monkeypatch.delenv(pallas_swish_rnn.INTERPRET_ENV, raising=False)
+  monkeypatch.delenv(pallas_support.INTERPRET_ENV, raising=False)
   assert kernels.resolve(kernels.BLSTM_FIELD, "auto") == "portable"
   with pytest.raises(InputError) as error:
     BidirectionalLSTM(4, implementation="pallas")

@@ -176,10 +176,10 @@ def test_the_block_in_training_equals_its_layers_as_written(
 
   from recurrent_bert.layers import transformer_block
   from recurrent_bert.layers.kernels import pallas_layer_norm
-  from recurrent_bert.layers.kernels import pallas_swish_rnn
+  from recurrent_bert.layers.kernels import pallas_support
 
   keras.config.set_dtype_policy(dtype)  # conftest restores float32
-  monkeypatch.setenv(pallas_swish_rnn.INTERPRET_ENV, "1")
+  monkeypatch.setenv(pallas_support.INTERPRET_ENV, "1")
   calls = []
   original = pallas_layer_norm.residual_layer_norm
   spy = lambda *a, **k: calls.append(1) or original(*a, **k)
@@ -257,9 +257,9 @@ def test_a_branch_of_another_dtype_runs_as_written_with_its_bias(rng, monkeypatc
 
   from recurrent_bert.layers import transformer_block
   from recurrent_bert.layers.kernels import pallas_layer_norm
-  from recurrent_bert.layers.kernels import pallas_swish_rnn
+  from recurrent_bert.layers.kernels import pallas_support
 
-  monkeypatch.setenv(pallas_swish_rnn.INTERPRET_ENV, "1")
+  monkeypatch.setenv(pallas_support.INTERPRET_ENV, "1")
   monkeypatch.setattr(pallas_layer_norm, "residual_layer_norm", None)  # must not be called
   block = transformer_block.TransformerBlock(32, 2, 64, dtype="mixed_bfloat16")
   block.build((None, None, 32))

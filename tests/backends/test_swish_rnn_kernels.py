@@ -386,9 +386,9 @@ def test_lowering_without_a_gpu_targets_an_h100():
   helper sets to one H100 for as long as it lasts (JAX 0.10 does not ask)."""
   import jax
 
-  from recurrent_bert.layers.kernels import pallas_swish_rnn
+  from recurrent_bert.layers.kernels import pallas_support
 
-  with pallas_swish_rnn.lowering_for_a_gpu():
+  with pallas_support.lowering_for_a_gpu():
     device = jax.sharding.get_abstract_mesh().abstract_device
     assert (device.device_kind, device.platform) == ("NVIDIA H100 80GB HBM3", "gpu")
     try:
@@ -407,15 +407,15 @@ def test_the_triton_kernels_compile_for_an_h100(kernel_module):
   process of its own, without the interpreter's switch (kernels defined for the
   interpreter cannot be compiled)."""
   code = """
-      from recurrent_bert.layers.kernels import triton_swish_rnn
+      from recurrent_bert.layers.kernels import triton_swish_rnn_kernels
       forms = [(k, residual, True, None) for k in (1, 2, 4) for residual in (False, True)]
       forms += [(2, False, False, None), (1, False, True, "gelu"), (2, True, True, "sigmoid")]
       for k, residual, gated, fused in forms:
-        assembly = triton_swish_rnn.cuda_assembly(
+        assembly = triton_swish_rnn_kernels.cuda_assembly(
             (4, 128, 2048), k, residual, gated, "bfloat16", fused_gate=fused
         )
         for name, text in assembly.items():
-          assert ".target sm_90" in text and f"_{name}_kernel(" in text, (k, name)
+          assert ".target sm_90" in text and f" {name}_kernel(" in text, (k, name)
       print("compiled")
   """
   result = run_python(code, "torch", unset=[INTERPRET_ENV])

@@ -13,13 +13,17 @@ runs them; the implementation only decides how. Per backend (Keras' own layout,
                                      ("pallas"): JAX on a CUDA GPU.
   pallas_blstm                       the BLSTM as one fused Pallas kernel per time step and
                                      pass ("pallas"): JAX on a CUDA GPU.
-  triton_swish_rnn                   the same algorithm as Triton kernels behind PyTorch
+  triton_swish_rnn(_kernels)         the same algorithm as Triton kernels behind PyTorch
                                      custom operators ("triton"): PyTorch on a CUDA GPU.
   jax_cudnn_lstm, torch_cudnn_lstm   cuDNN's LSTM fed by each row's length ("cudnn"):
                                      jax.experimental.rnn, PyTorch packed sequences.
   pallas_attention                   not a recurrence: the attention with its dropout as
                                      Pallas kernels, which `SelfAttention` takes itself
                                      under JAX on a CUDA GPU while attention dropout is on.
+  pallas_layer_norm                  not a recurrence either: a block's residual sum,
+                                     dropout and LayerNorm as one Pallas kernel a pass.
+  pallas_support                     what the Pallas kernels share: the interpreter switch,
+                                     Triton's settings, lowering for CUDA without a GPU.
 
 Only the module of the running backend is ever imported (lazily, by the layers), so a
 JAX or PyTorch process never loads TensorFlow. "auto" resolves as `resolve` says: on a GPU
@@ -129,19 +133,19 @@ def jax_platform() -> str:
 
 def pallas_runs() -> bool:
   """Whether the Pallas kernels run here: JAX on a CUDA GPU, or Pallas' interpreter."""
-  from recurrent_bert.layers.kernels import pallas_swish_rnn
+  from recurrent_bert.layers.kernels import pallas_support
 
-  return backend() == "jax" and (jax_platform() == "gpu" or pallas_swish_rnn.interpreted())
+  return backend() == "jax" and (jax_platform() == "gpu" or pallas_support.interpreted())
 
 
 def pallas_takes(dtype) -> bool:
   """Whether the Pallas kernels of a layer's computation run here on activations of
   `dtype`: 16-bit ones on a CUDA GPU (what a mixed-precision step gives them), any in
   Pallas' interpreter."""
-  from recurrent_bert.layers.kernels import pallas_swish_rnn
+  from recurrent_bert.layers.kernels import pallas_support
 
   sixteen_bit = keras.backend.standardize_dtype(dtype) in ("bfloat16", "float16")
-  return pallas_runs() and (sixteen_bit or pallas_swish_rnn.interpreted())
+  return pallas_runs() and (sixteen_bit or pallas_support.interpreted())
 
 
 # Read by Triton when it first defines a kernel: set, the kernels run in its interpreter.

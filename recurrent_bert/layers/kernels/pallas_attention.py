@@ -37,7 +37,7 @@ same function in plain jax.numpy) is the reference the tests hold the kernels to
 seed is the layer's Keras seed generator's next value, as its Dropout's.
 
 Where it runs: Pallas lowers the kernels to Triton for a CUDA GPU; `interpret=True` (or
-pallas_swish_rnn.INTERPRET_ENV) runs them in Pallas' interpreter on any device, which is
+pallas_support.INTERPRET_ENV) runs them in Pallas' interpreter on any device, which is
 how the CPU tests check them against the written-out attention. `fits` says which inputs
 the kernels take: a head size of 16, 32, 64 or 128 (Triton's matmul tiles), T up to 1024.
 
@@ -48,7 +48,7 @@ import functools
 from typing import Any, NamedTuple, Optional
 
 from recurrent_bert.layers.kernels import dropout_bits
-from recurrent_bert.layers.kernels import pallas_swish_rnn
+from recurrent_bert.layers.kernels import pallas_support
 
 # A padded key's logit: exp of it less any real logit is 0; finite, so that a block of
 # padding alone gives no inf - inf.
@@ -461,7 +461,7 @@ def attention(
     rate: the attention-probability dropout rate, 0 <= rate < 1.
     seed: [2] uint32 (a Keras seed generator's next value); read only when rate > 0.
     interpret: Pallas' interpreter (any device); None reads the SwishRNN kernels' switch
-      (`pallas_swish_rnn.INTERPRET_ENV`).
+      (`pallas_support.INTERPRET_ENV`).
   Returns:
     [B, T, A, d] context in q's dtype.
   """
@@ -500,7 +500,7 @@ def attention_of_projections(
   from jax import numpy as jnp
 
   if interpret is None:
-    interpret = pallas_swish_rnn.interpreted()
+    interpret = pallas_support.interpreted()
   run = _attention(
       tuple(projections.shape),
       None if bias is None else int(bias.shape[0]),

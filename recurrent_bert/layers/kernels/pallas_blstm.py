@@ -54,7 +54,7 @@ and the numpy loop); `triton_module_text` lowers them for CUDA without a GPU.
 import functools
 from typing import NamedTuple
 
-from recurrent_bert.layers.kernels import pallas_swish_rnn
+from recurrent_bert.layers.kernels import pallas_support
 
 
 class Tiling(NamedTuple):
@@ -297,7 +297,7 @@ def _recurrence(length, batch, units, dtype, interpret, tiling):
   c_stack, gates_stack = directions(sizes.units), directions(GATES * sizes.units)
   dc_state = jax.ShapeDtypeStruct((2, sizes.batch, sizes.units), jnp.float32)
   compiler_params = (
-      None if interpret else pallas_swish_rnn.compiler_params(tiling.num_warps, tiling.num_stages)
+      None if interpret else pallas_support.compiler_params(tiling.num_warps, tiling.num_stages)
   )
 
   def call(kernel, outputs, aliases, name, *inputs):
@@ -421,7 +421,7 @@ def bidirectional_lstm(x, lengths, forward, backward, interpret=None, tiling=Non
     forward, backward: (kernel [D, 4u], recurrent_kernel [u, 4u], bias [4u]) of each
       direction, in x's dtype.
     interpret: run Pallas' interpreter (any device); None reads the Pallas switch
-      (pallas_swish_rnn.INTERPRET_ENV).
+      (pallas_support.INTERPRET_ENV).
     tiling: a `Tiling`; None is `TILING`.
   Returns:
     [B, T, 2u]: (forward, backward) h, 0 at padded positions.
@@ -430,7 +430,7 @@ def bidirectional_lstm(x, lengths, forward, backward, interpret=None, tiling=Non
   from jax import numpy as jnp
 
   if interpret is None:
-    interpret = pallas_swish_rnn.interpreted()
+    interpret = pallas_support.interpreted()
   batch, length, _ = x.shape
   units = forward[1].shape[0]
   kernels = jnp.stack([forward[0], backward[0]], axis=1)  # [D, 2, 4u]
@@ -461,4 +461,4 @@ def triton_module_text(batch, length, units, dtype="bfloat16"):
   run = _recurrence(length, batch, units, str(jnp.dtype(dtype)), False, TILING)
   loss = lambda s, r, b, n: run(s, r, b, n).astype(jnp.float32).sum()
   grad = jax.grad(loss, argnums=(0, 1, 2))
-  return pallas_swish_rnn.cuda_module_text(grad, steps, kernels, biases, lengths)
+  return pallas_support.cuda_module_text(grad, steps, kernels, biases, lengths)

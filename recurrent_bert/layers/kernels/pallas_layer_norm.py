@@ -43,7 +43,7 @@ import math
 from typing import NamedTuple, Optional
 
 from recurrent_bert.layers.kernels import dropout_bits
-from recurrent_bert.layers.kernels import pallas_swish_rnn
+from recurrent_bert.layers.kernels import pallas_support
 
 
 class Tiling(NamedTuple):
@@ -190,7 +190,7 @@ def _residual_layer_norm(num_rows, hidden_size, dtype, rate, epsilon, copies, in
 
   width = chunk_width(hidden_size)
   chunks = hidden_size // width
-  rows = pallas_swish_rnn.blocks_per_iteration(num_rows, tiling.rows)  # divides N
+  rows = pallas_support.blocks_per_iteration(num_rows, tiling.rows)  # divides N
   num_blocks = num_rows // rows
   blocks = 1
   while num_blocks % (blocks * 2) == 0 and num_blocks // blocks > tiling.programs:
@@ -208,7 +208,7 @@ def _residual_layer_norm(num_rows, hidden_size, dtype, rate, epsilon, copies, in
         interpret=interpret,
         compiler_params=None
         if interpret
-        else pallas_swish_rnn.compiler_params(tiling.num_warps, num_stages=1),
+        else pallas_support.compiler_params(tiling.num_warps, num_stages=1),
         name="layer_norm_" + kernel.__name__.strip("_").replace("_kernel", ""),
     )(*inputs)
 
@@ -303,7 +303,7 @@ def residual_layer_norm(
   from jax import numpy as jnp
 
   if interpret is None:
-    interpret = pallas_swish_rnn.interpreted()
+    interpret = pallas_support.interpreted()
   shape = residual.shape
   hidden_size = int(shape[-1])
   num_rows = math.prod(int(n) for n in shape[:-1])
@@ -349,6 +349,4 @@ def triton_module_text(shape, dtype="bfloat16", rate=0.1, tiling=None):
     return y.astype(jnp.float32).sum()
 
   grad = jax.grad(loss, argnums=(0, 1, 2, 3, 4))
-  return pallas_swish_rnn.cuda_module_text(
-      grad, sequence, sequence, sequence_vector, vector, vector
-  )
+  return pallas_support.cuda_module_text(grad, sequence, sequence, sequence_vector, vector, vector)

@@ -29,16 +29,16 @@ X2's gradient from the gate's (about 0.3 GB a layer a training step).
 Where it runs: Pallas lowers the kernels to Triton for a CUDA GPU. `interpret=True` runs
 the same kernel bodies through Pallas' interpreter on any device, which is how the CPU
 tests check them against the numpy loop of SPEC §4, and how a CPU rehearses a GPU script
-(`INTERPRET_ENV`). `triton_module_text` lowers them for CUDA without a GPU, so the CPU
-tests also check that the Triton lowering accepts every kernel.
+(`pallas_support.INTERPRET_ENV`). `triton_module_text` lowers them for CUDA without a
+GPU, so the CPU tests also check that the Triton lowering accepts every kernel.
 
 JAX is imported inside the functions, so importing this module imports no framework.
 """
 
-import contextlib
 import functools
-import os
 from typing import NamedTuple
+
+from recurrent_bert.layers.kernels import pallas_support
 
 
 class Tiling(NamedTuple):
@@ -57,69 +57,12 @@ class Tiling(NamedTuple):
 
 
 TILING = Tiling()
-# Set to 1, Pallas runs these kernels in its interpreter on whatever device JAX has.
-INTERPRET_ENV = "RECURRENT_BERT_PALLAS_INTERPRET"
-
-
-def interpreted() -> bool:
-  return os.environ.get(INTERPRET_ENV, "") == "1"
 
 
 def channels_per_program(depth: int, block_d: int) -> int:
   """`block_d`, or the next power of 2 at or above a smaller depth (Triton's vectors
   have power-of-2 lengths)."""
   return min(block_d, 1 << max(depth - 1, 0).bit_length())
-
-
-def blocks_per_iteration(num_blocks: int, unroll: int) -> int:
-  """The largest power of 2 up to `unroll` that divides `num_blocks` (no extra padding)."""
-  u = 1
-  while u * 2 <= unroll and num_blocks % (u * 2) == 0:
-    u *= 2
-  return u
-
-
-def compiler_params(num_warps, num_stages=1):
-  """Triton's settings for a recurrence kernel (this module's and pallas_blstm's)."""
-  from jax.experimental.pallas import triton as pallas_triton
-
-  # Here one stage: the loop's loads feed a serial chain; the unrolled body issues them
-  # early. pallas_blstm's loops are matmuls' reductions, which stages can pipeline.
-  return pallas_triton.CompilerParams(num_warps=num_warps, num_stages=num_stages)
-
-
-# The card that lowering without a GPU targets (Hopper, compute capability 9.0).
-LOWERING_DEVICE_KIND = "NVIDIA H100 80GB HBM3"
-
-
-@contextlib.contextmanager
-def lowering_for_a_gpu(device_kind: str = LOWERING_DEVICE_KIND):
-  """Within it, Pallas lowers its Triton kernels for a GPU of `device_kind` whatever device
-  this process has. Pallas asks the device for its compute capability as it lowers a
-  kernel; on a machine without a GPU, JAX 0.11 and later answer from the abstract device
-  of the abstract mesh in force (one of 1 device, automatic sharding), which 0.10 ignores."""
-  import jax
-
-  device = jax.sharding.AbstractDevice(device_kind=device_kind, num_cores=None, platform="gpu")
-  mesh = jax.sharding.AbstractMesh(
-      (1,), ("device",), (jax.sharding.AxisType.Auto,), abstract_device=device
-  )
-  with jax.sharding.use_abstract_mesh(mesh):
-    yield
-
-
-def cuda_module_text(fn, *args) -> str:
-  """The StableHLO text of jitted `fn` at `args` (shapes and dtypes) exported for CUDA,
-  which needs no GPU: lowering fails here if Triton cannot take one of its kernels."""
-  import jax
-
-  with lowering_for_a_gpu():
-    exported = jax.export.export(
-        jax.jit(fn),
-        platforms=["cuda"],
-        disabled_checks=[jax.export.DisabledSafetyCheck.custom_call("__gpu$xla.gpu.triton")],
-    )(*args)
-  return exported.mlir_module()
 
 
 # Φ(x) = erfc(-x / √2) / 2 for the exact GELU: Triton has no erfc, so the kernels use a
@@ -333,7 +276,7 @@ def _recurrence(k, has_residual, has_gate, fused_gate, interpret, shape, dtypes,
   padded_length, padded_depth = num_blocks * k, -(-depth // block_d) * block_d
   statics = dict(
       k=k,
-      unroll=blocks_per_iteration(num_blocks, tiling.unroll),
+      unroll=pallas_support.blocks_per_iteration(num_blocks, tiling.unroll),
       num_blocks=num_blocks,
       block_d=block_d,
       has_residual=has_residual,
@@ -354,7 +297,7 @@ def _recurrence(k, has_residual, has_gate, fused_gate, interpret, shape, dtypes,
         out_shape=outputs,
         grid=(batch, padded_depth // block_d),
         interpret=interpret,
-        compiler_params=None if interpret else compiler_params(tiling.num_warps),
+        compiler_params=None if interpret else pallas_support.compiler_params(tiling.num_warps),
         name=f"swish_rnn_{kernel.__name__.strip('_').split('_')[0]}_k{k}",
     )(*inputs)
 
@@ -408,7 +351,7 @@ def recurrence(
     alpha, beta: [D].
     step_size: k >= 1.
     gate: None, or [B, T, D], the activated gate; then `state_bias` [D] too.
-    interpret: run Pallas' interpreter (any device); None reads `INTERPRET_ENV`.
+    interpret: run Pallas' interpreter (any device); None reads `pallas_support.INTERPRET_ENV`.
     tiling: a `Tiling`; None is `TILING`.
   Returns:
     (c + state_bias) * gate in gate's dtype, or c in x1's dtype: [B, T, D].
@@ -466,7 +409,7 @@ def _configured(
       has_residual,
       has_gate,
       fused_gate,
-      interpreted() if interpret is None else bool(interpret),
+      pallas_support.interpreted() if interpret is None else bool(interpret),
       tuple(x1.shape),
       dtypes,
       tiling or TILING,
@@ -497,4 +440,4 @@ def triton_module_text(
     return run(x1, residual, gate, state_bias, alpha, beta).astype(jnp.float32).sum()
 
   args = (sequence, None if fused_gate else residual, gate, state_bias, vector, vector)
-  return cuda_module_text(jax.grad(loss, argnums=(0, 4, 5)), *args)
+  return pallas_support.cuda_module_text(jax.grad(loss, argnums=(0, 4, 5)), *args)
