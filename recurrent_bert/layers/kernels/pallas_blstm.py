@@ -448,9 +448,10 @@ def bidirectional_lstm(x, lengths, forward, backward, interpret=None, tiling=Non
   return h.reshape(batch, length, 2 * units)
 
 
-def triton_module_text(batch, length, units, dtype="bfloat16"):
+def triton_module_text(batch, length, units, dtype="bfloat16", tiling=None):
   """The StableHLO text of the training step's recurrence (forward and backward) lowered
-  for a CUDA GPU, which needs no GPU: lowering fails here if Triton cannot take a kernel."""
+  for a CUDA GPU, which needs no GPU: lowering fails here if Triton cannot take a kernel.
+  `tiling`: a `Tiling`; None is `TILING`."""
   import jax
   from jax import numpy as jnp
 
@@ -458,7 +459,7 @@ def triton_module_text(batch, length, units, dtype="bfloat16"):
   kernels = jax.ShapeDtypeStruct((2, units, GATES * units), jnp.dtype(dtype))
   biases = jax.ShapeDtypeStruct((2, GATES * units), jnp.dtype(dtype))
   lengths = jax.ShapeDtypeStruct((batch,), jnp.int32)
-  run = _recurrence(length, batch, units, str(jnp.dtype(dtype)), False, TILING)
+  run = _recurrence(length, batch, units, str(jnp.dtype(dtype)), False, tiling or TILING)
   loss = lambda s, r, b, n: run(s, r, b, n).astype(jnp.float32).sum()
   grad = jax.grad(loss, argnums=(0, 1, 2))
   return pallas_support.cuda_module_text(grad, steps, kernels, biases, lengths)
