@@ -34,11 +34,12 @@ class TransformerBlock(keras.layers.Layer):
 
   Inputs: x [B, T, H]; attention_mask [B, T] (1 real, 0 padding); attention_bias
   optional [1 or B, A, T, T]; residual optional [B, T, H], a second copy of x that the
-  residual sums start from (the previous block's with `output_copies=2`). Output: [B, T,
-  H], or `output_copies=2` of it. A block's output feeds the next block's branches and
-  its residual sum; as two copies, the two gradients reach this block's last kernel
-  apart and it adds them as it reads them, where autodiff would add them at the fork in
-  a pass of its own (read two [B, T, H], write one).
+  residual sums start from; block_input optional [B, T, H], a third copy of x for the
+  branches that read X beside the attention (TRANS-BLSTM-2's BLSTM). Output: [B, T, H],
+  or a tuple of `output_copies` of it. A block's output feeds the next block's readers
+  of X and its residual sum (`input_copies` of them); as copies, their gradients reach
+  this block's last kernel apart and it adds them as it reads them, where autodiff would
+  add them at the fork in a pass of its own (read two [B, T, H], write one).
 
   Args:
     blstm_units: u per direction; `blstm_projection` adds the 2u -> H dense layer;
@@ -159,10 +160,24 @@ class TransformerBlock(keras.layers.Layer):
     self.output_layer_norm.build(shape)
     self.built = True
 
+  @property
+  def input_copies(self) -> int:
+    """How many readers of its input X the block has (`call`'s x, residual and
+    block_input): 3 where the attention and a branch both read X, else 2."""
+    return 3 if self.use_attention and any(self._branch_reads_block_input) else 2
+
   def call(
-      self, x, attention_mask, attention_bias=None, training=None, residual=None, output_copies=1
+      self,
+      x,
+      attention_mask,
+      attention_bias=None,
+      training=None,
+      residual=None,
+      block_input=None,
+      output_copies=1,
   ):
     residual = x if residual is None else residual
+    block_input = x if block_input is None else block_input
     x_bar, total = x, residual
     if self.use_attention:
       one_kernel = self._one_kernel_takes(x, self.attention_layer_norm)
@@ -181,11 +196,11 @@ class TransformerBlock(keras.layers.Layer):
       )
     *first, (last, reads_block_input) = zip(self.branch_layers, self._branch_reads_block_input)
     for layer, reads in first:
-      branch = layer(x if reads else x_bar, attention_mask, training=training)
+      branch = layer(block_input if reads else x_bar, attention_mask, training=training)
       total = total + self.dropout(branch, training=training)
     one_kernel = self._one_kernel_takes(total, self.output_layer_norm)
     branch = last(
-        x if reads_block_input else x_bar,
+        block_input if reads_block_input else x_bar,
         attention_mask,
         training=training,
         output_bias=not one_kernel,
@@ -200,8 +215,8 @@ class TransformerBlock(keras.layers.Layer):
     """layer_norm(residual + dropout(branch)): residual, branch [B, T, H]. As one Pallas
     kernel if `one_kernel` (class doc), drawing the dropout's next seed as the layer
     would, and adding the branch layer's output bias where the layer left it out.
-    Returns: [B, T, H] in the layer norm's compute dtype; `copies=2`: a pair of it
-    (`pallas_layer_norm.residual_layer_norm`'s copies: their gradients add in the
+    Returns: [B, T, H] in the layer norm's compute dtype; `copies` > 1: a tuple of that
+    many (`pallas_layer_norm.residual_layer_norm`'s copies: their gradients add in the
     kernel)."""
     bias = _output_bias(branch_layer) if one_kernel else None
     if not one_kernel or branch.dtype != residual.dtype:

@@ -107,15 +107,22 @@ class Encoder(FunctionalSubclass):
     x = self.embeddings(inputs["input_ids"], inputs["segment_ids"])
     shared_bias = self.shared_relative_bias(x) if self.shared_relative_bias else None
     encoder_outputs = []
-    residual = None
+    residual = block_input = None
     for i, block in enumerate(self.blocks):
       bias = self.block_relative_biases[i](x) if self.block_relative_biases else shared_bias
-      # Each block but the last hands the next its output twice: one copy for the next
-      # block's branches, one for its residual sum (`TransformerBlock`'s copies).
-      if i + 1 < len(self.blocks):
-        x, residual = block(x, inputs["input_mask"], bias, residual=residual, output_copies=2)
-      else:
-        x = block(x, inputs["input_mask"], bias, residual=residual)
+      # Each block but the last hands the next its output once per reader there: its
+      # attention or branches, its residual sum, and a branch that reads X beside the
+      # attention (`TransformerBlock`'s copies).
+      copies = self.blocks[i + 1].input_copies if i + 1 < len(self.blocks) else 1
+      y = block(
+          x,
+          inputs["input_mask"],
+          bias,
+          residual=residual,
+          block_input=block_input,
+          output_copies=copies,
+      )
+      x, residual, block_input = ([*y] if copies > 1 else [y]) + [None] * (3 - copies)
       encoder_outputs.append(x)
     pooled = self.pooler(x[:, 0, :])
     self._init_functional(

@@ -148,19 +148,19 @@ def test_inference_and_float32_rows_of_one_chunk(rng):
 
 
 @pytest.mark.parametrize(
-    "mixer,use_attention,dtype,chained",
+    "mixer,use_attention,dtype,copies",
     [
-        ("ffn", True, "float32", False),
-        ("parallel_blstm", True, "float32", False),
-        ("swishrnn", True, "float32", False),
-        ("blstm", False, "float32", False),
-        ("ffn", True, "mixed_bfloat16", False),
-        ("parallel_blstm", True, "float32", True),
-        ("blstm", False, "float32", True),
+        ("ffn", True, "float32", 1),
+        ("parallel_blstm", True, "float32", 1),
+        ("swishrnn", True, "float32", 1),
+        ("blstm", False, "float32", 1),
+        ("ffn", True, "mixed_bfloat16", 1),
+        ("parallel_blstm", True, "float32", 3),
+        ("blstm", False, "float32", 2),
     ],
 )
 def test_the_block_in_training_equals_its_layers_as_written(
-    rng, monkeypatch, mixer, use_attention, dtype, chained
+    rng, monkeypatch, mixer, use_attention, dtype, copies
 ):
   """TransformerBlock (H = 48, 2 heads, dropout 0.1 everywhere) in training under Pallas'
   interpreter, against the same block with the kernel switched off: outputs, the
@@ -168,9 +168,10 @@ def test_the_block_in_training_equals_its_layers_as_written(
   Every kind of branch leaves its output bias to the kernel. parallel_blstm has two
   branches: the kernel takes the last, its residual the rest; the BLSTM-only block has
   no attention sublayer (one kernel). Under mixed bfloat16 (a GPU's policy) the two
-  round differently in places: to bfloat16's precision. `chained`: as an encoder's inner
-  block, with a residual input of its own and two output copies, each with its own
-  upstream gradient (the kernel adds them): the gradient of the residual input too."""
+  round differently in places: to bfloat16's precision. `copies` > 1: as an encoder's
+  inner block, with a residual input of its own (and with 3, TRANS-BLSTM-2's, a third
+  input for the BLSTM) and that many output copies, each with its own upstream gradient
+  (the kernel adds them): the gradients of those inputs too."""
   import jax
   import keras
 
@@ -198,25 +199,29 @@ def test_the_block_in_training_equals_its_layers_as_written(
   block.build((None, None, 48))
   for v in block.trainable_weights:
     v.assign(rng.normal(scale=0.3, size=v.shape).astype("float32"))
-  x, residual = (rng.normal(size=(2, 5, 48)).astype(block.compute_dtype) for _ in range(2))
+  x, residual, block_input = (
+      rng.normal(size=(2, 5, 48)).astype(block.compute_dtype) for _ in range(3)
+  )
   mask = np.array([[1] * 5, [1] * 3 + [0] * 2], "int32")
-  upstream = [rng.normal(size=x.shape).astype("float32") for _ in range(2)]
+  upstream = [rng.normal(size=x.shape).astype("float32") for _ in range(copies)]
   seeds = [v.value for v in block.non_trainable_variables]
-  chain = dict(output_copies=2) if chained else {}
+  assert block.input_copies == (3 if mixer == "parallel_blstm" else 2)
 
   def outputs_and_gradients():
-    def loss(x, residual, weights):
-      y, states = block.stateless_call(
-          weights, seeds, x, mask, training=True, residual=residual if chained else None, **chain
-      )
-      ys = y if chained else (y,)
+    def loss(x, residual, block_input, weights):
+      inputs = dict(residual=residual, output_copies=copies) if copies > 1 else {}
+      if copies > 2:
+        inputs["block_input"] = block_input
+      y, states = block.stateless_call(weights, seeds, x, mask, training=True, **inputs)
+      ys = y if copies > 1 else (y,)
+      assert len(ys) == copies
       total = sum((c.astype("float32") * u).sum() for c, u in zip(ys, upstream))
       return total, (ys[0], states)
 
-    grad = jax.value_and_grad(loss, argnums=(0, 1, 2), has_aux=True)
+    grad = jax.value_and_grad(loss, argnums=(0, 1, 2, 3), has_aux=True)
     weights = [v.value for v in block.trainable_weights]
-    (_, (y, states)), (dx, dresidual, dweights) = grad(x, residual, weights)
-    return [np.asarray(t, np.float64) for t in (y, dx, dresidual, *dweights, *states)]
+    (_, (y, states)), (*dinputs, dweights) = grad(x, residual, block_input, weights)
+    return [np.asarray(t, np.float64) for t in (y, *dinputs, *dweights, *states)]
 
   got = outputs_and_gradients()
   assert len(calls) == 1 + use_attention
@@ -224,7 +229,7 @@ def test_the_block_in_training_equals_its_layers_as_written(
     switched_off.setattr(transformer_block.TransformerBlock, "_one_kernel_takes", lambda *a: False)
     want = outputs_and_gradients()
   assert len(calls) == 1 + use_attention
-  names = ["y", "x", "residual"] + [v.path for v in block.trainable_weights]
+  names = ["y", "x", "residual", "block_input"] + [v.path for v in block.trainable_weights]
   names += [v.path for v in block.non_trainable_variables]
   assert len(got) == len(want) == len(names)
   sixteen_bit = dtype != "float32"
@@ -233,9 +238,11 @@ def test_the_block_in_training_equals_its_layers_as_written(
       continue  # 0 in exact arithmetic (softmax ignores a constant per query): noise here
     atol = 3e-2 * np.abs(w).max() if sixteen_bit else 2e-5
     np.testing.assert_allclose(g, w, atol=atol, rtol=3e-2 if sixteen_bit else 1e-4, err_msg=name)
-  # The residual sums start from the residual input where there is one, and only then.
-  dx, dresidual = want[1], want[2]
-  assert (np.abs(dresidual).max() > 0.1 * np.abs(dx).max()) == chained
+  # The residual sums start from the residual input where there is one, and only then;
+  # the BLSTM reads the third input where there is one.
+  dx, dresidual, dblock_input = want[1:4]
+  assert (np.abs(dresidual).max() > 0.1 * np.abs(dx).max()) == (copies > 1)
+  assert (np.abs(dblock_input).max() > 0.1 * np.abs(dx).max()) == (copies > 2)
 
 
 @pytest.mark.parametrize("shape", [(64, 128, 768), (8, 128, 1024)])

@@ -17,10 +17,11 @@ rows whole in registers:
             program's partial sums of db, dγ and dβ, in one [programs, 3, H] array that
             one reduction adds up (three arrays would be three reductions: kernels)
 
-With `copies=2` the function returns y twice (one array): a block whose normalised X̄
-feeds both its next branch and the next residual uses one copy for each, so that the two
-gradients reach the backward kernel apart and it adds them as it reads them, where
-autodiff's sum of them at the fork would be a pass of its own (read two, write one).
+With `copies=2` (or 3) the function returns y twice (or three times; one array): a block
+whose normalised X̄ feeds both its next branch and the next residual uses one copy for
+each, so that the gradients reach the backward kernel apart and it adds them as it reads
+them, where autodiff's sum of them at the fork would be a pass of its own (read two,
+write one).
 
 b is the bias of the branch's last matmul, whose product comes in without it: XLA would
 add it in a pass of its own (a GEMM's epilogue takes no bias here), and sum its gradient
@@ -294,11 +295,11 @@ def residual_layer_norm(
     rate: the branch's dropout rate, 0 <= rate < 1 (0: no dropout).
     seed: [2] uint32, a Keras seed (a SeedGenerator's next value); read when rate > 0.
       The mask is the package Dropout's with that seed on branch's shape.
-    interpret: Pallas' interpreter (any device); None reads the SwishRNN kernels' switch.
+    interpret: Pallas' interpreter (any device); None reads `pallas_support.INTERPRET_ENV`.
     tiling: `Tiling`; None, `TILING`.
-    copies: 1, or 2 for y twice (module doc).
+    copies: how many times y comes back (module doc).
   Returns:
-    [..., H] in residual's dtype; with `copies=2`, a pair of them.
+    [..., H] in residual's dtype; with `copies` > 1, a tuple of that many.
   """
   from jax import numpy as jnp
 
