@@ -215,7 +215,7 @@ def backward_kernel(
     FUSED_GATE: tl.constexpr,
 ):
   """The reverse walk of one program (module docstring); partial [D] sums per row. With
-  a FUSED_GATE (`_forward_kernel`'s inputs), dx1_ptr is the [B, T, 2, D] gradient of the
+  a FUSED_GATE (`forward_kernel`'s inputs), dx1_ptr is the [B, T, 2, D] gradient of the
   projections and dgate_ptr the gate bias' partial sums [B, D]."""
   b = tl.program_id(0).to(tl.int64)
   chain = tl.arange(0, K_TILE)[:, None]  # [K_TILE, 1]
