@@ -174,7 +174,10 @@ def measure(args):
   from recurrent_bert.data import record_errors
 
   config = PRESETS[args.preset]
+  # The settings step_time's Trial reads that this script does not vary: Keras' own
+  # trainer on TensorFlow, float32, AdamW, MLM + NSP, one step a call.
   args.no_nsp, args.optimizer, args.steps_per_call = False, "adamw", 1
+  args.dtype, args.trainer, args.backend = "float32", "keras", "tensorflow"
   row = step_time.Row(args.preset, config, 0)
   trial = step_time.Trial(row, args, jit_compile=not args.no_xla)
   for _ in range(args.warmup_steps):
