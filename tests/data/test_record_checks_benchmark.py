@@ -4,11 +4,11 @@ bert_tiny training step (docs/pretraining.md quotes its numbers)."""
 import json
 import math
 import os
-import subprocess
 import sys
 
 import pytest
 
+from tests.support import forkserver
 from tests.training.conftest import REPO
 from tests.training.conftest import subprocess_env
 
@@ -20,15 +20,13 @@ def test_every_reader_and_the_step_are_timed(tmp_path):
   positive finite time a batch for each reader and a step, each reader's records a second
   equal to batch / time a batch, and the checks' cost as (checked - unchecked) / step."""
   path = tmp_path / "checks.json"
-  result = subprocess.run(
+  result = forkserver.run(
       [sys.executable, os.path.join(REPO, "benchmarks", "record_checks.py")]
       + ["--shards=2", "--records_per_shard=32"]
       + ["--repeats=1", "--batches=2", "--drain=1", "--steps=1", "--warmup_steps=1"]
       + ["--batch_size=8", "--seq_length=32", "--max_predictions=5", f"--json={path}"],
-      cwd=REPO,
-      env=subprocess_env(),
-      capture_output=True,
-      text=True,
+      REPO,
+      subprocess_env(),
       timeout=300,
   )
   assert result.returncode == 0, result.stderr[-3000:]

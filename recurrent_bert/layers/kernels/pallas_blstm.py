@@ -7,7 +7,7 @@ counter; the backward step is as many (the cell's gradient, its write, a split-K
 and the reduction of its parts). Read from the step compiled for an H100
 (benchmarks/gpu/compiled_for_gpu.py): 6 kernels a forward step and 6 a backward step,
 18,432 of the 20,088 of a trans_blstm_2_base training step at T = 128, each microseconds
-of work; here 17 for every 16 steps (4,272 in all).
+of work; here 17 for every 16 steps (4,261 in all).
 
 Here each step is one kernel. The program for direction d, rows [b, b + block_b) and
 hidden units [j, j + block_u) owns the four gate columns of those units. The forward
