@@ -30,8 +30,10 @@ A profile is a plain dict (what `step_time.py --json` stores in a row's "profile
   kinds       {kind: ms} every op's time by the kind its name says (`kind_of`): matmul,
               attention, recurrence, copy, other (elementwise ops and XLA's fusions)
 
-busy_ms / traced_ms is the share of the wall time the device computed: far below 1, the
-host (Python, dispatch) is what the step waits for, not the kernels.
+busy_ms per step over the step timed without the profiler is the share of the wall time
+the device computed: far below 1, the host (Python, dispatch) is what the step waits for,
+not the kernels. Against traced_ms it understates a GPU step under JAX: with a profiler
+attached XLA runs the step's command buffers (CUDA graphs) as separate launches.
 
 Standard library at import time; jax or torch only inside the function that traces.
 """
@@ -265,22 +267,31 @@ def trace_and_print(
 
 def describe(profile: Dict, step_ms: Optional[float] = None, width: int = 72) -> List[str]:
   """Printable lines: where the ops came from and the device's busy time, then the longest
-  ops: ms per step, share of the traced step (profiler on; `step_ms`, the timed step,
-  is named beside it), runs per step; names cut to `width` characters."""
+  ops: ms per step, share of the step, runs per step; names cut to `width` characters.
+
+  With `step_ms` (the step timed without the profiler) the shares are of that step: under
+  a profiler XLA launches a GPU step's kernels one by one instead of replaying its command
+  buffers (CUDA graphs), so the traced step has gaps the timed one does not, and only the
+  kernels' own durations carry over. Without it they are of the traced step.
+  """
   if profile.get("error"):
     return [f"  profile failed: {profile['error']}"]
   steps = profile["steps"]
   traced = profile["traced_ms"] / steps
-  timed = f" (timed {step_ms:.2f})" if step_ms else ""
+  busy = profile["busy_ms"] / steps
+  if step_ms:
+    of_step = f"{busy / step_ms:.0%} of the timed {step_ms:.2f} ms step (traced {traced:.2f})"
+  else:
+    of_step = f"{busy / traced:.0%} of the traced {traced:.2f} ms/step"
   lines = [
-      f"  profile of {steps} steps, {profile['source']}: busy {profile['busy_ms'] / steps:.2f} "
-      f"ms per step, {profile['busy_ms'] / profile['traced_ms']:.0%} of the traced "
-      f"{traced:.2f} ms/step{timed}; top {len(profile['ops'])} of {profile['num_ops']} ops",
+      f"  profile of {steps} steps, {profile['source']}: busy {busy:.2f} ms per step, "
+      f"{of_step}; top {len(profile['ops'])} of {profile['num_ops']} ops",
       f"  {'ms/step':>9} {'step':>6} {'runs/step':>9}  name",
   ]
+  step = step_ms or traced
   for name, ms, count in profile["ops"]:
     short = name if len(name) <= width else name[: width - 3] + "..."
-    lines.append(f"  {ms / steps:9.3f} {ms / steps / traced:6.1%} {count / steps:9.1f}  {short}")
+    lines.append(f"  {ms / steps:9.3f} {ms / steps / step:6.1%} {count / steps:9.1f}  {short}")
   if profile.get("kinds"):  # profiles stored before the kinds were counted have none
     lines.append(
         "  all ops by kind, ms/step: "

@@ -124,13 +124,21 @@ def test_a_gpu_trace_is_read_from_the_first_device_planes_streams():
       ["MemcpyH2D", pytest.approx(0.001), 1],
   ]
   assert profile["busy_ms"] == pytest.approx(0.012)  # the copy overlaps the first gemm
-  lines = kernel_profile.describe(profile, step_ms=0.01)
+  # Without the timed step, shares are of the traced one (10 µs a step)...
+  lines = kernel_profile.describe(profile)
   assert lines[0] == (
       "  profile of 2 steps, /device:GPU:0 (stream kernels): busy 0.01 ms per step, 60% of "
-      "the traced 0.01 ms/step (timed 0.01); top 3 of 3 ops"
+      "the traced 0.01 ms/step; top 3 of 3 ops"
   )
-  # ms per step, share of the traced step (10 µs), runs per step.
+  # ms per step, share of the traced step, runs per step.
   assert lines[2].split() == ["0.005", "50.0%", "1.0", "gemm_fusion_dot"]
+  # ...with it, of the timed step (8 µs): a GPU step runs its command buffers untraced.
+  lines = kernel_profile.describe(profile, step_ms=0.008)
+  assert lines[0] == (
+      "  profile of 2 steps, /device:GPU:0 (stream kernels): busy 0.01 ms per step, 75% of "
+      "the timed 0.01 ms step (traced 0.01); top 3 of 3 ops"
+  )
+  assert lines[2].split() == ["0.005", "62.5%", "1.0", "gemm_fusion_dot"]
 
 
 def _traced_work():
