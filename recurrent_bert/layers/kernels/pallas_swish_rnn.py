@@ -13,9 +13,14 @@ and loops over T inside the launch, reading [B, T, D] in place (no transpose, no
              dalpha = sum g z q,  dbeta = sum g q,  db_c = sum dc,  q = z s (1 - s)
 
 The gating is fused in both kernels, so neither c's gradient nor the gated output makes an
-extra pass over memory. The forward saves c (float32) for the backward, which recomputes
-z, s and a from it, as the other implementations' hand-written gradients do. The k
-interleaved chains of step size k are k carries of the loop, so k need not be a power of 2.
+extra pass over memory. c itself never goes to memory: the forward saves only the k states
+each iteration of its loop starts from ([B, T / w, k, D] float32, w = unroll·k positions an
+iteration: an eighth of c at the default unroll), and the backward, for each iteration
+from the last, runs its w positions forward again in registers from those states, keeping
+z, s and c (the values its gradient needs anyway, so nothing is computed twice), then walks
+them back. At swishrnn_base's size that is a [B, T, D] float32 write and read the less, 2 x
+67 MB a layer a training step. The k interleaved chains of step size k are k carries of
+the loop, so k need not be a power of 2.
 The [D] sums come out per row ([B, D] partial sums, one writer each) and are added up
 outside: no atomics.
 
@@ -142,8 +147,19 @@ def _reads(refs, b, cols, has_residual, has_gate, fused_gate):
   return _Reads(x1, residual, (lambda t: (f32(gate_ref[b, t, cols]), None)) if has_gate else None)
 
 
+def _swish_step(previous, x1, residual, alpha, beta):
+  """(z, s, c) at one position from c[t - k] (`previous`), all float32 [block_d]:
+  z = c[t - k] - x1[t], s = sigmoid(alpha z + beta), c[t] = z s + residual[t]."""
+  import jax
+
+  z = previous - x1
+  s = jax.nn.sigmoid(alpha * z + beta)
+  return z, s, z * s + residual
+
+
 def _forward_kernel(*refs, k, unroll, num_blocks, block_d, has_residual, has_gate, fused_gate):
-  """One program: row b, channels [j·block_d, (j+1)·block_d), all T positions."""
+  """One program: row b, channels [j·block_d, (j+1)·block_d), all T positions. Writes
+  the gated output (or c, ungated) and the states each loop iteration starts from."""
   import jax
   from jax import numpy as jnp
   from jax.experimental import pallas as pl
@@ -152,22 +168,21 @@ def _forward_kernel(*refs, k, unroll, num_blocks, block_d, has_residual, has_gat
   b, cols = pl.program_id(0), pl.ds(pl.program_id(1) * block_d, block_d)
   read = _reads(refs, b, cols, has_residual, has_gate, fused_gate)
   state_bias = refs.pop(0)[cols].astype(jnp.float32) if has_gate else None
-  alpha_ref, beta_ref, c_ref = refs[:3]
-  out_ref = refs[3] if has_gate else None
+  alpha_ref, beta_ref, starts_ref, out_ref = refs
   alpha = alpha_ref[cols].astype(jnp.float32)
   beta = beta_ref[cols].astype(jnp.float32)
 
   width = unroll * k  # positions per iteration
 
   def blocks(n, chains):  # chains[p]: c at position n·width + p - k, [block_d] float32
+    for j in range(k):  # what the backward restarts this iteration from
+      starts_ref[b, n, j, cols] = chains[j]
     chains = list(chains)
     for p in range(width):
       t = n * width + p
-      z = chains[p % k] - read.x1(t)
-      c = z * jax.nn.sigmoid(alpha * z + beta) + read.residual(t)
-      c_ref[b, t, cols] = c
-      if has_gate:
-        out_ref[b, t, cols] = ((c + state_bias) * read.gate(t)[0]).astype(out_ref.dtype)
+      c = _swish_step(chains[p % k], read.x1(t), read.residual(t), alpha, beta)[2]
+      out = (c + state_bias) * read.gate(t)[0] if has_gate else c
+      out_ref[b, t, cols] = out.astype(out_ref.dtype)
       chains[p % k] = c
     return tuple(chains)
 
@@ -185,9 +200,8 @@ def _backward_kernel(*refs, k, unroll, num_blocks, block_d, has_residual, has_ga
 
   refs = list(refs)
   b, cols = pl.program_id(0), pl.ds(pl.program_id(1) * block_d, block_d)
-  dout_ref, c_ref = refs.pop(0), refs.pop(0)
-  # A separate residual is not read: its gradient is g itself.
-  read = _reads(refs, b, cols, has_residual and bool(fused_gate), has_gate, fused_gate)
+  dout_ref, starts_ref = refs.pop(0), refs.pop(0)
+  read = _reads(refs, b, cols, has_residual, has_gate, fused_gate)
   state_bias = refs.pop(0)[cols].astype(jnp.float32) if has_gate else None
   alpha = refs.pop(0)[cols].astype(jnp.float32)
   beta = refs.pop(0)[cols].astype(jnp.float32)
@@ -200,14 +214,21 @@ def _backward_kernel(*refs, k, unroll, num_blocks, block_d, has_residual, has_ga
   width = unroll * k  # positions per iteration
   iterations = num_blocks // unroll
 
-  def blocks(m, carry):  # walks positions T-1 .. 0
+  def blocks(m, carry):  # walks the iterations' positions T-1 .. 0
     chains, sums = carry  # chains[p % k]: (g, a) at position t + k
     n = iterations - 1 - m
     chains, sums = list(chains), list(sums)
+    # The forward's positions of this iteration again, from the states it started with.
+    state = [starts_ref[b, n, j, cols] for j in range(k)]
+    steps = []  # (z, s, c) per position
+    for p in range(width):
+      t = n * width + p
+      steps.append(_swish_step(state[p % k], read.x1(t), read.residual(t), alpha, beta))
+      state[p % k] = steps[-1][2]
     for p in reversed(range(width)):
       t = n * width + p
       dout = dout_ref[b, t, cols].astype(jnp.float32)
-      c = c_ref[b, t, cols]
+      z, s, c = steps[p]
       dc, dx2 = dout, None
       if has_gate:
         gate, slope = read.gate(t)
@@ -221,10 +242,6 @@ def _backward_kernel(*refs, k, unroll, num_blocks, block_d, has_residual, has_ga
           dgate_ref[b, t, cols] = dgate.astype(dgate_ref.dtype)
       g_next, a_next = chains[p % k]
       g = dc + a_next * g_next
-      # c[t - k], 0 before the sequence: the index is clamped, the value masked.
-      previous = jnp.where(t >= k, c_ref[b, jnp.maximum(t - k, 0), cols], 0.0)
-      z = previous - read.x1(t)
-      s = jax.nn.sigmoid(alpha * z + beta)
       q = z * s * (1.0 - s)
       a = s + alpha * q
       dx1 = -g * a if has_residual else g - g * a  # x1 as the residual: both uses in one
@@ -286,6 +303,9 @@ def _recurrence(k, has_residual, has_gate, fused_gate, interpret, shape, dtypes,
   sequence = lambda dtype, *slots: jax.ShapeDtypeStruct(
       (batch, padded_length, *slots, padded_depth), dtype
   )
+  # [B, iterations, k, D]: the states each iteration of the kernels' loops starts from.
+  iterations = num_blocks // statics["unroll"]
+  starts = jax.ShapeDtypeStruct((batch, iterations, k, padded_depth), jnp.float32)
   pad = lambda t: None if t is None else _padded(t, padded_length, padded_depth)
   trim = lambda t: t[:, :length, ..., :depth]
   x1_dtype, residual_dtype, gate_dtype, alpha_dtype, beta_dtype, state_bias_dtype = dtypes
@@ -304,19 +324,17 @@ def _recurrence(k, has_residual, has_gate, fused_gate, interpret, shape, dtypes,
   def forward(x1, residual, gate, state_bias, alpha, beta):
     inputs = [pad(x1)] + [pad(residual)] * separate_residual
     inputs += [pad(gate), pad(state_bias)] * has_gate + [pad(alpha), pad(beta)]
-    out_dtype = x1_dtype if fused_gate else gate_dtype
-    outputs = [sequence(jnp.float32)] + ([sequence(out_dtype)] if has_gate else [])  # c, out
-    results = call(_forward_kernel, inputs, outputs)
-    out = results[-1] if has_gate else results[0].astype(x1_dtype)
-    return trim(out), (results[0], inputs)
+    out_dtype = gate_dtype if has_gate and not fused_gate else x1_dtype
+    starts_of_iterations, out = call(_forward_kernel, inputs, [starts, sequence(out_dtype)])
+    return trim(out), (starts_of_iterations, inputs)
 
   @jax.custom_vjp
   def run(x1, residual, gate, state_bias, alpha, beta):
     return forward(x1, residual, gate, state_bias, alpha, beta)[0]
 
   def run_backward(saved, dout):
-    c, inputs = saved
-    kernel_inputs = [pad(dout), c, inputs[0]] + inputs[1 + separate_residual :]
+    starts_of_iterations, inputs = saved
+    kernel_inputs = [pad(dout), starts_of_iterations] + inputs
     # The [D] sums' partial sums per row, all in one array: one kernel adds them up.
     sums = jax.ShapeDtypeStruct((batch, 2 + has_gate + bool(fused_gate), padded_depth), jnp.float32)
     if fused_gate:  # dX1 and dX2 in one, then the gate bias' sums after the state bias'

@@ -29,6 +29,7 @@ from recurrent_bert.layers.kernels.triton_swish_rnn_kernels import GATE_CODES
 from recurrent_bert.layers.kernels.triton_swish_rnn_kernels import TILING
 from recurrent_bert.layers.kernels.triton_swish_rnn_kernels import backward_kernel
 from recurrent_bert.layers.kernels.triton_swish_rnn_kernels import forward_kernel
+from recurrent_bert.layers.kernels.triton_swish_rnn_kernels import starts_shape
 from recurrent_bert.layers.kernels.triton_swish_rnn_kernels import statics_and_grid
 
 
@@ -58,14 +59,17 @@ def _forward(
     tiling: List[int],
     fused_gate: int,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
-  """(c float32, out): out is (c + state_bias) * gate in gate's dtype, or c in x1's;
+  """(starts, out): out is (c + state_bias) * gate in gate's dtype, or c in x1's; starts
+  the float32 states each iteration of the kernels' loops starts from (`starts_shape`);
   `tiling` is a `Tiling`'s three numbers (an operator's arguments are plain types). With
   a `fused_gate` code, x1 is the [B, T, 2, D] projections, gate the gate's bias, residual
   x1 itself when X2 is the residual, and out is in x1's dtype."""
   tiling = Tiling(*tiling)
   x1 = x1.contiguous()
   shape = _state_shape(x1, fused_gate)
-  c = torch.empty(shape, dtype=torch.float32, device=x1.device)
+  starts = torch.empty(
+      starts_shape(shape, step_size, tiling), dtype=torch.float32, device=x1.device
+  )
   out = torch.empty(shape, dtype=_output_dtype(x1, gate, fused_gate), device=x1.device)
   statics, grid = statics_and_grid(shape, step_size, tiling)
   forward_kernel[grid](
@@ -75,7 +79,7 @@ def _forward(
       alpha if state_bias is None else state_bias.contiguous(),
       alpha.contiguous(),
       beta.contiguous(),
-      c,
+      starts,
       out,
       HAS_RESIDUAL=residual is not None,
       HAS_GATE=gate is not None,
@@ -84,14 +88,14 @@ def _forward(
       num_stages=1,
       **statics,
   )
-  return c, out
+  return starts, out
 
 
 @_forward.register_fake
 def _forward_shapes(x1, residual, gate, state_bias, alpha, beta, step_size, tiling, fused_gate):
   shape = _state_shape(x1, fused_gate)
   return (
-      x1.new_empty(shape, dtype=torch.float32),
+      x1.new_empty(starts_shape(shape, step_size, Tiling(*tiling)), dtype=torch.float32),
       x1.new_empty(shape, dtype=_output_dtype(x1, gate, fused_gate)),
   )
 
@@ -99,9 +103,9 @@ def _forward_shapes(x1, residual, gate, state_bias, alpha, beta, step_size, tili
 @torch.library.custom_op("recurrent_bert::swish_rnn_backward", mutates_args=())
 def _backward(
     dout: torch.Tensor,
-    c: torch.Tensor,
+    starts: torch.Tensor,
     x1: torch.Tensor,
-    residual_dtype: Optional[torch.dtype],
+    residual: Optional[torch.Tensor],
     gate: Optional[torch.Tensor],
     state_bias: Optional[torch.Tensor],
     alpha: torch.Tensor,
@@ -113,24 +117,24 @@ def _backward(
   """[dx1, dresidual, dgate, dalpha, dbeta, dstate_bias]: the [B, T, D] ones in their
   inputs' dtypes, the [D] ones float32 and per row, [B, D]; empty where there is no input.
   With a `fused_gate`: dx1 is the projections' [B, T, 2, D], dresidual empty and dgate
-  the gate bias' per-row sums."""
+  the gate bias' per-row sums. `residual` as the forward had it (x1 itself there)."""
   tiling = Tiling(*tiling)
   batch, _, depth = shape = _state_shape(x1, fused_gate)
   x1 = x1.contiguous()
-  has_residual, has_gate = residual_dtype is not None, gate is not None
+  has_residual, has_gate = residual is not None, gate is not None
   separate_residual = has_residual and not fused_gate
+  residual = residual.contiguous() if separate_residual else x1
   dx1 = torch.empty_like(x1)
-  dresidual = (
-      torch.empty(shape, dtype=residual_dtype, device=x1.device) if separate_residual else None
-  )
+  dresidual = torch.empty_like(residual) if separate_residual else None
   per_row = lambda: torch.empty((batch, depth), dtype=torch.float32, device=x1.device)
   dgate = (per_row() if fused_gate else torch.empty_like(gate)) if has_gate else None
   sums = [per_row() for _ in range(2 + has_gate)]
   statics, grid = statics_and_grid(shape, step_size, tiling)
   backward_kernel[grid](
       dout.contiguous(),
-      c,
+      starts,
       x1,
+      residual,
       dout if gate is None else gate.contiguous(),
       alpha if state_bias is None else state_bias.contiguous(),
       alpha.contiguous(),
@@ -155,13 +159,13 @@ def _backward(
 
 @_backward.register_fake
 def _backward_shapes(
-    dout, c, x1, residual_dtype, gate, state_bias, alpha, beta, step_size, tiling, fused_gate
+    dout, starts, x1, residual, gate, state_bias, alpha, beta, step_size, tiling, fused_gate
 ):
   batch, _, depth = shape = _state_shape(x1, fused_gate)
   per_row = lambda present: x1.new_empty((batch, depth) if present else (0,), dtype=torch.float32)
   dresidual = _placeholder(x1)
-  if residual_dtype is not None and not fused_gate:
-    dresidual = x1.new_empty(shape, dtype=residual_dtype)
+  if residual is not None and not fused_gate:
+    dresidual = x1.new_empty(shape, dtype=residual.dtype)
   dgate = _placeholder(x1)
   if gate is not None:
     dgate = per_row(True) if fused_gate else x1.new_empty(shape, dtype=gate.dtype)
@@ -177,21 +181,20 @@ def _backward_shapes(
 
 def _save_for_backward(ctx, inputs, output):
   x1, residual, gate, state_bias, alpha, beta, step_size, tiling, fused_gate = inputs
-  c, _ = output
-  ctx.save_for_backward(c, x1, gate, state_bias, alpha, beta)
+  starts, _ = output
+  ctx.save_for_backward(starts, x1, residual, gate, state_bias, alpha, beta)
   ctx.step_size, ctx.tiling, ctx.fused_gate = step_size, tiling, fused_gate
-  ctx.residual_dtype = None if residual is None else residual.dtype
-  ctx.mark_non_differentiable(c)
+  ctx.mark_non_differentiable(starts)
 
 
-def _gradients(ctx, _dc, dout):
-  c, x1, gate, state_bias, alpha, beta = ctx.saved_tensors
+def _gradients(ctx, _dstarts, dout):
+  starts, x1, residual, gate, state_bias, alpha, beta = ctx.saved_tensors
   fused_gate = ctx.fused_gate
   dx1, dresidual, dgate, dalpha, dbeta, dstate_bias = _backward(
       dout,
-      c,
+      starts,
       x1,
-      ctx.residual_dtype,
+      residual,
       gate,
       state_bias,
       alpha,
@@ -203,7 +206,7 @@ def _gradients(ctx, _dc, dout):
   total = lambda rows, like: None if like is None else rows.sum(dim=0).to(like.dtype)
   return (
       dx1,
-      None if ctx.residual_dtype is None or fused_gate else dresidual,
+      None if residual is None or fused_gate else dresidual,
       total(dgate, gate) if fused_gate else (None if gate is None else dgate),
       total(dstate_bias, state_bias),
       total(dalpha, alpha),

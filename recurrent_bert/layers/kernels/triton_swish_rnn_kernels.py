@@ -12,8 +12,11 @@ masked), so one iteration advances a whole block of k positions:
              dx1 = -g a,  dresidual = g,  dgate = dout (c + b_c),
              dalpha = sum g z q,  dbeta = sum g q,  db_c = sum dc,  q = z s (1 - s)
 
-The forward saves c (float32) for the backward, which recomputes z, s and a from it. The
-[D] sums come out per row ([B, D], one writer each) and are added up outside: no atomics.
+As in the Pallas kernels, c never goes to memory: the forward saves the state tile each
+iteration of its loop starts from ([B, T / (UNROLL·k), K, D] float32), and the backward,
+for each iteration from the last, runs its UNROLL blocks forward again from it, keeping z,
+s and c per block in registers, then walks them back. The [D] sums come out per row
+([B, D], one writer each) and are added up outside: no atomics.
 Positions past T are masked, not padded, so no input is copied. With a FUSED_GATE code the
 kernels read X1 and X2 from the layer's one [B, T, 2, D] product in place and make the
 gate act(X2 + b_g) in registers (the exact GELU through the Pallas module's erfc fit).
@@ -129,6 +132,15 @@ def _reads(
 
 
 @triton.jit
+def _swish_step(previous, x1, residual, alpha, beta):
+  """(z, s, c) of a block from c at the block before: z = c[t - k] - x1[t],
+  s = sigmoid(alpha z + beta), c[t] = z s + residual[t] (float32 tiles)."""
+  z = previous - x1
+  s = tl.sigmoid(alpha * z + beta)
+  return z, s, z * s + residual
+
+
+@triton.jit
 def forward_kernel(
     x1_ptr,
     residual_ptr,
@@ -136,7 +148,7 @@ def forward_kernel(
     state_bias_ptr,
     alpha_ptr,
     beta_ptr,
-    c_ptr,
+    starts_ptr,
     out_ptr,
     T: tl.constexpr,
     D: tl.constexpr,
@@ -148,9 +160,10 @@ def forward_kernel(
     HAS_GATE: tl.constexpr,
     FUSED_GATE: tl.constexpr,
 ):
-  """One program: row b, channels [j·BLOCK_D, (j+1)·BLOCK_D), all T positions. With a
-  FUSED_GATE, x1_ptr is the [B, T, 2, D] projections (X2 the residual with HAS_RESIDUAL)
-  and gate_ptr the gate's bias [D]."""
+  """One program: row b, channels [j·BLOCK_D, (j+1)·BLOCK_D), all T positions. Writes
+  the gated output (or c, ungated) and, to starts_ptr [B, iterations, K, D], the state
+  each iteration of its loop starts from. With a FUSED_GATE, x1_ptr is the [B, T, 2, D]
+  projections (X2 the residual with HAS_RESIDUAL) and gate_ptr the gate's bias [D]."""
   b = tl.program_id(0).to(tl.int64)
   chain = tl.arange(0, K_TILE)[:, None]  # [K_TILE, 1]
   cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)[None, :]  # [1, BLOCK_D]
@@ -160,6 +173,8 @@ def forward_kernel(
   c_previous = tl.zeros((K_TILE, BLOCK_D), tl.float32)  # c at the block before
   num_blocks: tl.constexpr = (T + K - 1) // K
   for outer in range(num_blocks // UNROLL):
+    start = ((b * (num_blocks // UNROLL) + outer) * K + chain) * D + cols
+    tl.store(starts_ptr + start, c_previous, mask=(chain < K) & (cols < D))
     # The unrolled blocks' loads do not depend on the state: they issue together.
     for inner in tl.static_range(UNROLL):
       t = (outer * UNROLL + inner) * K + chain  # [K_TILE, 1]
@@ -179,9 +194,7 @@ def forward_kernel(
           HAS_GATE,
           FUSED_GATE,
       )
-      z = c_previous - x1
-      c = z * tl.sigmoid(alpha * z + beta) + residual
-      tl.store(c_ptr + offsets, c, mask=mask)
+      c = _swish_step(c_previous, x1, residual, alpha, beta)[2]
       out = c
       if HAS_GATE:
         out = (c + state_bias) * gate
@@ -192,8 +205,9 @@ def forward_kernel(
 @triton.jit
 def backward_kernel(
     dout_ptr,
-    c_ptr,
+    starts_ptr,
     x1_ptr,
+    residual_ptr,
     gate_ptr,
     state_bias_ptr,
     alpha_ptr,
@@ -230,17 +244,41 @@ def backward_kernel(
   dstate_bias = tl.zeros((K_TILE, BLOCK_D), tl.float32)
   dgate_bias = tl.zeros((K_TILE, BLOCK_D), tl.float32)
   num_blocks: tl.constexpr = (T + K - 1) // K
-  for outer in range(num_blocks // UNROLL):
+  iterations: tl.constexpr = num_blocks // UNROLL
+  for backwards in range(iterations):
+    outer = iterations - 1 - backwards
+    # The forward's blocks of this iteration again, from the state it started with.
+    start = ((b * iterations + outer) * K + chain) * D + cols
+    c_previous = tl.load(starts_ptr + start, mask=(chain < K) & (cols < D), other=0.0)
+    steps = ()  # (z, s, c) per block
     for inner in tl.static_range(UNROLL):
-      t = (num_blocks - 1 - outer * UNROLL - inner) * K + chain  # walks T-1 .. 0
+      t = (outer * UNROLL + inner) * K + chain
+      mask = (chain < K) & (t < T) & (cols < D)
+      x1, residual, _, _ = _reads(
+          x1_ptr,
+          residual_ptr,
+          gate_ptr,
+          gate_bias,
+          (b * T + t) * D + cols,
+          b * T + t,
+          cols,
+          D,
+          mask,
+          HAS_RESIDUAL,
+          False,
+          FUSED_GATE,
+      )
+      steps = steps + (_swish_step(c_previous, x1, residual, alpha, beta),)
+      c_previous = steps[inner][2]
+    for inner in tl.static_range(UNROLL - 1, -1, -1):  # walks T-1 .. 0
+      t = (outer * UNROLL + inner) * K + chain
       mask = (chain < K) & (t < T) & (cols < D)
       offsets = (b * T + t) * D + cols
       # Masked positions load 0 as dout, so g stays exactly 0 past T.
       dout = tl.load(dout_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-      # A separate residual is not read: its gradient is g itself.
       x1, _, gate, slope = _reads(
           x1_ptr,
-          x1_ptr,
+          residual_ptr,
           gate_ptr,
           gate_bias,
           offsets,
@@ -252,10 +290,10 @@ def backward_kernel(
           HAS_GATE,
           FUSED_GATE,
       )
+      z, s, c = steps[inner]
       dc = dout
       dx2 = dout  # X2's gradient through the fused gate
       if HAS_GATE:
-        c = tl.load(c_ptr + offsets, mask=mask, other=0.0)
         dgate = dout * (c + state_bias)
         if FUSED_GATE:
           dx2 = dgate * slope
@@ -265,10 +303,6 @@ def backward_kernel(
         dc = dout * gate
         dstate_bias += dc
       g = dc + a_next * g_next
-      # c[t - k], 0 before the sequence.
-      previous = tl.load(c_ptr + offsets - K * D, mask=mask & (t >= K), other=0.0)
-      z = previous - x1
-      s = tl.sigmoid(alpha * z + beta)
       q = z * s * (1.0 - s)
       a = s + alpha * q
       dx1 = g - g * a  # x1 as the residual too: both uses in one gradient
@@ -296,6 +330,13 @@ def backward_kernel(
     tl.store(dstate_bias_ptr + row, tl.sum(dstate_bias, axis=0), mask=in_range)
   if FUSED_GATE:
     tl.store(dgate_ptr + row, tl.sum(dgate_bias, axis=0), mask=in_range)
+
+
+def starts_shape(shape, k, tiling):
+  """[B, iterations, k, D]: the states the forward saves for x1's `shape` [B, T, D]."""
+  statics, _ = statics_and_grid(shape, k, tiling)
+  iterations = -(-statics["T"] // k) // statics["UNROLL"]
+  return (shape[0], iterations, k, shape[-1])
 
 
 def statics_and_grid(shape, k, tiling):
@@ -330,8 +371,10 @@ def cuda_assembly(
   element = {"float32": "*fp32", "bfloat16": "*bf16", "float16": "*fp16"}[dtype]
   gates = () if code else ("gate",)  # a fused gate's bias and sums are float32 vectors
   sequences = dict(
-      forward=("x1", "residual", "c", "out") + gates,
-      backward=("dout", "x1", "dx1", "dresidual") + gates + tuple("d" + g for g in gates),
+      forward=("x1", "residual", "out") + gates,
+      backward=("dout", "x1", "residual", "dx1", "dresidual")
+      + gates
+      + tuple("d" + g for g in gates),
   )
   assembly = {}
   for name, kernel in (("forward", forward_kernel), ("backward", backward_kernel)):
@@ -339,8 +382,8 @@ def cuda_assembly(
     for arg in kernel.arg_names:
       if arg in statics or arg in flags:
         signature[arg] = "constexpr"
-      elif arg == "c_ptr" or arg[:-4] not in sequences[name]:
-        signature[arg] = "*fp32"  # the saved state and the [D] vectors
+      elif arg == "starts_ptr" or arg[:-4] not in sequences[name]:
+        signature[arg] = "*fp32"  # the saved states and the [D] vectors
       else:
         signature[arg] = element
     source = ASTSource(fn=kernel, signature=signature, constexprs={**statics, **flags})
