@@ -11,7 +11,7 @@
              under its TF1 variable names, bert_config.json, vocab.txt
 
 The names and layouts come from the import tables read the other way
-(`mapping.tf1_bert_layout`, `mapping.tf1_to_hf_names`; `importers.BERT_JSON_FIELDS`), so
+(`mapping.tf1_bert_layout`, `hf_names.tf1_to_hf_names`; `importers.BERT_JSON_FIELDS`), so
 one table serves both directions. What a target cannot hold is refused before anything is
 written, in one line (an InputError: commands exit 2): another family for hf and tf1, a
 SentencePiece vocabulary for their WordPiece tokenizers, the exact GELU for tf1 (its code
@@ -26,12 +26,12 @@ from typing import Callable, Dict, List
 
 from recurrent_bert import io_utils
 from recurrent_bert import model_dir as layout
+from recurrent_bert.convert.hf_names import tf1_to_hf_names
 from recurrent_bert.convert.importers import BERT_JSON_FIELDS
 from recurrent_bert.convert.mapping import CheckpointMappingError
 from recurrent_bert.convert.mapping import is_keras_hub_bert
 from recurrent_bert.convert.mapping import require_bert_orig
 from recurrent_bert.convert.mapping import tf1_bert_values
-from recurrent_bert.convert.mapping import tf1_to_hf_names
 from recurrent_bert.convert.model_dir_source import ModelForExport
 from recurrent_bert.convert.model_dir_source import read_model_dir
 from recurrent_bert.data import vocab as vocab_lib

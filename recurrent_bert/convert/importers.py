@@ -23,10 +23,10 @@ from recurrent_bert.config import checked_field_value
 from recurrent_bert.config import decode_utf8
 from recurrent_bert.config import describe_json_value
 from recurrent_bert.config import get_preset
+from recurrent_bert.convert.hf_names import DictReader
+from recurrent_bert.convert.hf_names import hf_to_tf1_names
 from recurrent_bert.convert.mapping import CheckpointMappingError
-from recurrent_bert.convert.mapping import DictReader
 from recurrent_bert.convert.mapping import assign_pairs
-from recurrent_bert.convert.mapping import hf_to_tf1_names
 from recurrent_bert.convert.mapping import keras_hub_mlm_head_pairs
 from recurrent_bert.convert.mapping import load_from_keras_hub_bert
 from recurrent_bert.convert.mapping import load_from_keras_hub_mlm_head

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from recurrent_bert.config import ModelConfig
+from recurrent_bert.convert import hf_names
 from recurrent_bert.convert import mapping
 from recurrent_bert.layers import BidirectionalLSTM
 from recurrent_bert.layers import SwishRNN
@@ -268,7 +269,7 @@ def test_bert_pretrainer_equals_numpy_bert(rng):
       attention_dropout_rate=0.0,
   )
   model = Pretrainer(build_encoder(config))
-  mapping.assign_pairs(mapping.tf1_bert_pairs(model, mapping.DictReader(values)))
+  mapping.assign_pairs(mapping.tf1_bert_pairs(model, hf_names.DictReader(values)))
   ids = rng.integers(0, vocab, size=(2, 7)).astype("int32")
   segments = np.array([[0] * 4 + [1] * 3, [0] * 7], "int32")
   mask = np.array([[1] * 7, [1] * 4 + [0] * 3], "int32")
