@@ -26,13 +26,14 @@ kept one fills its prefetch buffers while idle and then reads from them. Then --
 steps. Rows give medians over --repeats rounds, side by side, so that a shared machine's
 spikes hit all alike; the ratios are of the same run.
 
-The step is benchmarks/step_time.py's `Trial`: one `train_on_batch` of the bert_tiny preset
-(MLM at P positions + NSP, AdamW) on Keras' TensorFlow backend, batch 32 x T synthetic
-tokens, XLA unless --no_xla. The checks' cost per step is the median over rounds of
-(time per batch checked - unchecked) / step time; the issue's target is under 3%. tf.data
-runs beside the step in threads of its own: while its time per batch is below the step's,
-and a core is free, input costs a step nothing. The fraction counts the checks' CPU time as
-if it were on the step's path: the worst case, that of a host whose cores are all busy.
+The step is benchmarks/step_trial.py's `Trial` (step_time.py's): one `train_on_batch`
+of the bert_tiny preset (MLM at P positions + NSP, AdamW) on Keras' TensorFlow backend,
+batch 32 x T synthetic tokens, XLA unless --no_xla. The checks' cost per step is the
+median over rounds of (time per batch checked - unchecked) / step time; the issue's target
+is under 3%. tf.data runs beside the step in threads of its own: while its time per batch
+is below the step's, and a core is free, input costs a step nothing. The fraction counts
+the checks' CPU time as if it were on the step's path: the worst case, that of a host whose
+cores are all busy.
 """
 
 import argparse
@@ -168,18 +169,18 @@ def time_batches(dataset, args):
 
 def measure(args):
   """{variant: [s per batch per round]}, [s per step per round], loss."""
-  import step_time
+  import step_trial
 
   from recurrent_bert.config import PRESETS
   from recurrent_bert.data import record_errors
 
   config = PRESETS[args.preset]
-  # The settings step_time's Trial reads that this script does not vary: Keras' own
+  # The settings step_trial's Trial reads that this script does not vary: Keras' own
   # trainer on TensorFlow, float32, AdamW, MLM + NSP, one step a call.
   args.no_nsp, args.optimizer, args.steps_per_call = False, "adamw", 1
   args.dtype, args.trainer, args.backend = "float32", "keras", "tensorflow"
-  row = step_time.Row(args.preset, config, 0)
-  trial = step_time.Trial(row, args, jit_compile=not args.no_xla)
+  row = step_trial.Row(args.preset, config, 0)
+  trial = step_trial.Trial(row, args, jit_compile=not args.no_xla)
   for _ in range(args.warmup_steps):
     trial.call()  # the first compiles
   times = {name: [] for name in VARIANTS + ("step",)}
