@@ -141,6 +141,13 @@ def _swish_step(previous, x1, residual, alpha, beta):
 
 
 @triton.jit
+def _starts_at(starts_ptr, b, outer, iterations, chain, cols, K: tl.constexpr, D: tl.constexpr):
+  """(pointers, mask) of the K states iteration `outer` of a program's loop starts from, in
+  the saved [B, iterations, K, D] float32 array: the one layout both kernels use."""
+  return starts_ptr + ((b * iterations + outer) * K + chain) * D + cols, (chain < K) & (cols < D)
+
+
+@triton.jit
 def forward_kernel(
     x1_ptr,
     residual_ptr,
@@ -172,9 +179,10 @@ def forward_kernel(
   )
   c_previous = tl.zeros((K_TILE, BLOCK_D), tl.float32)  # c at the block before
   num_blocks: tl.constexpr = (T + K - 1) // K
-  for outer in range(num_blocks // UNROLL):
-    start = ((b * (num_blocks // UNROLL) + outer) * K + chain) * D + cols
-    tl.store(starts_ptr + start, c_previous, mask=(chain < K) & (cols < D))
+  iterations: tl.constexpr = num_blocks // UNROLL
+  for outer in range(iterations):
+    starts, in_range = _starts_at(starts_ptr, b, outer, iterations, chain, cols, K, D)
+    tl.store(starts, c_previous, mask=in_range)
     # The unrolled blocks' loads do not depend on the state: they issue together.
     for inner in tl.static_range(UNROLL):
       t = (outer * UNROLL + inner) * K + chain  # [K_TILE, 1]
@@ -248,8 +256,8 @@ def backward_kernel(
   for backwards in range(iterations):
     outer = iterations - 1 - backwards
     # The forward's blocks of this iteration again, from the state it started with.
-    start = ((b * iterations + outer) * K + chain) * D + cols
-    c_previous = tl.load(starts_ptr + start, mask=(chain < K) & (cols < D), other=0.0)
+    starts, in_range = _starts_at(starts_ptr, b, outer, iterations, chain, cols, K, D)
+    c_previous = tl.load(starts, mask=in_range, other=0.0)
     steps = ()  # (z, s, c) per block
     for inner in tl.static_range(UNROLL):
       t = (outer * UNROLL + inner) * K + chain
