@@ -11,7 +11,6 @@ MirroredStrategy over 2 logical CPUs.
 import csv
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -257,105 +256,6 @@ def test_bad_input_fails_naming_the_culprit(case, task_files, tmp_path):
   assert result.returncode != 0
   assert expected in result.stderr, result.stderr[-2000:]
   assert not os.path.exists(tmp_path / "model" / "checkpoint")
-
-
-# SPEC §7, written out independently of configs/finetune:
-# (flagfile, {flag: value}) for the BERT / TRANS-BLSTM / SwishRNN protocols.
-SPEC_FINETUNE = {
-    "glue_bert.flags": {"train_batch_size": "32", "num_train_epochs": "3"},
-    "glue_trans_blstm.flags": {"train_batch_size": "32", "num_train_epochs": "3"},
-    "squad_v1_bert.flags": {
-        "learning_rate": "5e-5",
-        "train_batch_size": "32",
-        "num_train_epochs": "3",
-        "version": "1.1",
-    },
-    "squad_v1_trans_blstm.flags": {
-        "learning_rate": "3e-5",
-        "train_batch_size": "12",
-        "num_train_epochs": "2",
-        "version": "1.1",
-    },
-    "squad_v1_trans_blstm_decoder.flags": {
-        "learning_rate": "3e-5",
-        "train_batch_size": "12",
-        "num_train_epochs": "2",
-        "use_blstm_decoder": True,
-    },
-    **{
-        f"swishrnn_{task}.flags": {
-            "train_batch_size": "32",
-            "warmup_steps": "1000",
-            "max_train_steps": str(steps * 1000),
-            "task": task,
-        }
-        for task, steps in (
-            ("boolq", 50),
-            ("cola", 50),
-            ("mnli", 200),
-            ("mrpc", 20),
-            ("multirc", 50),
-            ("qnli", 100),
-            ("qqp", 150),
-            ("rte", 20),
-            ("sst2", 80),
-            ("stsb", 30),
-        )
-    },
-}
-FINETUNE_CONFIGS = os.path.join(REPO, "configs", "finetune")
-
-
-def _flagfile_values(name):
-  values = {}
-  for line in open(os.path.join(FINETUNE_CONFIGS, name), encoding="utf-8"):
-    line = line.strip()
-    if line.startswith("--"):
-      key, _, value = line[2:].partition("=")
-      values[key] = value if _ else True
-  return values
-
-
-@pytest.mark.parametrize("name", sorted(SPEC_FINETUNE))
-def test_finetune_flagfiles_carry_the_papers_protocols(name):
-  values = _flagfile_values(name)
-  for flag, expected in SPEC_FINETUNE[name].items():
-    assert values.get(flag) == expected, (name, flag, values.get(flag))
-  if name.startswith("swishrnn_"):  # its grid: {1e-5, 5e-6, 3e-6, 2e-6}
-    assert float(values["learning_rate"]) in (1e-5, 5e-6, 3e-6, 2e-6)
-  elif name.startswith("glue_"):  # BERT's grid: {5e-5, 4e-5, 3e-5, 2e-5}
-    assert float(values["learning_rate"]) in (5e-5, 4e-5, 3e-5, 2e-5)
-
-
-def test_every_finetune_flagfile_parses_and_validates():
-  """Each flagfile through its entry point's own flag definitions and validators."""
-  names = sorted(os.listdir(FINETUNE_CONFIGS))
-  assert set(SPEC_FINETUNE) <= set(names)
-  script = r"""
-import importlib, sys
-from absl import flags
-module = importlib.import_module(sys.argv[1])
-for path in sys.argv[2:]:
-  flags.FLAGS.unparse_flags()
-  flags.FLAGS(["prog", "--flagfile=" + path, "--model_dir=/nonexistent", "--task=rte",
-               "--data_dir=/nonexistent"] if "glue" in sys.argv[1] else
-              ["prog", "--flagfile=" + path, "--model_dir=/nonexistent"])
-print("ok")
-"""
-  for module, prefix in (
-      ("recurrent_bert.finetune_glue", ("glue_", "swishrnn_")),
-      ("recurrent_bert.finetune_squad", ("squad_",)),
-  ):
-    files = [os.path.join(FINETUNE_CONFIGS, n) for n in names if n.startswith(prefix)]
-    result = subprocess.run(
-        [sys.executable, "-c", script, module, *files],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO),
-    )
-    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
 
 
 def _superglue_and_mnli_folder(root, task):

@@ -104,7 +104,7 @@ def test_the_runner_from_python_trains_as_the_command_does(
 )
 def test_settings_default_to_the_commands_flag_defaults(settings, command):
   """The settings' defaults are the command's without flags (tests/flags' snapshot)."""
-  from tests.flags.test_flag_groups import SNAPSHOT
+  from tests.flags.flag_snapshot import SNAPSHOT
 
   flag_defaults = SNAPSHOT[command]
   for field in dataclasses.fields(settings):
