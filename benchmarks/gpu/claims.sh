@@ -33,7 +33,9 @@
 # recipe pilot (recurrent_bert/demo/recipe_pilot.py: BERT-orig and BERT-rab alone under
 # each candidate recipe, RB_PILOT_STEPS (400) steps x RB_PILOT_SEEDS (1,2), then the rule
 # of demo/recipe.py: recipe.md; RB_RECIPES sets the candidates (1e-3:0.25),
-# RB_PILOT=0 skips it; the runs an RB_PREPARE_PILOT=1 preparation carried are read back); then
+# RB_PILOT=0 skips it (the demo's own recipe), RB_RECIPE=LR:WARMUP[:BETA2[:EPSILON[:CLIP]]]
+# replaces it with a recipe chosen earlier; the runs an RB_PREPARE_PILOT=1 preparation
+# carried are read back); then
 # the comparison under the chosen recipe, 4 runs at a time on the one GPU
 # (--parallel_pretraining: no step times are compared), cut at RB_BUDGET_S. Every process there runs where `import tensorflow` fails.
 # A call cut at its budget is resumed by the next: finished stages and seeds are reused.
@@ -80,6 +82,22 @@ else
   # (RB_RECIPES) cost the card a compilation and 400 steps of each baseline and seed.
   PILOT=(--size="${RB_SIZE:-mini}" --steps="${RB_PILOT_STEPS:-400}" --seeds="${RB_PILOT_SEEDS:-1,2}"
     --recipes="${RB_RECIPES:-1e-3:0.25}")
+fi
+# RB_RECIPE: a recipe chosen beforehand (by the rule, over a pilot on a CPU:
+# docs/benchmarks.md), so that the card trains no pilot. Checked before anything runs:
+# GIVEN_RECIPE is its label, then the comparison's flags.
+GIVEN_RECIPE=()
+if [[ -n ${RB_RECIPE:-} ]]; then
+  mapfile -t GIVEN_RECIPE < <("$PY" -c '
+import sys
+from recurrent_bert.demo.recipe_pilot import parse_recipe
+try:
+  recipe = parse_recipe(sys.argv[1])
+except ValueError as e:
+  sys.exit("claims.sh: RB_RECIPE" + str(e).removeprefix("--recipes"))
+print("\n".join([recipe.label(), *recipe.flags(int(sys.argv[2]))]))
+' "$RB_RECIPE" "$([[ "$SMOKE" == 1 ]] && echo 3 || echo "${RB_STEPS:-1500}")")
+  ((${#GIVEN_RECIPE[@]})) || exit 2
 fi
 
 # -- the data, on a CPU machine where TensorFlow is (its WordPiece learner) ---------------
@@ -141,7 +159,12 @@ fi
 # -- the recipe: the pilot trains the baselines alone under each candidate recipe, and the
 # rule of recurrent_bert/demo/recipe.py picks one (RB_PILOT=0: the demo's own recipe) ---
 RECIPE_FLAGS=()
-if [[ ${RB_PILOT:-1} == 1 ]]; then
+if ((${#GIVEN_RECIPE[@]})); then
+  echo "The recipe was given (RB_RECIPE=$RB_RECIPE), not piloted in this run: ${GIVEN_RECIPE[0]}." \
+    >"$RESULTS/recipe.md"
+  RECIPE_FLAGS=("${GIVEN_RECIPE[@]:1}")
+  echo "== the recipe, given: ${RECIPE_FLAGS[*]}"
+elif [[ ${RB_PILOT:-1} == 1 ]]; then
   echo "== the recipe pilot: ${PILOT[*]} ($((SECONDS - START)) s so far)"
   set +e
   timeout -k 10 $((BUDGET_S - (SECONDS - START))) "$PY" -m recurrent_bert.demo.recipe_pilot \
