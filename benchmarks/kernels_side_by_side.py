@@ -214,12 +214,18 @@ def attention_candidates(rate, interpret):
       probs = dropout_layer._jax_dropout(probs, rate, None, seed)  # pylint: disable=protected-access
     return jnp.einsum("bnqk,bknh->bqnh", probs, v)
 
-  def pallas(q, k, v, bias, key_is_real):
-    return pallas_attention.attention(
-        q, k, v, key_is_real, bias, scale(q), rate, seed, interpret=interpret
+  def pallas(one_pass_max_length=None):
+    return lambda q, k, v, bias, key_is_real: pallas_attention.attention(
+        q, k, v, key_is_real, bias, scale(q), rate, seed, interpret, one_pass_max_length
     )
 
-  return {"floor": floor, "written-out": written_out, "pallas": pallas}
+  # "pallas" takes the one-pass backward at T <= 128; the last, the two backward kernels.
+  return {
+      "floor": floor,
+      "written-out": written_out,
+      "pallas": pallas(),
+      "pallas, two backward kernels": pallas(0),
+  }
 
 
 def _step(function):

@@ -71,7 +71,9 @@ def _numpy_attention(q, k, v, key_is_real, bias, scale, rate, seed, upstream):
   return context, (dq, dk, dv, dbias)
 
 
-def _kernel_attention(q, k, v, key_is_real, bias, scale, rate, seed, upstream):
+def _kernel_attention(
+    q, k, v, key_is_real, bias, scale, rate, seed, upstream, one_pass_max_length=None
+):
   """The kernels' (context, (dq, dk, dv, dbias)) as float64 numpy."""
   import jax
   from jax import numpy as jnp
@@ -82,7 +84,16 @@ def _kernel_attention(q, k, v, key_is_real, bias, scale, rate, seed, upstream):
 
   def loss(q, k, v, bias):
     out = pallas_attention.attention(
-        q, k, v, jnp.asarray(key_is_real), bias, scale, rate, seed, interpret=INTERPRET
+        q,
+        k,
+        v,
+        jnp.asarray(key_is_real),
+        bias,
+        scale,
+        rate,
+        seed,
+        INTERPRET,
+        one_pass_max_length,
     )
     return (out.astype(jnp.float32) * upstream).sum(), out
 
@@ -115,16 +126,30 @@ def _largest_relative_difference(got, want):
   )
 
 
+# `attention`'s one_pass_max_length: the default, or the two backward kernels at any T.
+BACKWARDS = {"one pass": None, "two kernels": 0}
+
+
 @pytest.mark.parametrize(
-    "length, bias_batch, rate",
-    [(16, 0, 0.0), (40, 1, 0.1), (100, 2, 0.1), (100, 0, 0.1), (100, 1, 0.0)],
+    "length, bias_batch, rate, backward",
+    [
+        (16, 0, 0.0, "one pass"),
+        (40, 1, 0.1, "one pass"),
+        (100, 2, 0.1, "one pass"),
+        (100, 0, 0.1, "one pass"),
+        (100, 1, 0.0, "one pass"),
+        (100, 2, 0.1, "two kernels"),
+        (100, 1, 0.0, "two kernels"),
+        (150, 2, 0.1, "two kernels"),
+    ],
 )
-def test_kernels_and_gradients_against_numpy(rng, length, bias_batch, rate):
-  """T = 16 (one block), 40 (one block, padded) and 100 (two blocks of 64, padded);
-  a bias shared over the batch (1) or per example (2); dropout on and off."""
+def test_kernels_and_gradients_against_numpy(rng, length, bias_batch, rate, backward):
+  """T = 16 (one block), 40 (one block, padded), 100 (two blocks of 64, padded) and 150
+  (three: beyond the one-pass backward); a bias shared over the batch (1) or per example
+  (2); dropout on and off; the one-pass backward and the two kernels."""
   q, k, v, key_is_real, bias, upstream = _inputs(rng, 2, length, 2, 16, bias_batch)
   args = (q, k, v, key_is_real, bias, 0.25, rate, SEED, upstream)
-  out, grads = _kernel_attention(*args)
+  out, grads = _kernel_attention(*args, one_pass_max_length=BACKWARDS[backward])
   want_out, want_grads = _numpy_attention(*args)
   assert _largest_relative_difference([out], [want_out]) < FLOAT32_TOLERANCE
   assert _largest_relative_difference(grads, want_grads) < FLOAT32_TOLERANCE
@@ -200,10 +225,12 @@ def test_the_layer_in_training_takes_the_kernels(rng, monkeypatch):
   )
 
 
+@pytest.mark.parametrize("backward", ["one pass", "two kernels"])
 @pytest.mark.parametrize("has_bias", [False, True])
-def test_the_kernels_lower_to_triton_for_cuda(has_bias):
+def test_the_kernels_lower_to_triton_for_cuda(has_bias, backward):
   """bert_base's attention (B = 64, T = 128, 12 heads of 64, bfloat16, dropout 0.1):
-  the forward and both backward kernels become Triton calls for CUDA."""
+  the forward and the backward kernels (one pass, or the two kernels) become Triton calls
+  for CUDA."""
   import jax
   from jax import numpy as jnp
 
@@ -216,14 +243,19 @@ def test_the_kernels_lower_to_triton_for_cuda(has_bias):
   def loss(q, k, v, bias):
     real = jnp.ones((64, 128), bool)
     seed = jnp.array(SEED, jnp.uint32)
-    out = pallas_attention.attention(q, k, v, real, bias, 0.125, 0.1, seed, interpret=False)
+    out = pallas_attention.attention(
+        q, k, v, real, bias, 0.125, 0.1, seed, False, BACKWARDS[backward]
+    )
     return out.astype(jnp.float32).sum()
 
   argnums = (0, 1, 2, 3) if has_bias else (0, 1, 2)
   grad = jax.grad(loss, argnums=argnums)
   text = pallas_support.cuda_module_text(grad, sequence, sequence, sequence, bias)
-  for name in ("attention_forward", "attention_key_gradients", "attention_query_gradients"):
-    assert name in text
+  kernels = {"attention_forward", "attention_gradients"}
+  if backward == "two kernels":
+    kernels ^= {"attention_gradients", "attention_key_gradients", "attention_query_gradients"}
+  names = ("forward", "gradients", "key_gradients", "query_gradients")
+  assert {f"attention_{name}" for name in names if f"attention_{name}" in text} == kernels
 
 
 # Full, 4 real, 1 real, none: every row of the last example is padding only.

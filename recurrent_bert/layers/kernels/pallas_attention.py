@@ -16,18 +16,20 @@ These kernels keep them on chip, FlashAttention's way, and draw the dropout mask
             p = exp(s - m), o = Σ keep·p·v / ((1 - r)·l);
             saves lse = m + log l. l sums the probabilities before dropout, so o is dropout
             applied to the normalised probabilities, as the written-out form does.
-  backward  D = rowsum(dO ∘ O) outside (it equals rowsum(P ∘ dP) with dropout too); one
-            program per (b, head, key block) accumulates dV = Σ P̃ᵀ dO and dK = Σ dSᵀ q·scale
-            over the query blocks, one per (b, head, query block) dQ = Σ dS k·scale over
-            the key blocks, where P = exp(s - lse), P̃ = keep·P/(1 - r),
-            dP = keep·(dO vᵀ)/(1 - r), dS = P ∘ (dP - D)·live. With a bias, the second
-            also writes dS ([B, A, T, T] in the bias' dtype), summed over the batch (in
-            float32) where the bias has none. The projections' gradient [B, T, 3, A, d]
-            is one array the two kernels fill: the first writes dK and dV as one block
-            of their two slots, the second takes it aliased and writes dQ into the
-            third. Each also sums its block's rows, [B, T / bq, 3, A, d] float32, which
-            a small reduction turns into the biases' gradient: no pass stacks dQ, dK
-            and dV or reads them again.
+  backward  D = rowsum(dO ∘ O) outside (it equals rowsum(P ∘ dP) with dropout too);
+            dV = Σ P̃ᵀ dO, dK = Σ dSᵀ q·scale and dQ = Σ dS k·scale, where P = exp(s -
+            lse), P̃ = keep·P/(1 - r), dP = keep·(dO vᵀ)/(1 - r), dS = P ∘ (dP - D)·live.
+            Up to T = 128 (`ONE_PASS_MAX_LENGTH`) one program per (b, head) does it all
+            in one pass over 32-row blocks, each block pair's P̃ and dS computed once.
+            Beyond, two kernels: one program per (b, head, key block) accumulates dV
+            and dK over the query blocks, one per (b, head, query block) dQ over the key
+            blocks (each computing P and dP again). With a bias, the kernel that makes
+            dQ also writes dS ([B, A, T, T] in the bias' dtype), summed over the batch
+            (in float32) where the bias has none. The projections' gradient [B, T, 3,
+            A, d] is one array the kernels fill (the second of two takes the first's
+            aliased), and each block's rows are summed, [B, blocks, 3, A, d] float32,
+            which a small reduction turns into the biases' gradient: no pass stacks dQ,
+            dK and dV or reads them again.
 
 The mask is a function of position, not a stream: element (b, h, i, j) is kept when
 `keep_bits(seed, ((b·A + h)·T + i)·T + j) >= round(rate · 2³²)`, the 32-bit integer hash
@@ -45,20 +47,31 @@ JAX is imported inside the functions, so importing this module imports no framew
 """
 
 import functools
-from typing import Any, NamedTuple, Optional
+from typing import Optional
 
 from recurrent_bert.layers.kernels import dropout_bits
 from recurrent_bert.layers.kernels import pallas_support
+from recurrent_bert.layers.kernels.pallas_attention_kernels import KEY
+from recurrent_bert.layers.kernels.pallas_attention_kernels import PAD_LOGIT
+from recurrent_bert.layers.kernels.pallas_attention_kernels import QUERY
+from recurrent_bert.layers.kernels.pallas_attention_kernels import SLOTS
+from recurrent_bert.layers.kernels.pallas_attention_kernels import VALUE
+from recurrent_bert.layers.kernels.pallas_attention_kernels import forward_kernel
+from recurrent_bert.layers.kernels.pallas_attention_kernels import gradients_kernel
+from recurrent_bert.layers.kernels.pallas_attention_kernels import key_gradients_kernel
+from recurrent_bert.layers.kernels.pallas_attention_kernels import query_gradients_kernel
 
-# A padded key's logit: exp of it less any real logit is 0; finite, so that a block of
-# padding alone gives no inf - inf.
-_PAD_LOGIT = -1e30
 _HEAD_SIZES = (16, 32, 64, 128)
 _MAX_LENGTH = 1024
-# The projections' slots, [B, T, 3, A, d]: the key's and the value's first, so that the
-# kernel computing their gradients writes both as one block of two slots.
-SLOTS = ("key", "value", "query")
-KEY, VALUE, QUERY = (SLOTS.index(name) for name in ("key", "value", "query"))
+# T (padded to whole blocks) of at most this many positions takes the one-pass backward
+# (`gradients_kernel`); longer T the two kernels (`key_gradients_kernel`,
+# `query_gradients_kernel`). `attention(one_pass_max_length=0)` takes the two at any T.
+ONE_PASS_MAX_LENGTH = 128
+# The one-pass backward holds every query block's dQ: compiled for an H100 at T = 128, d =
+# 64 with a bias and dropout, 32-row blocks and 8 warps use 255 registers a thread and
+# spill 20 bytes (64-row blocks: 1 KB with 8 warps, 1.7 KB with 4; 32 rows, 4 warps: 380).
+_ONE_PASS_BLOCK = 32
+_ONE_PASS_WARPS = 8
 
 
 def fits(head_size: int, length: int) -> bool:
@@ -88,224 +101,22 @@ def dropout_keep(seed, shape, rate: float):
   return dropout_bits.keep_bits_of_shape(seed, shape) >= dropout_bits.threshold(rate)
 
 
-def _kept(seed_ref, b, h, rows, cols, heads, length, rate):
-  """[rows, cols] bool: the mask at query positions `rows` [bq] and keys `cols` [bk]."""
-  from jax import numpy as jnp
-
-  u = lambda x: jnp.asarray(x).astype(jnp.uint32)
-  head_row = (u(b) * jnp.uint32(heads) + u(h)) * jnp.uint32(length)
-  index = (head_row + u(rows)[:, None]) * jnp.uint32(length) + u(cols)[None, :]
-  return dropout_bits.keep_bits(seed_ref[0], seed_ref[1], index) >= dropout_bits.threshold(rate)
-
-
-def _logits(q, k, keys, bias, scale):
-  """[bq, bk] float32: (q kᵀ·scale (+ the bias block)) · live + the key padding, where
-  keys = (key_pad, live) [bk] each (`_key_masks`)."""
-  from jax import numpy as jnp
-  from jax.experimental.pallas import triton as plgpu
-
-  key_pad, live = keys
-  s = plgpu.dot(q, k, trans_b=True).astype(jnp.float32) * scale
-  s = s if bias is None else s + bias.astype(jnp.float32)
-  return s * live[None, :] + key_pad[None, :]
-
-
 def _key_masks(key_is_real, padded: int):
   """(key_pad, live), [B, padded] float32 each, from key_is_real [B, T] bool: a padded
-  key's logit gets -1e30 (`_PAD_LOGIT`) and a real one's 0; live is 1, and 0 across an
+  key's logit gets -1e30 (`PAD_LOGIT`) and a real one's 0; live is 1, and 0 across an
   example without a real key, whose logits are then all 0 (uniform weights, the
   written-out form's rule) and pass no gradient to q, k or the bias."""
   from jax import numpy as jnp
 
   has_real = jnp.any(key_is_real, axis=1, keepdims=True)  # [B, 1]
-  key_pad = jnp.where(key_is_real | ~has_real, 0.0, _PAD_LOGIT).astype(jnp.float32)
+  key_pad = jnp.where(key_is_real | ~has_real, 0.0, PAD_LOGIT).astype(jnp.float32)
   live = jnp.broadcast_to(has_real, key_is_real.shape).astype(jnp.float32)
   extra = ((0, 0), (0, padded - key_is_real.shape[1]))
-  return jnp.pad(key_pad, extra, constant_values=_PAD_LOGIT), jnp.pad(live, extra)
-
-
-def _read(ref, bias_ref, rows=slice(None)):
-  """A block of q, k or v [rows, d] from the projections, plus its bias [d]."""
-  return ref[rows, :] + bias_ref[...][None, :]
-
-
-def _forward_kernel(
-    seed_ref,
-    q_ref,
-    k_ref,
-    v_ref,
-    q_bias_ref,
-    k_bias_ref,
-    v_bias_ref,
-    pad_ref,
-    live_ref,
-    *refs,
-    statics,
-):
-  """Program (b, h, i): queries [i·bq, (i+1)·bq) of row b, head h, every key block."""
-  import jax
-  from jax import numpy as jnp
-  from jax.experimental import pallas as pl
-  from jax.experimental.pallas import triton as plgpu
-
-  bias_ref = refs[0] if statics["has_bias"] else None
-  o_ref, lse_ref = refs[-2:]
-  block, rate = statics["block"], statics["rate"]
-  b, h, i = pl.program_id(0), pl.program_id(1), pl.program_id(2)
-  q = _read(q_ref, q_bias_ref)  # [bq, d]
-  rows = i * block + jnp.arange(block)
-
-  def body(j, carry):
-    acc, m, total = carry
-    cols = pl.ds(j * block, block)
-    v = _read(v_ref, v_bias_ref, cols)
-    bias = None if bias_ref is None else bias_ref[:, cols]
-    keys = (pad_ref[cols], live_ref[cols])
-    s = _logits(q, _read(k_ref, k_bias_ref, cols), keys, bias, statics["scale"])
-    m_new = jnp.maximum(m, s.max(axis=1))
-    p = jnp.exp(s - m_new[:, None])
-    correction = jnp.exp(m - m_new)
-    total = total * correction + p.sum(axis=1)
-    if rate:
-      key_positions = j * block + jnp.arange(block)
-      kept = _kept(seed_ref, b, h, rows, key_positions, statics["heads"], statics["length"], rate)
-      p = jnp.where(kept, p * (1.0 / (1.0 - rate)), 0.0)
-    acc = acc * correction[:, None] + plgpu.dot(p.astype(v.dtype), v).astype(jnp.float32)
-    return acc, m_new, total
-
-  init = (
-      jnp.zeros(q.shape, jnp.float32),
-      jnp.full((block,), -jnp.inf, jnp.float32),
-      jnp.zeros((block,), jnp.float32),
-  )
-  acc, m, total = jax.lax.fori_loop(0, statics["num_blocks"], body, init)
-  o_ref[...] = (acc / total[:, None]).astype(o_ref.dtype)
-  lse_ref[...] = m + jnp.log(total)
-
-
-def _probabilities(seed_ref, q, k, keys, bias, lse, b, h, rows, key_positions, statics):
-  """(P, keep or None): [bq, bk] softmax probabilities from the saved lse, and the mask."""
-  from jax import numpy as jnp
-
-  p = jnp.exp(_logits(q, k, keys, bias, statics["scale"]) - lse[:, None])
-  rate = statics["rate"]
-  if not rate:
-    return p, None
-  heads, length = statics["heads"], statics["length"]
-  return p, _kept(seed_ref, b, h, rows, key_positions, heads, length, rate)
-
-
-def _dropped(x, kept, rate):
-  from jax import numpy as jnp
-
-  return x if kept is None else jnp.where(kept, x * (1.0 / (1.0 - rate)), 0.0)
-
-
-class _BackwardInputs(NamedTuple):
-  """The backward kernels' first inputs, in order (refs; the forward's first nine too):
-  the seed, the projections read as q, k and v and their biases, the key padding and
-  liveness (`_key_masks`), dO, lse and D. The bias' block and the outputs follow."""
-
-  seed: Any
-  q: Any
-  k: Any
-  v: Any
-  q_bias: Any
-  k_bias: Any
-  v_bias: Any
-  pad: Any
-  live: Any
-  do: Any
-  lse: Any
-  d: Any
-
-
-def _split_backward_inputs(refs):
-  """(`_BackwardInputs`, the refs after them) of a backward kernel's refs."""
-  count = len(_BackwardInputs._fields)
-  return _BackwardInputs(*refs[:count]), list(refs[count:])
-
-
-def _key_gradients_kernel(*refs, statics):
-  """Program (b, h, j): dK, dV of keys [j·bk, (j+1)·bk), over every query block."""
-  import jax
-  from jax import numpy as jnp
-  from jax.experimental import pallas as pl
-  from jax.experimental.pallas import triton as plgpu
-
-  r, refs = _split_backward_inputs(refs)
-  bias_ref = refs[0] if statics["has_bias"] else None
-  dkv_ref, sums_ref = refs[-2:]  # [bk, 2, d] of the projections' gradient, [2, d]
-  block, rate = statics["block"], statics["rate"]
-  b, h, j = pl.program_id(0), pl.program_id(1), pl.program_id(2)
-  k, v = _read(r.k, r.k_bias), _read(r.v, r.v_bias)  # [bk, d]
-  key_positions = j * block + jnp.arange(block)
-  keys = (r.pad[pl.ds(j * block, block)], r.live[pl.ds(j * block, block)])
-
-  def body(i, carry):
-    dk, dv = carry
-    rows_slice = pl.ds(i * block, block)
-    q, do = _read(r.q, r.q_bias, rows_slice), r.do[rows_slice, :]
-    bias = None if bias_ref is None else bias_ref[rows_slice, :]
-    rows = i * block + jnp.arange(block)
-    p, kept = _probabilities(
-        r.seed, q, k, keys, bias, r.lse[rows_slice], b, h, rows, key_positions, statics
-    )
-    dv += plgpu.dot(_dropped(p, kept, rate).astype(do.dtype), do, trans_a=True).astype(jnp.float32)
-    dp = _dropped(plgpu.dot(do, v, trans_b=True).astype(jnp.float32), kept, rate)
-    ds = p * (dp - r.d[rows_slice][:, None]) * keys[1][None, :]
-    dk += plgpu.dot(ds.astype(q.dtype), q, trans_a=True).astype(jnp.float32)
-    return dk, dv
-
-  zeros = jnp.zeros(k.shape, jnp.float32)
-  dk, dv = jax.lax.fori_loop(0, statics["num_blocks"], body, (zeros, zeros))
-  dk = dk * statics["scale"]
-  for slot, gradient in ((KEY, dk), (VALUE, dv)):
-    dkv_ref[:, slot, :] = gradient.astype(dkv_ref.dtype)
-    sums_ref[slot, :] = gradient.sum(axis=0)  # the bias' gradient, this block's part
-
-
-def _query_gradients_kernel(*refs, statics):
-  """Program (b, h, i): dQ of queries [i·bq, (i+1)·bq) (and their rows of dS, with a
-  bias), over every key block."""
-  import jax
-  from jax import numpy as jnp
-  from jax.experimental import pallas as pl
-  from jax.experimental.pallas import triton as plgpu
-
-  r, refs = _split_backward_inputs(refs)
-  has_bias = statics["has_bias"]
-  bias_ref = refs.pop(0) if has_bias else None
-  # refs[:2]: the first kernel's outputs, aliased to dq_ref's and sums_ref's arrays.
-  dq_ref, sums_ref = refs[2:4]  # [bq, d] of the projections' gradient, [d]
-  ds_ref = refs[4] if has_bias else None
-  block, rate = statics["block"], statics["rate"]
-  b, h, i = pl.program_id(0), pl.program_id(1), pl.program_id(2)
-  q, do, lse, d = _read(r.q, r.q_bias), r.do[...], r.lse[...], r.d[...]
-  rows = i * block + jnp.arange(block)
-
-  def body(j, dq):
-    cols = pl.ds(j * block, block)
-    k = _read(r.k, r.k_bias, cols)
-    bias = None if bias_ref is None else bias_ref[:, cols]
-    key_positions = j * block + jnp.arange(block)
-    keys = (r.pad[cols], r.live[cols])
-    p, kept = _probabilities(r.seed, q, k, keys, bias, lse, b, h, rows, key_positions, statics)
-    v = _read(r.v, r.v_bias, cols)
-    dp = _dropped(plgpu.dot(do, v, trans_b=True).astype(jnp.float32), kept, rate)
-    ds = p * (dp - d[:, None]) * keys[1][None, :]
-    if ds_ref is not None:
-      ds_ref[:, cols] = ds.astype(ds_ref.dtype)
-    return dq + plgpu.dot(ds.astype(k.dtype), k).astype(jnp.float32)
-
-  dq = jax.lax.fori_loop(0, statics["num_blocks"], body, jnp.zeros(q.shape, jnp.float32))
-  dq = dq * statics["scale"]
-  dq_ref[...] = dq.astype(dq_ref.dtype)
-  sums_ref[...] = dq.sum(axis=0)
+  return jnp.pad(key_pad, extra, constant_values=PAD_LOGIT), jnp.pad(live, extra)
 
 
 @functools.cache
-def _attention(shape, bias_batch, dtype, bias_dtype, scale, rate, interpret):
+def _attention(shape, bias_batch, dtype, bias_dtype, scale, rate, interpret, one_pass_backward):
   """The custom-VJP function (projections, projection_bias, bias, key_pad, live, seed)
   -> context for one configuration; shape: (B, T, 3, A, d) of the projections;
   bias_batch: None (no bias), 1 or B."""
@@ -347,8 +158,11 @@ def _attention(shape, bias_batch, dtype, bias_dtype, scale, rate, interpret):
   pick = (lambda b: b) if bias_batch == batch else (lambda b: 0)
   bias_rows = pl.BlockSpec((None, None, block, padded), lambda b, h, i: (pick(b), h, i, 0))
   bias_cols = pl.BlockSpec((None, None, padded, block), lambda b, h, j: (pick(b), h, 0, j))
-  # dS, per example: program (b, h, i) writes rows [i·bq, (i+1)·bq) of [B, A, T, T].
+  bias_whole = pl.BlockSpec((None, None, padded, padded), lambda b, h, i: (pick(b), h, 0, 0))
+  # dS, per example: program (b, h, i) writes rows [i·bq, (i+1)·bq) of [B, A, T, T]
+  # (the one-pass backward, program (b, h, 0), all of them).
   ds_rows = pl.BlockSpec((None, None, block, padded), lambda b, h, i: (b, h, i, 0))
+  ds_whole = pl.BlockSpec((None, None, padded, padded), lambda b, h, i: (b, h, 0, 0))
   sequence = jax.ShapeDtypeStruct((batch, padded, heads, head_size), dtype)
   rows_f32 = jax.ShapeDtypeStruct((batch, heads, padded), jnp.float32)
 
@@ -364,17 +178,22 @@ def _attention(shape, bias_batch, dtype, bias_dtype, scale, rate, interpret):
       (None, None, None, None, head_size), lambda b, h, i: (b, i, QUERY, h, 0)
   )
 
-  def call(kernel, in_specs, out_specs, out_shape, *inputs, aliases=None):
+  # The one-pass backward's blocks: `_ONE_PASS_BLOCK` rows, or T padded when shorter.
+  one_pass_block = min(_ONE_PASS_BLOCK, padded)
+  one_pass = dict(statics, block=one_pass_block, num_blocks=padded // one_pass_block)
+  one_pass_sums = sums.update(shape=(batch, one_pass["num_blocks"], 3, heads, head_size))
+
+  def call(kernel, in_specs, out_specs, out_shape, *inputs, aliases=None, one_per_head=False):
     return pl.pallas_call(
-        functools.partial(kernel, statics=statics),
-        grid=grid,
+        functools.partial(kernel, statics=one_pass if one_per_head else statics),
+        grid=(batch, heads, 1) if one_per_head else grid,
         in_specs=in_specs,
         out_specs=out_specs,
         out_shape=out_shape,
         input_output_aliases=aliases or {},
         interpret=interpret,
-        compiler_params=None if interpret else _compiler_params(),
-        name=f"attention_{kernel.__name__.strip('_').replace('_kernel', '')}",
+        compiler_params=None if interpret else _compiler_params(one_per_head),
+        name=f"attention_{kernel.__name__.replace('_kernel', '')}",
     )(*inputs)
 
   def pad_sequence(t):
@@ -389,7 +208,7 @@ def _attention(shape, bias_batch, dtype, bias_dtype, scale, rate, interpret):
     specs = [seed_spec, tile(QUERY), whole(KEY), whole(VALUE), *projection_bias_specs]
     specs += [pad_spec, pad_spec]
     specs += [bias_rows] if has_bias else []
-    o, lse = call(_forward_kernel, specs, [context_tile, per_query], [sequence, rows_f32], *inputs)
+    o, lse = call(forward_kernel, specs, [context_tile, per_query], [sequence, rows_f32], *inputs)
     return o[:, :length], (inputs, o, lse)
 
   @jax.custom_vjp
@@ -402,10 +221,32 @@ def _attention(shape, bias_batch, dtype, bias_dtype, scale, rate, interpret):
     d = jnp.einsum("btad,btad->bat", do.astype(jnp.float32), o.astype(jnp.float32))
     common = inputs[:9] + [do, lse, d]
     bias = inputs[9:]
+    # dS in the bias' dtype: the bias' gradient is that dtype anyway, and a 16-bit dS
+    # halves the [B, A, T, T] written and read again for the batch's sum (50 MB each way
+    # a layer at bert_rab_base's 64 x 128).
+    ds_shape = jax.ShapeDtypeStruct((batch, heads, padded, padded), bias_dtype or jnp.float32)
+    if one_pass_backward:
+      specs = [seed_spec, whole(QUERY), whole(KEY), whole(VALUE), *projection_bias_specs]
+      specs += [pad_spec, pad_spec, context_whole, per_row, per_row] + [bias_whole] * has_bias
+      whole_head = lambda shape: pl.BlockSpec(shape, lambda b, h, i: (b, 0, 0, h, 0))
+      out_specs = [
+          whole_head((None, padded, 3, None, head_size)),
+          whole_head((None, one_pass["num_blocks"], 3, None, head_size)),
+      ] + [ds_whole] * has_bias
+      results = call(
+          gradients_kernel,
+          specs,
+          out_specs,
+          [d_projections, one_pass_sums] + [ds_shape] * has_bias,
+          *common,
+          *bias,
+          one_per_head=True,
+      )
+      return gradients_of(results)
     key_specs = [seed_spec, whole(QUERY), tile(KEY), tile(VALUE), *projection_bias_specs]
     key_specs += [pad_spec, pad_spec, context_whole, per_row, per_row] + [bias_cols] * has_bias
     gradients = call(
-        _key_gradients_kernel,
+        key_gradients_kernel,
         key_specs,
         [pair_tile, pair_sums],
         [d_projections, sums],
@@ -415,19 +256,19 @@ def _attention(shape, bias_batch, dtype, bias_dtype, scale, rate, interpret):
     query_specs = [seed_spec, tile(QUERY), whole(KEY), whole(VALUE), *projection_bias_specs]
     query_specs += [pad_spec, pad_spec, context_tile, per_query, per_query]
     query_specs += [bias_rows] * has_bias + [tile(QUERY), query_sums]
-    # dS in the bias' dtype: the bias' gradient is that dtype anyway, and a 16-bit dS
-    # halves the [B, A, T, T] written and read again for the batch's sum (50 MB each way
-    # a layer at bert_rab_base's 64 x 128).
-    ds_shape = jax.ShapeDtypeStruct((batch, heads, padded, padded), bias_dtype or jnp.float32)
     inputs = [*common, *bias, *gradients]
     results = call(
-        _query_gradients_kernel,
+        query_gradients_kernel,
         query_specs,
         [tile(QUERY), query_sums] + [ds_rows] * has_bias,
         [d_projections, sums] + [ds_shape] * has_bias,
         *inputs,
         aliases={len(inputs) - 2: 0, len(inputs) - 1: 1},
     )
+    return gradients_of(results)
+
+  def gradients_of(results):
+    """The custom VJP's gradients from the backward kernels' [d_projections, sums(, dS)]."""
     dbias = None
     if has_bias:
       ds = results[2][:, :, :length, :length]
@@ -441,14 +282,23 @@ def _attention(shape, bias_batch, dtype, bias_dtype, scale, rate, interpret):
   return run
 
 
-def _compiler_params():
+def _compiler_params(one_pass: bool):
   from jax.experimental.pallas import triton as pallas_triton
 
-  return pallas_triton.CompilerParams(num_warps=4, num_stages=2)
+  return pallas_triton.CompilerParams(num_warps=_ONE_PASS_WARPS if one_pass else 4, num_stages=2)
 
 
 def attention(
-    q, k, v, key_is_real, bias, scale: float, rate: float, seed, interpret: Optional[bool] = None
+    q,
+    k,
+    v,
+    key_is_real,
+    bias,
+    scale: float,
+    rate: float,
+    seed,
+    interpret: Optional[bool] = None,
+    one_pass_max_length: Optional[int] = None,
 ):
   """softmax(q kᵀ·scale + bias, padded keys masked), dropped out at `rate`, times v.
 
@@ -462,6 +312,8 @@ def attention(
     seed: [2] uint32 (a Keras seed generator's next value); read only when rate > 0.
     interpret: Pallas' interpreter (any device); None reads the SwishRNN kernels' switch
       (`pallas_support.INTERPRET_ENV`).
+    one_pass_max_length: the longest T (padded to whole blocks) whose backward is one
+      kernel; None: `ONE_PASS_MAX_LENGTH`; 0: the two kernels at any T.
   Returns:
     [B, T, A, d] context in q's dtype.
   """
@@ -471,7 +323,7 @@ def attention(
   projections = jnp.stack([by_name[name] for name in SLOTS], axis=2)  # [B, T, 3, A, d]
   zero = jnp.zeros(projections.shape[2:], q.dtype)
   return attention_of_projections(
-      projections, zero, key_is_real, bias, scale, rate, seed, interpret
+      projections, zero, key_is_real, bias, scale, rate, seed, interpret, one_pass_max_length
   )
 
 
@@ -484,6 +336,7 @@ def attention_of_projections(
     rate: float,
     seed,
     interpret: Optional[bool] = None,
+    one_pass_max_length: Optional[int] = None,
 ):
   """`attention` of k, v, q = projections[:, :, slot] + projection_bias[slot], slots 0, 1
   and 2 (`SLOTS`): the kernels read them in place and add the bias as they read, so a QKV
@@ -493,7 +346,8 @@ def attention_of_projections(
   Args:
     projections: [B, T, 3, A, d], one 16-bit or float32 dtype; `fits(d, T)`.
     projection_bias: [3, A, d] in the projections' dtype, slots as the projections'.
-    key_is_real, bias, scale, rate, seed, interpret: as `attention`'s.
+    key_is_real, bias, scale, rate, seed, interpret, one_pass_max_length: as
+      `attention`'s.
   Returns:
     [B, T, A, d] context in the projections' dtype.
   """
@@ -501,6 +355,8 @@ def attention_of_projections(
 
   if interpret is None:
     interpret = pallas_support.interpreted()
+  if one_pass_max_length is None:
+    one_pass_max_length = ONE_PASS_MAX_LENGTH
   run = _attention(
       tuple(projections.shape),
       None if bias is None else int(bias.shape[0]),
@@ -509,6 +365,7 @@ def attention_of_projections(
       float(scale),
       float(rate),
       bool(interpret),
+      _padded(projections.shape[1]) <= one_pass_max_length,
   )
   key_pad, live = _key_masks(jnp.asarray(key_is_real), _padded(projections.shape[1]))
   seed = jnp.asarray(seed).astype(jnp.uint32).reshape((2,))
