@@ -180,19 +180,20 @@ def _attention(shape, bias_batch, dtype, bias_dtype, scale, rate, interpret, one
 
   # The one-pass backward's blocks: `_ONE_PASS_BLOCK` rows, or T padded when shorter.
   one_pass_block = min(_ONE_PASS_BLOCK, padded)
-  one_pass = dict(statics, block=one_pass_block, num_blocks=padded // one_pass_block)
-  one_pass_sums = sums.update(shape=(batch, one_pass["num_blocks"], 3, heads, head_size))
+  one_pass_statics = dict(statics, block=one_pass_block, num_blocks=padded // one_pass_block)
+  one_pass_blocks = one_pass_statics["num_blocks"]
+  one_pass_sums = sums.update(shape=(batch, one_pass_blocks, 3, heads, head_size))
 
-  def call(kernel, in_specs, out_specs, out_shape, *inputs, aliases=None, one_per_head=False):
+  def call(kernel, in_specs, out_specs, out_shape, *inputs, aliases=None, one_pass=False):
     return pl.pallas_call(
-        functools.partial(kernel, statics=one_pass if one_per_head else statics),
-        grid=(batch, heads, 1) if one_per_head else grid,
+        functools.partial(kernel, statics=one_pass_statics if one_pass else statics),
+        grid=(batch, heads, 1) if one_pass else grid,
         in_specs=in_specs,
         out_specs=out_specs,
         out_shape=out_shape,
         input_output_aliases=aliases or {},
         interpret=interpret,
-        compiler_params=None if interpret else _compiler_params(one_per_head),
+        compiler_params=None if interpret else _compiler_params(one_pass),
         name=f"attention_{kernel.__name__.replace('_kernel', '')}",
     )(*inputs)
 
@@ -231,7 +232,7 @@ def _attention(shape, bias_batch, dtype, bias_dtype, scale, rate, interpret, one
       whole_head = lambda shape: pl.BlockSpec(shape, lambda b, h, i: (b, 0, 0, h, 0))
       out_specs = [
           whole_head((None, padded, 3, None, head_size)),
-          whole_head((None, one_pass["num_blocks"], 3, None, head_size)),
+          whole_head((None, one_pass_blocks, 3, None, head_size)),
       ] + [ds_whole] * has_bias
       results = call(
           gradients_kernel,
@@ -240,7 +241,7 @@ def _attention(shape, bias_batch, dtype, bias_dtype, scale, rate, interpret, one
           [d_projections, one_pass_sums] + [ds_shape] * has_bias,
           *common,
           *bias,
-          one_per_head=True,
+          one_pass=True,
       )
       return gradients_of(results)
     key_specs = [seed_spec, whole(QUERY), tile(KEY), tile(VALUE), *projection_bias_specs]
@@ -357,6 +358,7 @@ def attention_of_projections(
     interpret = pallas_support.interpreted()
   if one_pass_max_length is None:
     one_pass_max_length = ONE_PASS_MAX_LENGTH
+  padded = _padded(projections.shape[1])
   run = _attention(
       tuple(projections.shape),
       None if bias is None else int(bias.shape[0]),
@@ -365,8 +367,8 @@ def attention_of_projections(
       float(scale),
       float(rate),
       bool(interpret),
-      _padded(projections.shape[1]) <= one_pass_max_length,
+      padded <= one_pass_max_length,
   )
-  key_pad, live = _key_masks(jnp.asarray(key_is_real), _padded(projections.shape[1]))
+  key_pad, live = _key_masks(jnp.asarray(key_is_real), padded)
   seed = jnp.asarray(seed).astype(jnp.uint32).reshape((2,))
   return run(projections, projection_bias.astype(projections.dtype), bias, key_pad, live, seed)

@@ -105,6 +105,17 @@ def forward_kernel(
   lse_ref[...] = m + jnp.log(total)
 
 
+def _key_block(r, j, block):
+  """(cols, k, v, keys, key_positions) of key block j: its slice, k and v [bk, d] read from
+  the projections (`_read`), `_logits`' (key_pad, live) [bk] and the keys' positions [bk]."""
+  from jax import numpy as jnp
+  from jax.experimental import pallas as pl
+
+  cols = pl.ds(j * block, block)
+  k, v = _read(r.k, r.k_bias, cols), _read(r.v, r.v_bias, cols)
+  return cols, k, v, (r.pad[cols], r.live[cols]), j * block + jnp.arange(block)
+
+
 def _probabilities(seed_ref, q, k, keys, bias, lse, b, h, rows, key_positions, statics):
   """(P, keep or None): [bq, bk] softmax probabilities from the saved lse, and the mask."""
   from jax import numpy as jnp
@@ -217,12 +228,8 @@ def query_gradients_kernel(*refs, statics):
   rows = i * block + jnp.arange(block)
 
   def body(j, dq):
-    cols = pl.ds(j * block, block)
-    k = _read(r.k, r.k_bias, cols)
+    cols, k, v, keys, key_positions = _key_block(r, j, block)
     bias = None if bias_ref is None else bias_ref[:, cols]
-    key_positions = j * block + jnp.arange(block)
-    keys = (r.pad[cols], r.live[cols])
-    v = _read(r.v, r.v_bias, cols)
     _, ds = _block_gradients(r, q, do, k, v, keys, bias, lse, d, b, h, rows, key_positions, statics)
     if ds_ref is not None:
       ds_ref[:, cols] = ds.astype(ds_ref.dtype)
@@ -257,10 +264,7 @@ def gradients_kernel(*refs, statics):
   positions = [n * block + jnp.arange(block) for n in range(statics["num_blocks"])]
 
   def key_block(j, dqs):
-    cols = pl.ds(j * block, block)
-    k, v = _read(r.k, r.k_bias, cols), _read(r.v, r.v_bias, cols)  # [bk, d]
-    keys = (r.pad[cols], r.live[cols])
-    key_positions = j * block + jnp.arange(block)
+    cols, k, v, keys, key_positions = _key_block(r, j, block)
     dk = dv = jnp.zeros(k.shape, jnp.float32)
     dqs = list(dqs)
     for i, rows in enumerate(blocks):
