@@ -62,13 +62,16 @@ export KERAS_BACKEND=jax
 
 MODELS=bert,bert_rab,trans_blstm_small_2,swishrnn
 DEMO=("$PY" -m recurrent_bert.demo --backend=jax --pretraining_only)
-SMALL=(--size=tiny --pretrain_steps=3 --corpus_max_bytes=300000 --vocab_size=1000
+SMALL_STEPS=3
+SMALL=(--size=tiny --pretrain_steps=$SMALL_STEPS --corpus_max_bytes=300000 --vocab_size=1000
   --vocab_max_lines=3000 --seq_length=32 --batch_size=8 --eval_sequences=32)
 REHEARSAL=(--work_dir="$WORK/rehearsal" --models=bert,swishrnn --pretrain_seeds=1 "${SMALL[@]}")
 if [[ "$SMOKE" == 1 ]]; then
+  STEPS=$SMALL_STEPS
   SETTINGS=("${SMALL[@]}" --pretrain_seeds=1,2)
 else
-  SETTINGS=(--size="${RB_SIZE:-mini}" --pretrain_steps="${RB_STEPS:-1500}" --batch_size="${RB_BATCH:-64}"
+  STEPS=${RB_STEPS:-1500}
+  SETTINGS=(--size="${RB_SIZE:-mini}" --pretrain_steps="$STEPS" --batch_size="${RB_BATCH:-64}"
     --seq_length="${RB_SEQ:-128}" --pretrain_seeds="${RB_SEEDS:-1,2,3}" --eval_sequences=1024
     ${RB_LR:+--learning_rate=$RB_LR})
 fi
@@ -92,11 +95,11 @@ if [[ -n ${RB_RECIPE:-} ]]; then
 import sys
 from recurrent_bert.demo.recipe_pilot import parse_recipe
 try:
-  recipe = parse_recipe(sys.argv[1])
+  recipe = parse_recipe(sys.argv[1], "RB_RECIPE")
 except ValueError as e:
-  sys.exit("claims.sh: RB_RECIPE" + str(e).removeprefix("--recipes"))
+  sys.exit(f"claims.sh: {e}")
 print("\n".join([recipe.label(), *recipe.flags(int(sys.argv[2]))]))
-' "$RB_RECIPE" "$([[ "$SMOKE" == 1 ]] && echo 3 || echo "${RB_STEPS:-1500}")")
+' "$RB_RECIPE" "$STEPS")
   ((${#GIVEN_RECIPE[@]})) || exit 2
 fi
 
@@ -105,7 +108,9 @@ if [[ "$PREPARE" == 1 || "$SMOKE" == 1 ]]; then
   for name in rehearsal comparison; do
     echo "== preparing the $name's data ($((SECONDS - START)) s)"
     args=("${REHEARSAL[@]}")
-    [[ $name == comparison ]] && args=("${COMPARISON[@]}")
+    # With RB_RECIPE the comparison's data is made under it, as its runs will be, so that
+    # preparing again after they trained is not refused as other settings.
+    [[ $name == comparison ]] && args=("${COMPARISON[@]}" "${GIVEN_RECIPE[@]:1}")
     "${DEMO[@]}" "${args[@]}" --data_only --num_workers="$(nproc)" >"$RESULTS/prepare_$name.log" 2>&1 ||
       { tail -20 "$RESULTS/prepare_$name.log"; die "preparing the $name's data failed"; }
   done

@@ -65,20 +65,21 @@ def define_flags() -> None:
   )
 
 
-def parse_recipe(text: str) -> recipe_rule.Recipe:
-  """A Recipe from LR:WARMUP[:BETA2[:EPSILON[:CLIP]]]; ValueError naming the text."""
+def parse_recipe(text: str, source: str = "--recipes") -> recipe_rule.Recipe:
+  """A Recipe from LR:WARMUP[:BETA2[:EPSILON[:CLIP]]]; ValueError naming `source` (the flag
+  or setting the text came from) and the text."""
   parts = text.strip().split(":")
   if not 2 <= len(parts) <= 5:
-    raise ValueError(f"--recipes: {text!r} is not LR:WARMUP[:BETA2[:EPSILON[:CLIP]]]")
+    raise ValueError(f"{source}: {text!r} is not LR:WARMUP[:BETA2[:EPSILON[:CLIP]]]")
   try:
     numbers = [float(p) for p in parts]
   except ValueError:
-    raise ValueError(f"--recipes: {text!r} has a part that is not a number") from None
+    raise ValueError(f"{source}: {text!r} has a part that is not a number") from None
   names = ("learning_rate", "warmup_fraction", "beta_2", "epsilon", "clip_norm")
   try:
     return recipe_rule.Recipe(**dict(zip(names, numbers)))
   except ValueError as e:
-    raise ValueError(f"--recipes: {text!r}: {e}") from None
+    raise ValueError(f"{source}: {text!r}: {e}") from None
 
 
 def work_dir_settings(work_dir: str, size: str, seeds: List[int], backend) -> Settings:
